@@ -1,0 +1,3 @@
+"""lmi-build: compile LLMs ahead of time for the LMI (DJL Serving) containers."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+from lmi_build.cli import main
+
+main()

@@ -1,0 +1,85 @@
+"""The one error hierarchy of lmi-build.
+
+Every user-facing failure is an ``LmiBuildError``: a one-line ``message`` saying what is wrong and
+a ``hint`` saying what to do. The CLI formats them once, at its boundary, and shows a traceback
+only with ``--debug``. Anything else that escapes is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class LmiBuildError(Exception):
+    """Base class: a clean, one-line, user-facing error."""
+
+    #: Process exit code for this kind of failure (2 is reserved for "invalid plan/artifact").
+    exit_code: int = 1
+    #: Stable machine-readable code, shown in --json output.
+    code: str = "error"
+
+    def __init__(self, message: str, *, hint: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        if code is not None:
+            self.code = code
+
+    def one_line(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class OptionError(LmiBuildError):
+    """An unknown option, a value of the wrong type, or a malformed properties file."""
+
+    code = "option"
+
+
+class InvalidPlan(LmiBuildError):
+    """The plan has validation errors; the plan itself carries the list."""
+
+    exit_code = 2
+    code = "invalid_plan"
+
+
+class UnsupportedTarget(LmiBuildError):
+    """The architecture, target, or combination is not supported."""
+
+    exit_code = 2
+    code = "unsupported"
+
+
+class SourceError(LmiBuildError):
+    """A model source cannot be resolved (missing dir, unknown HF id, unreadable S3 prefix)."""
+
+    code = "source"
+
+
+class PublishError(LmiBuildError):
+    """An upload or download failed; nothing local was deleted."""
+
+    code = "publish"
+
+
+class VerifyError(LmiBuildError):
+    """An artifact is incomplete, corrupted, or incompatible with the serving target."""
+
+    exit_code = 2
+    code = "verify"
+
+
+class StepError(LmiBuildError):
+    """A build step (quantize, convert, vendor compiler) failed."""
+
+    code = "step"
+
+
+class MissingDependency(LmiBuildError):
+    """An optional heavy dependency is not installed."""
+
+    code = "missing_dependency"
+
+    @classmethod
+    def for_module(cls, module: str, extra: str) -> MissingDependency:
+        return cls(
+            f"this command needs the Python package '{module}', which is not installed",
+            hint=f"install it with: pip install 'lmi-build[{extra}]'",
+        )

@@ -1,0 +1,77 @@
+"""Resolved LMI options: every value with the input it came from.
+
+This is the contract between option resolution (CLI > serving.properties > env > default) and
+everything downstream (planner, serving.properties writer, manifest).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from enum import Enum
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Source(str, Enum):
+    """Where a resolved value came from, in precedence order (first wins)."""
+
+    CLI = "cli"  # a dedicated flag (--tp) or --option key=value
+    PROPERTIES = "properties"  # the --properties serving.properties file
+    ENV = "env"  # OPTION_*, HF_MODEL_ID, TENSOR_PARALLEL_DEGREE, ... and TGI/SageMaker translations
+    ALIAS = "alias"  # expanded from an alias such as engine=MPI
+    RECIPE = "recipe"  # a default the architecture's recipe sets
+    DEFAULT = "default"  # the LMI default from the option table
+    DERIVED = "derived"  # computed by the planner (e.g. tp=max -> 8 on a p4d)
+
+
+class ResolvedValue(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    key: str  # the serving.properties key, e.g. "option.tensor_parallel_degree" or "engine"
+    value: str  # the value exactly as it will be written to serving.properties
+    source: Source
+    origin: str | None = None  # e.g. "OPTION_TENSOR_PARALLEL_DEGREE", "--tp", "serving.properties:12"
+
+
+class ResolvedOptions(BaseModel):
+    """An ordered mapping of serving.properties key -> ResolvedValue."""
+
+    model_config = ConfigDict(frozen=True)
+
+    values: dict[str, ResolvedValue] = {}
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        item = self.values.get(_full_key(key))
+        return item.value if item is not None else default
+
+    def source_of(self, key: str) -> Source | None:
+        item = self.values.get(_full_key(key))
+        return item.source if item is not None else None
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and _full_key(key) in self.values
+
+    def __iter__(self) -> Iterator[str]:  # type: ignore[override]
+        return iter(self.values)
+
+    def as_properties(self) -> dict[str, str]:
+        return {k: v.value for k, v in self.values.items()}
+
+    def with_values(self, updates: Mapping[str, ResolvedValue]) -> ResolvedOptions:
+        merged = dict(self.values)
+        merged.update({_full_key(k): v for k, v in updates.items()})
+        return ResolvedOptions(values=merged)
+
+
+# Keys that are not under "option." in serving.properties.
+TOP_LEVEL_KEYS = frozenset({"engine", "job_queue_size", "batch_size", "max_batch_delay", "max_idle_time",
+                            "minWorkers", "maxWorkers", "gpu.minWorkers", "gpu.maxWorkers",
+                            "cpu.minWorkers", "cpu.maxWorkers", "load_on_devices", "log_model_metric",
+                            "metrics_aggregation", "required_memory_mb", "reserved_memory_mb"})
+
+
+def _full_key(key: str) -> str:
+    """Accept "tensor_parallel_degree" as well as "option.tensor_parallel_degree"."""
+    if key in TOP_LEVEL_KEYS or key.startswith("option.") or "." in key:
+        return key
+    return f"option.{key}"
