@@ -1,0 +1,57 @@
+"""The layout contract: where each produced file goes and what serving.properties needs.
+
+Targets register their layouts here (``hf`` by the artifact package; the TensorRT-LLM and
+Neuron layouts by their target packages). The packager only talks to this interface.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from lmi_build.errors import UnsupportedTarget
+from lmi_build.planning.plan import BuildPlan, PlanMessage
+
+
+class Layout(Protocol):
+    name: str
+
+    def assemble(self, plan: BuildPlan, produced: Path, source_dir: Path, staging: Path) -> None:
+        """Place the produced files (engine dir, checkpoint, ...) and the carried source files
+        (tokenizer, generation config, chat templates, custom code) under ``staging``. Use
+        ``lmi_build.artifact.packager.link_or_copy`` for every file."""
+
+    def properties(self, plan: BuildPlan) -> dict[str, str]:
+        """serving.properties keys this layout needs on top of the plan's options."""
+
+    def check(self, artifact_dir: Path) -> list[PlanMessage]:
+        """Structural completeness problems of an artifact of this layout (empty when complete)."""
+
+
+_LAYOUTS: dict[str, Layout] = {}
+
+
+def register_layout(layout: Layout) -> Layout:
+    _LAYOUTS[layout.name] = layout
+    return layout
+
+
+def get_layout(name: str) -> Layout:
+    _load_builtin_layouts()
+    try:
+        return _LAYOUTS[name]
+    except KeyError:
+        known = ", ".join(sorted(_LAYOUTS)) or "none"
+        raise UnsupportedTarget(f"unknown artifact layout '{name}'", hint=f"known layouts: {known}") from None
+
+
+def _load_builtin_layouts() -> None:
+    # Explicit imports (not import side effects scattered around): each module registers its layouts.
+    import importlib
+
+    for module in ("lmi_build.artifact.hf_layout", "lmi_build.trtllm.layouts"):
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as error:
+            if error.name != module:
+                raise

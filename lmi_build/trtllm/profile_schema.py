@@ -1,0 +1,42 @@
+"""The schema of a container profile (``profiles/<name>.toml``): one LMI TensorRT-LLM container.
+
+Profiles are data: which image, which TensorRT-LLM/TensorRT/CUDA versions, which artifact layout
+the container loads without compiling, and the defaults that changed between releases.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class ContainerProfile(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str  # e.g. "lmi-0.27.0-trtllm-0.8.0"
+    lmi_version: str  # DJL Serving / LMI release, e.g. "0.27.0"
+    image: str  # full image URI
+    tensorrt_llm: str  # e.g. "0.8.0"
+    tensorrt: str  # e.g. "9.2.0.post12.dev5"
+    cuda: str  # e.g. "12.2"
+    python: str  # e.g. "3.10"
+    transformers: str | None = None  # the transformers version inside the container, when known
+    # "toolkit": <repo>/tensorrt_llm/{1/, config.pbtxt, HF files}; "flat": LLM-API engine dir.
+    layout: Literal["toolkit", "flat"]
+    # "legacy": per-model examples/<model>/build.py (0.7.x); "checkpoint": convert_checkpoint.py +
+    # trtllm-build (>= 0.8); "llmapi": checkpoint + trtllm-build, LLM API runtime (1.x).
+    workflow: Literal["legacy", "checkpoint", "llmapi"]
+    engine_capable: bool = True  # False for profiles whose TensorRT-LLM has no engine backend
+    # Build defaults of this release, as trtllm-build values ("tokens_per_block" = "64", ...).
+    defaults: dict[str, str] = {}
+    # Where each fact comes from (release notes, Dockerfile path@commit).
+    sources: tuple[str, ...] = ()
+    notes: str = ""
+
+    def versions(self) -> dict[str, str]:
+        found = {"tensorrt_llm": self.tensorrt_llm, "tensorrt": self.tensorrt, "cuda": self.cuda,
+                 "python": self.python, "lmi": self.lmi_version}
+        if self.transformers:
+            found["transformers"] = self.transformers
+        return found
