@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 TargetName = Literal["trtllm", "neuronx", "hf"]
 
@@ -40,12 +40,23 @@ class TargetSupport(BaseModel):
 
 class InferRule(BaseModel):
     """``value`` applies when every ``when`` key of the raw config equals (or, for lists, is one of)
-    the given value. Keys may be dotted paths into nested dicts (``attn_config.kv_n_heads``)."""
+    the given value. Keys may be dotted paths into nested dicts (``attn_config.kv_n_heads``).
+    ``contains``: the key's string value contains the text (case-insensitive, ``-`` equals ``_``),
+    as TensorRT-LLM itself infers ChatGLM versions from ``_name_or_path``. ``absent``: keys that
+    must not be in the config (TOML has no null). A rule needs at least one condition."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    when: dict[str, Any]
+    when: dict[str, Any] = {}
+    contains: dict[str, str] = {}
+    absent: tuple[str, ...] = ()
     value: str
+
+    @model_validator(mode="after")
+    def _has_condition(self) -> InferRule:
+        if not (self.when or self.contains or self.absent):
+            raise ValueError("an infer rule needs at least one of when, contains, absent")
+        return self
 
 
 class VersionOption(BaseModel):
@@ -56,6 +67,21 @@ class VersionOption(BaseModel):
     choices: tuple[str, ...]
     infer: tuple[InferRule, ...] = ()
     required: bool = True  # no rule matched and not given by the user -> plan error
+    default: str | None = None  # used when not required, not given and no rule matched
+
+    @model_validator(mode="after")
+    def _values_are_choices(self) -> VersionOption:
+        unknown = sorted({rule.value for rule in self.infer} - set(self.choices))
+        if self.default is not None and self.default not in self.choices:
+            unknown.append(self.default)
+        if unknown:
+            raise ValueError(f"values {unknown} are not among the choices {list(self.choices)}")
+        return self
+
+    @property
+    def name(self) -> str:
+        """The option name without the ``option.`` prefix (``baichuan_model_version``)."""
+        return self.key.removeprefix("option.")
 
 
 class Recipe(BaseModel):

@@ -28,6 +28,8 @@ class ContainerProfile(BaseModel):
     # trtllm-build (>= 0.8); "llmapi": checkpoint + trtllm-build, LLM API runtime (1.x).
     workflow: Literal["legacy", "checkpoint", "llmapi"]
     engine_capable: bool = True  # False for profiles whose TensorRT-LLM has no engine backend
+    # False for a moving (nightly) image tag: listed and selectable, but never the default profile.
+    released: bool = True
     # Build defaults of this release, as trtllm-build values ("tokens_per_block" = "64", ...).
     defaults: dict[str, str] = {}
     # Where each fact comes from (release notes, Dockerfile path@commit).

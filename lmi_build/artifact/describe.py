@@ -1,0 +1,117 @@
+"""``inspect``: a readable account of an artifact, from its manifest alone (no weights read)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lmi_build.artifact.files import MANIFEST_NAME
+from lmi_build.artifact.manifest import Manifest, load_manifest
+from lmi_build.errors import VerifyError
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+# Build fields shown under "what", per target, in this order (absent ones are skipped).
+_SHAPE_FIELDS = ("tp", "pp", "dtype", "amp", "max_input_len", "max_output_len", "max_seq_len", "max_batch_size",
+                 "max_num_tokens", "n_positions", "context_length_estimate", "batch_size", "export_format",
+                 "gqa_effective", "compiler_flags", "platform")
+
+
+def load_any(location: str, endpoint_url: str | None = None) -> Manifest:
+    """The manifest of a local artifact directory or of a published ``s3://`` artifact."""
+    if location.startswith("s3://"):
+        from lmi_build.storage.publish import remote_manifest
+
+        manifest = remote_manifest(location, endpoint_url)
+        if manifest is None:
+            raise VerifyError(f"no {MANIFEST_NAME} under {location}",
+                              hint="publish the artifact there first, or check the URL")
+        return manifest
+    return load_manifest(Path(location))
+
+
+def describe(manifest: Manifest, location: str) -> dict[str, Any]:
+    plan = manifest.plan
+    spec = plan.get("spec") or {}
+    build = plan.get("build") or {}
+    quant = plan.get("quantization") or {}
+    largest = sorted(manifest.files, key=lambda f: f.size, reverse=True)[:5]
+    return {
+        "location": location,
+        "what": {
+            "target": manifest.target,
+            "layout": manifest.layout,
+            "architecture": (spec.get("architectures") or [spec.get("model_type")])[0],
+            "model_type": spec.get("model_type"),
+            "parameters": spec.get("num_parameters"),
+            "quantization": {k: quant.get(k) for k in ("method", "quant_algo", "kv_cache_quant_algo", "group_size")
+                             if quant.get(k) is not None} or None,
+            **{k: build[k] for k in _SHAPE_FIELDS if build.get(k) is not None},
+        },
+        "from": {**manifest.source.model_dump(mode="json", exclude_none=True),
+                 "recipe": f"{manifest.recipe} v{manifest.recipe_version}", "cache_key": manifest.cache_key},
+        "for": {
+            "container_profile": manifest.toolchain.profile,
+            "image": manifest.toolchain.image,
+            "versions": {k: manifest.toolchain.version(k)
+                         for k in sorted({*manifest.toolchain.expected, *manifest.toolchain.found})},
+            **manifest.hardware.model_dump(mode="json", exclude_none=True),
+        },
+        "size": {"files": len(manifest.files), "total_bytes": manifest.total_bytes,
+                 "content_digest": manifest.content_digest,
+                 "largest": [{"path": f.path, "bytes": f.size} for f in largest]},
+        "steps": [step.model_dump(mode="json", exclude_none=True) for step in manifest.steps],
+        "total_seconds": round(sum(step.seconds for step in manifest.steps), 3),
+        "built": {"at": manifest.created_at.isoformat(), "by": manifest.builder,
+                  "environment": manifest.environment.model_dump(mode="json")},
+        "serving_properties": manifest.serving_properties,
+    }
+
+
+def human_bytes(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def render(info: dict[str, Any]) -> RenderableType:
+    from rich.console import Group
+    from rich.table import Table
+
+    def section(title: str, rows: dict[str, Any]) -> Table:
+        table = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False)
+        table.add_column(style="bold", no_wrap=True)
+        table.add_column()
+        for key, value in rows.items():
+            if value is None or value == {} or value == []:
+                continue
+            if isinstance(value, dict):
+                value = ", ".join(f"{k}={v}" for k, v in value.items())
+            elif isinstance(value, list):
+                value = ", ".join(map(str, value))
+            table.add_row(key, str(value))
+        return table
+
+    size = info["size"]
+    steps = {step["name"]: f"{step['seconds']:.1f} s" + (f"  ({step['detail']})" if step.get("detail") else "")
+             for step in info["steps"]}
+    steps["total"] = f"{info['total_seconds']:.1f} s"
+    env = info["built"]["environment"]
+    return Group(
+        f"[bold]{info['location']}[/bold]",
+        section("What", info["what"]),
+        section("From", info["from"]),
+        section("For", {**{k: v for k, v in info["for"].items() if k != "versions"}, **info["for"]["versions"]}),
+        section("Size", {"files": size["files"], "total": human_bytes(size["total_bytes"]),
+                         "largest": [f"{f['path']} ({human_bytes(f['bytes'])})" for f in size["largest"]],
+                         "digest": size["content_digest"]}),
+        section("Steps", steps),
+        section("Built", {"at": info["built"]["at"], "by": info["built"]["by"],
+                          "host": f"{env['os']} {env['arch']}, Python {env['python']}",
+                          "packages": env["packages"]}),
+        section("serving.properties", info["serving_properties"]),
+    )

@@ -1,0 +1,229 @@
+"""Assemble an artifact: layout files, ``serving.properties``, manifest, verify, then rename.
+
+Everything is built in a staging directory beside ``output_dir`` (same filesystem, so files can be
+hard-linked and the final step is one atomic rename). Nothing at ``output_dir`` is touched until the
+staged artifact has passed verification; a previous artifact is moved aside and removed only after
+the new one is in place.
+"""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Literal
+
+from lmi_build.artifact.files import MANIFEST_NAME
+from lmi_build.artifact.hygiene import is_secret_key, secret_values
+from lmi_build.artifact.layout import Layout, get_layout
+from lmi_build.artifact.manifest import (
+    BUILD_ONLY_KEYS,
+    BuildRecord,
+    StepTiming,
+    build_manifest,
+    write_manifest,
+)
+from lmi_build.errors import InvalidPlan, LmiBuildError, OptionError, VerifyError
+from lmi_build.planning.plan import BuildPlan
+
+PROPERTIES_NAME = "serving.properties"
+
+LinkMode = Literal["auto", "copy"]
+# "copy" forces copies even on one filesystem (benchmarks, or when the source must stay untouched).
+_link_mode: ContextVar[LinkMode] = ContextVar("lmi_build_link_mode", default="auto")
+
+# errnos meaning "hard links are not possible here", so copying is the right fallback.
+_NO_LINK = frozenset({errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EACCES})
+
+# Files carried from the source model next to the produced ones (tokenizer, chat, generation).
+CARRIED_PATTERNS = (
+    "tokenizer*", "vocab*", "merges.txt", "*.model", "*.tiktoken", "added_tokens.json",
+    "special_tokens_map.json", "generation_config.json", "chat_template.json", "*.jinja",
+    "preprocessor_config.json",
+)
+REMOTE_CODE_PATTERNS = ("*.py",)
+
+
+@contextmanager
+def link_mode(mode: LinkMode) -> Iterator[None]:
+    token = _link_mode.set(mode)
+    try:
+        yield
+    finally:
+        _link_mode.reset(token)
+
+
+def link_or_copy(src: Path, dst: Path) -> Literal["link", "copy"]:
+    """Place ``src`` at ``dst``: a hard link when possible (same filesystem), else a copy.
+
+    Never a symbolic link: an artifact is uploaded and moved, a link would dangle. Symlinked
+    sources (the Hugging Face cache) are followed. ``dst`` must not exist.
+    """
+    if dst.exists() or dst.is_symlink():
+        raise FileExistsError(f"refusing to overwrite {dst.name} in the artifact")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    real = src.resolve()
+    if _link_mode.get() == "auto":
+        try:
+            os.link(real, dst)
+            return "link"
+        except OSError as error:
+            if error.errno not in _NO_LINK:
+                raise
+    shutil.copyfile(real, dst)
+    shutil.copymode(real, dst)
+    return "copy"
+
+
+def matches_any(name: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+
+
+def carry_source_files(source_dir: Path, staging: Path, *, trust_remote_code: bool) -> list[str]:
+    """Carry the source model's tokenizer, chat-template, generation-config (and, only with
+    ``trust_remote_code``, custom ``*.py``) files into ``staging``. Top level only; a file the
+    layout already placed (a produced ``config.json``, ...) is never overwritten. ``config.json``
+    itself is never carried: whether it belongs in the artifact is the layout's decision.
+    Returns the names carried."""
+    patterns = CARRIED_PATTERNS + (REMOTE_CODE_PATTERNS if trust_remote_code else ())
+    carried: list[str] = []
+    if not source_dir.is_dir():
+        return carried
+    for entry in sorted(source_dir.iterdir(), key=lambda p: p.name):
+        if entry.name == "config.json" or not entry.is_file() or not matches_any(entry.name, patterns):
+            continue
+        target = staging / entry.name
+        if target.exists():
+            continue
+        link_or_copy(entry, target)
+        carried.append(entry.name)
+    return carried
+
+
+def trust_remote_code(plan: BuildPlan) -> bool:
+    return plan.options.get("option.trust_remote_code", "false").strip().lower() == "true"
+
+
+def _property_order(key: str) -> tuple[int, str]:
+    # engine first, other top-level keys next, then option.* alphabetically: diffs stay small.
+    return (0 if key == "engine" else 2 if key.startswith("option.") else 1, key)
+
+
+def serving_properties(plan: BuildPlan, layout: Layout) -> dict[str, str]:
+    """The artifact's serving.properties: the plan's options minus build-only keys, plus what the
+    layout needs (the layout wins), in a stable order. Refuses credentials."""
+    values = {k: v for k, v in plan.options.items() if k not in BUILD_ONLY_KEYS}
+    values.update(layout.properties(plan))
+    secrets = secret_values()
+    for key, value in values.items():
+        if is_secret_key(key) or any(secret in value for secret in secrets):
+            raise OptionError(
+                f"'{key}' would write a credential into the artifact's serving.properties",
+                hint="pass credentials to the serving container as environment variables, not options",
+            )
+    return {key: values[key] for key in sorted(values, key=_property_order)}
+
+
+def _is_empty_dir(path: Path) -> bool:
+    return path.is_dir() and not any(path.iterdir())
+
+
+def _check_output(output_dir: Path, overwrite: bool) -> None:
+    if output_dir.is_symlink() or (output_dir.exists() and not output_dir.is_dir()):
+        raise LmiBuildError(f"output {output_dir} exists and is not a directory",
+                            hint="choose another --output path", code="output_exists")
+    if output_dir.is_dir() and not _is_empty_dir(output_dir) and not overwrite:
+        raise LmiBuildError(f"output directory {output_dir} is not empty",
+                            hint="pass --overwrite to replace it, or choose another --output",
+                            code="output_exists")
+
+
+def _install(staging: Path, output_dir: Path) -> None:
+    """Move the verified staging dir to ``output_dir``; the old artifact goes only after success."""
+    if _is_empty_dir(output_dir):
+        output_dir.rmdir()
+    if not output_dir.exists():
+        os.rename(staging, output_dir)
+        return
+    aside = output_dir.with_name(f".{output_dir.name}.old-{uuid.uuid4().hex[:8]}")
+    os.rename(output_dir, aside)
+    try:
+        os.rename(staging, output_dir)
+    except BaseException:
+        os.rename(aside, output_dir)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def package(
+    plan: BuildPlan,
+    *,
+    layout: str,
+    produced: Path,
+    source_dir: Path,
+    output_dir: Path,
+    record: BuildRecord,
+    overwrite: bool = False,
+    copy: bool = False,
+) -> Path:
+    """Build the artifact of ``plan`` at ``output_dir`` and return its path.
+
+    ``produced``: what the build steps wrote (engine dir, checkpoint); ``source_dir``: the source
+    model (tokenizer etc. are carried from it). ``copy=True`` forces copies instead of hard links.
+    """
+    if not plan.valid:
+        raise InvalidPlan("the plan has errors; refusing to package",
+                          hint="run `lmi-build plan` to see them")
+    chosen = get_layout(layout)
+    output_dir = output_dir.absolute()
+    _check_output(output_dir, overwrite)
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.staging-", dir=output_dir.parent))
+    try:
+        start = time.perf_counter()
+        with link_mode("copy" if copy else "auto"):
+            chosen.assemble(plan, produced, source_dir, staging)
+        properties = serving_properties(plan, chosen)
+        if (staging / PROPERTIES_NAME).exists() or (staging / MANIFEST_NAME).exists():
+            raise VerifyError(f"layout '{layout}' wrote {PROPERTIES_NAME} or {MANIFEST_NAME} itself",
+                              hint="this is a bug in the layout: the packager writes these files")
+        _write_properties(staging / PROPERTIES_NAME, properties)
+        step = StepTiming(name="package", seconds=round(time.perf_counter() - start, 3),
+                          detail=f"layout {layout}, {'copy' if copy else 'hard link or copy'}")
+        packaged = record.model_copy(update={"steps": [*record.steps, step]})
+        manifest = build_manifest(plan, layout=layout, record=packaged, artifact_dir=staging,
+                                  serving_properties=properties, extra_roots=(produced, source_dir))
+        write_manifest(staging, manifest, extra_roots=(produced, source_dir))
+        _verify_staged(staging)
+        _install(staging, output_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return output_dir
+
+
+def _write_properties(path: Path, values: dict[str, str]) -> None:
+    from lmi_build.options.properties import write_properties
+
+    write_properties(path, values)
+
+
+def _verify_staged(staging: Path) -> None:
+    # The files were hashed moments ago to write the manifest; re-reading gigabytes would only
+    # catch a concurrent writer, so the staged check compares sizes and runs the layout's checks.
+    from lmi_build.artifact.verify import verify_local
+
+    report = verify_local(staging, rehash=False)
+    if not report.valid:
+        first = report.errors[0]
+        more = f" (+{len(report.errors) - 1} more)" if len(report.errors) > 1 else ""
+        raise VerifyError(f"the staged artifact failed verification: {first.message}{more}",
+                          hint=first.hint or "nothing was written to the output directory")

@@ -1,0 +1,99 @@
+"""`lmi-build verify` and `lmi-build inspect`: check and describe a built artifact (local or s3://)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from lmi_build.cli.app import JsonOpt, QuietOpt, output_mode
+from lmi_build.output import current
+
+LocationArg = Annotated[str, typer.Argument(help="Artifact directory or s3://bucket/prefix.", show_default=False)]
+EndpointOpt = Annotated[
+    str | None,
+    typer.Option("--endpoint-url", help="S3-compatible endpoint (MinIO, SeaweedFS); also AWS_ENDPOINT_URL."),
+]
+
+
+def verify_command(
+    location: LocationArg,
+    for_container: Annotated[
+        str | None, typer.Option("--for-container", help="Container profile the artifact will be served by.")
+    ] = None,
+    gpu: Annotated[str | None, typer.Option("--gpu", help="Serving GPU: SM (sm80, sm90) or name (a10g, h100).")] = None,
+    neuron_platform: Annotated[
+        str | None, typer.Option("--neuron-platform", help="Serving Neuron platform: inf2 or trn1.")
+    ] = None,
+    devices: Annotated[
+        int | None, typer.Option("--devices", help="GPUs or NeuronCores the model will be served on.")
+    ] = None,
+    neuron_cc_flags: Annotated[
+        str | None,
+        typer.Option("--neuron-cc-flags", help="The neuronx-cc flags string the serving container computes."),
+    ] = None,
+    endpoint_url: EndpointOpt = None,
+    json_output: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Check an artifact is intact, complete, and fits where it will be served.
+
+    Checks the manifest, every file's size and SHA-256, the layout's completeness (rank files,
+    tokenizer, ...), and the serving target: container toolchain versions, GPU SM, Neuron
+    platform, device count. Exit 0 valid, 2 invalid, 1 other errors.
+
+    [b]Examples[/b]
+
+      lmi-build verify out/llama-trt --for-container lmi-0.27.0-trtllm-0.8.0 --gpu sm90 --devices 4
+
+      lmi-build verify s3://models/llama-7b/trt --endpoint-url http://localhost:8333 --json
+    """
+    output_mode(json_output, quiet)
+    from lmi_build.artifact.verify import serving_target, verify
+
+    target = serving_target(container=for_container, gpu=gpu, neuron_platform=neuron_platform,
+                            devices=devices, compiler_flags=neuron_cc_flags)
+    report = verify(location, target=target, endpoint_url=endpoint_url)
+    out = current()
+    for warning in report.warnings:
+        out.warn(warning.message + (f" ({warning.hint})" if warning.hint else ""))
+    if report.valid:
+        summary = report.artifact
+        out.result(report.to_json(),
+                   f"[green]valid[/green] {location}: {summary.get('target')} / {summary.get('layout')}, "
+                   f"{summary.get('files')} files, {summary.get('total_bytes')} bytes")
+        return
+    for problem in report.errors:
+        out.error(problem.message + (f" ({problem.hint})" if problem.hint else ""))
+    out.result(report.to_json(), f"[red]invalid[/red] {location}: {len(report.errors)} error(s)")
+    raise typer.Exit(2)
+
+
+def inspect_command(
+    location: LocationArg,
+    endpoint_url: EndpointOpt = None,
+    json_output: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Describe an artifact: what, from where, for what, how big, how long, by whom.
+
+    Reads only the manifest: target, layout, model, quantization, tp/pp, dtype and lengths;
+    source identity; toolchain, GPU SM / Neuron platform, image; files and bytes; step timings;
+    when and by which lmi-build.
+
+    [b]Examples[/b]
+
+      lmi-build inspect out/tiny-llama-hf
+
+      lmi-build inspect s3://models/llama-7b/trt --json | jq .for
+    """
+    output_mode(json_output, quiet)
+    from lmi_build.artifact.describe import describe, load_any, render
+
+    info = describe(load_any(location, endpoint_url), location)
+    current().result(info, render(info))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("verify", no_args_is_help=True)(verify_command)
+    app.command("inspect", no_args_is_help=True)(inspect_command)

@@ -1,0 +1,127 @@
+"""The plan/build flags, declared once. ``lmi-build plan`` and the build commands
+(``lmi-build trtllm|neuronx|hf``) take the same flags and turn them into a ``PlanRequest`` with
+``plan_request``, so help text, spelling and meaning never drift apart."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:  # the planner's pydantic models load only when a command runs, not for --help
+    from lmi_build.planning.plan import TargetName
+    from lmi_build.planning.request import PlanRequest
+
+MODEL_PANEL = "Model"
+KNOBS_PANEL = "Build knobs"
+INPUTS_PANEL = "LMI inputs"
+
+ModelOpt = Annotated[str | None, typer.Option(
+    "--model", "-m", rich_help_panel=MODEL_PANEL,
+    help="Local directory, Hugging Face id (org/name[@rev]), s3://bucket/prefix or demo:NAME. "
+    "Default: option.model_id / HF_MODEL_ID.")]
+RevisionOpt = Annotated[str | None, typer.Option(
+    "--revision", rich_help_panel=MODEL_PANEL, help="Hugging Face revision (branch, tag or commit).")]
+TrustRemoteCodeOpt = Annotated[bool, typer.Option(
+    "--trust-remote-code", rich_help_panel=MODEL_PANEL,
+    help="Allow models that need their own Python code (auto_map). Review the code first.")]
+AllowPickleOpt = Annotated[bool, typer.Option(
+    "--allow-pickle", rich_help_panel=MODEL_PANEL,
+    help="Accept pickle (*.bin) weights when no safetensors exist (pickle can run code).")]
+
+TpOpt = Annotated[str | None, typer.Option(
+    "--tp", rich_help_panel=KNOBS_PANEL,
+    help="Tensor-parallel degree, or 'max' (all devices of --instance-type).")]
+PpOpt = Annotated[int | None, typer.Option(
+    "--pp", min=1, rich_help_panel=KNOBS_PANEL, help="Pipeline-parallel degree (trtllm).")]
+DtypeOpt = Annotated[str | None, typer.Option(
+    "--dtype", rich_help_panel=KNOBS_PANEL, help="fp16 (default), bf16, fp32 or auto (the config's).")]
+QuantizeOpt = Annotated[str | None, typer.Option(
+    "--quantize", rich_help_panel=KNOBS_PANEL,
+    help="smoothquant, awq, gptq, fp8, int8_wo, int4_wo (trtllm/hf); int8 (neuronx).")]
+MaxInputLenOpt = Annotated[int | None, typer.Option(
+    "--max-input-len", min=1, rich_help_panel=KNOBS_PANEL, help="Longest prompt in tokens (default 1024).")]
+MaxOutputLenOpt = Annotated[int | None, typer.Option(
+    "--max-output-len", min=1, rich_help_panel=KNOBS_PANEL, help="Most generated tokens (default 512).")]
+MaxBatchSizeOpt = Annotated[int | None, typer.Option(
+    "--max-batch-size", min=1, rich_help_panel=KNOBS_PANEL,
+    help="Concurrent sequences (option.max_rolling_batch_size).")]
+NPositionsOpt = Annotated[int | None, typer.Option(
+    "--n-positions", min=1, rich_help_panel=KNOBS_PANEL,
+    help="neuronx: total sequence length; token buckets double from 128 up to it.")]
+ContextLengthEstimateOpt = Annotated[str | None, typer.Option(
+    "--context-length-estimate", rich_help_panel=KNOBS_PANEL,
+    help="neuronx: prompt buckets, comma separated (e.g. 256,512). Default: half of each token bucket.")]
+InstanceTypeOpt = Annotated[str | None, typer.Option(
+    "--instance-type", rich_help_panel=KNOBS_PANEL,
+    help="Serving instance (e.g. g5.12xlarge, inf2.24xlarge): resolves tp=max, checks memory fit.")]
+ProfileOpt = Annotated[str | None, typer.Option(
+    "--profile", rich_help_panel=KNOBS_PANEL,
+    help="trtllm: container profile (a profiles/*.toml name). Default: the newest engine-capable one.")]
+CalibDataOpt = Annotated[Path | None, typer.Option(
+    "--calib-data", rich_help_panel=KNOBS_PANEL,
+    help="Calibration text file (one sample per line or JSONL) instead of the built-in set.")]
+
+OptionOpt = Annotated[list[str] | None, typer.Option(
+    "--option", "-o", rich_help_panel=INPUTS_PANEL,
+    help="Any serving.properties key=value (repeatable): -o option.tokens_per_block=64.")]
+PropertiesOpt = Annotated[Path | None, typer.Option(
+    "--properties", rich_help_panel=INPUTS_PANEL,
+    help="A serving.properties file, read as the container reads it.")]
+StrictOpt = Annotated[bool, typer.Option(
+    "--strict", rich_help_panel=INPUTS_PANEL, help="Unknown or deprecated options are errors, not warnings.")]
+
+
+def plan_request(
+    target: TargetName,
+    *,
+    model: str | None = None,
+    revision: str | None = None,
+    tp: str | None = None,
+    pp: int | None = None,
+    dtype: str | None = None,
+    quantize: str | None = None,
+    max_input_len: int | None = None,
+    max_output_len: int | None = None,
+    max_batch_size: int | None = None,
+    n_positions: int | None = None,
+    context_length_estimate: str | None = None,
+    trust_remote_code: bool = False,
+    option: list[str] | None = None,
+    properties: Path | None = None,
+    instance_type: str | None = None,
+    profile: str | None = None,
+    strict: bool = False,
+    calib_data: Path | None = None,
+    allow_pickle: bool = False,
+    env: Mapping[str, str] | None = None,
+) -> PlanRequest:
+    """The planner's input from the shared flags (``env`` defaults to this process's environment)."""
+    from lmi_build.planning.request import PlanRequest
+
+    return PlanRequest(
+        target=target,
+        model=model,
+        revision=revision,
+        tp=tp,
+        pp=pp,
+        dtype=dtype,
+        quantize=quantize,
+        max_input_len=max_input_len,
+        max_output_len=max_output_len,
+        max_batch_size=max_batch_size,
+        n_positions=str(n_positions) if n_positions is not None else None,
+        context_length_estimate=context_length_estimate,
+        trust_remote_code=trust_remote_code,
+        option=tuple(option or ()),
+        properties=properties,
+        instance_type=instance_type,
+        profile=profile,
+        strict=strict,
+        calib_data=calib_data,
+        allow_pickle=allow_pickle,
+        env=dict(os.environ if env is None else env),
+    )

@@ -1,0 +1,133 @@
+"""``lmi-build recipes``: which architectures lmi-build can build, for which target, how."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from lmi_build.cli.app import JsonOpt, QuietOpt, new_app, output_mode
+from lmi_build.output import current
+from lmi_build.recipes.schema import Recipe, TargetSupport
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+TARGETS = ("trtllm", "neuronx", "hf")
+
+LIST_EPILOG = """[bold]Examples[/bold]
+
+  lmi-build recipes list
+
+  lmi-build recipes list --json | jq '.recipes[] | select(.targets.trtllm) | .name'"""
+
+SHOW_EPILOG = """[bold]Examples[/bold]
+
+  lmi-build recipes show llama
+
+  lmi-build recipes show baichuan --json"""
+
+
+def register(app: typer.Typer) -> None:
+    recipes_app = new_app(help="Supported architectures: targets, quantization, restricted options.")
+    recipes_app.command("list", epilog=LIST_EPILOG)(list_recipes)
+    recipes_app.command("show", epilog=SHOW_EPILOG)(show_recipe)
+    app.add_typer(recipes_app, name="recipes")
+
+
+def list_recipes(json_output: JsonOpt = False, quiet: QuietOpt = False) -> None:
+    """List every recipe (architecture family) and what each target supports for it."""
+    from lmi_build.recipes.registry import load_recipes
+
+    output_mode(json_output, quiet)
+    book = load_recipes()
+    data = {"directory": str(book.directory), "recipes": [_recipe_json(r) for r in book]}
+    current().result(data, _list_table(book.all()))
+
+
+def show_recipe(
+    name: str = typer.Argument(..., help="Recipe name, as in `lmi-build recipes list` (e.g. llama)."),
+    json_output: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Show one recipe: matched architectures, per-target quantization, options and version inference."""
+    from lmi_build.recipes.registry import load_recipes
+
+    output_mode(json_output, quiet)
+    recipe = load_recipes().get(name)
+    current().result(_recipe_json(recipe), _show(recipe))
+
+
+def _recipe_json(recipe: Recipe) -> dict[str, Any]:
+    return recipe.model_dump(mode="json")
+
+
+def _support_cell(support: TargetSupport | None) -> str:
+    if support is None:
+        return "[dim]-[/dim]"
+    methods = ", ".join(support.quantize)
+    return f"[green]yes[/green] {methods}" if methods else "[green]yes[/green]"
+
+
+def _list_table(recipes: tuple[Recipe, ...]) -> RenderableType:
+    from rich.table import Table
+
+    table = Table(title="lmi-build recipes (cell: supported, quantization methods lmi-build applies)")
+    table.add_column("recipe", style="bold")
+    table.add_column("architectures")
+    for target in TARGETS:
+        table.add_column(target)
+    for recipe in recipes:
+        table.add_row(
+            recipe.name,
+            "\n".join(recipe.architectures or recipe.model_types),
+            *(_support_cell(recipe.targets.get(target)) for target in TARGETS),  # type: ignore[call-overload]
+        )
+    return table
+
+
+def _show(recipe: Recipe) -> RenderableType:
+    from rich.console import Group
+    from rich.table import Table
+
+    head = Table.grid(padding=(0, 2))
+    head.add_row("[bold]recipe[/bold]", f"{recipe.name} (version {recipe.version})")
+    head.add_row("[bold]description[/bold]", recipe.description)
+    head.add_row("[bold]architectures[/bold]", ", ".join(recipe.architectures) or "-")
+    head.add_row("[bold]model types[/bold]", ", ".join(recipe.model_types) or "-")
+
+    targets = Table(title="targets")
+    targets.add_column("")
+    for target in TARGETS:
+        targets.add_column(target)
+    supports = [recipe.targets.get(t) for t in TARGETS]  # type: ignore[call-overload]
+    rows: list[tuple[str, Any]] = [
+        ("supported", lambda s: "yes"),
+        ("quantize", lambda s: ", ".join(s.quantize) or "-"),
+        ("pre-quantized input", lambda s: ", ".join(s.prequantized) or "-"),
+        ("options allowed", lambda s: ", ".join(s.options_allowed) or "-"),
+        ("options refused", lambda s: ", ".join(s.options_refused) or "-"),
+        ("defaults", lambda s: ", ".join(f"{k}={v}" for k, v in s.defaults.items()) or "-"),
+        ("ModelOpt decoder", lambda s: s.modelopt_decoder or "-"),
+        ("TRT-LLM example", lambda s: s.trtllm_example or "-"),
+        ("TRT-LLM architecture", lambda s: s.trtllm_architecture or "-"),
+        ("notes", lambda s: s.notes or "-"),
+    ]
+    for label, cell in rows:
+        absent = "[dim]no[/dim]" if label == "supported" else ""
+        targets.add_row(label, *(cell(s) if s is not None else absent for s in supports))
+
+    parts: list[RenderableType] = [head, targets]
+    for option in recipe.version_options:
+        table = Table(title=f"{option.key} ({', '.join(option.targets)}; "
+                            f"{'required' if option.required else f'default {option.default}'})")
+        table.add_column("value")
+        table.add_column("inferred when")
+        for rule in option.infer:
+            conditions = [f"{k} = {v}" for k, v in rule.when.items()]
+            conditions += [f"{k} contains '{v}'" for k, v in rule.contains.items()]
+            conditions += [f"no {k}" for k in rule.absent]
+            table.add_row(rule.value, ", ".join(conditions))
+        table.caption = f"choices: {', '.join(option.choices)}; set with --option {option.name}=VALUE"
+        parts.append(table)
+    return Group(*parts)

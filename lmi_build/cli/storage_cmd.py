@@ -1,0 +1,84 @@
+"""``lmi-build publish`` and ``lmi-build pull``: move a verified artifact to and from S3."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from lmi_build.cli.app import JsonOpt, QuietOpt, output_mode
+
+EndpointOpt = Annotated[
+    str | None,
+    typer.Option("--endpoint-url", help="S3-compatible endpoint (default: AWS_ENDPOINT_URL, else AWS S3)."),
+]
+WorkersOpt = Annotated[int, typer.Option("--workers", min=1, max=64, help="Parallel transfers (files and parts).")]
+
+PUBLISH_HELP = """Upload an artifact to S3, verified, with its manifest last (the commit marker).
+
+Files already present with the same size and SHA-256 are skipped, so a rerun after a failure finishes the job and an unchanged artifact uploads nothing.
+
+Example:
+
+    lmi-build publish ./out/llama-7b-trtllm s3://my-models/llama-7b/trtllm --delete-local
+"""
+
+PULL_HELP = """Download a published artifact, verify every file against its manifest, then move it into place.
+
+An interrupted pull resumes where it stopped. A prefix without a manifest is refused.
+
+Example:
+
+    lmi-build pull s3://my-models/llama-7b/trtllm ./llama-7b-trtllm
+"""
+
+
+def _summary_line(verb: str, data: dict[str, float | int], where: str) -> str:
+    mib = data["bytes"] / (1024 * 1024)
+    return (f"{verb} {data['objects']} objects ({mib:,.1f} MiB), skipped {data['skipped']}, "
+            f"in {data['seconds']:.1f}s: {where}")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("publish", help=PUBLISH_HELP)
+    def publish_cmd(
+        artifact_dir: Annotated[Path, typer.Argument(help="Artifact directory (holds lmi-build.json).")],
+        url: Annotated[str, typer.Argument(help="Destination, s3://bucket/prefix.")],
+        endpoint_url: EndpointOpt = None,
+        delete_local: Annotated[bool, typer.Option("--delete-local", help="Delete the local artifact after every object is verified remotely.")] = False,
+        expected_bucket_owner: Annotated[str | None, typer.Option("--expected-bucket-owner", help="Refuse a bucket owned by another AWS account.")] = None,
+        sse_kms_key_id: Annotated[str | None, typer.Option("--sse-kms-key-id", help="Encrypt objects with this KMS key (SSE-KMS).")] = None,
+        tarball: Annotated[bool, typer.Option("--tarball", help="Upload one model.tar.gz (SageMaker compressed model data) instead of files.")] = False,
+        workers: WorkersOpt = 8,
+        json_output: JsonOpt = False,
+        quiet: QuietOpt = False,
+    ) -> None:
+        from lmi_build.output import current
+        from lmi_build.storage.publish import publish
+
+        output_mode(json_output, quiet)
+        out = current()
+        summary = publish(artifact_dir, url, endpoint_url=endpoint_url, delete_local=delete_local,
+                          expected_bucket_owner=expected_bucket_owner, sse_kms_key_id=sse_kms_key_id,
+                          tarball=tarball, workers=workers, output=out)
+        data = {"url": url, **summary.model_dump(), "deleted_local": delete_local}
+        out.result(data, _summary_line("published", data, url))
+
+    @app.command("pull", help=PULL_HELP)
+    def pull_cmd(
+        url: Annotated[str, typer.Argument(help="Published artifact, s3://bucket/prefix.")],
+        dest: Annotated[Path, typer.Argument(help="Local directory to create.")],
+        endpoint_url: EndpointOpt = None,
+        workers: WorkersOpt = 8,
+        json_output: JsonOpt = False,
+        quiet: QuietOpt = False,
+    ) -> None:
+        from lmi_build.output import current
+        from lmi_build.storage.pull import pull
+
+        output_mode(json_output, quiet)
+        out = current()
+        summary = pull(url, dest, endpoint_url=endpoint_url, workers=workers, output=out)
+        data = {"url": url, "dest": str(dest), **summary.model_dump()}
+        out.result(data, _summary_line("pulled", data, str(dest)))

@@ -1,0 +1,271 @@
+"""``config.json`` -> ``ModelSpec``: one shape for every Hugging Face config, without torch.
+
+Every fact is read through the alias tables in ``lmi_build.model.aliases``; what a config leaves
+unsaid comes from the architecture facts there. Nothing here imports transformers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from lmi_build.errors import SourceError
+from lmi_build.model import aliases as A
+from lmi_build.model.lookup import first_present, get_path, matches
+from lmi_build.model.native import native_names
+from lmi_build.model.params import Shapes, estimate_parameters
+from lmi_build.model.prequant import modelopt_quant_config, parse_quantization_config
+from lmi_build.model.spec import ModelSpec, PositionEmbedding, PreQuantization, RopeSpec
+
+# Sibling files that describe a pre-quantized checkpoint when config.json does not.
+_MODELOPT_QUANT_FILE = "hf_quant_config.json"
+_AUTOAWQ_LEGACY_FILE = "quant_config.json"
+
+
+def read_spec_file(path: Path) -> ModelSpec:
+    """Read ``path`` (a config.json, or the directory holding one) into a ``ModelSpec``."""
+    config_path = path / "config.json" if path.is_dir() else path
+    config = _load_json(config_path, what="model config")
+    if not isinstance(config, dict):
+        raise SourceError(
+            f"{config_path} is not a JSON object",
+            hint="point at the config.json of a Hugging Face model",
+        )
+    sibling_quant = None if "quantization_config" in config else _sibling_quantization(config_path.parent)
+    return read_spec(config, quantization=sibling_quant, origin=str(config_path))
+
+
+def read_spec(
+    config: Mapping[str, Any],
+    *,
+    quantization: PreQuantization | None = None,
+    origin: str = "config.json",
+) -> ModelSpec:
+    """Normalise a parsed config.json. ``quantization`` describes a pre-quantized checkpoint whose
+    config has no ``quantization_config`` (read from sibling files by ``read_spec_file``)."""
+    model_type = str(config.get("model_type") or "")
+    architectures = tuple(str(a) for a in (config.get("architectures") or ()))
+    if not model_type and not architectures:
+        raise SourceError(
+            f"{origin} has neither model_type nor architectures",
+            hint="use the config.json of a Hugging Face transformers model",
+        )
+    facts = A.ARCH_FACTS.get(model_type, A.DEFAULT_FACTS)
+
+    hidden = _required_int(config, A.HIDDEN_SIZE, "hidden size", origin)
+    layers = _required_int(config, A.NUM_LAYERS, "number of layers", origin)
+    heads = _required_int(config, A.NUM_HEADS, "number of attention heads", origin)
+    vocab = _required_int(config, A.VOCAB_SIZE, "vocabulary size", origin)
+    kv_heads = _kv_heads(config, heads)
+    head_dim = _int_or(first_present(config, A.HEAD_DIM), hidden // heads)
+    is_enc_dec = bool(config.get("is_encoder_decoder", False))
+    decoder_layers = _int_or(first_present(config, A.NUM_DECODER_LAYERS), layers) if is_enc_dec else None
+    intermediate = _intermediate(config, facts, hidden)
+    max_pos, max_pos_source = _max_positions(config, facts)
+    position = _position(config, facts)
+    num_experts = _int_or(first_present(config, A.NUM_EXPERTS), None)
+    tie = config.get("tie_word_embeddings")
+    tie_embeddings = facts.tie_word_embeddings if tie is None else bool(tie)
+    learned_rows = (max_pos or 0) + facts.position_offset if position == "learned" else 0
+
+    shapes = Shapes(
+        hidden_size=hidden,
+        num_layers=layers,
+        num_decoder_layers=decoder_layers,
+        num_attention_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        intermediate_size=intermediate,
+        vocab_size=vocab,
+        gated_mlp=_gated(config, facts),
+        num_experts=num_experts,
+        tie_word_embeddings=tie_embeddings,
+        learned_positions=learned_rows,
+        norms_per_layer=facts.parallel_norms,
+    )
+    return ModelSpec(
+        model_type=model_type or architectures[0],
+        architectures=architectures,
+        hidden_size=hidden,
+        num_layers=layers,
+        num_decoder_layers=decoder_layers,
+        num_attention_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        intermediate_size=intermediate,
+        vocab_size=vocab,
+        max_position_embeddings=max_pos,
+        max_position_source=max_pos_source,
+        position_embedding=position,
+        rope=_rope(config, facts, head_dim) if position == "rope" else None,
+        num_experts=num_experts,
+        experts_per_token=_int_or(first_present(config, A.EXPERTS_PER_TOKEN), None) if num_experts else None,
+        tie_word_embeddings=tie_embeddings,
+        torch_dtype=_dtype(config),
+        is_encoder_decoder=is_enc_dec,
+        auto_map=dict(config.get("auto_map") or {}),
+        requires_remote_code=_requires_remote_code(model_type, architectures),
+        pre_quantization=_pre_quantization(config) or quantization,
+        num_parameters=estimate_parameters(shapes),
+        raw=dict(config),
+    )
+
+
+def _required_int(config: Mapping[str, Any], keys: tuple[str, ...], what: str, origin: str) -> int:
+    found = first_present(config, keys)
+    value = _int_or(found, None)
+    if value is None or value <= 0:
+        raise SourceError(
+            f"{origin} states no valid {what} (looked for {', '.join(keys)})",
+            hint="use the config.json of a Hugging Face transformers decoder or encoder-decoder model",
+        )
+    return value
+
+
+def _int_or(found: tuple[str, Any] | None, default: int | None) -> Any:
+    if found is None:
+        return default
+    value = found[1]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return default
+    return int(value)
+
+
+def _kv_heads(config: Mapping[str, Any], heads: int) -> int:
+    for rule in A.KV_HEAD_RULES:
+        if not matches(config, rule.when):
+            continue
+        if rule.value is not None:
+            return rule.value
+        value = _int_or(first_present(config, (rule.key,)) if rule.key else None, None)
+        if value:
+            return int(value)
+    return heads
+
+
+def _intermediate(config: Mapping[str, Any], facts: A.ArchFacts, hidden: int) -> int:
+    stated = _int_or(first_present(config, A.INTERMEDIATE_SIZE), None)
+    if stated:
+        return int(stated) // facts.ffn_divisor
+    multiplier = facts.ffn_multiplier
+    if facts.ffn_multiplier_key:
+        found = first_present(config, (facts.ffn_multiplier_key,))
+        if found is not None and isinstance(found[1], int | float):
+            multiplier = float(found[1])
+    return int(hidden * multiplier)
+
+
+def _max_positions(config: Mapping[str, Any], facts: A.ArchFacts) -> tuple[int | None, str | None]:
+    found = first_present(config, A.MAX_POSITIONS)
+    value = _int_or(found, None)
+    if found is not None and value:
+        return int(value), found[0]
+    if _position(config, facts) == "alibi":
+        return None, None  # ALiBi has no position table, so no hard limit
+    if facts.default_max_positions:
+        return facts.default_max_positions, "default"
+    return None, None
+
+
+def _position(config: Mapping[str, Any], facts: A.ArchFacts) -> PositionEmbedding:
+    for rule in facts.position_rules:
+        if matches(config, ((rule.key, rule.value),)):
+            return rule.kind
+    return facts.position
+
+
+def _gated(config: Mapping[str, Any], facts: A.ArchFacts) -> bool:
+    if facts.gated_key:
+        key, prefix = facts.gated_key
+        return str(get_path(config, key, "")).startswith(prefix)
+    return facts.gated_mlp
+
+
+def _rope(config: Mapping[str, Any], facts: A.ArchFacts, head_dim: int) -> RopeSpec:
+    theta = first_present(config, A.ROPE_THETA)
+    scaling = next(
+        (value for key in A.ROPE_SCALING if isinstance(value := get_path(config, key), Mapping)), None
+    )
+    scaling_type = None
+    if scaling is not None:
+        scaling_type = scaling.get("rope_type") or scaling.get("type")
+        if scaling_type == "default":
+            scaling_type = None
+    rotary_dim = _int_or(first_present(config, A.ROTARY_DIM), None)
+    if rotary_dim is None:
+        fraction = first_present(config, A.ROTARY_FRACTION)
+        share = float(fraction[1]) if fraction is not None else facts.rotary_fraction
+        rotary_dim = int(head_dim * share) if share is not None else None
+    factor = scaling.get("factor") if scaling and scaling_type else None
+    original = scaling.get("original_max_position_embeddings") if scaling and scaling_type else None
+    return RopeSpec(
+        theta=float(theta[1]) if theta is not None else 10000.0,
+        scaling_type=str(scaling_type) if scaling_type else None,
+        scaling_factor=float(factor) if factor is not None else None,
+        original_max_position_embeddings=int(original) if original is not None else None,
+        rotary_dim=rotary_dim,
+        raw_scaling=dict(scaling) if scaling and scaling_type else None,
+    )
+
+
+def _dtype(config: Mapping[str, Any]) -> str | None:
+    found = first_present(config, A.DTYPE)
+    if found is not None:
+        name = str(found[1]).removeprefix("torch.")
+        return A.DTYPE_NAMES.get(name.lower(), name)
+    for flag, name in A.DTYPE_FLAGS:
+        if config.get(flag) is True:
+            return name
+    return None
+
+
+def _requires_remote_code(model_type: str, architectures: tuple[str, ...]) -> bool:
+    """Remote code is needed when transformers lacks the model type or an architecture class.
+
+    An ``auto_map`` alone does not decide it: transformers prefers its own class for a model type
+    it knows (phi-2 still ships an auto_map for PhiForCausalLM, which transformers has).
+    """
+    native = native_names()
+    if model_type and model_type not in native.model_types:
+        return True
+    return any(arch not in native.architectures for arch in architectures)
+
+
+def _pre_quantization(config: Mapping[str, Any]) -> PreQuantization | None:
+    qcfg = config.get("quantization_config")
+    if isinstance(qcfg, Mapping) and qcfg:
+        return parse_quantization_config(qcfg)
+    return None
+
+
+def _sibling_quantization(directory: Path) -> PreQuantization | None:
+    modelopt_file = directory / _MODELOPT_QUANT_FILE
+    if modelopt_file.is_file():
+        data = _load_json(modelopt_file, what="ModelOpt quantization config")
+        if isinstance(data, Mapping):
+            return modelopt_quant_config(data)
+    legacy_awq = directory / _AUTOAWQ_LEGACY_FILE
+    if legacy_awq.is_file():
+        data = _load_json(legacy_awq, what="AutoAWQ quantization config")
+        if isinstance(data, Mapping):
+            return parse_quantization_config(data, default_method="awq")
+    return None
+
+
+def _load_json(path: Path, *, what: str) -> Any:
+    if not path.is_file():
+        raise SourceError(
+            f"no {what} at {path}",
+            hint="pass a model directory that contains config.json, or the config.json itself",
+        )
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SourceError(f"cannot read {path}: {exc}", hint="check the file's permissions") from exc
+    except json.JSONDecodeError as exc:
+        raise SourceError(
+            f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
+            hint="fix or re-download the file",
+        ) from exc

@@ -1,0 +1,322 @@
+"""Option resolution: every input layered in ONE documented order, every value with its source.
+
+Precedence, first wins:
+
+1. CLI: dedicated flags (``--tp``) and ``--option key=value``
+2. the ``--properties`` serving.properties file
+3. the environment (``OPTION_*``, ``HF_MODEL_ID``, ``TENSOR_PARALLEL_DEGREE``, TGI/SageMaker names)
+4. alias expansion of an explicit ``engine`` (``engine=MPI`` -> Python + mpi_mode + entryPoint)
+5. the recipe's defaults for the architecture and target
+6. the option table's defaults for the target
+
+The file beats the environment as in the container's Java side (env only fills absent keys).
+Deprecated keys are carried over to their replacement inside their own layer, so a deprecated
+key in the file still beats the replacement key in the environment. Unknown keys are kept (they
+pass through to serving.properties) with a warning; ``strict=True`` turns every warning into an
+error. Table defaults of architecture-restricted options are never applied: the recipe gives them.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lmi_build.errors import OptionError
+from lmi_build.options.env import translate_env
+from lmi_build.options.properties import read_properties_with_lines
+from lmi_build.options.redact import is_secret_key, redact, secret_values
+from lmi_build.options.resolved import ResolvedOptions, ResolvedValue, Source
+from lmi_build.options.spec import (
+    TARGETS,
+    OptionSpec,
+    alias_for,
+    all_option_specs,
+    exact_spec,
+    full_key,
+)
+from lmi_build.options.spec import (
+    option_spec as option_spec,
+)
+from lmi_build.planning.plan import PlanMessage
+
+__all__ = [
+    "OptionInputs",
+    "OptionResolution",
+    "all_option_specs",
+    "cli_option_pairs",
+    "option_spec",
+    "resolve_options",
+]
+
+_EXPLICIT = (Source.CLI, Source.PROPERTIES, Source.ENV)
+_TABLE_ORIGIN = "option table"
+
+
+@dataclass(frozen=True)
+class OptionInputs:
+    cli: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # key -> (value, origin)
+    properties_file: Path | None = None
+    env: Mapping[str, str] = field(default_factory=dict)  # usually os.environ
+    recipe_defaults: Mapping[str, str] = field(default_factory=dict)  # the recipe's, for this target
+
+
+@dataclass(frozen=True)
+class OptionResolution:
+    options: ResolvedOptions
+    errors: list[PlanMessage]
+    warnings: list[PlanMessage]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+@dataclass
+class _Candidate:
+    key: str
+    value: str
+    source: Source
+    origin: str
+
+
+@dataclass
+class _Messages:
+    secrets: list[str]
+    errors: list[PlanMessage] = field(default_factory=list)
+    warnings: list[PlanMessage] = field(default_factory=list)
+
+    def show(self, key: str, value: str) -> str:
+        return redact(key, value, self.secrets)
+
+    def warn(self, code: str, message: str, hint: str | None = None) -> None:
+        self.warnings.append(PlanMessage(code=code, message=message, hint=hint))
+
+    def error(self, code: str, message: str, hint: str | None = None) -> None:
+        self.errors.append(PlanMessage(code=code, message=message, hint=hint))
+
+
+def cli_option_pairs(values: list[str]) -> dict[str, tuple[str, str]]:
+    """Parse repeated ``--option key=value`` (short keys get the ``option.`` prefix)."""
+    pairs: dict[str, tuple[str, str]] = {}
+    for item in values:
+        key, separator, value = item.partition("=")
+        key = key.strip()
+        if not separator or not key or any(char.isspace() for char in key):
+            raise OptionError(
+                f"--option {item!r}: expected key=value",
+                hint="for example: --option tensor_parallel_degree=4",
+            )
+        key = full_key(key)
+        pairs[key] = (value, f"--option {key.removeprefix('option.')}")
+    return pairs
+
+
+def resolve_options(inputs: OptionInputs, *, target: str, strict: bool = False) -> OptionResolution:
+    """Layer the inputs (see the module docstring), expand aliases, apply defaults, validate."""
+    if target not in TARGETS:
+        raise OptionError(f"unknown target {target!r}", hint=f"use one of: {', '.join(TARGETS)}")
+    notes = _Messages(secrets=secret_values(inputs.env))
+    layers = [_cli_layer(inputs), _properties_layer(inputs, notes), _env_layer(inputs, target, notes)]
+    for layer in layers:
+        _carry_deprecated_keys(layer, target, notes)
+
+    merged: dict[str, _Candidate] = {}
+    for layer in layers:
+        for key, candidate in layer.items():
+            merged.setdefault(key, candidate)
+    _apply_value_deprecations(merged, notes)
+    _expand_alias(merged)
+    for key, value in inputs.recipe_defaults.items():
+        merged.setdefault(full_key(key), _Candidate(full_key(key), value, Source.RECIPE, "recipe"))
+    _apply_table_defaults(merged, target)
+
+    values: dict[str, ResolvedValue] = {}
+    current = {key: candidate.value for key, candidate in merged.items()}
+    for key in sorted(merged, key=_order):
+        candidate = merged[key]
+        value = _check(candidate, target, current, notes)
+        values[key] = ResolvedValue(key=key, value=value, source=candidate.source, origin=candidate.origin)
+
+    errors, warnings = notes.errors, notes.warnings
+    if strict:
+        errors = errors + warnings
+        warnings = []
+    return OptionResolution(options=ResolvedOptions(values=values), errors=errors, warnings=warnings)
+
+
+# ------------------------------------------------------------------------------ layers
+def _cli_layer(inputs: OptionInputs) -> dict[str, _Candidate]:
+    layer: dict[str, _Candidate] = {}
+    for raw_key, (value, origin) in inputs.cli.items():
+        key = full_key(raw_key)
+        layer[key] = _Candidate(key, value, Source.CLI, origin)
+    return layer
+
+
+def _properties_layer(inputs: OptionInputs, notes: _Messages) -> dict[str, _Candidate]:
+    if inputs.properties_file is None:
+        return {}
+    parsed = read_properties_with_lines(inputs.properties_file)
+    notes.warnings.extend(parsed.warnings)
+    return {
+        key: _Candidate(key, entry.value, Source.PROPERTIES, entry.where) for key, entry in parsed.values.items()
+    }
+
+
+def _env_layer(inputs: OptionInputs, target: str, notes: _Messages) -> dict[str, _Candidate]:
+    translated = translate_env(inputs.env, target=target)
+    notes.errors.extend(translated.errors)
+    notes.warnings.extend(translated.warnings)
+    return {key: _Candidate(key, item.value, Source.ENV, item.origin) for key, item in translated.values.items()}
+
+
+# ------------------------------------------------------------------------------ rewriting
+def _carry_deprecated_keys(layer: dict[str, _Candidate], target: str, notes: _Messages) -> None:
+    for key in list(layer):
+        spec = exact_spec(key)
+        if spec is None or spec.deprecated is None or not spec.deprecated.applies_to(target):
+            continue
+        deprecation = spec.deprecated
+        candidate = layer[key]
+        since = f" since LMI {deprecation.since}" if deprecation.since else ""
+        subject = f"{key}={notes.show(key, candidate.value)} ({candidate.origin})"
+        replacement = deprecation.replacement
+        if replacement is None:
+            notes.warn("deprecated_option", f"{subject} is deprecated{since}", deprecation.note)
+            continue
+        if spec.problem(candidate.value) is not None:
+            continue  # reported as invalid_value by _check
+        new_value = deprecation.values.get(spec.normalize(candidate.value), None)
+        if deprecation.values and new_value is None:
+            del layer[key]
+            notes.warn("deprecated_option", f"{subject} is deprecated{since} and has no effect; it is dropped",
+                       f"delete {key}")
+            continue
+        carried = new_value if new_value is not None else candidate.value
+        del layer[key]
+        existing = layer.get(replacement)
+        if existing is not None and existing.value != carried:
+            notes.warn(
+                "conflicting_options",
+                f"{subject} is deprecated{since} and ignored: {replacement}={existing.value} "
+                f"({existing.origin}) is also set",
+                f"delete {key}",
+            )
+            continue
+        layer[replacement] = _Candidate(replacement, carried, candidate.source, f"{candidate.origin} ({key})")
+        notes.warn(
+            "deprecated_option",
+            f"{subject} is deprecated{since}; carried over as {replacement}={carried}",
+            f"write {replacement}={carried} instead",
+        )
+
+
+def _apply_value_deprecations(merged: dict[str, _Candidate], notes: _Messages) -> None:
+    for candidate in merged.values():
+        spec = exact_spec(candidate.key)
+        if spec is None or candidate.value not in spec.deprecated_values:
+            continue
+        deprecation = spec.deprecated_values[candidate.value]
+        since = f" since LMI {deprecation.since}" if deprecation.since else ""
+        subject = f"{candidate.key}={candidate.value} ({candidate.origin}) is deprecated{since}"
+        if deprecation.replacement is not None:
+            notes.warn(
+                "deprecated_value",
+                f"{subject}; carried over as {candidate.key}={deprecation.replacement}",
+                f"write {candidate.key}={deprecation.replacement} instead",
+            )
+            candidate.value = deprecation.replacement
+        else:
+            notes.warn("deprecated_value", subject, deprecation.note)
+
+
+def _expand_alias(merged: dict[str, _Candidate]) -> None:
+    """Only an engine the user gave is expanded: the table default is written as is, so the
+    container keeps choosing its own entry point (it differs between containers)."""
+    engine = merged.get("engine")
+    if engine is None or engine.source not in _EXPLICIT:
+        return
+    alias = alias_for("engine", engine.value)
+    if alias is None:
+        return
+    origin = f"engine={engine.value} ({engine.origin})"
+    for key, value in alias.sets.items():
+        if key == alias.key or key not in merged:
+            merged[key] = _Candidate(key, value, Source.ALIAS, origin)
+
+
+def _apply_table_defaults(merged: dict[str, _Candidate], target: str) -> None:
+    current = {key: candidate.value for key, candidate in merged.items()}
+    for spec in all_option_specs():
+        if spec.key in merged or spec.restricted or not spec.applies_to(target):
+            continue
+        default = spec.default_for(target)
+        if default is None or not spec.is_active(current):
+            continue
+        merged[spec.key] = _Candidate(spec.key, default, Source.DEFAULT, _TABLE_ORIGIN)
+
+
+# ------------------------------------------------------------------------------ checking
+def _check(candidate: _Candidate, target: str, current: Mapping[str, str], notes: _Messages) -> str:
+    """Report what is wrong with one resolved value; return its canonical spelling."""
+    key, value, origin = candidate.key, candidate.value, candidate.origin
+    if candidate.source is Source.DEFAULT:
+        return value  # the table validated its own defaults when it loaded
+    spec = exact_spec(key)
+    if is_secret_key(key):
+        notes.warn(
+            "secret_option",
+            f"{key} ({origin}) looks like a credential and would be written to serving.properties in clear text",
+            "pass credentials through the environment (HF_TOKEN, AWS_*) instead",
+        )
+    if spec is None:
+        notes.warn(
+            "unknown_option",
+            f"unknown option {key} ({origin}); it is kept and passed through to serving.properties",
+            _suggestion(key),
+        )
+        return value
+    problem = spec.problem(value)
+    if problem is not None:
+        notes.error("invalid_value", f"{key}={notes.show(key, value)}: {problem} (from {origin})", _valid(spec))
+        return value
+    if candidate.source in _EXPLICIT or candidate.source is Source.RECIPE:
+        if spec.targets and not spec.applies_to(target):
+            notes.warn(
+                "option_not_for_target",
+                f"{key} ({origin}) applies to {', '.join(spec.targets)}, not {target}; it is passed through unchanged",
+                f"remove {key} when building for {target}",
+            )
+        elif spec.active_when and not spec.is_active(current):
+            condition = " and ".join(f"{k} is {' or '.join(v)}" for k, v in spec.active_when.items())
+            notes.warn("option_inactive", f"{key} ({origin}) has no effect unless {condition}", None)
+    return spec.normalize(value)
+
+
+def _valid(spec: OptionSpec) -> str:
+    bounds = []
+    if spec.minimum is not None:
+        bounds.append(f"{'>' if spec.exclusive_minimum else '>='} {spec.minimum:g}")
+    if spec.maximum is not None:
+        bounds.append(f"<= {spec.maximum:g}")
+    extra = f" ({', '.join(bounds)})" if bounds else ""
+    return f"{spec.key} takes {spec.expected()}{extra}"
+
+
+def _suggestion(key: str) -> str:
+    prefixed = exact_spec(f"option.{key}") if not key.startswith("option.") else None
+    if prefixed is not None:
+        return f"did you mean {prefixed.key}? (serving.properties keys need the option. prefix)"
+    folded = [spec.key for spec in all_option_specs() if spec.key.lower() == key.lower()]
+    close = folded or difflib.get_close_matches(key, [spec.key for spec in all_option_specs()], n=1, cutoff=0.8)
+    if close:
+        return f"did you mean {close[0]}?"
+    return "check the spelling; `lmi-build config options` lists every known option"
+
+
+def _order(key: str) -> tuple[int, str]:
+    if key == "engine":
+        return (0, key)
+    return (1 if not key.startswith("option.") else 2, key)

@@ -1,0 +1,324 @@
+"""The LMI option table (``lmi_build/data/options.toml``) as validated pydantic models.
+
+The table is the one place option facts live: types, defaults per target, choices, bounds,
+deprecations, aliases, and whether an option changes what is compiled (the cache key).
+Every entry is checked when the table loads, so a malformed entry fails at import of the table,
+not when a user happens to set that option.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from lmi_build.options.resolved import TOP_LEVEL_KEYS
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+OptionType = Literal["str", "int", "float", "bool", "enum", "int_list", "int_or_max"]
+TargetName = Literal["trtllm", "neuronx", "hf"]
+EngineFamily = Literal["common", "server", "deepspeed", "accelerate", "lmi-dist", "vllm", "tnx", "trtllm"]
+
+TARGETS: tuple[TargetName, ...] = ("trtllm", "neuronx", "hf")
+TABLE_PATH = Path(__file__).resolve().parents[1] / "data" / "options.toml"
+
+_TRUE = "true"
+_FALSE = "false"
+
+
+class KeyDeprecation(BaseModel):
+    """A deprecated key. With a ``replacement``, its value is carried over to that key
+    (through ``values`` when the value changes, e.g. load_in_8bit=true -> quantize=bitsandbytes8)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    since: str | None = None
+    replacement: str | None = None
+    values: dict[str, str] = {}  # old value -> replacement value; a value not listed is dropped
+    targets: tuple[TargetName, ...] = ()  # where it is deprecated; () = everywhere
+    note: str | None = None
+
+    def applies_to(self, target: str) -> bool:
+        return not self.targets or target in self.targets
+
+
+class ValueDeprecation(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    since: str | None = None
+    replacement: str | None = None  # the value to use instead, carried over
+    note: str | None = None
+
+
+class Alias(BaseModel):
+    """``key=value`` stands for several settings (``engine=MPI`` = Python + mpi_mode + entryPoint)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key: str
+    value: str
+    sets: dict[str, str]
+
+
+class OptionSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key: str
+    type: OptionType
+    description: str = Field(min_length=1)
+    default: str | None = None
+    target_defaults: dict[TargetName, str] = {}
+    derived_default: str | None = None
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_minimum: bool = False
+    targets: tuple[TargetName, ...] = ()
+    engines: tuple[EngineFamily, ...] = Field(min_length=1)
+    restricted: bool = False
+    build_relevant: bool | tuple[TargetName, ...] = False
+    active_when: dict[str, tuple[str, ...]] = {}
+    deprecated: KeyDeprecation | None = None
+    deprecated_values: dict[str, ValueDeprecation] = {}
+
+    @model_validator(mode="after")
+    def _well_formed(self) -> OptionSpec:
+        if self.key != self.key.strip() or not self.key:
+            raise ValueError(f"bad key {self.key!r}")
+        if not self.key.startswith("option.") and self.key not in TOP_LEVEL_KEYS:
+            raise ValueError(f"{self.key}: a key without 'option.' must be listed in resolved.TOP_LEVEL_KEYS")
+        if (self.type == "enum") != bool(self.choices):
+            raise ValueError(f"{self.key}: choices are required for enum options and only for them")
+        if self.default is not None and self.derived_default is not None:
+            raise ValueError(f"{self.key}: give either default or derived_default")
+        for label, value in [("default", self.default), *self.target_defaults.items()]:
+            if value is not None and (problem := self.problem(value)) is not None:
+                raise ValueError(f"{self.key}: {label} {value!r}: {problem}")
+        for value, deprecation in self.deprecated_values.items():
+            if value not in self.choices:
+                raise ValueError(f"{self.key}: deprecated value {value!r} is not among the choices")
+            if deprecation.replacement is not None and deprecation.replacement not in self.choices:
+                raise ValueError(f"{self.key}: replacement {deprecation.replacement!r} is not a choice")
+        if self.deprecated is not None and self.deprecated.values and self.type != "bool":
+            raise ValueError(f"{self.key}: deprecated.values maps bool options only")
+        return self
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def is_top_level(self) -> bool:
+        return not self.key.startswith("option.")
+
+    @property
+    def short_key(self) -> str:
+        return self.key.removeprefix("option.")
+
+    def applies_to(self, target: str) -> bool:
+        return target in self.targets
+
+    def default_for(self, target: str) -> str | None:
+        return self.target_defaults.get(target, self.default)  # type: ignore[call-overload]
+
+    def is_build_relevant(self, target: str) -> bool:
+        if isinstance(self.build_relevant, bool):
+            return self.build_relevant
+        return target in self.build_relevant
+
+    def is_active(self, values: Mapping[str, str]) -> bool:
+        return all(values.get(key) in allowed for key, allowed in self.active_when.items())
+
+    # ------------------------------------------------------------------ values
+    def expected(self) -> str:
+        """What a valid value looks like, for messages."""
+        if self.type == "enum":
+            return "one of: " + ", ".join(self.choices)
+        return _EXPECTED[self.type]
+
+    def problem(self, value: str) -> str | None:
+        """Why ``value`` is invalid for this option, or None when it is valid."""
+        text = value.strip()
+        if self.type == "str":
+            return None
+        if self.type == "enum":
+            if value in self.choices:
+                return None
+            folded = {choice.lower(): choice for choice in self.choices}
+            if text.lower() in folded:
+                return f"expected {folded[text.lower()]} (values are case-sensitive)"
+            return f"expected {self.expected()}"
+        if self.type == "bool":
+            return None if text.lower() in (_TRUE, _FALSE) else f"expected {self.expected()}"
+        if self.type == "int_or_max" and text == "max":
+            return None
+        if self.type == "int_list":
+            items = [item.strip() for item in text.split(",")]
+            if not text or not all(_is_int(item) and int(item) > 0 for item in items):
+                return f"expected {self.expected()}"
+            return None
+        number: float
+        if self.type in ("int", "int_or_max"):
+            if not _is_int(text):
+                return f"expected {self.expected()}"
+            number = int(text)
+            if self.type == "int_or_max" and not (number >= 1 or number == -1):
+                return "expected a positive integer, -1 (all devices) or \"max\""
+        else:
+            try:
+                number = float(text)
+            except ValueError:
+                return f"expected {self.expected()}"
+            if number != number or number in (float("inf"), float("-inf")):
+                return f"expected {self.expected()}"
+        return self._bounds_problem(number)
+
+    def _bounds_problem(self, number: float) -> str | None:
+        if self.minimum is not None:
+            if self.exclusive_minimum and number <= self.minimum:
+                return f"must be greater than {_show(self.minimum)}"
+            if not self.exclusive_minimum and number < self.minimum:
+                return f"must be at least {_show(self.minimum)}"
+        if self.maximum is not None and number > self.maximum:
+            return f"must be at most {_show(self.maximum)}"
+        return None
+
+    def parse(self, value: str) -> str | int | float | bool | tuple[int, ...]:
+        """The typed value of a valid ``value`` ("max" stays a string for int_or_max)."""
+        if (problem := self.problem(value)) is not None:
+            raise ValueError(f"{self.key}={value}: {problem}")
+        text = value.strip()
+        if self.type == "bool":
+            return text.lower() == _TRUE
+        if self.type == "int" or (self.type == "int_or_max" and text != "max"):
+            return int(text)
+        if self.type == "float":
+            return float(text)
+        if self.type == "int_list":
+            return tuple(int(item) for item in text.split(","))
+        return self.normalize(value)
+
+    def normalize(self, value: str) -> str:
+        """The canonical spelling of a valid value: stripped, booleans lower-case.
+
+        Java's ``Boolean.parseBoolean`` and DJL's Python side both read ``true``/``false``;
+        a canonical spelling keeps equal settings equal in the cache key."""
+        if self.type == "str":
+            return value
+        text = value.strip()
+        if self.type == "bool":
+            return text.lower()
+        if self.type == "int_list":
+            return ",".join(item.strip() for item in text.split(","))
+        return text
+
+
+_EXPECTED: dict[str, str] = {
+    "str": "a string",
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true or false",
+    "int_list": "positive integers separated by commas (e.g. 256,512,1024)",
+    "int_or_max": 'an integer or "max"',
+}
+
+
+def _is_int(text: str) -> bool:
+    body = text[1:] if text[:1] in "+-" else text
+    return body.isascii() and body.isdigit()
+
+
+def _show(number: float) -> str:
+    return str(int(number)) if number == int(number) else str(number)
+
+
+class OptionTable(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    option: tuple[OptionSpec, ...]
+    alias: tuple[Alias, ...] = ()
+
+    @model_validator(mode="after")
+    def _unique(self) -> OptionTable:
+        seen: set[str] = set()
+        for spec in self.option:
+            if spec.key in seen:
+                raise ValueError(f"duplicate option key {spec.key}")
+            seen.add(spec.key)
+        for spec in self.option:
+            for key in spec.active_when:
+                if key not in seen:
+                    raise ValueError(f"{spec.key}: active_when names unknown key {key}")
+            if spec.deprecated and spec.deprecated.replacement and spec.deprecated.replacement not in seen:
+                raise ValueError(f"{spec.key}: replacement {spec.deprecated.replacement} is not in the table")
+        for alias in self.alias:
+            for key in alias.sets:
+                if key not in seen:
+                    raise ValueError(f"alias {alias.key}={alias.value} sets unknown key {key}")
+        return self
+
+    def by_key(self) -> dict[str, OptionSpec]:
+        return {spec.key: spec for spec in self.option}
+
+
+def load_table(path: Path = TABLE_PATH) -> OptionTable:
+    """Read and validate an option table file (pydantic errors name the entry)."""
+    with path.open("rb") as handle:
+        return OptionTable.model_validate(tomllib.load(handle))
+
+
+@lru_cache(maxsize=1)
+def _table() -> OptionTable:
+    return load_table()
+
+
+@lru_cache(maxsize=1)
+def _index() -> dict[str, OptionSpec]:
+    return _table().by_key()
+
+
+@lru_cache(maxsize=1)
+def _folded_index() -> dict[str, OptionSpec]:
+    return {key.lower(): spec for key, spec in _index().items()}
+
+
+def full_key(key: str) -> str:
+    """``tensor_parallel_degree`` -> ``option.tensor_parallel_degree``; ``engine`` stays ``engine``."""
+    key = key.strip()
+    if key in TOP_LEVEL_KEYS or key.startswith("option.") or "." in key:
+        return key
+    return f"option.{key}"
+
+
+def option_spec(key: str) -> OptionSpec | None:
+    """The table entry of ``key`` ("tensor_parallel_degree" or "option.tensor_parallel_degree")."""
+    return _index().get(full_key(key))
+
+
+def exact_spec(key: str) -> OptionSpec | None:
+    """The table entry of exactly ``key`` as written in serving.properties (no prefix added)."""
+    return _index().get(key)
+
+
+def canonical_key(key: str) -> str:
+    """The table's spelling of a key written in another case (``option.entrypoint`` ->
+    ``option.entryPoint``); unknown keys are returned unchanged."""
+    spec = _folded_index().get(key.lower())
+    return spec.key if spec is not None else key
+
+
+def all_option_specs() -> Sequence[OptionSpec]:
+    return _table().option
+
+
+def aliases() -> Sequence[Alias]:
+    return _table().alias
+
+
+def alias_for(key: str, value: str) -> Alias | None:
+    return next((a for a in _table().alias if a.key == key and a.value == value), None)

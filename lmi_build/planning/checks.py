@@ -1,0 +1,142 @@
+"""Validations and knob resolutions shared by every target. Each problem is a PlanMessage with a
+stable code, the numbers in the message and the fix in the hint."""
+
+from __future__ import annotations
+
+from lmi_build.options.resolved import Source, _full_key
+from lmi_build.planning.context import PlanContext
+
+# LMI option.dtype spellings -> the TensorRT-LLM / torch dtype name.
+DTYPES = {
+    "fp16": "float16", "float16": "float16", "half": "float16",
+    "bf16": "bfloat16", "bfloat16": "bfloat16",
+    "fp32": "float32", "float32": "float32", "float": "float32",
+}
+# rope_scaling types whose max_position_embeddings is already the extended length.
+_PRE_EXTENDED_ROPE = frozenset({"llama3", "yarn", "longrope", "su"})
+_USER_SOURCES = (Source.CLI, Source.PROPERTIES, Source.ENV, Source.ALIAS)
+
+
+def resolve_dtype(ctx: PlanContext) -> str:
+    raw = (ctx.opt("dtype") or "fp16").strip().lower()
+    if raw == "auto":
+        configured = (ctx.spec.torch_dtype or "").lower()
+        # fp32 checkpoints are served in fp16 (what the LMI containers do with dtype=auto on GPU).
+        return configured if configured in ("float16", "bfloat16") else "float16"
+    found = DTYPES.get(raw)
+    if found is None:
+        ctx.findings.error("dtype", f"option.dtype={raw} is not a dtype lmi-build can build",
+                           hint="use --dtype fp16, bf16, fp32 or auto")
+        return "float16"
+    return found
+
+
+def lmi_dtype(dtype: str) -> str:
+    """The serving.properties spelling of a torch dtype name."""
+    return {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}[dtype]
+
+
+def resolve_tp(ctx: PlanContext, *, pp: int = 1, unit: str = "GPU") -> int:
+    """option.tensor_parallel_degree as an int; ``max`` = the instance's devices / pp."""
+    raw = (ctx.opt("tensor_parallel_degree") or "1").strip().lower()
+    if raw == "max":
+        if ctx.instance is None and not ctx.user_set("tensor_parallel_degree"):
+            # The container's own default is "max"; ahead of time the device count is unknown.
+            ctx.findings.warn("tp_default",
+                              "the container would use every device (tensor_parallel_degree=max); "
+                              "planning tp=1 because no instance type was given",
+                              hint="pass --tp <n> or --instance-type to build for more devices")
+            ctx.derive("tensor_parallel_degree", 1, "default max without --instance-type")
+            return 1
+        if ctx.instance is None:
+            ctx.findings.error("tp_max_needs_instance",
+                               "tensor_parallel_degree=max needs to know how many devices the target has",
+                               hint="pass --tp <n>, or --instance-type (e.g. g5.12xlarge) to resolve 'max'")
+            return 1
+        tp = max(1, ctx.instance.devices // max(1, pp))
+        ctx.derive("tensor_parallel_degree", tp, f"max on {ctx.instance.name} ({ctx.instance.devices} {unit}s)")
+        return tp
+    return ctx.int_opt("tensor_parallel_degree", 1) or 1
+
+
+def check_tp_heads(ctx: PlanContext, tp: int) -> None:
+    heads = ctx.spec.num_attention_heads
+    if heads % tp:
+        divisors = [d for d in range(1, heads + 1) if heads % d == 0 and d <= 64]
+        ctx.findings.error("tp_heads",
+                           f"tp={tp} does not divide the {heads} attention heads",
+                           hint=f"use a tp that divides {heads}: {', '.join(map(str, divisors))}")
+
+
+def check_kv_heads_gpu(ctx: PlanContext, tp: int) -> None:
+    """TensorRT-LLM / vLLM shard KV heads when tp divides them, replicate them when they divide tp."""
+    kv = ctx.spec.num_kv_heads
+    if kv == ctx.spec.num_attention_heads:
+        return  # multi-head attention: check_tp_heads already covers it
+    if tp % kv and kv % tp:
+        ctx.findings.error("tp_kv_heads",
+                           f"tp={tp} and the {kv} key/value heads do not divide each other",
+                           hint=f"use a tp that divides {kv} or is a multiple of it")
+
+
+def max_positions(ctx: PlanContext) -> int | None:
+    """The longest sequence the model supports, allowing for rope scaling; None: no hard limit."""
+    spec = ctx.spec
+    # ALiBi and T5's relative buckets extrapolate: their configured length is not a hard limit.
+    if spec.position_embedding in ("alibi", "relative") or spec.max_position_embeddings is None:
+        return None
+    base = spec.max_position_embeddings
+    scaling_type = (ctx.opt("rotary_scaling_type") or (spec.rope.scaling_type if spec.rope else None) or "").lower()
+    factor = ctx.float_opt("rotary_scaling_factor") if ctx.opt("rotary_scaling_factor") else (
+        spec.rope.scaling_factor if spec.rope else None)
+    if scaling_type and factor and factor > 1 and scaling_type not in _PRE_EXTENDED_ROPE:
+        return int(base * factor)
+    return base
+
+
+def check_total_length(ctx: PlanContext, total: int, what: str, hint: str) -> None:
+    limit = max_positions(ctx)
+    if limit is not None and total > limit:
+        source = ctx.spec.max_position_source or "max_position_embeddings"
+        ctx.findings.error("max_len_positions",
+                           f"{what} = {total} exceeds the model's {limit} positions ({source})",
+                           hint=hint.format(limit=limit))
+
+
+def check_common(ctx: PlanContext) -> None:
+    """Checks that do not depend on the target's knobs."""
+    spec = ctx.spec
+    trust = ctx.bool_opt("trust_remote_code", False)
+    if spec.requires_remote_code and not trust:
+        ctx.findings.error("remote_code",
+                           f"{spec.architecture} needs the model's own Python code (auto_map), which is not trusted",
+                           hint="review the repository's code, then pass --trust-remote-code")
+    has_type = ctx.opt("rotary_scaling_type") is not None
+    has_factor = ctx.opt("rotary_scaling_factor") is not None
+    if has_type != has_factor:
+        given, missing = ("rotary_scaling_type", "rotary_scaling_factor") if has_type else (
+            "rotary_scaling_factor", "rotary_scaling_type")
+        ctx.findings.error("rotary_scaling_pair", f"option.{given} is set without option.{missing}",
+                           hint="set option.rotary_scaling_type and option.rotary_scaling_factor together")
+    check_option_restrictions(ctx)
+
+
+def check_option_restrictions(ctx: PlanContext) -> None:
+    from lmi_build.options.resolve import option_spec
+
+    allowed = {_full_key(key) for key in ctx.support.options_allowed}
+    refused = {_full_key(key) for key in ctx.support.options_refused}
+    for key, item in ctx.options.values.items():
+        if item.source not in _USER_SOURCES:
+            continue
+        origin = f" (from {item.origin})" if item.origin else ""
+        if key in refused:
+            ctx.findings.error("option_refused",
+                               f"{key} is not supported for {ctx.recipe.name} on {ctx.target}{origin}",
+                               hint=f"remove {key}")
+            continue
+        spec = option_spec(key)
+        if spec is not None and spec.restricted and key not in allowed:
+            ctx.findings.error("option_not_allowed",
+                               f"{key} only applies to some architectures, not {ctx.recipe.name} on {ctx.target}{origin}",
+                               hint=f"remove {key}")

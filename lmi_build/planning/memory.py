@@ -1,0 +1,189 @@
+"""Memory estimates: weights after quantization, KV cache, per-device share, host RAM for the
+conversion steps, and the fit check against an instance type. Pure arithmetic on the ModelSpec.
+
+Rules (documented in docs/notes/planning.md):
+- weights: 16-bit = 2 B/param, fp32 = 4, int8 / fp8 / SmoothQuant W8A8 = 1, int4 = 0.5 plus one
+  fp16 scale (and, for AWQ/GPTQ-style zero points, half a byte) per group; the embedding table and
+  lm_head stay 16-bit when the rest is quantized.
+- KV cache per token = 2 (K and V) x layers x kv_heads x head_dim x KV dtype bytes.
+- per device: weights / (tp*pp) + the KV cache a device holds (at least one KV head per device:
+  when kv_heads < tp the heads are replicated) + the runtime's fixed overhead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lmi_build.model.spec import ModelSpec
+from lmi_build.planning.findings import Findings
+from lmi_build.planning.instances import GIB, InstanceType
+from lmi_build.planning.plan import MemoryEstimate, QuantizationPlan
+
+DTYPE_BYTES = {"float32": 4.0, "float16": 2.0, "bfloat16": 2.0, "f32": 4.0, "f16": 2.0, "bf16": 2.0}
+
+# Bytes per quantized weight for each method/quant_algo family (before group overhead).
+_INT4 = ("awq", "gptq", "int4_wo", "w4a16", "w4a16_awq", "w4a16_gptq", "w4a8_awq", "int4")
+_EIGHT_BIT = ("smoothquant", "int8_wo", "int8", "fp8", "w8a16", "w8a16_gptq", "w8a8", "static_int8",
+              "fp8_per_channel_per_token", "bitsandbytes8", "compressed-tensors")
+_KV_8BIT = ("FP8", "INT8")
+# Calibration activations, tokenizer and the Python process itself, on top of the model copies.
+HOST_OVERHEAD_BYTES = 2 * GIB
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The shape the runtime reserves KV cache for."""
+
+    batch_size: int
+    seq_len: int
+    tp: int
+    pp: int = 1
+    preallocated: bool = False  # Neuron: the whole KV cache is allocated at load time
+
+
+def weight_bits(quant: QuantizationPlan, spec: ModelSpec) -> float | None:
+    """Bits per quantized weight, or None when the weights stay in the model dtype."""
+    if quant.pre_quantized is not None:
+        pre = quant.pre_quantized
+        if pre.bits:
+            return float(pre.bits)
+        name = (pre.quant_algo or pre.method).lower()
+        return 4.0 if any(tag in name for tag in ("int4", "w4", "nvfp4")) else 8.0
+    label = (quant.quant_algo or quant.method or "").lower()
+    if not label:
+        return None
+    if label in _INT4 or label.startswith(("w4", "int4")):
+        return 4.0
+    if label in _EIGHT_BIT or label.startswith(("w8", "fp8", "int8")):
+        return 8.0
+    return None
+
+
+def embedding_params(spec: ModelSpec) -> int:
+    tables = 1 if spec.tie_word_embeddings else 2
+    return tables * spec.vocab_size * spec.hidden_size
+
+
+def weight_bytes(spec: ModelSpec, dtype: str, quant: QuantizationPlan) -> int:
+    base = DTYPE_BYTES.get(dtype, 2.0)
+    bits = weight_bits(quant, spec)
+    if bits is None:
+        return int(spec.num_parameters * base)
+    embeddings = min(embedding_params(spec), spec.num_parameters)
+    body = spec.num_parameters - embeddings
+    per_weight = bits / 8
+    group = quant.group_size or (quant.pre_quantized.group_size if quant.pre_quantized else None)
+    if bits <= 4:
+        group = group if group and group > 0 else 128
+        zero_point = 0.5 if _has_zero_point(quant) else 0.0
+        per_weight += (2.0 + zero_point) / group
+    # 16-bit embeddings/lm_head even when the model dtype is fp32: quantized exports write fp16.
+    return int(body * per_weight + embeddings * min(base, 2.0))
+
+
+def _has_zero_point(quant: QuantizationPlan) -> bool:
+    if quant.pre_quantized is not None and quant.pre_quantized.zero_point is not None:
+        return quant.pre_quantized.zero_point
+    label = (quant.quant_algo or quant.method or "").lower()
+    return "awq" in label or "gptq" in label
+
+
+def kv_bytes_per_token(spec: ModelSpec, dtype: str, quant: QuantizationPlan, kv_heads: int | None = None) -> int:
+    element = 1.0 if quant.kv_cache_quant_algo in _KV_8BIT else DTYPE_BYTES.get(dtype, 2.0)
+    heads = spec.num_kv_heads if kv_heads is None else kv_heads
+    layers = spec.num_layers + (spec.num_decoder_layers or 0)
+    return int(2 * layers * heads * spec.head_dim * element)
+
+
+def host_ram_bytes(spec: ModelSpec, dtype: str, quantized_bytes: int, quantizing: bool) -> int:
+    """Peak host RAM of the convert/quantize steps: the model loaded in its build dtype, the
+    exported copy, plus a fixed allowance. Quantization calibrates the full-precision model."""
+    loaded = int(spec.num_parameters * DTYPE_BYTES.get(dtype, 2.0))
+    exported = quantized_bytes if quantizing else loaded
+    return loaded + exported + HOST_OVERHEAD_BYTES
+
+
+def estimate(
+    spec: ModelSpec,
+    dtype: str,
+    quant: QuantizationPlan,
+    workload: Workload,
+    instance: InstanceType | None,
+) -> MemoryEstimate:
+    devices = max(1, workload.tp * workload.pp)
+    weights = weight_bytes(spec, dtype, quant)
+    per_token = kv_bytes_per_token(spec, dtype, quant)
+    kv_total = per_token * workload.batch_size * workload.seq_len
+    # A device holds its share of KV heads (at least one: heads are replicated when kv_heads < tp)
+    # for its share of the layers.
+    heads_per_device = max(1, -(-spec.num_kv_heads // max(1, workload.tp)))
+    device_kv_per_token = kv_bytes_per_token(spec, dtype, quant, heads_per_device) / max(1, workload.pp)
+    device_kv = int(device_kv_per_token * workload.batch_size * workload.seq_len)
+    overhead = instance.overhead_bytes_per_device if instance else 0
+    per_device = -(-weights // devices) + device_kv + overhead
+    quantizing = quant.method is not None and quant.pre_quantized is None
+    return MemoryEstimate(
+        num_parameters=spec.num_parameters,
+        weight_bytes=weights,
+        kv_bytes_per_token=per_token,
+        kv_cache_bytes=kv_total,
+        devices=devices,
+        per_device_bytes=per_device,
+        device_memory_bytes=instance.usable_bytes_per_device if instance else None,
+        instance_type=instance.name if instance else None,
+        fits=(per_device <= instance.usable_bytes_per_device) if instance else None,
+        host_ram_bytes=host_ram_bytes(spec, dtype, weights, quantizing),
+    )
+
+
+def gib(value: float) -> str:
+    return f"{value / GIB:.1f} GiB"
+
+
+def check_fit(
+    memory: MemoryEstimate,
+    workload: Workload,
+    instance: InstanceType,
+    findings: Findings,
+) -> MemoryEstimate:
+    """Refuse a plan whose weights (and, where the runtime preallocates it, the whole KV cache)
+    cannot fit on one device of ``instance``; return the estimate with ``fits`` settled.
+
+    A paged KV cache (TensorRT-LLM) only needs room for one full-length sequence: with less room
+    than the whole batch needs the engine still runs, with fewer sequences in flight (a warning).
+    """
+    unit = "GPU" if instance.accelerator.kind == "gpu" else "NeuronCore"
+    usable = instance.usable_bytes_per_device
+    if memory.devices > instance.devices:
+        findings.error(
+            "instance_devices",
+            f"the plan shards over {memory.devices} devices (tp x pp), {instance.name} has "
+            f"{instance.devices} {unit}s",
+            hint=f"lower --tp/--pp to at most {instance.devices} in total or pick a larger instance",
+        )
+    if memory.fits:
+        return memory
+    device_kv = memory.per_device_bytes - (-(-memory.weight_bytes // memory.devices)) - instance.overhead_bytes_per_device
+    per_sequence_kv = device_kv // max(1, workload.batch_size)
+    minimum = memory.per_device_bytes - device_kv + per_sequence_kv
+    if not workload.preallocated and minimum <= usable:
+        room = usable - (minimum - per_sequence_kv)
+        sequences = max(1, room // max(1, per_sequence_kv))
+        findings.warn(
+            "kv_cache_partial",
+            f"weights and the KV cache for {workload.batch_size} x {workload.seq_len} tokens need "
+            f"{gib(memory.per_device_bytes)} per {unit}, {instance.name} has {gib(usable)} usable: "
+            f"about {sequences} full-length sequences fit at once",
+            hint="lower --max-batch-size or the max lengths, raise --tp, or pick a larger instance",
+        )
+        return memory.model_copy(update={"fits": True})
+    what = "weights, KV cache and runtime" if workload.preallocated else "weights, one sequence's KV cache and runtime"
+    needed = memory.per_device_bytes if workload.preallocated else minimum
+    findings.error(
+        "memory_fit",
+        f"needs {gib(needed)} per {unit} ({what}; {gib(memory.weight_bytes)} of weights over "
+        f"{memory.devices} device(s)), {instance.name} has {gib(usable)} usable",
+        hint="raise --tp, quantize (--quantize awq/fp8/...), lower the max lengths or batch size, "
+        "or pick a larger instance",
+    )
+    return memory

@@ -1,0 +1,196 @@
+"""The build planner: inputs -> a frozen, validated ``BuildPlan``. No side effects, no weights,
+no torch/transformers: only config.json (and small files) are read.
+
+Flow: resolve options -> resolve the model source (config only) -> ModelSpec -> recipe -> target
+planning -> validations (every problem collected) -> memory -> cache key -> BuildPlan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from lmi_build.errors import LmiBuildError, OptionError
+from lmi_build.model.spec import ModelSpec
+from lmi_build.options.resolved import ResolvedOptions
+from lmi_build.planning import checks
+from lmi_build.planning.cache_key import compute_cache_key, config_digest
+from lmi_build.planning.context import PlanContext
+from lmi_build.planning.findings import Findings
+from lmi_build.planning.instances import get_instance
+from lmi_build.planning.memory import check_fit, estimate
+from lmi_build.planning.plan import BuildPlan, ModelIdentity, QuantizationPlan, ToolchainRef
+from lmi_build.planning.request import PlanRequest
+from lmi_build.recipes.schema import Recipe
+from lmi_build.targets.base import Target, get_target
+
+# Keys the written serving.properties never carries (they point at the build's inputs).
+NOT_WRITTEN = frozenset({"option.model_id", "option.save_mp_checkpoint_path", "model_dir",
+                         "upload_checkpoints_s3url", "properties_dir"})
+# infer_version_options codes that are warnings (the user's value wins); the rest are errors.
+VERSION_WARNINGS = frozenset({"model_version_mismatch"})
+
+
+def make_plan(request: PlanRequest) -> BuildPlan:
+    """Plan a build. Raises ``LmiBuildError`` only when no plan can be made at all (unknown target,
+    unreadable model source, malformed properties); every other problem is a plan error."""
+    from lmi_build.model.normalize import read_spec_file
+    from lmi_build.options.resolve import OptionInputs, cli_option_pairs, resolve_options
+    from lmi_build.recipes.registry import load_recipes
+    from lmi_build.sources.resolve import resolve_source
+
+    target = get_target(request.target)
+    instance = get_instance(request.instance_type) if request.instance_type else None
+    findings = Findings()
+
+    cli = cli_option_pairs(list(request.option))
+    cli.update(request.flag_options())  # a dedicated flag wins over the same key in --option
+    inputs = OptionInputs(cli=cli, properties_file=request.properties, env=request.env, recipe_defaults={})
+    first = resolve_options(inputs, target=request.target, strict=request.strict)
+
+    model_ref = request.model or first.options.get("model_id")
+    if not model_ref:
+        raise OptionError("no model given",
+                          hint="pass --model <dir|org/name|s3://bucket/prefix|demo:NAME> or set option.model_id")
+    revision = request.revision or first.options.get("revision")
+    source = resolve_source(model_ref, purpose="plan", revision=revision, allow_pickle=request.allow_pickle)
+    spec = read_spec_file(source.path)
+
+    try:
+        recipe = load_recipes().match(spec)
+    except LmiBuildError as error:
+        findings.error("architecture_unknown", error.message, hint=error.hint)
+        return _early_plan(request, target, source.identity, spec, first.options, findings, None)
+
+    support = recipe.targets.get(request.target)
+    if support is None:
+        others = ", ".join(recipe.targets) or "none"
+        findings.error("architecture_unsupported",
+                       f"{spec.architecture} ({recipe.name}) cannot be built for {request.target}",
+                       hint=f"targets that support it: {others}")
+        return _early_plan(request, target, source.identity, spec, first.options, findings, recipe)
+
+    resolution = resolve_options(replace(inputs, recipe_defaults=support.defaults),
+                                 target=request.target, strict=request.strict)
+    findings.add_errors(resolution.errors)
+    findings.add_warnings(resolution.warnings)
+    options = resolution.options
+
+    quantization = _plan_quantization(request, target, recipe, spec, options, findings)
+    ctx = PlanContext(request=request, target=request.target, spec=spec, recipe=recipe, support=support,
+                      options=options, instance=instance, quantization=quantization, findings=findings)
+    _version_options(ctx)
+    checks.check_common(ctx)
+    planned = target.plan(ctx)
+
+    memory = estimate(spec, planned.dtype, quantization, planned.workload, instance)
+    if instance is not None:
+        if instance.accelerator.kind == "gpu" and request.target == "neuronx":
+            pass  # reported by the neuronx target
+        elif instance.accelerator.kind == "neuron" and request.target != "neuronx":
+            findings.error("instance_target", f"{instance.name} has Neuron devices, not GPUs",
+                           hint="use the neuronx target, or a GPU instance type (g5, g6, g6e, p4d, p5, ...)")
+        else:
+            memory = check_fit(memory, planned.workload, instance, findings)
+
+    final = options.with_values(ctx.derived)
+    written = {k: v for k, v in final.values.items() if k not in NOT_WRITTEN}
+    properties = {k: v.value for k, v in written.items()}
+    cache_key = compute_cache_key(
+        model=source.identity, config_digest=config_digest(spec.raw), recipe=recipe.name,
+        recipe_version=recipe.version, target=request.target, options=properties, build=planned.build,
+        quantization=quantization, toolchain=planned.toolchain,
+    )
+    return BuildPlan(
+        target=request.target,
+        recipe=recipe.name,
+        recipe_version=recipe.version,
+        model=source.identity,
+        spec=spec,
+        options=properties,
+        option_sources={k: v.source.value for k, v in written.items()},
+        build=planned.build,
+        quantization=quantization,
+        memory=memory,
+        toolchain=planned.toolchain,
+        cache_key=cache_key,
+        valid=not findings.errors,
+        errors=findings.errors,
+        warnings=findings.warnings,
+    )
+
+
+def _plan_quantization(
+    request: PlanRequest,
+    target: Target,
+    recipe: Recipe,
+    spec: ModelSpec,
+    options: ResolvedOptions,
+    findings: Findings,
+) -> QuantizationPlan:
+    from lmi_build.quantize.methods import canonical_method, plan_quantization, split_messages
+
+    support = recipe.targets[request.target]
+    route = target.checkpoint_route(support, spec)
+    plan, messages = plan_quantization(request.quantize, options, spec, request.target, request.calib_data,
+                                       checkpoint_route=route)
+    errors, warnings = split_messages(messages)
+    findings.add_errors(errors)
+    findings.add_warnings(warnings)
+
+    method = canonical_method(request.quantize if request.quantize is not None else options.get("quantize"))
+    reported = any(m.code in ("quantize_unknown", "quantize_target") for m in errors)
+    if method is not None and spec.pre_quantization is None and method not in support.quantize and not reported:
+        elsewhere = [name for name, other in recipe.targets.items() if method in other.quantize]
+        supported = ", ".join(support.quantize) or "none"
+        findings.error("quantize_unsupported",
+                       f"{method} quantization is not supported for {recipe.name} on {request.target} "
+                       f"(supported: {supported})",
+                       hint=(f"use one of: {supported}" if support.quantize else "build without --quantize")
+                       + (f"; {method} is available for {', '.join(elsewhere)}" if elsewhere else ""))
+    pre = spec.pre_quantization
+    if pre is not None and pre.method.lower() not in {m.lower() for m in support.prequantized}:
+        accepted = ", ".join(support.prequantized) or "none"
+        findings.error("prequantized_unsupported",
+                       f"the model is already quantized ({pre.method}), which {request.target} cannot load "
+                       f"for {recipe.name} (accepted: {accepted})",
+                       hint="start from the unquantized model (lmi-build quantizes it), or pick another target")
+    return plan
+
+
+def _version_options(ctx: PlanContext) -> None:
+    from lmi_build.recipes.registry import infer_version_options
+
+    values, messages = infer_version_options(ctx.recipe, ctx.spec, ctx.target, ctx.options.as_properties())
+    ctx.findings.add_warnings(m for m in messages if m.code in VERSION_WARNINGS)
+    ctx.findings.add_errors(m for m in messages if m.code not in VERSION_WARNINGS)
+    ctx.version_options = dict(values)
+    for key, value in values.items():
+        ctx.derive(key, value, "inferred from config.json")
+
+
+def _early_plan(
+    request: PlanRequest,
+    target: Target,
+    identity: ModelIdentity,
+    spec: ModelSpec,
+    options: ResolvedOptions,
+    findings: Findings,
+    recipe: Recipe | None,
+) -> BuildPlan:
+    """An invalid plan for a model the target cannot build: no knobs, memory or toolchain check."""
+    properties = {k: v.value for k, v in options.values.items() if k not in NOT_WRITTEN}
+    toolchain = ToolchainRef(target=request.target)
+    name, version = (recipe.name, recipe.version) if recipe else ("none", 0)
+    cache_key = compute_cache_key(
+        model=identity, config_digest=config_digest(spec.raw), recipe=name, recipe_version=version,
+        target=request.target, options=properties, build=None, quantization=QuantizationPlan(),
+        toolchain=toolchain,
+    )
+    return BuildPlan(
+        target=request.target, recipe=name, recipe_version=version, model=identity, spec=spec,
+        options=properties, option_sources={k: v.source.value for k, v in options.values.items()
+                                            if k not in NOT_WRITTEN},
+        toolchain=toolchain, cache_key=cache_key, valid=False, errors=findings.errors,
+        warnings=findings.warnings,
+    )
+

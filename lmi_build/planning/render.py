@@ -1,0 +1,125 @@
+"""Human rendering of a BuildPlan (rich tables), and the one function commands call to print a
+plan in the current output mode."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from lmi_build.output import current
+from lmi_build.planning.instances import GIB
+from lmi_build.planning.plan import BuildPlan, PlanMessage
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+    from rich.table import Table
+
+
+def report_plan(plan: BuildPlan) -> None:
+    """Print ``plan``: JSON on stdout (--json), or tables on stdout with errors/warnings on stderr."""
+    out = current()
+    out.result(plan.to_json(), render=render_plan(plan) if out.human else None)
+    if out.mode.value == "json":
+        return
+    for warning in plan.warnings:
+        out.warn(_line(warning))
+    for error in plan.errors:
+        out.error(_line(error))
+
+
+def _line(message: PlanMessage) -> str:
+    from rich.markup import escape
+
+    text = f"[{message.code}] {message.message}"
+    if message.hint:
+        text += f" -> {message.hint}"
+    return escape(text)
+
+
+def render_plan(plan: BuildPlan) -> RenderableType:
+    from rich.console import Group
+
+    parts: list[Any] = [_model_table(plan)]
+    if plan.build is not None:
+        parts.append(_mapping_table("Build knobs", plan.build.model_dump(exclude_defaults=False)))
+    if plan.quantization.method or plan.quantization.pre_quantized:
+        parts.append(_mapping_table("Quantization", plan.quantization.model_dump(exclude_none=True)))
+    parts.append(_options_table(plan))
+    if plan.memory is not None:
+        parts.append(_memory_table(plan))
+    parts.append(_mapping_table("Toolchain", {"profile": plan.toolchain.profile, "image": plan.toolchain.image,
+                                              **plan.toolchain.versions}))
+    status = "[green]valid[/green]" if plan.valid else f"[red]invalid[/red] ({len(plan.errors)} error(s))"
+    parts.append(f"plan: {status}   cache key: {plan.cache_key}")
+    return Group(*parts)
+
+
+def _table(title: str) -> Table:
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    return table
+
+
+def _model_table(plan: BuildPlan) -> Table:
+    spec = plan.spec
+    table = _table(f"Model ({plan.target}, recipe {plan.recipe} v{plan.recipe_version})")
+    rows = {
+        "id": f"{plan.model.id} ({plan.model.kind})",
+        "revision": plan.model.revision,
+        "architecture": f"{spec.architecture} ({spec.model_type})",
+        "parameters": f"{spec.num_parameters / 1e9:.2f} B",
+        "layers / heads / kv heads": f"{spec.num_layers} / {spec.num_attention_heads} / {spec.num_kv_heads}",
+        "max positions": spec.max_position_embeddings or f"unbounded ({spec.position_embedding})",
+        "pre-quantized": spec.pre_quantization.method if spec.pre_quantization else None,
+    }
+    for key, value in rows.items():
+        if value is not None:
+            table.add_row(key, str(value))
+    return table
+
+
+def _mapping_table(title: str, values: dict[str, Any]) -> Table:
+    table = _table(title)
+    for key, value in values.items():
+        if value is None or value == {} or value == ():
+            continue
+        table.add_row(key, _short(value))
+    return table
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ", ".join(map(str, value))
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items() if v is not None)
+    return str(value)
+
+
+def _options_table(plan: BuildPlan) -> Table:
+    from rich.table import Table
+
+    table = Table(title="serving.properties", title_justify="left", box=None, pad_edge=False)
+    table.add_column("key", style="bold")
+    table.add_column("value")
+    table.add_column("source", style="dim")
+    for key, value in plan.options.items():
+        table.add_row(key, value, plan.option_sources.get(key, ""))
+    return table
+
+
+def _memory_table(plan: BuildPlan) -> Table:
+    memory = plan.memory
+    assert memory is not None  # checked by the caller; not user input
+    table = _table("Memory")
+    table.add_row("weights", f"{memory.weight_bytes / GIB:.2f} GiB ({memory.num_parameters / 1e9:.2f} B params)")
+    table.add_row("KV cache", f"{memory.kv_cache_bytes / GIB:.2f} GiB ({memory.kv_bytes_per_token} B/token)")
+    device = f"{memory.per_device_bytes / GIB:.2f} GiB over {memory.devices} device(s)"
+    if memory.device_memory_bytes:
+        verdict = "fits" if memory.fits else "does NOT fit"
+        device += f"; {memory.instance_type} has {memory.device_memory_bytes / GIB:.1f} GiB usable: {verdict}"
+    table.add_row("per device", device)
+    if memory.host_ram_bytes:
+        table.add_row("host RAM (build)", f"{memory.host_ram_bytes / GIB:.1f} GiB")
+    return table

@@ -1,0 +1,58 @@
+"""What a caller asks the planner for: the CLI flags, a properties file and the environment."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lmi_build.planning.plan import TargetName
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """Inputs of ``make_plan``. ``None`` means "not given here": the value then comes from the
+    properties file, the environment, the recipe or the LMI default, in that order."""
+
+    target: TargetName
+    model: str | None = None  # local dir, HF id, s3:// URL or demo:NAME; else option.model_id
+    revision: str | None = None
+    tp: str | None = None  # an int, or "max" (all devices of --instance-type)
+    pp: int | None = None
+    dtype: str | None = None
+    quantize: str | None = None
+    max_input_len: int | None = None
+    max_output_len: int | None = None
+    max_batch_size: int | None = None
+    n_positions: str | None = None  # "4096" or a bucket list "1024,4096"
+    context_length_estimate: str | None = None  # "256,512"
+    trust_remote_code: bool = False
+    option: tuple[str, ...] = ()  # raw "key=value" pairs from --option
+    properties: Path | None = None
+    instance_type: str | None = None
+    profile: str | None = None  # trtllm container profile name
+    strict: bool = False
+    calib_data: Path | None = None
+    allow_pickle: bool = False
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def flag_options(self) -> dict[str, tuple[str, str]]:
+        """The dedicated flags as option pairs: serving.properties key -> (value, flag)."""
+        pairs: dict[str, tuple[str, str]] = {}
+        for key, value, flag in (
+            ("option.tensor_parallel_degree", self.tp, "--tp"),
+            ("option.pipeline_parallel_degree", self.pp, "--pp"),
+            ("option.dtype", self.dtype, "--dtype"),
+            ("option.quantize", self.quantize, "--quantize"),
+            ("option.max_input_len", self.max_input_len, "--max-input-len"),
+            ("option.max_output_len", self.max_output_len, "--max-output-len"),
+            ("option.max_rolling_batch_size", self.max_batch_size, "--max-batch-size"),
+            ("option.n_positions", self.n_positions, "--n-positions"),
+            ("option.context_length_estimate", self.context_length_estimate, "--context-length-estimate"),
+            ("option.revision", self.revision, "--revision"),
+        ):
+            if value is not None:
+                pairs[key] = (str(value), flag)
+        if self.trust_remote_code:
+            pairs["option.trust_remote_code"] = ("true", "--trust-remote-code")
+        return pairs

@@ -1,0 +1,128 @@
+"""Calibration batches and the forward loop ModelOpt calls (imports torch/transformers lazily).
+
+The samples are exactly the ones the plan describes: the same text (checked against the plan's
+digest), the same seed-driven selection and order, the same truncation. Calibration runs in the
+model's own dtype, which the caller loads in the TARGET dtype: calibrating in fp32 and exporting
+fp16 leaves norms and the config dtype in fp32 (facts §4).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
+
+from lmi_build import output
+from lmi_build.errors import StepError
+from lmi_build.planning.plan import CalibrationPlan
+from lmi_build.quantize import calib_text
+
+if TYPE_CHECKING:
+    import torch
+
+
+class CalibrationSummary(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    dataset: str
+    dataset_digest: str
+    samples: int
+    tokens: int  # real (unpadded) tokens fed through the model
+    max_seq_len: int
+    batch_size: int
+    seed: int
+    seconds: float = 0.0
+
+
+class CalibrationBatches:
+    """Tokenised, padded batches in a fixed order; ``forward_loop`` feeds them to a model."""
+
+    def __init__(self, plan: CalibrationPlan, batches: list[dict[str, torch.Tensor]], tokens: int) -> None:
+        self.plan = plan
+        self.batches = batches
+        self.tokens = tokens
+        self.seconds = 0.0
+
+    def summary(self) -> CalibrationSummary:
+        return CalibrationSummary(
+            dataset=self.plan.dataset,
+            dataset_digest=self.plan.dataset_digest,
+            samples=sum(int(b["input_ids"].shape[0]) for b in self.batches),
+            tokens=self.tokens,
+            max_seq_len=self.plan.max_seq_len,
+            batch_size=self.plan.batch_size,
+            seed=self.plan.seed,
+            seconds=round(self.seconds, 3),
+        )
+
+    def forward_loop(self, model: Any) -> None:
+        """Run every batch through ``model`` without gradients, with a progress bar."""
+        import torch
+
+        device = next(model.parameters()).device
+        started = time.perf_counter()
+        with output.current().progress() as progress, torch.inference_mode():
+            task = progress.add_task("calibrating", total=len(self.batches)) if progress else None
+            for batch in self.batches:
+                model(**{k: v.to(device) for k, v in batch.items()})
+                if progress is not None and task is not None:
+                    progress.advance(task)
+        self.seconds += time.perf_counter() - started
+
+
+def load_samples(plan: CalibrationPlan, calib_file: Path | None) -> list[str]:
+    """The plan's samples, in the plan's order; refuses text that changed since planning."""
+    if plan.dataset.startswith("builtin:"):
+        text = calib_text.load_builtin(plan.dataset.removeprefix("builtin:"))
+    else:
+        expected = plan.dataset.removeprefix("file:")
+        if calib_file is None:
+            raise StepError(
+                f"the plan calibrates with the file {expected}, but no calibration file was given",
+                hint=f"pass --calib-data {expected} again",
+            )
+        text = calib_text.load_file(calib_file)
+    if text.digest != plan.dataset_digest:
+        raise StepError(
+            f"calibration text {text.dataset} changed since the plan was made "
+            f"({text.digest[:19]}... != {plan.dataset_digest[:19]}...)",
+            hint="re-run the plan with the current file, or restore the file the plan was made with",
+        )
+    return calib_text.select(text.samples, plan.size, plan.seed)
+
+
+def build_batches(plan: CalibrationPlan, tokenizer: Any, calib_file: Path | None) -> CalibrationBatches:
+    """Tokenise the plan's samples (truncated to ``max_seq_len``) into right-padded batches."""
+    samples = load_samples(plan, calib_file)
+    if tokenizer.pad_token is None:
+        # Padding is masked out of attention; any id works, eos is always present.
+        tokenizer.pad_token = tokenizer.eos_token if tokenizer.eos_token is not None else tokenizer.unk_token
+    tokenizer.padding_side = "right"
+    batches: list[dict[str, torch.Tensor]] = []
+    tokens = 0
+    for start in range(0, len(samples), plan.batch_size):
+        chunk = samples[start:start + plan.batch_size]
+        encoded = tokenizer(chunk, return_tensors="pt", padding=len(chunk) > 1, truncation=True,
+                            max_length=plan.max_seq_len)
+        batch = {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
+        tokens += int(batch["attention_mask"].sum())
+        batches.append(batch)
+    return CalibrationBatches(plan, batches, tokens)
+
+
+def load_tokenizer(model_dir: Path, trust_remote_code: bool) -> Any:
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as exc:
+        raise StepError(
+            f"calibration needs the model's tokenizer, which cannot be loaded from {model_dir.name}: {exc}",
+            hint="make sure the model directory holds its tokenizer files (tokenizer.json or tokenizer.model)",
+        ) from exc
+
+
+ForwardLoop = Callable[[Any], None]

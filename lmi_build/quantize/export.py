@@ -1,0 +1,372 @@
+"""Checkpoint export: TensorRT-LLM checkpoints and unified Hugging Face checkpoints, on CPU.
+
+Both builders write into a hidden sibling directory, check what was written against the plan,
+and only then move it into place (an existing ``out_dir`` is replaced only after the new one
+passed its checks). ``tensorrt_llm`` is never imported: ModelOpt writes the checkpoint itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import resource
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from lmi_build import output
+from lmi_build.errors import InvalidPlan, StepError, UnsupportedTarget
+from lmi_build.planning.plan import BuildPlan, HfBuild, TrtllmBuild
+from lmi_build.quantize.calibration import CalibrationSummary
+
+# Files of a pre-quantized HF checkpoint that carry weights or their description.
+_PASSTHROUGH_SUFFIXES = (".safetensors",)
+_PASSTHROUGH_NAMES = ("config.json", "generation_config.json", "model.safetensors.index.json",
+                      "hf_quant_config.json", "quant_config.json", "quantize_config.json")
+
+
+class CheckpointResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    format: Literal["trtllm", "hf"]
+    out_dir: Path
+    files: list[str]  # relative paths, sorted
+    quant_algo: str | None = None
+    kv_cache_quant_algo: str | None = None
+    dtype: str
+    tp: int = 1
+    pp: int = 1
+    seconds: float
+    peak_rss_bytes: int  # this process's peak resident set so far (includes loading the model)
+    calibration: CalibrationSummary | None = None
+    pre_quantized: bool = False  # the input was already quantized and passed through unchanged
+    notes: list[str] = []  # adjustments made to what ModelOpt wrote, one line each
+
+
+def run_checkpoint_step(plan: BuildPlan, model_dir: Path, work_dir: Path, *,
+                        calib_file: Path | None = None) -> CheckpointResult:
+    """The pipeline's checkpoint step: ``<work_dir>/trtllm-checkpoint`` or ``<work_dir>/hf-checkpoint``."""
+    if not plan.valid:
+        raise InvalidPlan("the plan has errors; no checkpoint was built", hint="run `lmi-build plan` to see them")
+    if plan.target == "trtllm":
+        return build_trtllm_checkpoint(plan, model_dir, work_dir / "trtllm-checkpoint", calib_file=calib_file)
+    if plan.target == "hf":
+        return build_hf_checkpoint(plan, model_dir, work_dir / "hf-checkpoint", calib_file=calib_file)
+    raise UnsupportedTarget(f"the checkpoint step does not apply to target {plan.target}",
+                            hint="neuronx compiles from the Hugging Face weights directly")
+
+
+def build_trtllm_checkpoint(plan: BuildPlan, model_dir: Path, out_dir: Path, *,
+                            calib_file: Path | None = None) -> CheckpointResult:
+    """Quantize (if planned) and export a TensorRT-LLM checkpoint with the plan's TP/PP sharding."""
+    build = plan.build
+    if not isinstance(build, TrtllmBuild):
+        raise StepError("a TensorRT-LLM checkpoint needs a trtllm plan", hint="plan with --target trtllm")
+    vendor_hint = _vendor_hint(plan, build)
+    if plan.quantization.pre_quantized is not None:
+        raise UnsupportedTarget(
+            f"ModelOpt cannot re-export the pre-quantized ({plan.quantization.pre_quantized.method}) checkpoint",
+            hint=vendor_hint,
+        )
+    if build.checkpoint_route == "vendor" or not build.modelopt_decoder:
+        raise UnsupportedTarget(f"ModelOpt cannot export {plan.spec.architecture} to a TensorRT-LLM checkpoint",
+                                hint=vendor_hint)
+    started = time.perf_counter()
+    model, calibration = _prepare_model(plan, model_dir, build.dtype, calib_file)
+
+    import torch
+    from modelopt.torch.export import export_tensorrt_llm_checkpoint
+
+    with _staging(out_dir) as staging:
+        try:
+            with _vendor_stdout():
+                export_tensorrt_llm_checkpoint(
+                    model,
+                    build.modelopt_decoder,
+                    getattr(torch, build.dtype),
+                    export_dir=staging,
+                    inference_tensor_parallel=build.tp,
+                    inference_pipeline_parallel=build.pp,
+                )
+        except NotImplementedError as exc:
+            if "Cannot pack weight" in str(exc):
+                raise StepError(f"INT4 packing failed: {exc}",
+                                hint="each rank's input dimension must be a multiple of the group size; "
+                                     "lower the tensor parallel degree") from exc
+            raise UnsupportedTarget(
+                f"ModelOpt cannot export {plan.spec.architecture} to a TensorRT-LLM checkpoint ({exc})",
+                hint=vendor_hint,
+            ) from exc
+        notes = _fix_missing_pre_quant_scale(staging, build.world_size)
+        config = _check_trtllm(staging, plan, build)
+    return CheckpointResult(
+        format="trtllm",
+        out_dir=out_dir,
+        files=_files(out_dir),
+        quant_algo=config["quantization"].get("quant_algo"),
+        kv_cache_quant_algo=config["quantization"].get("kv_cache_quant_algo"),
+        dtype=config["dtype"],
+        tp=build.tp,
+        pp=build.pp,
+        seconds=round(time.perf_counter() - started, 3),
+        peak_rss_bytes=_peak_rss(),
+        calibration=calibration,
+        notes=notes,
+    )
+
+
+def build_hf_checkpoint(plan: BuildPlan, model_dir: Path, out_dir: Path, *,
+                        calib_file: Path | None = None) -> CheckpointResult:
+    """A unified HF checkpoint (ModelOpt ``hf_quant_config.json``) when quantizing; otherwise the
+    model converted to the plan's dtype; a pre-quantized input is passed through unchanged.
+    Tokenizer files are not copied: the artifact packager carries them."""
+    build = plan.build
+    if not isinstance(build, HfBuild):
+        raise StepError("a Hugging Face checkpoint needs an hf plan", hint="plan with --target hf")
+    started = time.perf_counter()
+    quant = plan.quantization
+    calibration: CalibrationSummary | None = None
+    notes: list[str] = []
+    with _staging(out_dir) as staging:
+        if quant.pre_quantized is not None:
+            _pass_through(model_dir, staging)
+            notes.append(f"pre-quantized ({quant.pre_quantized.method}) weights passed through unchanged")
+        else:
+            model, calibration = _prepare_model(plan, model_dir, build.dtype, calib_file)
+            import torch
+
+            if quant.method is None:
+                model.save_pretrained(str(staging), safe_serialization=True)
+            else:
+                from modelopt.torch.export import export_hf_checkpoint
+
+                with _vendor_stdout():
+                    export_hf_checkpoint(model, dtype=getattr(torch, build.dtype), export_dir=staging)
+                notes = _fix_missing_pre_quant_scale_hf(staging)
+        _check_hf(staging, plan, build)
+    return CheckpointResult(
+        format="hf",
+        out_dir=out_dir,
+        files=_files(out_dir),
+        quant_algo=quant.quant_algo,
+        kv_cache_quant_algo=quant.kv_cache_quant_algo,
+        dtype=build.dtype,
+        tp=build.tp,
+        seconds=round(time.perf_counter() - started, 3),
+        peak_rss_bytes=_peak_rss(),
+        calibration=calibration,
+        pre_quantized=quant.pre_quantized is not None,
+        notes=notes,
+    )
+
+
+def _prepare_model(plan: BuildPlan, model_dir: Path, dtype: str,
+                   calib_file: Path | None) -> tuple[Any, CalibrationSummary | None]:
+    """Load in the target dtype (calibration must see the dtype that is exported) and quantize."""
+    from lmi_build.quantize import calibration as calib
+    from lmi_build.quantize import modelopt_quant
+
+    trust = (plan.options.get("option.trust_remote_code") or "").lower() == "true"
+    quant = plan.quantization
+    modelopt_quant.set_deterministic(quant.calibration.seed if quant.calibration else 1234)
+    model = modelopt_quant.load_model(model_dir, dtype, trust)
+    if quant.method is None:
+        return model, None
+    batches = None
+    if quant.calibration is not None:
+        tokenizer = calib.load_tokenizer(model_dir, trust)
+        batches = calib.build_batches(quant.calibration, tokenizer, calib_file)
+    output.current().info(f"quantizing with {quant.method} ({quant.quant_algo})")
+    with _vendor_stdout():
+        modelopt_quant.quantize(model, quant, batches)
+    return model, batches.summary() if batches is not None else None
+
+
+def _check_trtllm(staging: Path, plan: BuildPlan, build: TrtllmBuild) -> dict[str, Any]:
+    """What ModelOpt wrote must match the plan; a mismatch is a toolchain problem, never silent."""
+    config = _read_json(staging / "config.json")
+    problems: list[str] = []
+    mapping = config.get("mapping", {})
+    expected_mapping = {"world_size": build.world_size, "tp_size": build.tp, "pp_size": build.pp}
+    for key, value in expected_mapping.items():
+        if mapping.get(key) != value:
+            problems.append(f"mapping.{key}={mapping.get(key)} (planned {value})")
+    if config.get("dtype") != build.dtype:
+        problems.append(f"dtype={config.get('dtype')} (planned {build.dtype})")
+    quantization = config.get("quantization") or {}
+    for key, planned in (("quant_algo", plan.quantization.quant_algo),
+                         ("kv_cache_quant_algo", plan.quantization.kv_cache_quant_algo)):
+        if quantization.get(key) != planned:
+            problems.append(f"quantization.{key}={quantization.get(key)} (planned {planned})")
+    if plan.quantization.group_size is not None and quantization.get("group_size") != plan.quantization.group_size:
+        problems.append(f"quantization.group_size={quantization.get('group_size')} "
+                        f"(planned {plan.quantization.group_size})")
+    problems += _rope_problems(config, plan)
+    missing = [f"rank{r}.safetensors" for r in range(build.world_size) if not (staging / f"rank{r}.safetensors").is_file()]
+    if missing:
+        problems.append(f"missing {', '.join(missing)}")
+    if problems:
+        raise StepError(
+            "the exported TensorRT-LLM checkpoint does not match the plan: " + "; ".join(problems),
+            hint="this is a toolchain mismatch (ModelOpt/transformers version); report it with --debug output",
+        )
+    return config
+
+
+def _rope_problems(config: dict[str, Any], plan: BuildPlan) -> list[str]:
+    rope = plan.spec.rope
+    if rope is None or plan.spec.position_embedding != "rope":
+        return []
+    problems = []
+    base = config.get("rotary_base", 10000.0)
+    if not math.isclose(float(base), rope.theta, rel_tol=1e-6):
+        problems.append(f"rotary_base={config.get('rotary_base')} (model rope_theta {rope.theta})")
+    if rope.raw_scaling:
+        exported = config.get("rotary_scaling") or {}
+        for key, value in rope.raw_scaling.items():
+            if key == "type" and "rope_type" in exported:
+                key = "rope_type"
+            if exported.get(key) != value:
+                problems.append(f"rotary_scaling.{key}={exported.get(key)!r} (model rope_scaling {value!r})")
+    return problems
+
+
+def _check_hf(staging: Path, plan: BuildPlan, build: HfBuild) -> None:
+    config = _read_json(staging / "config.json")
+    problems: list[str] = []
+    if not list(staging.glob("*.safetensors")):
+        problems.append("no *.safetensors written")
+    quant = plan.quantization
+    if quant.method is not None:
+        qcfg = config.get("quantization_config") or {}
+        if qcfg.get("quant_method") != "modelopt":
+            problems.append(f"config.json quantization_config.quant_method={qcfg.get('quant_method')!r} "
+                            "(expected 'modelopt')")
+        hf_quant = _read_json(staging / "hf_quant_config.json").get("quantization", {})
+        if hf_quant.get("quant_algo") != quant.quant_algo:
+            problems.append(f"hf_quant_config.json quant_algo={hf_quant.get('quant_algo')} (planned {quant.quant_algo})")
+        if hf_quant.get("kv_cache_quant_algo") != quant.kv_cache_quant_algo:
+            problems.append(f"hf_quant_config.json kv_cache_quant_algo={hf_quant.get('kv_cache_quant_algo')} "
+                            f"(planned {quant.kv_cache_quant_algo})")
+    elif quant.pre_quantized is None and config.get("torch_dtype", config.get("dtype")) != build.dtype:
+        problems.append(f"config.json torch_dtype={config.get('torch_dtype')} (planned {build.dtype})")
+    if problems:
+        raise StepError("the exported Hugging Face checkpoint does not match the plan: " + "; ".join(problems),
+                        hint="this is a toolchain mismatch (ModelOpt/transformers version); report it with --debug output")
+
+
+def _fix_missing_pre_quant_scale(staging: Path, world_size: int) -> list[str]:
+    """ModelOpt 0.47 labels every INT4 block export ``pre_quant_scale: true``, also for GPTQ and
+    round-to-nearest INT4 where it writes no ``prequant_scaling_factor`` tensors; TensorRT-LLM
+    would then look for tensors that do not exist. Say what was written."""
+    from safetensors import safe_open
+
+    config_path = staging / "config.json"
+    config = _read_json(config_path)
+    quantization = config.get("quantization") or {}
+    if not quantization.get("pre_quant_scale"):
+        return []
+    for rank in range(world_size):
+        with safe_open(str(staging / f"rank{rank}.safetensors"), "pt") as handle:
+            if any(k.endswith("prequant_scaling_factor") for k in handle.keys()):  # noqa: SIM118
+                return []
+    quantization["pre_quant_scale"] = False
+    _write_json(config_path, config)
+    return ["set quantization.pre_quant_scale=false: no prequant_scaling_factor tensors were exported"]
+
+
+def _fix_missing_pre_quant_scale_hf(staging: Path) -> list[str]:
+    from safetensors import safe_open
+
+    path = staging / "hf_quant_config.json"
+    data = _read_json(path)
+    quantization = data.get("quantization") or {}
+    if not quantization.get("pre_quant_scale"):
+        return []
+    for shard in staging.glob("*.safetensors"):
+        with safe_open(str(shard), "pt") as handle:
+            if any(k.endswith("pre_quant_scale") for k in handle.keys()):  # noqa: SIM118
+                return []
+    quantization["pre_quant_scale"] = False
+    _write_json(path, data)
+    return ["set hf_quant_config.json pre_quant_scale=false: no pre_quant_scale tensors were exported"]
+
+
+def _pass_through(model_dir: Path, staging: Path) -> None:
+    for source in sorted(model_dir.iterdir()):
+        if source.is_file() and (source.suffix in _PASSTHROUGH_SUFFIXES or source.name in _PASSTHROUGH_NAMES):
+            target = staging / source.name
+            try:
+                os.link(source, target)  # same bytes, no copy; the source is never modified
+            except OSError:
+                shutil.copy2(source, target)
+
+
+def _vendor_hint(plan: BuildPlan, build: TrtllmBuild) -> str:
+    example = build.trtllm_example or plan.spec.model_type
+    return (f"build it inside the TensorRT-LLM container with the vendor converter "
+            f"(examples/{example}/convert_checkpoint.py); lmi-build's trtllm steps run it for you")
+
+
+@contextlib.contextmanager
+def _staging(out_dir: Path) -> Iterator[Path]:
+    """A fresh hidden sibling of ``out_dir``; on success it replaces ``out_dir``, on failure it is removed."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    backup = out_dir.parent / f".{out_dir.name}.previous-{os.getpid()}"
+    if out_dir.exists():
+        out_dir.rename(backup)
+    try:
+        staging.rename(out_dir)
+    except OSError:
+        if backup.exists():
+            backup.rename(out_dir)
+        raise
+    shutil.rmtree(backup, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _vendor_stdout() -> Iterator[None]:
+    """ModelOpt prints progress to stdout; stdout belongs to results (``--json``)."""
+    target = sys.stderr if output.current().mode.value != "quiet" else open(os.devnull, "w")  # noqa: SIM115
+    try:
+        with contextlib.redirect_stdout(target):
+            yield
+    finally:
+        if target is not sys.stderr:
+            target.close()
+
+
+def _files(directory: Path) -> list[str]:
+    return sorted(str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file())
+
+
+def _peak_rss() -> int:
+    # ru_maxrss is KiB on Linux, bytes on macOS.
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise StepError(f"the export wrote no {path.name}", hint="report this with --debug output")
+    data = json.loads(path.read_text())
+    return data if isinstance(data, dict) else {}
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    path.write_text(json.dumps(data, indent=4) + "\n")

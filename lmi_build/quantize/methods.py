@@ -1,0 +1,475 @@
+"""Quantization methods as data, and the planning of a quantization step (pure Python, no torch).
+
+Each method says what TensorRT-LLM ``quant_algo`` string the checkpoint will carry, for both
+checkpoint routes:
+
+- ``modelopt`` (ours, runs on CPU): what ``modelopt.torch.export`` 0.47 actually writes. ModelOpt
+  names every INT4 block-quantized weight ``W4A16_AWQ`` (AWQ, GPTQ and plain round-to-nearest
+  INT4 alike: same packed layout, group scales and ``pre_quant_scale`` flag) and exports its
+  SmoothQuant (per-channel weights, per-tensor static activations) as ``W8A8_SQ_PER_CHANNEL``;
+  it never writes the ``*_PLUGIN`` SmoothQuant variants.
+- ``vendor`` (TensorRT-LLM ``convert_checkpoint.py`` inside the container): its own mapping,
+  e.g. SmoothQuant + per_channel + per_token -> ``W8A8_SQ_PER_CHANNEL_PER_TOKEN_PLUGIN``. It
+  cannot run AWQ, GPTQ or FP8 calibration itself (those need ModelOpt).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from lmi_build.errors import LmiBuildError
+from lmi_build.model.spec import ModelSpec, PreQuantization
+from lmi_build.options.resolved import ResolvedOptions
+from lmi_build.planning.plan import CalibrationPlan, PlanMessage, QuantizationPlan
+
+Route = Literal["modelopt", "vendor"]
+
+
+class QuantMethod(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    description: str
+    quant_algo: str  # what the ModelOpt export writes into config.json "quantization.quant_algo"
+    vendor_quant_algo: str | None  # what convert_checkpoint.py writes; None: the vendor route cannot
+    modelopt_config: str  # the mtq.<NAME> preset the quantization starts from
+    algorithm: str | None = None  # calibration algorithm replacing the preset's (e.g. "gptq")
+    group_size: int | None = None  # weight block size along the input dimension
+    weight_bits: int
+    activation_bits: int | None = None  # None: weight-only
+    calibration: bool  # needs a forward pass over calibration data (activation statistics)
+    default_calib_size: int | None = None
+
+
+# Default sample counts are deliberately smaller than upstream's 512: every sample is a full
+# forward pass of the model on CPU (a 7B model takes seconds per 512-token sample), and the
+# statistics these methods collect (per-tensor activation maxima for SmoothQuant/FP8, per-channel
+# activation means for AWQ's scale search, the Hessian X^T X for GPTQ) settle within a few tens of
+# thousands of tokens. 64 paragraphs of the built-in set are ~10k tokens; AWQ keeps LMI's
+# awq_calib_size default of 32 because its grid search multiplies the cost per sample.
+METHODS: dict[str, QuantMethod] = {
+    m.name: m
+    for m in (
+        QuantMethod(
+            name="smoothquant",
+            description="INT8 weights and activations, SmoothQuant-migrated (W8A8)",
+            quant_algo="W8A8_SQ_PER_CHANNEL",
+            vendor_quant_algo="W8A8_SQ_PER_CHANNEL_PER_TOKEN_PLUGIN",  # see vendor_smoothquant_algo
+            modelopt_config="INT8_SMOOTHQUANT_CFG",
+            weight_bits=8,
+            activation_bits=8,
+            calibration=True,
+            default_calib_size=64,
+        ),
+        QuantMethod(
+            name="awq",
+            description="INT4 weights in groups of 128, activation-aware scales (W4A16 AWQ)",
+            quant_algo="W4A16_AWQ",
+            vendor_quant_algo=None,
+            modelopt_config="INT4_AWQ_CFG",
+            group_size=128,
+            weight_bits=4,
+            calibration=True,
+            default_calib_size=32,
+        ),
+        QuantMethod(
+            name="gptq",
+            description="INT4 weights in groups of 128, GPTQ Hessian-corrected rounding",
+            quant_algo="W4A16_AWQ",  # ModelOpt 0.47 exports GPTQ'd INT4 blocks in the AWQ layout
+            vendor_quant_algo=None,
+            modelopt_config="INT4_BLOCKWISE_WEIGHT_ONLY_CFG",
+            algorithm="gptq",
+            group_size=128,
+            weight_bits=4,
+            calibration=True,
+            default_calib_size=64,
+        ),
+        QuantMethod(
+            name="fp8",
+            description="FP8 (E4M3) weights and activations, per-tensor scales",
+            quant_algo="FP8",
+            vendor_quant_algo=None,
+            modelopt_config="FP8_DEFAULT_CFG",
+            weight_bits=8,
+            activation_bits=8,
+            calibration=True,
+            default_calib_size=64,
+        ),
+        QuantMethod(
+            name="int8_wo",
+            description="INT8 weight-only, per-channel scales (W8A16)",
+            quant_algo="W8A16",
+            vendor_quant_algo="W8A16",
+            modelopt_config="INT8_WEIGHT_ONLY_CFG",
+            weight_bits=8,
+            calibration=False,
+        ),
+        QuantMethod(
+            name="int4_wo",
+            description="INT4 weight-only, round-to-nearest (ModelOpt: groups of 128; vendor: per-channel)",
+            quant_algo="W4A16_AWQ",  # ModelOpt's INT4 export is always blockwise, in the AWQ layout
+            vendor_quant_algo="W4A16",
+            modelopt_config="INT4_BLOCKWISE_WEIGHT_ONLY_CFG",
+            group_size=128,
+            weight_bits=4,
+            calibration=False,
+        ),
+    )
+}
+
+# Spellings accepted for option.quantize / --quantize, mapped to a METHODS name.
+ALIASES: dict[str, str] = {
+    "int4_awq": "awq",
+    "w4a16_awq": "awq",
+    "w8a8": "smoothquant",
+    "w8a16": "int8_wo",
+    "w4a16": "int4_wo",
+    "int8_weight_only": "int8_wo",
+    "int4_weight_only": "int4_wo",
+    "w4a16_gptq": "gptq",
+}
+NO_QUANTIZATION = frozenset({"", "none", "false", "null"})
+AWQ_FORMATS = ("int4_awq",)
+KV_CACHE_ALGOS: dict[str, str | None] = {
+    "auto": None, "none": None, "fp16": None, "float16": None, "bf16": None, "bfloat16": None,
+    "fp8": "FP8", "int8": "INT8",
+}
+DEFAULT_SMOOTHQUANT_ALPHA = 0.8
+DEFAULT_CALIB_MAX_SEQ_LEN = 512
+DEFAULT_CALIB_BATCH_SIZE = 1
+DEFAULT_CALIB_SEED = 1234
+
+# The option keys this module reads (for the option table).
+OPTION_KEYS = (
+    "option.quantize",
+    "option.smoothquant_alpha",
+    "option.smoothquant_per_token",
+    "option.smoothquant_per_channel",
+    "option.multi_query_mode",
+    "option.awq_format",
+    "option.awq_calib_size",
+    "option.calib_size",
+    "option.calib_max_seq_len",
+    "option.calib_batch_size",
+    "option.calib_seed",
+    "option.kv_cache_dtype",
+)
+_SMOOTHQUANT_ONLY = ("smoothquant_alpha", "smoothquant_per_token", "smoothquant_per_channel",
+                     "multi_query_mode")
+
+
+def canonical_method(name: str | None) -> str | None:
+    """The METHODS name for a user spelling; None for "no quantization"; the input itself if unknown."""
+    if name is None:
+        return None
+    key = name.strip().lower()
+    if key in NO_QUANTIZATION:
+        return None
+    return ALIASES.get(key, key)
+
+
+def vendor_smoothquant_algo(per_channel: bool, per_token: bool) -> str:
+    """convert_checkpoint.py's SmoothQuant quant_algo for its --per_channel/--per_token flags."""
+    weights = "PER_CHANNEL" if per_channel else "PER_TENSOR"
+    activations = "_PER_TOKEN" if per_token else ("_PER_TENSOR" if per_channel else "")
+    return f"W8A8_SQ_{weights}{activations}_PLUGIN"
+
+
+def prequantized_problem(spec: ModelSpec, target: str) -> PlanMessage | None:
+    """Why an already-quantized input cannot be used for ``target`` as it is, or None."""
+    pre = spec.pre_quantization
+    if pre is None:
+        return None
+    method = pre.method.lower()
+    if target == "trtllm" and method == "gptq" and pre.desc_act:
+        return PlanMessage(
+            code="gptq_desc_act",
+            message="this GPTQ checkpoint uses desc_act=true (act-order), which TensorRT-LLM cannot load",
+            hint="use a GPTQ export made with desc_act=false, or the unquantized model with --quantize gptq",
+        )
+    if target == "trtllm" and method in ("awq", "gptq") and pre.bits not in (None, 4, 8):
+        return PlanMessage(
+            code="prequantized_bits",
+            message=f"this {method.upper()} checkpoint has {pre.bits}-bit weights; TensorRT-LLM takes 4 or 8",
+            hint="use a 4-bit or 8-bit export of the model",
+        )
+    if target == "trtllm" and method == "awq" and pre.bits == 8:
+        return PlanMessage(
+            code="prequantized_bits",
+            message="this AWQ checkpoint has 8-bit weights; TensorRT-LLM loads AutoAWQ only as 4-bit",
+            hint="use a 4-bit AWQ export of the model",
+        )
+    return None
+
+
+def prequantized_algo(pre: PreQuantization) -> str | None:
+    """The TRT-LLM quant_algo a pre-quantized input converts to (convert_checkpoint maps AutoAWQ to
+    W4A16_GPTQ with use_autoawq); None when unknown."""
+    method = pre.method.lower()
+    if method in ("awq", "gptq"):
+        return "W8A16_GPTQ" if pre.bits == 8 else "W4A16_GPTQ"
+    if method == "fp8":
+        return "FP8"
+    if method == "modelopt":
+        return pre.quant_algo
+    return pre.quant_algo
+
+
+def plan_quantization(
+    method: str | None,
+    options: ResolvedOptions,
+    spec: ModelSpec,
+    target: str,
+    calib_file: Path | None,
+    *,
+    checkpoint_route: Route = "modelopt",
+) -> tuple[QuantizationPlan, list[PlanMessage]]:
+    """Resolve the quantization step. ``method`` (from --quantize) wins over option.quantize.
+
+    Returns the plan and its messages; messages whose code is in ``WARNING_CODES`` are warnings,
+    every other one is an error (use ``split_messages``). Already includes
+    ``prequantized_problem``; recipe support checks stay with the planner.
+    """
+    messages: list[PlanMessage] = []
+    requested = method if method is not None else options.get("quantize")
+    name = canonical_method(requested)
+
+    if spec.pre_quantization is not None:
+        return _plan_prequantized(spec, spec.pre_quantization, target, name, messages)
+
+    if name is None:
+        kv = _kv_cache_algo(options, messages)
+        if kv is not None:
+            messages.append(PlanMessage(
+                code="kv_cache_needs_quantize",
+                message=f"option.kv_cache_dtype={options.get('kv_cache_dtype')} needs a calibrated quantization",
+                hint="also set option.quantize (fp8, smoothquant, awq, gptq), or drop option.kv_cache_dtype",
+            ))
+        _warn_ignored(options, None, messages)
+        return QuantizationPlan(), messages
+
+    if target == "neuronx":
+        if name == "int8":
+            return QuantizationPlan(method="int8"), messages
+        messages.append(PlanMessage(
+            code="quantize_target",
+            message=f"--quantize {requested} is not available for neuronx (it quantizes at load time)",
+            hint="use --quantize int8 (load_in_8bit) for neuronx, or build for trtllm/hf",
+        ))
+        return QuantizationPlan(), messages
+
+    entry = METHODS.get(name)
+    if entry is None:
+        messages.append(PlanMessage(
+            code="quantize_unknown",
+            message=f"unknown quantization method '{requested}'",
+            hint=f"use one of: {', '.join(METHODS)}",
+        ))
+        return QuantizationPlan(), messages
+
+    quant_algo: str | None = entry.quant_algo
+    alpha = per_token = per_channel = mqa = None
+    if entry.name == "smoothquant":
+        alpha = float(_number(options, "smoothquant_alpha", float, DEFAULT_SMOOTHQUANT_ALPHA, messages,
+                              lambda v: 0 < v <= 1, "a number with 0 < alpha <= 1"))
+        per_token = _flag(options, "smoothquant_per_token", messages)
+        per_channel = _flag(options, "smoothquant_per_channel", messages)
+        mqa = _flag(options, "multi_query_mode", messages)
+        if checkpoint_route == "vendor":
+            quant_algo = vendor_smoothquant_algo(per_channel, per_token)
+        elif per_token or ("smoothquant_per_channel" in options and not per_channel):
+            messages.append(PlanMessage(
+                code="smoothquant_granularity",
+                message=("ModelOpt SmoothQuant always uses per-channel weight and per-tensor activation "
+                         "scales (W8A8_SQ_PER_CHANNEL); smoothquant_per_token/per_channel are recorded only"),
+                hint="drop the option, or use the vendor convert_checkpoint route for the *_PLUGIN variants",
+            ))
+    elif checkpoint_route == "vendor":
+        quant_algo = entry.vendor_quant_algo
+        if quant_algo is None:
+            messages.append(PlanMessage(
+                code="quantize_route_unsupported",
+                message=f"--quantize {entry.name} needs ModelOpt, but this architecture only converts with "
+                        "TensorRT-LLM's convert_checkpoint.py",
+                hint="use smoothquant, int8_wo or int4_wo for this architecture",
+            ))
+    _warn_ignored(options, entry.name, messages)
+    if entry.group_size is not None:
+        _check_group_shapes(entry, spec, messages)
+
+    if entry.name == "awq":
+        awq_format = (options.get("awq_format") or AWQ_FORMATS[0]).strip().lower()
+        if awq_format not in AWQ_FORMATS:
+            messages.append(PlanMessage(
+                code="awq_format",
+                message=f"option.awq_format={awq_format} is not supported",
+                hint=f"use option.awq_format={AWQ_FORMATS[0]}",
+            ))
+
+    kv = _kv_cache_algo(options, messages)
+    calibration = None
+    if entry.calibration or kv is not None:
+        calibration = _plan_calibration(entry, options, calib_file, messages)
+
+    plan = QuantizationPlan(
+        method=entry.name,
+        quant_algo=quant_algo,
+        kv_cache_quant_algo=kv,
+        group_size=entry.group_size,
+        smoothquant_alpha=alpha,
+        per_token=per_token,
+        per_channel=per_channel,
+        multi_query_mode=mqa,
+        calibration=calibration,
+    )
+    return plan, messages
+
+
+# Codes plan_quantization emits as warnings; every other code is an error.
+WARNING_CODES = frozenset({"quantize_option_ignored", "smoothquant_granularity", "calib_size_capped"})
+
+
+def split_messages(messages: list[PlanMessage]) -> tuple[list[PlanMessage], list[PlanMessage]]:
+    """(errors, warnings)."""
+    errors = [m for m in messages if m.code not in WARNING_CODES]
+    warnings = [m for m in messages if m.code in WARNING_CODES]
+    return errors, warnings
+
+
+def _plan_prequantized(
+    spec: ModelSpec, pre: PreQuantization, target: str, name: str | None, messages: list[PlanMessage]
+) -> tuple[QuantizationPlan, list[PlanMessage]]:
+    if name is not None:
+        messages.append(PlanMessage(
+            code="already_quantized",
+            message=f"the model is already quantized ({pre.method}); lmi-build never re-quantizes",
+            hint="drop --quantize / option.quantize to use its quantization, or start from the unquantized model",
+        ))
+    problem = prequantized_problem(spec, target)
+    if problem is not None:
+        messages.append(problem)
+    # TensorRT-LLM converts AutoAWQ/GPTQ to its own *_GPTQ algos; an hf artifact keeps the input's own.
+    quant_algo = prequantized_algo(pre) if target == "trtllm" else pre.quant_algo if target == "hf" else None
+    plan = QuantizationPlan(
+        quant_algo=quant_algo,
+        group_size=pre.group_size,
+        pre_quantized=pre,
+    )
+    return plan, messages
+
+
+def _plan_calibration(
+    entry: QuantMethod, options: ResolvedOptions, calib_file: Path | None, messages: list[PlanMessage]
+) -> CalibrationPlan | None:
+    from lmi_build.quantize import calib_text
+
+    default_size = entry.default_calib_size or 64
+    # awq_calib_size (LMI's key) wins over lmi-build's general calib_size for AWQ.
+    size_key = "awq_calib_size" if entry.name == "awq" and "awq_calib_size" in options else "calib_size"
+    size = int(_number(options, size_key, int, default_size, messages, lambda v: v > 0, "a positive integer"))
+    max_seq_len = int(_number(options, "calib_max_seq_len", int, DEFAULT_CALIB_MAX_SEQ_LEN, messages,
+                              lambda v: v >= 8, "an integer >= 8"))
+    batch_size = int(_number(options, "calib_batch_size", int, DEFAULT_CALIB_BATCH_SIZE, messages,
+                             lambda v: v > 0, "a positive integer"))
+    seed = int(_number(options, "calib_seed", int, DEFAULT_CALIB_SEED, messages, lambda v: v >= 0,
+                       "a non-negative integer"))
+    try:
+        text = calib_text.load(calib_file)
+    except LmiBuildError as exc:
+        messages.append(PlanMessage(code="calib_data", message=exc.message, hint=exc.hint))
+        return None
+    if size > len(text.samples):
+        messages.append(PlanMessage(
+            code="calib_size_capped",
+            message=f"calibration asks for {size} samples but {text.dataset} has {len(text.samples)}; "
+                    f"using {len(text.samples)}",
+            hint="pass a larger --calib-data file or lower option.calib_size",
+        ))
+        size = len(text.samples)
+    return CalibrationPlan(dataset=text.dataset, dataset_digest=text.digest, size=size,
+                           max_seq_len=max_seq_len, batch_size=batch_size, seed=seed)
+
+
+def _check_group_shapes(entry: QuantMethod, spec: ModelSpec, messages: list[PlanMessage]) -> None:
+    """Every linear layer's input dimension must split into whole groups."""
+    group = entry.group_size or 1
+    dims = {"hidden_size": spec.hidden_size, "num_attention_heads*head_dim": spec.num_attention_heads * spec.head_dim}
+    if spec.intermediate_size:
+        dims["intermediate_size"] = spec.intermediate_size
+    bad = [f"{name}={value}" for name, value in dims.items() if value % group]
+    if bad:
+        messages.append(PlanMessage(
+            code="group_size_shape",
+            message=f"{entry.name} quantizes in groups of {group} input channels, but {', '.join(bad)} "
+                    f"is not a multiple of {group}",
+            hint="use smoothquant, fp8 or int8_wo for this model",
+        ))
+
+
+def _kv_cache_algo(options: ResolvedOptions, messages: list[PlanMessage]) -> str | None:
+    value = options.get("kv_cache_dtype")
+    if value is None:
+        return None
+    key = value.strip().lower()
+    if key not in KV_CACHE_ALGOS:
+        messages.append(PlanMessage(
+            code="kv_cache_dtype",
+            message=f"option.kv_cache_dtype={value} is not supported",
+            hint=f"use one of: {', '.join(KV_CACHE_ALGOS)}",
+        ))
+        return None
+    return KV_CACHE_ALGOS[key]
+
+
+def _warn_ignored(options: ResolvedOptions, method: str | None, messages: list[PlanMessage]) -> None:
+    ignored = [] if method == "smoothquant" else [k for k in _SMOOTHQUANT_ONLY if k in options]
+    if method != "awq":
+        ignored += [k for k in ("awq_format", "awq_calib_size") if k in options]
+    if ignored:
+        keys = ", ".join(f"option.{k}" for k in ignored)
+        messages.append(PlanMessage(
+            code="quantize_option_ignored",
+            message=f"{keys} only apply to another quantization method and are ignored",
+            hint=f"remove them, or set option.quantize to match (now: {method or 'none'})",
+        ))
+
+
+def _flag(options: ResolvedOptions, key: str, messages: list[PlanMessage]) -> bool:
+    value = options.get(key)
+    if value is None:
+        return False
+    lowered = value.strip().lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    messages.append(PlanMessage(code=key, message=f"option.{key}={value} is not a boolean",
+                                hint=f"use option.{key}=true or false"))
+    return False
+
+
+def _number(
+    options: ResolvedOptions,
+    key: str,
+    kind: type[int] | type[float],
+    default: int | float,
+    messages: list[PlanMessage],
+    valid: Callable[[float], bool],
+    expected: str,
+) -> int | float:
+    value = options.get(key)
+    if value is None:
+        return default
+    try:
+        number = kind(value.strip())
+    except ValueError:
+        number = None
+    if number is None or not valid(number):
+        messages.append(PlanMessage(code=key, message=f"option.{key}={value} must be {expected}",
+                                    hint=f"set option.{key} to {expected}, or leave it unset (default {default})"))
+        return default
+    return number

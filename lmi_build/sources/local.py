@@ -1,0 +1,44 @@
+"""A model in a local directory (a Hugging Face style folder: config.json, tokenizer, weights)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from lmi_build.errors import SourceError
+from lmi_build.hashing import tree_digest
+from lmi_build.planning.plan import ModelIdentity
+from lmi_build.sources.base import ResolvedSource
+from lmi_build.sources.digest_cache import cached_sha256
+from lmi_build.sources.select import has_weights, select_build_files
+
+
+def list_relative(root: Path) -> list[str]:
+    """Every file under root as a relative POSIX path (symlinked files followed, hidden dirs skipped)."""
+    names: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            if name.startswith("."):
+                continue
+            names.append((Path(dirpath) / name).relative_to(root).as_posix())
+    return names
+
+
+def resolve_local(path: Path, *, purpose: Literal["plan", "build"], allow_pickle: bool = False) -> ResolvedSource:
+    path = path.expanduser()
+    if not path.exists():
+        raise SourceError(f"model directory {path} does not exist", hint="check the path")
+    if not path.is_dir():
+        raise SourceError(f"{path} is not a directory", hint="point at a model directory holding config.json")
+    if not (path / "config.json").is_file():
+        raise SourceError(f"no config.json in {path}",
+                          hint="point at a Hugging Face style model directory (config.json, tokenizer, weights)")
+    name = path.resolve().name
+    selected = select_build_files(list_relative(path), source=f"model directory '{name}'", allow_pickle=allow_pickle)
+    if purpose == "build" and not has_weights(selected):
+        raise SourceError(f"no weights (*.safetensors) in {path}", hint="add the model's weight files")
+    hashes = cached_sha256([path / rel for rel in selected])
+    digest = tree_digest((rel, hashes[path / rel]) for rel in selected)
+    return ResolvedSource(path=path, identity=ModelIdentity(kind="local", id=name, digest=digest))

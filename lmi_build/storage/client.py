@@ -1,0 +1,130 @@
+"""The boto3 S3 client lmi-build uses, and the one place botocore failures become one-line errors.
+
+boto3 is imported inside the functions so that ``--help`` and ``plan`` stay fast.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from lmi_build.errors import LmiBuildError, PublishError
+from lmi_build.storage.s3url import S3Url
+
+_MISSING_BUCKET_CODES = {"NoSuchBucket", "404", "NotFound"}
+_DENIED_CODES = {"AccessDenied", "403", "Forbidden", "AllAccessDisabled", "AccountProblem"}
+_BAD_KEY_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken"}
+
+
+def endpoint_label(endpoint_url: str | None) -> str:
+    """The endpoint as shown in messages: explicit flag, then AWS_ENDPOINT_URL, then AWS itself."""
+    return endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or "AWS S3"
+
+
+def s3_client(endpoint_url: str | None, *, workers: int = 8) -> Any:
+    """A thread-safe S3 client with a connection pool big enough for ``workers`` transfers.
+
+    boto3 itself honours AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_S3 when ``endpoint_url`` is None."""
+    try:
+        import boto3
+        from botocore.config import Config
+    except ImportError as exc:  # pragma: no cover - boto3 is a core dependency
+        from lmi_build.errors import MissingDependency
+
+        raise MissingDependency.for_module("boto3", "s3") from exc
+
+    config = Config(
+        max_pool_connections=max(10, workers * 2),
+        retries={"max_attempts": 3, "mode": "standard"},
+        connect_timeout=5,
+        read_timeout=120,
+    )
+    session = boto3.session.Session()
+    return session.client("s3", endpoint_url=endpoint_url or None, config=config)
+
+
+def translate(
+    exc: BaseException,
+    where: S3Url,
+    endpoint: str,
+    *,
+    error: type[LmiBuildError] = PublishError,
+    operation: str = "S3 request",
+) -> LmiBuildError | None:
+    """A one-line error for a botocore/s3transfer failure, or None when it is not an S3 failure.
+
+    Never includes credentials: botocore's messages name the access key id at most, and we do
+    not repeat even that."""
+    from boto3.exceptions import S3UploadFailedError
+    from botocore.exceptions import (
+        ClientError,
+        ConnectTimeoutError,
+        EndpointConnectionError,
+        NoCredentialsError,
+        PartialCredentialsError,
+        ReadTimeoutError,
+    )
+
+    if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
+        return error(
+            f"no AWS credentials found for {where}",
+            hint="set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or run on a host with an IAM role",
+        )
+    if isinstance(exc, (EndpointConnectionError, ConnectTimeoutError)):
+        return error(
+            f"cannot connect to the S3 endpoint {endpoint}",
+            hint="check --endpoint-url / AWS_ENDPOINT_URL and that the server is running",
+        )
+    if isinstance(exc, ReadTimeoutError):
+        return error(f"the S3 endpoint {endpoint} stopped answering during {operation}", hint="retry; it resumes")
+    if isinstance(exc, S3UploadFailedError):
+        return error(f"upload to {where} failed: {exc}", hint="rerun the same command; it resumes")
+    if isinstance(exc, ClientError):
+        info = exc.response.get("Error", {})
+        code = str(info.get("Code", ""))
+        if (code in _MISSING_BUCKET_CODES and operation == "head_bucket") or code == "NoSuchBucket":
+            return error(
+                f"bucket '{where.bucket}' does not exist at {endpoint}",
+                hint="create it or check the name",
+            )
+        if code in _BAD_KEY_CODES:
+            return error(
+                f"the S3 endpoint {endpoint} rejected the credentials ({code})",
+                hint="check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or AWS_PROFILE",
+            )
+        if code in _DENIED_CODES:
+            return error(
+                f"access denied to {where} during {operation}",
+                hint="check the credentials' permissions (and --expected-bucket-owner if given)",
+            )
+        message = str(info.get("Message", "")) or str(exc)
+        return error(f"S3 error {code} during {operation} on {where}: {message}", hint="rerun with --debug for details")
+    return None
+
+
+@contextmanager
+def s3_errors(
+    where: S3Url, endpoint: str, *, error: type[LmiBuildError] = PublishError, operation: str = "S3 request"
+) -> Iterator[None]:
+    """Turn S3 failures inside the block into one-line ``error``s (others propagate unchanged)."""
+    try:
+        yield
+    except LmiBuildError:
+        raise
+    except Exception as exc:
+        translated = translate(exc, where, endpoint, error=error, operation=operation)
+        if translated is None:
+            raise
+        raise translated from exc
+
+
+def check_bucket(client: Any, where: S3Url, endpoint: str, *, expected_owner: str | None = None,
+                 error: type[LmiBuildError] = PublishError) -> None:
+    """Fail early, with the bucket's name, when it is missing or not ours."""
+    kwargs: dict[str, str] = {"Bucket": where.bucket}
+    if expected_owner:
+        kwargs["ExpectedBucketOwner"] = expected_owner
+    with s3_errors(where, endpoint, error=error, operation="head_bucket"):
+        client.head_bucket(**kwargs)

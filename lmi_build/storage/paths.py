@@ -1,0 +1,35 @@
+"""Relative paths that come from somewhere else (a manifest, an S3 listing, a tarball) must stay
+inside the directory they are written to."""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+
+from lmi_build.errors import LmiBuildError
+
+
+def safe_relpath(rel: str, *, error: type[LmiBuildError], where: str) -> str:
+    """Return ``rel`` if it is a plain relative POSIX path; raise ``error`` otherwise."""
+    parts = PurePosixPath(rel).parts
+    bad = (
+        not rel
+        or "\\" in rel
+        or "\0" in rel
+        or rel.startswith("/")
+        or (len(rel) > 1 and rel[1] == ":")
+        or any(part in ("..", ".", "") for part in parts)
+    )
+    if bad:
+        raise error(
+            f"refusing path {rel!r} from {where}: it would escape the destination directory",
+            hint="the source is malformed or malicious; fix or republish it",
+        )
+    return rel
+
+
+def inside(root: Path, rel: str) -> Path:
+    """``root / rel`` after checking the result does not leave ``root`` (defence in depth)."""
+    target = (root / rel).resolve()
+    if not target.is_relative_to(root.resolve()):
+        raise ValueError(f"{rel!r} escapes {root}")
+    return root / rel

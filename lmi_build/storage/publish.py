@@ -1,0 +1,205 @@
+"""``publish``: upload an artifact to ``s3://bucket/prefix`` so that a reader sees all of it or
+none of it.
+
+Order of work, and why:
+1. The local files are checked against the manifest first: a corrupted artifact is refused
+   before anything is sent.
+2. Objects already present with the same size and SHA-256 (``x-amz-meta-sha256``) are skipped,
+   so a rerun after a crash uploads only the rest and an unchanged artifact uploads nothing.
+3. If the prefix holds a different manifest, it is deleted before any object changes: readers
+   then see "incomplete" instead of an old manifest over new files.
+4. Objects go up in parallel with S3 additional checksums (SHA-256: whole-object for single
+   PUTs, checked by the server against the manifest hash; per part for multipart uploads).
+5. Every object is checked remotely (size + stored SHA-256), then the manifest goes up LAST: it
+   is the commit marker.
+6. Only then, and only if asked, is the local artifact deleted.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import shutil
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+from lmi_build.artifact.files import MANIFEST_NAME, FileEntry
+from lmi_build.errors import PublishError
+from lmi_build.hashing import sha256_file, sha256_files
+from lmi_build.output import Output, current
+from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors
+from lmi_build.storage.paths import inside
+from lmi_build.storage.remote import (
+    LAYOUT_META,
+    TARBALL_NAME,
+    checked_entries,
+    fetch_remote_manifest,
+    object_problems,
+    remote_manifest,
+    verify_remote,
+)
+from lmi_build.storage.s3url import S3Url, parse_s3_url
+from lmi_build.storage.transfer import (
+    SHA256_META,
+    TransferSummary,
+    Upload,
+    b64_sha256,
+    head_many,
+    list_sizes,
+    upload_all,
+)
+
+__all__ = ["TransferSummary", "publish", "remote_manifest", "verify_remote"]
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def verify_local_files(root: Path, entries: list[FileEntry], *, workers: int = 8) -> None:
+    """Raise PublishError naming the first file that is missing or differs from the manifest."""
+    paths: dict[Path, FileEntry] = {}
+    for entry in entries:
+        path = inside(root, entry.path)
+        if not path.is_file():
+            raise PublishError(f"{entry.path} is listed in {MANIFEST_NAME} but missing from {root}",
+                               hint="the artifact is incomplete: rebuild it")
+        if path.stat().st_size != entry.size:
+            raise PublishError(f"{entry.path} has {path.stat().st_size} bytes, {MANIFEST_NAME} says {entry.size}",
+                               hint="the artifact is corrupted: rebuild it")
+        paths[path] = entry
+    hashes = sha256_files(list(paths), workers=workers)
+    for path, entry in paths.items():
+        if hashes[path] != entry.sha256:
+            raise PublishError(f"{entry.path} does not match its sha256 in {MANIFEST_NAME}",
+                               hint="the artifact is corrupted: rebuild it")
+
+
+def write_tarball(artifact_dir: Path, entries: list[FileEntry], destination: Path) -> None:
+    """A reproducible ``model.tar.gz`` (sorted, zero mtimes, no owners) for SageMaker's
+    compressed model data; the manifest is included. Level 1: weights barely compress."""
+
+    def normalise(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.mtime = 0
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        info.mode = 0o644 if info.isfile() else 0o755
+        return info
+
+    names = sorted([e.path for e in entries] + [MANIFEST_NAME])
+    with open(destination, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=1, mtime=0) as gz, \
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name in names:
+            tar.add(str(artifact_dir / name), arcname=name, recursive=False, filter=normalise)
+
+
+def _plan_uploads(client: Any, target: S3Url, uploads: list[Upload], *, workers: int,
+                  owner_args: dict[str, str]) -> tuple[list[Upload], int]:
+    """Which uploads are still needed (missing, other size, other SHA-256), and how many are skipped."""
+    sizes = list_sizes(client, target.bucket, target.list_prefix, extra=owner_args)
+    same_size = [u.key for u in uploads if sizes.get(u.key) == u.size]
+    heads = head_many(client, target.bucket, same_size, workers=workers, extra=owner_args)
+    todo: list[Upload] = []
+    for upload in uploads:
+        head = heads.get(upload.key)
+        if head is not None and (head.get("Metadata") or {}).get(SHA256_META) == upload.sha256:
+            continue
+        todo.append(upload)
+    return todo, len(uploads) - len(todo)
+
+
+def publish(
+    artifact_dir: Path,
+    url: str,
+    *,
+    endpoint_url: str | None = None,
+    delete_local: bool = False,
+    expected_bucket_owner: str | None = None,
+    sse_kms_key_id: str | None = None,
+    tarball: bool = False,
+    workers: int = 8,
+    output: Output | None = None,
+) -> TransferSummary:
+    """Upload the artifact at ``artifact_dir`` to ``url``; the manifest goes last (commit marker)."""
+    from lmi_build.artifact.manifest import load_manifest
+
+    output = output or current()
+    started = time.monotonic()
+    target = parse_s3_url(url)
+    if not artifact_dir.is_dir():
+        raise PublishError(f"artifact directory {artifact_dir} does not exist", hint="build it first, or check the path")
+    manifest_path = artifact_dir / MANIFEST_NAME
+    manifest = load_manifest(artifact_dir)
+    manifest_bytes = manifest_path.read_bytes()
+    entries = checked_entries(manifest, str(manifest_path), PublishError)
+    owner_args = {"ExpectedBucketOwner": expected_bucket_owner} if expected_bucket_owner else {}
+    encryption: dict[str, str] = {}
+    if sse_kms_key_id:
+        encryption = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": sse_kms_key_id}
+    endpoint = endpoint_label(endpoint_url)
+    client = s3_client(endpoint_url, workers=workers)
+    # Remote problems (no bucket, no credentials) show before gigabytes are hashed.
+    check_bucket(client, target, endpoint, expected_owner=expected_bucket_owner)
+    output.info(f"checking {len(entries)} files against {MANIFEST_NAME}")
+    verify_local_files(artifact_dir, entries, workers=workers)
+
+    tar_path: Path | None = None
+    manifest_meta = {SHA256_META: sha256_bytes(manifest_bytes), LAYOUT_META: "tarball" if tarball else "files"}
+    try:
+        if tarball:
+            tar_path = artifact_dir.parent / f".{artifact_dir.name}.{TARBALL_NAME}.partial"
+            output.info(f"writing {TARBALL_NAME}")
+            write_tarball(artifact_dir, entries, tar_path)
+            tar_sha = sha256_file(tar_path)
+            manifest_meta["tarball-sha256"] = tar_sha
+            uploads = [Upload(tar_path, target.key(TARBALL_NAME), tar_path.stat().st_size, tar_sha,
+                              {**owner_args, **encryption})]
+        else:
+            uploads = [Upload(artifact_dir / e.path, target.key(e.path), e.size, e.sha256, {**owner_args, **encryption})
+                       for e in entries]
+
+        with s3_errors(target, endpoint, operation="publish"):
+            todo, skipped = _plan_uploads(client, target, uploads, workers=workers, owner_args=owner_args)
+            existing = fetch_remote_manifest(client, target, endpoint, extra=owner_args)
+            manifest_current = existing is not None and existing.data == manifest_bytes and \
+                existing.layout == manifest_meta[LAYOUT_META]
+            if existing is not None and (todo or not manifest_current):
+                # Un-commit first: a reader must never see an old manifest over changed objects.
+                client.delete_object(Bucket=target.bucket, Key=target.key(MANIFEST_NAME), **owner_args)
+                manifest_current = False
+            if skipped:
+                output.info(f"{skipped} of {len(uploads)} objects already in place, skipped")
+            upload_all(client, target.bucket, todo, workers=workers, output=output, label=f"publish {target}")
+
+            heads = head_many(client, target.bucket, [u.key for u in uploads], workers=workers, extra=owner_args)
+            problems = object_problems([(u.key, u.size, u.sha256) for u in uploads], heads, target)
+            if problems:
+                raise PublishError(f"after upload, {problems[0].message}" +
+                                   (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""),
+                                   hint="rerun the same command; it uploads only what is missing")
+            if not manifest_current:
+                client.put_object(
+                    Bucket=target.bucket, Key=target.key(MANIFEST_NAME), Body=manifest_bytes,
+                    ContentType="application/json", Metadata=manifest_meta,
+                    ChecksumSHA256=b64_sha256(manifest_meta[SHA256_META]), **owner_args, **encryption,
+                )
+            committed = fetch_remote_manifest(client, target, endpoint, extra=owner_args)
+            if committed is None or committed.data != manifest_bytes:
+                raise PublishError(f"the manifest under {target} does not read back as written",
+                                   hint="rerun the same command")
+    finally:
+        if tar_path is not None and tar_path.exists():
+            tar_path.unlink()
+
+    if delete_local:
+        shutil.rmtree(artifact_dir)
+        output.info(f"deleted {artifact_dir} (every object verified under {target})")
+    uploaded = todo + ([] if manifest_current else [Upload(manifest_path, "", len(manifest_bytes), "")])
+    return TransferSummary(
+        bytes=sum(u.size for u in uploaded),
+        objects=len(uploaded),
+        skipped=skipped + (1 if manifest_current else 0),
+        seconds=round(time.monotonic() - started, 3),
+    )

@@ -1,0 +1,171 @@
+"""``pull``: download a published artifact, verified file by file, into place atomically.
+
+Files land in a fixed temporary sibling of the destination (``.<name>.lmi-build-partial``), so an
+interrupted pull resumes there: files already present with the manifest's size and SHA-256 are
+kept. Only when every file verifies is the manifest written and the directory renamed into place.
+A prefix without a manifest is refused: its publish never finished.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tarfile
+import time
+from pathlib import Path
+
+from lmi_build.artifact.files import MANIFEST_NAME, FileEntry
+from lmi_build.errors import PublishError
+from lmi_build.hashing import sha256_file, sha256_files
+from lmi_build.output import Output, current
+from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors
+from lmi_build.storage.paths import inside, safe_relpath
+from lmi_build.storage.remote import TARBALL_NAME, RemoteManifest, checked_entries, fetch_remote_manifest
+from lmi_build.storage.s3url import S3Url, parse_s3_url
+from lmi_build.storage.transfer import Download, TransferSummary, download_all, list_sizes
+
+
+def _verified(root: Path, entries: list[FileEntry], *, workers: int) -> set[str]:
+    """Paths of entries already present under root with the right size and SHA-256."""
+    candidates: dict[Path, FileEntry] = {}
+    for entry in entries:
+        path = inside(root, entry.path)
+        if path.is_file() and path.stat().st_size == entry.size:
+            candidates[path] = entry
+    hashes = sha256_files(list(candidates), workers=workers)
+    return {entry.path for path, entry in candidates.items() if hashes[path] == entry.sha256}
+
+
+def _remove_strays(root: Path, keep: set[str]) -> None:
+    """Delete files of an earlier, different attempt (and s3transfer temp files) from the partial dir."""
+    for dirpath, _dirnames, filenames in os.walk(root):
+        for name in filenames:
+            path = Path(dirpath) / name
+            if path.relative_to(root).as_posix() not in keep:
+                path.unlink()
+
+
+def _existing_destination(dest: Path, found: RemoteManifest, entries: list[FileEntry], workers: int) -> bool:
+    """True when dest already holds exactly this artifact; raise when it holds anything else."""
+    if not dest.exists():
+        return False
+    if not dest.is_dir():
+        raise PublishError(f"destination {dest} exists and is not a directory", hint="choose another path")
+    if not any(dest.iterdir()):
+        return False
+    local_manifest = dest / MANIFEST_NAME
+    if local_manifest.is_file() and local_manifest.read_bytes() == found.data and \
+            _verified(dest, entries, workers=workers) == {e.path for e in entries}:
+        return True
+    raise PublishError(f"destination {dest} already exists and does not hold this artifact",
+                       hint="remove it or choose another directory (nothing was overwritten)")
+
+
+def _extract_tarball(archive: Path, into: Path) -> None:
+    with tarfile.open(archive, mode="r:gz") as tar:
+        for member in tar.getmembers():
+            safe_relpath(member.name.rstrip("/"), error=PublishError, where=TARBALL_NAME)
+            if not (member.isfile() or member.isdir()):
+                raise PublishError(f"{TARBALL_NAME} holds {member.name!r}, which is not a regular file",
+                                   hint="republish it with lmi-build publish --tarball")
+        tar.extractall(into, filter="data")
+
+
+def _download_files(client: object, target: S3Url, found: RemoteManifest, entries: list[FileEntry],
+                    partial: Path, *, workers: int, output: Output, endpoint: str) -> tuple[int, int]:
+    keep = {e.path for e in entries}
+    _remove_strays(partial, keep)
+    present = _verified(partial, entries, workers=workers)
+    todo = [e for e in entries if e.path not in present]
+    if todo:
+        sizes = list_sizes(client, target.bucket, target.list_prefix)
+        for entry in todo:
+            key = target.key(entry.path)
+            if key not in sizes:
+                raise PublishError(f"s3://{target.bucket}/{key} is listed in the manifest but missing",
+                                   hint="the remote artifact is damaged: publish it again")
+            if sizes[key] != entry.size:
+                raise PublishError(f"s3://{target.bucket}/{key} has {sizes[key]} bytes, the manifest says {entry.size}",
+                                   hint="the remote artifact is corrupted: publish it again")
+    if present:
+        output.info(f"{len(present)} of {len(entries)} files already downloaded, kept")
+    download_all(client, target.bucket, [Download(target.key(e.path), partial / e.path, e.size) for e in todo],
+                 workers=workers, output=output, label=f"pull {target}")
+    fetched = {partial / e.path: e for e in todo}
+    hashes = sha256_files(list(fetched), workers=workers)
+    for path, entry in fetched.items():
+        if hashes[path] != entry.sha256:
+            path.unlink()
+            raise PublishError(
+                f"s3://{target.bucket}/{target.key(entry.path)} does not match the manifest "
+                f"(sha256 {hashes[path][:12]}…, expected {entry.sha256[:12]}…)",
+                hint="the remote artifact is corrupted: publish it again",
+            )
+    return sum(e.size for e in todo), len(present)
+
+
+def _download_tarball(client: object, target: S3Url, found: RemoteManifest, entries: list[FileEntry],
+                      partial: Path, *, workers: int, output: Output) -> tuple[int, int]:
+    shutil.rmtree(partial)
+    partial.mkdir(parents=True)
+    archive = partial.parent / f"{partial.name}.{TARBALL_NAME}"
+    sizes = list_sizes(client, target.bucket, target.list_prefix)
+    key = target.key(TARBALL_NAME)
+    if key not in sizes:
+        raise PublishError(f"s3://{target.bucket}/{key} is missing", hint="publish it again with --tarball")
+    try:
+        download_all(client, target.bucket, [Download(key, archive, sizes[key])], workers=workers,
+                     output=output, label=f"pull {target}")
+        if sha256_file(archive) != found.tarball_sha256:
+            raise PublishError(f"s3://{target.bucket}/{key} does not match its recorded sha256",
+                               hint="the remote artifact is corrupted: publish it again")
+        _extract_tarball(archive, partial)
+    finally:
+        archive.unlink(missing_ok=True)
+    (partial / MANIFEST_NAME).unlink(missing_ok=True)  # rewritten below from the remote bytes
+    bad = {e.path for e in entries} - _verified(partial, entries, workers=workers)
+    if bad:
+        raise PublishError(f"{TARBALL_NAME} does not match the manifest ({sorted(bad)[0]})",
+                           hint="the remote artifact is corrupted: publish it again")
+    _remove_strays(partial, {e.path for e in entries})
+    return sizes[key], 0
+
+
+def pull(url: str, dest: Path, *, endpoint_url: str | None = None, workers: int = 8,
+         output: Output | None = None) -> TransferSummary:
+    """Download the artifact at ``url`` into ``dest`` (which must not exist, be empty, or already
+    hold this very artifact)."""
+    output = output or current()
+    started = time.monotonic()
+    target = parse_s3_url(url)
+    endpoint = endpoint_label(endpoint_url)
+    client = s3_client(endpoint_url, workers=workers)
+    check_bucket(client, target, endpoint)
+    found = fetch_remote_manifest(client, target, endpoint)
+    if found is None:
+        raise PublishError(f"no {MANIFEST_NAME} under {target}: the prefix is incomplete or not an lmi-build artifact",
+                           hint="publish it (again) with lmi-build publish; a finished publish writes it last")
+    entries = checked_entries(found.manifest, str(target), PublishError)
+    dest = dest.absolute()
+    if _existing_destination(dest, found, entries, workers):
+        output.info(f"{dest} already holds this artifact, verified")
+        return TransferSummary(bytes=0, objects=0, skipped=len(entries) + 1,
+                               seconds=round(time.monotonic() - started, 3))
+
+    partial = dest.parent / f".{dest.name}.lmi-build-partial"
+    partial.mkdir(parents=True, exist_ok=True)
+    with s3_errors(target, endpoint, operation="pull"):
+        if found.layout == "tarball":
+            transferred, kept = _download_tarball(client, target, found, entries, partial, workers=workers,
+                                                  output=output)
+            objects = 1
+        else:
+            transferred, kept = _download_files(client, target, found, entries, partial, workers=workers,
+                                                output=output, endpoint=endpoint)
+            objects = len(entries) - kept
+    (partial / MANIFEST_NAME).write_bytes(found.data)
+    if dest.exists():
+        dest.rmdir()  # empty (checked above)
+    os.rename(partial, dest)
+    return TransferSummary(bytes=transferred + len(found.data), objects=objects + 1, skipped=kept,
+                           seconds=round(time.monotonic() - started, 3))

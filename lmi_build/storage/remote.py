@@ -1,0 +1,135 @@
+"""Reading a published artifact's state: its manifest (the commit marker) and its objects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lmi_build.artifact.files import MANIFEST_NAME, FileEntry
+from lmi_build.errors import LmiBuildError, PublishError, VerifyError
+from lmi_build.planning.plan import PlanMessage
+from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors
+from lmi_build.storage.paths import safe_relpath
+from lmi_build.storage.s3url import S3Url, parse_s3_url
+from lmi_build.storage.transfer import SHA256_META, head_many, list_sizes
+
+if TYPE_CHECKING:
+    from lmi_build.artifact.manifest import Manifest
+
+TARBALL_NAME = "model.tar.gz"
+# Metadata on the remote manifest object saying how the files were published.
+LAYOUT_META = "lmi-build-layout"  # "files" (default) or "tarball"
+
+
+@dataclass(frozen=True)
+class RemoteManifest:
+    manifest: Manifest
+    data: bytes  # the exact bytes, so a pull writes the same file the publisher had
+    layout: str  # "files" or "tarball"
+    tarball_sha256: str | None = None
+
+
+def checked_entries(manifest: Manifest, where: str, error: type[LmiBuildError]) -> list[FileEntry]:
+    """The manifest's files, every path checked so none can escape a destination directory."""
+    for entry in manifest.files:
+        safe_relpath(entry.path, error=error, where=where)
+    return list(manifest.files)
+
+
+def fetch_remote_manifest(client: Any, target: S3Url, endpoint: str, *,
+                          error: type[LmiBuildError] = PublishError,
+                          extra: dict[str, Any] | None = None) -> RemoteManifest | None:
+    """The manifest object under the prefix, or None when there is none (prefix incomplete)."""
+    from botocore.exceptions import ClientError
+
+    from lmi_build.artifact.manifest import parse_manifest
+
+    key = target.key(MANIFEST_NAME)
+    with s3_errors(target, endpoint, error=error, operation="reading the manifest"):
+        try:
+            response = client.get_object(Bucket=target.bucket, Key=key, **(extra or {}))
+        except ClientError as exc:
+            if str(exc.response.get("Error", {}).get("Code")) in ("NoSuchKey", "404", "NotFound"):
+                return None
+            raise
+        data: bytes = response["Body"].read()
+    metadata = {k.lower(): v for k, v in (response.get("Metadata") or {}).items()}
+    manifest = parse_manifest(data, f"s3://{target.bucket}/{key}")
+    return RemoteManifest(
+        manifest=manifest,
+        data=data,
+        layout=metadata.get(LAYOUT_META, "files"),
+        tarball_sha256=metadata.get("tarball-sha256"),
+    )
+
+
+def remote_manifest(url: str, endpoint_url: str | None = None) -> Manifest | None:
+    """The validated manifest of a published artifact; None when the prefix has no manifest
+    (nothing was published there, or a publish did not finish)."""
+    target = parse_s3_url(url, error=VerifyError)
+    endpoint = endpoint_label(endpoint_url)
+    client = s3_client(endpoint_url)
+    check_bucket(client, target, endpoint, error=VerifyError)
+    found = fetch_remote_manifest(client, target, endpoint, error=VerifyError)
+    return found.manifest if found else None
+
+
+def object_problems(expected: list[tuple[str, int, str]], heads: dict[str, dict[str, Any] | None],
+                    where: S3Url) -> list[PlanMessage]:
+    """Compare (key, size, sha256) expectations with HEAD responses."""
+    problems: list[PlanMessage] = []
+    for key, size, sha256 in expected:
+        head = heads.get(key)
+        url = f"s3://{where.bucket}/{key}"
+        if head is None:
+            problems.append(PlanMessage(code="remote_missing", message=f"{url} is missing",
+                                        hint="publish the artifact again; it uploads only what is missing"))
+            continue
+        remote_size = int(head.get("ContentLength", -1))
+        if remote_size != size:
+            problems.append(PlanMessage(code="remote_size", message=f"{url} has {remote_size} bytes, manifest says {size}",
+                                        hint="publish the artifact again to replace it"))
+            continue
+        remote_sha = (head.get("Metadata") or {}).get(SHA256_META)
+        if remote_sha != sha256:
+            problems.append(PlanMessage(
+                code="remote_checksum",
+                message=f"{url} has sha256 {str(remote_sha)[:12]}…, manifest says {sha256[:12]}…",
+                hint="publish the artifact again to replace it",
+            ))
+    return problems
+
+
+def verify_remote(url: str, endpoint_url: str | None = None, *, workers: int = 16) -> list[PlanMessage]:
+    """Problems of a published artifact (empty when complete): the manifest is present and every
+    object it lists is present with the manifest's size and SHA-256 (stored at upload)."""
+    target = parse_s3_url(url, error=VerifyError)
+    endpoint = endpoint_label(endpoint_url)
+    client = s3_client(endpoint_url, workers=workers)
+    check_bucket(client, target, endpoint, error=VerifyError)
+    found = fetch_remote_manifest(client, target, endpoint, error=VerifyError)
+    if found is None:
+        return [PlanMessage(code="remote_manifest_missing",
+                            message=f"no {MANIFEST_NAME} under {target}: the prefix is incomplete or not an artifact",
+                            hint="publish it (again) with: lmi-build publish DIR " + str(target))]
+    if found.layout == "tarball":
+        if not found.tarball_sha256:
+            return [PlanMessage(code="remote_tarball", message=f"{target} tarball publish has no recorded checksum",
+                                hint="publish it again with --tarball")]
+        key = target.key(TARBALL_NAME)
+        with s3_errors(target, endpoint, error=VerifyError, operation="head_object"):
+            tar_heads = head_many(client, target.bucket, [key], workers=1)
+        head = tar_heads[key]
+        size = int(head["ContentLength"]) if head else -1
+        return object_problems([(key, size, found.tarball_sha256)], tar_heads, target)
+    entries = checked_entries(found.manifest, str(target), VerifyError)
+    expected = [(target.key(e.path), e.size, e.sha256) for e in entries]
+    with s3_errors(target, endpoint, error=VerifyError, operation="head_object"):
+        sizes = list_sizes(client, target.bucket, target.list_prefix)
+        # Only objects whose listed size matches need a HEAD for their checksum.
+        heads: dict[str, dict[str, Any] | None] = {key: None for key, _, _ in expected if key not in sizes}
+        heads.update({key: {"ContentLength": sizes[key]} for key, size, _ in expected
+                      if key in sizes and sizes[key] != size})
+        heads.update(head_many(client, target.bucket, [k for k, s, _ in expected if sizes.get(k) == s],
+                               workers=workers))
+    return object_problems(expected, heads, target)

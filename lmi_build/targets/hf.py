@@ -1,0 +1,73 @@
+"""Hugging Face target: a (optionally ModelOpt-quantized) HF checkpoint for the LMI Python engines
+(vLLM, LMI-Dist, TensorRT-LLM's PyTorch backend), which compile nothing ahead of time."""
+
+from __future__ import annotations
+
+from importlib import metadata
+from typing import Literal
+
+from lmi_build.model.spec import ModelSpec
+from lmi_build.planning import checks
+from lmi_build.planning.context import PlanContext
+from lmi_build.planning.memory import Workload
+from lmi_build.planning.plan import HfBuild, TargetName, ToolchainRef
+from lmi_build.recipes.schema import TargetSupport
+from lmi_build.targets.base import TargetPlan
+
+DEFAULT_MAX_BATCH_SIZE = 32
+DEFAULT_MAX_SEQ_LEN = 4096  # the memory estimate's sequence length when no max length is given
+# The packages whose versions decide the exported bytes (read from metadata: nothing is imported).
+_TOOL_PACKAGES = ("transformers", "nvidia-modelopt", "safetensors")
+
+
+class HfTarget:
+    name: TargetName = "hf"
+    engine = "Python"
+
+    def checkpoint_route(self, support: TargetSupport, spec: ModelSpec) -> Literal["modelopt", "vendor"]:
+        return "modelopt"
+
+    def toolchain(self, profile: str | None) -> ToolchainRef:
+        versions: dict[str, str] = {}
+        for package in _TOOL_PACKAGES:
+            try:
+                versions[package] = metadata.version(package)
+            except metadata.PackageNotFoundError:
+                continue
+        return ToolchainRef(target="hf", profile=None, image=None, versions=versions)
+
+    def plan(self, ctx: PlanContext) -> TargetPlan:
+        tp = checks.resolve_tp(ctx)
+        checks.check_tp_heads(ctx, tp)
+        checks.check_kv_heads_gpu(ctx, tp)
+        dtype = checks.resolve_dtype(ctx)
+
+        max_input, max_output = ctx.int_opt("max_input_len"), ctx.int_opt("max_output_len")
+        max_model_len = ctx.int_opt("max_model_len")
+        if max_input is not None and max_output is not None:
+            checks.check_total_length(
+                ctx, max_input + max_output, f"max_input_len + max_output_len ({max_input} + {max_output})",
+                "lower --max-input-len/--max-output-len so that they sum to at most {limit}")
+            seq_len = max_input + max_output
+        elif max_model_len is not None:
+            checks.check_total_length(ctx, max_model_len, "max_model_len", "lower option.max_model_len to {limit}")
+            seq_len = max_model_len
+        else:
+            limit = checks.max_positions(ctx)
+            seq_len = min(limit, DEFAULT_MAX_SEQ_LEN) if limit else DEFAULT_MAX_SEQ_LEN
+        batch = ctx.int_opt("max_rolling_batch_size", DEFAULT_MAX_BATCH_SIZE) or DEFAULT_MAX_BATCH_SIZE
+
+        quantizing = ctx.quantization.method is not None and ctx.quantization.pre_quantized is None
+        build = HfBuild(tp=tp, dtype=dtype, export_format="modelopt_hf" if quantizing else "hf")
+        ctx.derive("engine", self.engine, "hf target")
+        ctx.derive("tensor_parallel_degree", tp, "resolved tp")
+        ctx.derive("dtype", checks.lmi_dtype(dtype), "resolved dtype")
+        return TargetPlan(
+            build=build,
+            toolchain=self.toolchain(None),
+            workload=Workload(batch_size=batch, seq_len=seq_len, tp=tp),
+            dtype=dtype,
+        )
+
+
+HF = HfTarget()

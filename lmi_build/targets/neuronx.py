@@ -1,0 +1,246 @@
+"""AWS Neuron target (transformers-neuronx, as the LMI Neuron container runs it): resolve the NEFF
+compile's knobs (``NeuronxBuild``) exactly as the container would, so its NEFF cache hits.
+
+The rules (buckets, GQA fallbacks, compiler flags) are those of the SDK pin in
+``lmi_build/data/neuron_sdk.toml``; the numbers live there, not here.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any, Literal
+
+from lmi_build.model.spec import ModelSpec
+from lmi_build.planning import checks
+from lmi_build.planning.context import PlanContext
+from lmi_build.planning.data import load_table
+from lmi_build.planning.memory import Workload
+from lmi_build.planning.plan import NeuronxBuild, TargetName, ToolchainRef
+from lmi_build.recipes.schema import TargetSupport
+from lmi_build.targets.base import TargetPlan
+
+GQA_STRATEGIES = ("shard-over-heads", "shard-over-batch", "replicated-heads", "all-gather-heads")
+DEFAULT_GQA = "shard-over-heads"
+AMP = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
+
+
+@cache
+def sdk() -> dict[str, Any]:
+    return load_table("neuron_sdk.toml")
+
+
+def token_buckets(n_positions: int, first_bucket: int) -> tuple[int, ...]:
+    """TNX: an int n_positions becomes doubling token-generation buckets from ``first_bucket``."""
+    buckets: list[int] = []
+    size = first_bucket
+    while size < n_positions:
+        buckets.append(size)
+        size *= 2
+    buckets.append(n_positions)
+    return tuple(buckets)
+
+
+def half_buckets(buckets: tuple[int, ...]) -> tuple[int, ...]:
+    """TNX: context_length_estimate=None -> half of each token bucket."""
+    return tuple(sorted({max(1, bucket // 2) for bucket in buckets}))
+
+
+def continuous_batching_contexts(n_positions: int, first_bucket: int, first_large: int) -> tuple[int, ...]:
+    """DJL under continuous batching: 128, then doubling from 1024 up to n_positions."""
+    contexts = {min(first_bucket, n_positions), n_positions}
+    size = first_large
+    while size < n_positions:
+        contexts.add(size)
+        size *= 2
+    return tuple(sorted(contexts))
+
+
+def effective_gqa(requested: str, *, batch_size: int, tp: int, kv_heads: int, head_dim: int) -> str:
+    """TNX's silent fallbacks, in its order."""
+    effective = requested
+    if effective == "shard-over-batch" and batch_size % tp:
+        effective = "shard-over-heads"
+    if effective == "all-gather-heads" and (kv_heads * head_dim) % tp:
+        effective = "shard-over-heads"
+    if kv_heads % tp:
+        effective = "replicated-heads"
+    return effective
+
+
+def compiler_flags(base: str, optimize_level: int | None, mixed_precision: bool, saturate_infinity: bool) -> str:
+    """NEURON_CC_FLAGS as the LMI container hands them to neuronx-cc, byte for byte (the NEFF cache
+    key hashes this string). DJL appends ``-O<n>`` and the two precision flags whenever the option
+    is set (even to false), in its field order; transformers-neuronx then appends each required
+    flag that is absent."""
+    flags = base
+    if optimize_level is not None:
+        flags += f" -O{optimize_level}"
+    if mixed_precision:
+        flags += " --enable-mixed-precision-accumulation"
+    if saturate_infinity:
+        flags += " --enable-saturate-infinity"
+    for required in sdk()["compiler"]["required_flags"]:
+        if required not in flags.split():
+            flags = f"{flags} {required}" if flags else required
+    return flags
+
+
+class NeuronxTarget:
+    name: TargetName = "neuronx"
+    engine = "Python"
+
+    def checkpoint_route(self, support: TargetSupport, spec: ModelSpec) -> Literal["modelopt", "vendor"]:
+        return "vendor"  # TNX compiles from the HF checkpoint itself
+
+    def toolchain(self, profile: str | None) -> ToolchainRef:
+        data = sdk()
+        return ToolchainRef(target="neuronx", profile=data["name"], image=data["image"] or None,
+                            versions=dict(data["versions"]))
+
+    def plan(self, ctx: PlanContext) -> TargetPlan:
+        data = sdk()
+        defaults = data["defaults"]
+        spec = ctx.spec
+        platform = ctx.instance.accelerator.platform if ctx.instance else None
+        if ctx.instance is not None and ctx.instance.accelerator.kind != "neuron":
+            ctx.findings.error("instance_target", f"{ctx.instance.name} has no Neuron devices",
+                               hint="pick an inf2.* or trn1.* instance type for the neuronx target")
+            platform = None
+
+        tp = checks.resolve_tp(ctx, unit="NeuronCore")
+        self._check_tp_degree(ctx, tp, platform)
+        checks.check_tp_heads(ctx, tp)
+        dtype = checks.resolve_dtype(ctx)
+
+        n_positions = self._n_positions(ctx, defaults)
+        batch, rolling = self._batch_size(ctx)
+        continuous = rolling and batch > 1 and spec.model_type in defaults["continuous_batching_model_types"]
+        if continuous:
+            n_positions = (max(n_positions),)
+        else:
+            n_positions = token_buckets(n_positions[0], defaults["first_bucket"])
+        top = max(n_positions)
+        checks.check_total_length(ctx, top, "n_positions", "lower --n-positions to at most {limit}")
+
+        contexts = ctx.int_list_opt("context_length_estimate")
+        if contexts is None:
+            contexts = (continuous_batching_contexts(top, defaults["first_bucket"],
+                                                     defaults["continuous_batching_first_large_bucket"])
+                        if continuous else half_buckets(n_positions))
+        elif max(contexts) > top:
+            ctx.findings.error("context_length_estimate",
+                               f"context_length_estimate {max(contexts)} is larger than n_positions {top}",
+                               hint=f"keep every --context-length-estimate <= {top}, or raise --n-positions")
+        self._check_io_lengths(ctx, top)
+
+        requested = ctx.opt("group_query_attention")
+        if requested is not None and requested not in GQA_STRATEGIES:
+            ctx.findings.error("gqa_strategy", f"option.group_query_attention={requested} is not a TNX strategy",
+                               hint=f"use one of: {', '.join(GQA_STRATEGIES)}")
+            requested = None
+        wanted = requested or DEFAULT_GQA
+        gqa = effective_gqa(wanted, batch_size=batch, tp=tp, kv_heads=spec.num_kv_heads, head_dim=spec.head_dim)
+        if gqa != wanted:
+            ctx.findings.warn("gqa_fallback",
+                              f"transformers-neuronx will use {gqa} instead of {wanted} "
+                              f"(kv_heads={spec.num_kv_heads}, head_dim={spec.head_dim}, tp={tp}, batch={batch})",
+                              hint="choose a tp that divides the KV heads to keep KV sharded, "
+                              "or accept the replicated KV cache (more memory per core)")
+
+        level = ctx.int_opt("neuron_optimize_level")
+        if level is not None and level not in (1, 2, 3):
+            ctx.findings.error("option_value", f"option.neuron_optimize_level={level} is not 1, 2 or 3",
+                               hint="set option.neuron_optimize_level to 1, 2 or 3")
+        mixed = ctx.opt("enable_mixed_precision_accumulation") is not None
+        saturate = ctx.opt("enable_saturate_infinity") is not None
+        base = ctx.request.env.get("NEURON_CC_FLAGS", data["compiler"]["container_flags"])
+        unroll_raw = ctx.opt("unroll")
+
+        build = NeuronxBuild(
+            tp=tp,
+            amp=AMP[dtype],
+            n_positions=n_positions,
+            context_length_estimate=contexts,
+            batch_size=batch,
+            continuous_batching=continuous,
+            gqa_requested=requested,
+            gqa_effective=gqa,
+            unroll=None if unroll_raw in (None, "None", "none") else ctx.int_opt("unroll"),
+            neuron_optimize_level=level,
+            on_device_embedding=True,  # DJL turns it on whenever it partitions (compiles ahead)
+            compiler_flags=compiler_flags(base, level, mixed, saturate),
+            platform=platform,
+        )
+
+        ctx.derive("engine", self.engine, "neuronx target")
+        ctx.derive("tensor_parallel_degree", tp, "resolved tp")
+        ctx.derive("dtype", checks.lmi_dtype(dtype), "resolved dtype")
+        ctx.derive("n_positions", top, "build knob")
+        if continuous:
+            ctx.derive("max_rolling_batch_size", batch, "build knob")
+        if ctx.quantization.method == "int8":
+            # The Neuron container's only spelling (it then loads with load_in_8bit).
+            ctx.derive("quantize", "static_int8", "neuronx int8 weights")
+        return TargetPlan(
+            build=build,
+            toolchain=self.toolchain(None),
+            workload=Workload(batch_size=batch, seq_len=top, tp=tp, preallocated=True),
+            dtype=dtype,
+        )
+
+    @staticmethod
+    def _check_tp_degree(ctx: PlanContext, tp: int, platform: str | None) -> None:
+        degrees: dict[str, list[int]] = sdk()["tp_degrees"]
+        if platform is not None:
+            allowed = degrees[platform]
+            where = platform
+        else:
+            allowed = sorted({d for values in degrees.values() for d in values})
+            where = "any Neuron platform"
+        if tp not in allowed:
+            ctx.findings.error("tp_neuron_degree", f"tp={tp} is not a tensor-parallel degree for {where}",
+                               hint=f"use --tp one of {', '.join(map(str, allowed))}")
+        if ctx.instance is not None and tp > ctx.instance.devices:
+            ctx.findings.error("instance_devices",
+                               f"tp={tp} needs {tp} NeuronCores, {ctx.instance.name} has {ctx.instance.devices}",
+                               hint=f"use --tp <= {ctx.instance.devices} or a larger instance")
+
+    @staticmethod
+    def _n_positions(ctx: PlanContext, defaults: dict[str, Any]) -> tuple[int, ...]:
+        given = ctx.int_list_opt("n_positions")
+        if given is not None and len(given) > 1:
+            # The LMI container parses option.n_positions as one int and derives the buckets itself.
+            ctx.findings.error("option_value", f"option.n_positions={ctx.opt('n_positions')} is a list",
+                               hint=f"give one total length, e.g. --n-positions {max(given)}; "
+                               "the token buckets are derived from it")
+            return (max(given),)
+        if given is not None:
+            return given
+        limit = ctx.spec.max_position_embeddings
+        cap = int(defaults["max_n_positions"])
+        return (min(limit, cap) if limit else cap,)
+
+    @staticmethod
+    def _batch_size(ctx: PlanContext) -> tuple[int, bool]:
+        """(batch size, rolling batch on). TNX rolling batch is off unless option.rolling_batch
+        enables it; --max-batch-size (max_rolling_batch_size set by the user) turns it on."""
+        rolling = (ctx.opt("rolling_batch") or "disable").lower()
+        if rolling == "disable" and ctx.user_set("max_rolling_batch_size"):
+            ctx.derive("rolling_batch", "auto", "max_rolling_batch_size given")
+            rolling = "auto"
+        if rolling != "disable":
+            return ctx.int_opt("max_rolling_batch_size", 1) or 1, True
+        return ctx.int_opt("batch_size", 1) or 1, False
+
+    @staticmethod
+    def _check_io_lengths(ctx: PlanContext, top: int) -> None:
+        if not (ctx.user_set("max_input_len") and ctx.user_set("max_output_len")):
+            return
+        max_input, max_output = ctx.int_opt("max_input_len"), ctx.int_opt("max_output_len")
+        if max_input is not None and max_output is not None and max_input + max_output > top:
+            ctx.findings.error("n_positions_short",
+                               f"max_input_len + max_output_len = {max_input + max_output} exceeds n_positions {top}",
+                               hint=f"raise --n-positions to at least {max_input + max_output}")
+
+
+NEURONX = NeuronxTarget()

@@ -1,0 +1,154 @@
+"""TensorRT-LLM target: resolve the engine build's knobs (``TrtllmBuild``) and its serving options.
+
+Generating the vendor tools' argv from these knobs is ``lmi_build.trtllm``'s job, not this one's.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from lmi_build.model.spec import ModelSpec
+from lmi_build.planning import checks
+from lmi_build.planning.context import PlanContext
+from lmi_build.planning.memory import Workload
+from lmi_build.planning.plan import TargetName, ToolchainRef, TrtllmBuild
+from lmi_build.recipes.schema import TargetSupport
+from lmi_build.targets.base import TargetPlan
+
+# LMI defaults of the TensorRT-LLM container (seed 000) when neither user nor recipe sets them.
+DEFAULT_MAX_INPUT_LEN = 1024
+DEFAULT_MAX_OUTPUT_LEN = 512
+DEFAULT_MAX_BATCH_SIZE = 32  # DJL's max_rolling_batch_size default, passed as trtllm-build max_batch_size
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    parts: list[int] = []
+    for piece in version.split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+class TrtllmTarget:
+    name: TargetName = "trtllm"
+    engine = "MPI"
+
+    def checkpoint_route(self, support: TargetSupport, spec: ModelSpec) -> Literal["modelopt", "vendor"]:
+        # Pre-quantized AutoAWQ/GPTQ inputs only convert with convert_checkpoint.py (use_autoawq).
+        if spec.pre_quantization is not None or support.modelopt_decoder is None:
+            return "vendor"
+        return "modelopt"
+
+    def toolchain(self, profile: str | None) -> ToolchainRef:
+        from lmi_build.trtllm.profiles import get_profile
+
+        found = get_profile(profile)
+        return ToolchainRef(target="trtllm", profile=found.name, image=found.image, versions=found.versions())
+
+    def plan(self, ctx: PlanContext) -> TargetPlan:
+        from lmi_build.trtllm.profiles import get_profile
+
+        profile = get_profile(ctx.request.profile)
+        trtllm_version = version_tuple(profile.tensorrt_llm)
+        spec = ctx.spec
+
+        pp = ctx.int_opt("pipeline_parallel_degree", 1) or 1
+        tp = checks.resolve_tp(ctx, pp=pp)
+        checks.check_tp_heads(ctx, tp)
+        checks.check_kv_heads_gpu(ctx, tp)
+        if pp > spec.num_layers:
+            ctx.findings.error("pp_layers", f"pp={pp} is more than the model's {spec.num_layers} layers",
+                               hint=f"use --pp <= {spec.num_layers}")
+        dtype = checks.resolve_dtype(ctx)
+
+        max_input = ctx.int_opt("max_input_len", DEFAULT_MAX_INPUT_LEN) or DEFAULT_MAX_INPUT_LEN
+        max_output = ctx.int_opt("max_output_len", DEFAULT_MAX_OUTPUT_LEN) or DEFAULT_MAX_OUTPUT_LEN
+        checks.check_total_length(
+            ctx, max_input + max_output, f"max_input_len + max_output_len ({max_input} + {max_output})",
+            "lower --max-input-len/--max-output-len so that they sum to at most {limit}",
+        )
+        batch = ctx.int_opt("max_rolling_batch_size", DEFAULT_MAX_BATCH_SIZE) or DEFAULT_MAX_BATCH_SIZE
+        tokens_per_block = ctx.int_opt("tokens_per_block") or _int_or_none(profile.defaults.get("tokens_per_block"))
+
+        kv_reuse = bool(ctx.bool_opt("enable_kv_cache_reuse", False))
+        paged_fmha = bool(ctx.bool_opt("use_paged_context_fmha", False)) or kv_reuse
+        custom_all_reduce = ctx.bool_opt("use_custom_all_reduce")
+        if trtllm_version >= (0, 12):
+            custom_all_reduce = self._removed_option(ctx, custom_all_reduce, profile.tensorrt_llm)
+
+        rope = spec.rope
+        scaling_type = ctx.opt("rotary_scaling_type") or (rope.scaling_type if rope else None)
+        scaling_factor = ctx.float_opt("rotary_scaling_factor") if ctx.opt("rotary_scaling_factor") else (
+            rope.scaling_factor if rope else None)
+
+        versions = ctx.version_options
+        build = TrtllmBuild(
+            tp=tp,
+            pp=pp,
+            dtype=dtype,
+            max_input_len=max_input,
+            max_output_len=max_output,
+            max_seq_len=max_input + max_output,
+            max_batch_size=batch,
+            max_num_tokens=ctx.int_opt("max_num_tokens"),
+            max_beam_width=ctx.int_opt("max_beam_width", 1) or 1,
+            tokens_per_block=tokens_per_block,
+            gemm_plugin=dtype,
+            gpt_attention_plugin=dtype,
+            use_paged_context_fmha=paged_fmha,
+            use_fused_mlp=ctx.bool_opt("use_fused_mlp"),
+            multi_block_mode=ctx.bool_opt("multi_block_mode"),
+            use_custom_all_reduce=custom_all_reduce,
+            enable_kv_cache_reuse=kv_reuse,
+            rotary_base=ctx.float_opt("rotary_base") or (rope.theta if rope and spec.position_embedding == "rope" else None),
+            rotary_dim=ctx.int_opt("rotary_dim") or (rope.rotary_dim if rope else None),
+            rotary_scaling_type=scaling_type,
+            rotary_scaling_factor=scaling_factor,
+            model_version={key.removeprefix("option."): value for key, value in versions.items()},
+            checkpoint_route=self.checkpoint_route(ctx.support, spec),
+            modelopt_decoder=ctx.support.modelopt_decoder,
+            trtllm_architecture=ctx.support.trtllm_architecture,
+            trtllm_example=ctx.support.trtllm_example,
+        )
+
+        ctx.derive("engine", self.engine, "trtllm target")
+        if profile.layout == "flat":
+            # The TensorRT-LLM 1.x LMI handler is only picked when these are explicit.
+            ctx.derive("entryPoint", "djl_python.lmi_trtllm.trtllm_async_service", f"profile {profile.name}")
+            ctx.derive("async_mode", "true", f"profile {profile.name}")
+            ctx.derive("rolling_batch", "disable", f"profile {profile.name}")
+        else:
+            ctx.derive("rolling_batch", "trtllm", "trtllm target")
+        ctx.derive("tensor_parallel_degree", tp, "resolved tp")
+        if pp > 1:
+            ctx.derive("pipeline_parallel_degree", pp, "resolved pp")
+        ctx.derive("dtype", checks.lmi_dtype(dtype), "resolved dtype")
+        ctx.derive("max_input_len", max_input, "build knob")
+        ctx.derive("max_output_len", max_output, "build knob")
+        ctx.derive("max_rolling_batch_size", batch, "build knob")
+
+        return TargetPlan(
+            build=build,
+            toolchain=ToolchainRef(target="trtllm", profile=profile.name, image=profile.image,
+                                   versions=profile.versions()),
+            workload=Workload(batch_size=batch, seq_len=max_input + max_output, tp=tp, pp=pp),
+            dtype=dtype,
+        )
+
+    @staticmethod
+    def _removed_option(ctx: PlanContext, value: bool | None, version: str) -> None:
+        if value is not None and ctx.user_set("use_custom_all_reduce"):
+            ctx.findings.warn("option_removed",
+                              f"option.use_custom_all_reduce is gone in TensorRT-LLM {version} "
+                              "(the all-reduce strategy is chosen at run time)",
+                              hint="remove option.use_custom_all_reduce")
+        return None
+
+
+def _int_or_none(value: str | None) -> int | None:
+    return int(value) if value not in (None, "") and str(value).isdigit() else None
+
+
+TRTLLM = TrtllmTarget()

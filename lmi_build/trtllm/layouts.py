@@ -1,0 +1,212 @@
+"""The TensorRT-LLM artifact layouts the LMI containers load without compiling.
+
+``trtllm-toolkit`` (LMI 0.25-0.30, DJL's tensorrt_llm_toolkit): the container recognises a
+sub-directory holding both ``config.pbtxt`` and ``tokenizer_config.json``::
+
+    serving.properties
+    tensorrt_llm/config.pbtxt          Triton tensorrtllm_backend config; gpt_model_path is absolute
+    tensorrt_llm/1/config.json         engine config (build_config / builder_config)
+    tensorrt_llm/1/rank<i>.engine      (0.7.x: <model>_<dtype>_tp<N>_rank<i>.engine)
+    tensorrt_llm/config.json           the Hugging Face config
+    tensorrt_llm/tokenizer*, special_tokens_map.json, generation_config.json, ...
+
+``trtllm-flat`` (LLM API, TensorRT-LLM >= 0.21 / 1.x): one directory; its ``config.json`` is the
+engine config with ``build_config`` (DJL's ``isValidTrtLlmModelRepo`` looks for it), so the Hugging
+Face config.json must never overwrite it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path, PurePosixPath
+
+from lmi_build.artifact.layout import register_layout
+from lmi_build.errors import StepError
+from lmi_build.planning.plan import BuildPlan, PlanMessage, TrtllmBuild
+from lmi_build.trtllm.engine_check import RANK_FILE, world_size_of
+
+TOOLKIT_DIR = "tensorrt_llm"
+ENGINE_SUBDIR = "1"
+DEFAULT_CONTAINER_MODEL_DIR = "/opt/ml/model"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt")
+_container_model_dir: ContextVar[str] = ContextVar("lmi_build_container_model_dir",
+                                                   default=DEFAULT_CONTAINER_MODEL_DIR)
+
+
+@contextmanager
+def container_model_dir(path: str) -> Iterator[None]:
+    """Where the serving container will find the artifact (``--container-model-dir``): the
+    toolkit layout writes ``gpt_model_path`` under it."""
+    if not path.startswith("/"):
+        raise StepError(f"--container-model-dir must be an absolute path, got '{path}'",
+                        hint=f"e.g. {DEFAULT_CONTAINER_MODEL_DIR}")
+    token = _container_model_dir.set(path.rstrip("/") or "/")
+    try:
+        yield
+    finally:
+        _container_model_dir.reset(token)
+
+
+def _build(plan: BuildPlan) -> TrtllmBuild:
+    if not isinstance(plan.build, TrtllmBuild):
+        raise StepError(f"the TensorRT-LLM layouts need a trtllm plan, got target '{plan.target}'")
+    return plan.build
+
+
+def _engine_files(produced: Path) -> list[Path]:
+    files = [p for p in sorted(produced.iterdir()) if p.is_file() and RANK_FILE.match(p.name)]
+    if not (produced / "config.json").is_file() or not files:
+        raise StepError(f"{produced} is not an engine directory (config.json and rank*.engine expected)",
+                        hint="run the engine build first")
+    return files
+
+
+def config_pbtxt(plan: BuildPlan, gpt_model_path: str) -> str:
+    """The Triton tensorrtllm_backend model config the toolkit reads (inflight fused batching)."""
+    build = _build(plan)
+    options = plan.options
+    parameters = {
+        "max_beam_width": str(build.max_beam_width),
+        "FORCE_CPU_ONLY_INPUT_TENSORS": "no",
+        "gpt_model_type": "inflight_fused_batching",
+        "gpt_model_path": gpt_model_path,
+        "batch_scheduler_policy": options.get("option.batch_scheduler_policy", "max_utilization"),
+        "kv_cache_free_gpu_mem_fraction": options.get("option.kv_cache_free_gpu_mem_fraction", "0.9"),
+        "enable_kv_cache_reuse": "true" if build.enable_kv_cache_reuse else "false",
+        "exclude_input_in_output": "true",
+    }
+    if "option.max_tokens_in_paged_kv_cache" in options:
+        parameters["max_tokens_in_paged_kv_cache"] = options["option.max_tokens_in_paged_kv_cache"]
+    lines = ['name: "tensorrt_llm"', 'backend: "tensorrtllm"', f"max_batch_size: {build.max_batch_size}", "",
+             "model_transaction_policy {", "  decoupled: true", "}", ""]
+    for section, tensors in (("input", (("input_ids", "TYPE_INT32", "[ -1 ]"), ("input_lengths", "TYPE_INT32", "[ 1 ]"),
+                                        ("request_output_len", "TYPE_INT32", "[ 1 ]"))),
+                             ("output", (("output_ids", "TYPE_INT32", "[ -1, -1 ]"),
+                                         ("sequence_length", "TYPE_INT32", "[ -1 ]")))):
+        lines.append(f"{section} [")
+        body = [f'  {{\n    name: "{name}"\n    data_type: {dtype}\n    dims: {dims}\n  }}' for name, dtype, dims in tensors]
+        lines.append(",\n".join(body))
+        lines.append("]")
+    lines += ["instance_group [", "  {", "    count: 1", "    kind: KIND_CPU", "  }", "]"]
+    for key, value in parameters.items():
+        lines.append(f'parameters: {{\n  key: "{key}"\n  value: {{\n    string_value: "{value}"\n  }}\n}}')
+    return "\n".join(lines) + "\n"
+
+
+def read_pbtxt_parameter(text: str, key: str) -> str | None:
+    match = re.search(r'key:\s*"' + re.escape(key) + r'"\s*value:\s*\{\s*string_value:\s*"([^"]*)"', text)
+    return match.group(1) if match else None
+
+
+def _check_engine_dir(engine_dir: Path, where: str, legacy_ok: bool) -> list[PlanMessage]:
+    problems: list[PlanMessage] = []
+    config_path = engine_dir / "config.json"
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return [PlanMessage(code="engine_config", message=f"{where}config.json is missing or unreadable",
+                            hint="rebuild the artifact")]
+    if not isinstance(config, dict) or not ("build_config" in config or (legacy_ok and "builder_config" in config)):
+        return [PlanMessage(code="engine_config", message=f"{where}config.json has no build_config",
+                            hint="the Hugging Face config.json may have overwritten the engine config; rebuild")]
+    world = world_size_of(config)
+    ranks = sorted(int(m.group(1)) for p in engine_dir.iterdir() if (m := RANK_FILE.match(p.name)))
+    if ranks != list(range(world)):
+        problems.append(PlanMessage(code="engine_ranks",
+                                    message=f"{where}: {len(ranks)} rank engine file(s) for world size {world}",
+                                    hint="rebuild the artifact; an upload may have been cut short"))
+    return problems
+
+
+def _check_tokenizer(directory: Path, where: str) -> list[PlanMessage]:
+    if any((directory / name).is_file() for name in TOKENIZER_FILES):
+        return []
+    return [PlanMessage(code="tokenizer_missing", message=f"no tokenizer files in {where or 'the artifact'}",
+                        hint="rebuild from a source model that has its tokenizer")]
+
+
+class ToolkitLayout:
+    name = "trtllm-toolkit"
+
+    def assemble(self, plan: BuildPlan, produced: Path, source_dir: Path, staging: Path) -> None:
+        from lmi_build.artifact.packager import carry_source_files, link_or_copy, trust_remote_code
+
+        engines = _engine_files(produced)
+        repo = staging / TOOLKIT_DIR
+        for path in [produced / "config.json", *engines]:
+            link_or_copy(path, repo / ENGINE_SUBDIR / path.name)
+        hf_config = source_dir / "config.json"
+        if hf_config.is_file():
+            link_or_copy(hf_config, repo / "config.json")  # beside the engines' own config, never over it
+        carry_source_files(source_dir, repo, trust_remote_code=trust_remote_code(plan))
+        gpt_model_path = str(PurePosixPath(_container_model_dir.get()) / TOOLKIT_DIR / ENGINE_SUBDIR)
+        (repo / "config.pbtxt").write_text(config_pbtxt(plan, gpt_model_path), encoding="utf-8")
+
+    def properties(self, plan: BuildPlan) -> dict[str, str]:
+        build = _build(plan)
+        found = {"engine": "MPI", "option.rolling_batch": "trtllm", "option.tensor_parallel_degree": str(build.tp)}
+        if build.pp > 1:
+            found["option.pipeline_parallel_degree"] = str(build.pp)
+        return found
+
+    def check(self, artifact_dir: Path) -> list[PlanMessage]:
+        repo = artifact_dir / TOOLKIT_DIR
+        if not repo.is_dir():
+            return [PlanMessage(code="layout", message=f"no {TOOLKIT_DIR}/ directory",
+                                hint="point the container one level above tensorrt_llm/")]
+        problems = _check_engine_dir(repo / ENGINE_SUBDIR, f"{TOOLKIT_DIR}/{ENGINE_SUBDIR}/", legacy_ok=True)
+        problems += _check_tokenizer(repo, f"{TOOLKIT_DIR}/")
+        if not (repo / "tokenizer_config.json").is_file():
+            problems.append(PlanMessage(code="tokenizer_config",
+                                        message=f"{TOOLKIT_DIR}/tokenizer_config.json is missing (the toolkit "
+                                        "detects a prebuilt repo by config.pbtxt + tokenizer_config.json)",
+                                        hint="rebuild from a source model with tokenizer_config.json"))
+        pbtxt = repo / "config.pbtxt"
+        if not pbtxt.is_file():
+            problems.append(PlanMessage(code="pbtxt", message=f"{TOOLKIT_DIR}/config.pbtxt is missing",
+                                        hint="rebuild the artifact"))
+        else:
+            path = read_pbtxt_parameter(pbtxt.read_text(encoding="utf-8"), "gpt_model_path")
+            expected_tail = f"/{TOOLKIT_DIR}/{ENGINE_SUBDIR}"
+            if not path or not path.startswith("/") or not path.rstrip("/").endswith(expected_tail):
+                problems.append(PlanMessage(code="pbtxt_path",
+                                            message=f"config.pbtxt gpt_model_path '{path}' does not end in {expected_tail}",
+                                            hint="rebuild with the right --container-model-dir"))
+        return problems
+
+
+class FlatLayout:
+    name = "trtllm-flat"
+
+    def assemble(self, plan: BuildPlan, produced: Path, source_dir: Path, staging: Path) -> None:
+        from lmi_build.artifact.packager import carry_source_files, link_or_copy, trust_remote_code
+
+        for path in [produced / "config.json", *_engine_files(produced)]:
+            link_or_copy(path, staging / path.name)
+        # carry_source_files never carries config.json: the engine config stays the only one.
+        carry_source_files(source_dir, staging, trust_remote_code=trust_remote_code(plan))
+
+    def properties(self, plan: BuildPlan) -> dict[str, str]:
+        build = _build(plan)
+        found = {"engine": "MPI", "option.entryPoint": "djl_python.lmi_trtllm.trtllm_async_service",
+                 "option.async_mode": "true", "option.rolling_batch": "disable",
+                 "option.tensor_parallel_degree": str(build.tp)}
+        if build.pp > 1:
+            found["option.pipeline_parallel_degree"] = str(build.pp)
+        return found
+
+    def check(self, artifact_dir: Path) -> list[PlanMessage]:
+        return _check_engine_dir(artifact_dir, "", legacy_ok=False) + _check_tokenizer(artifact_dir, "")
+
+
+TOOLKIT = register_layout(ToolkitLayout())
+FLAT = register_layout(FlatLayout())
+
+
+def layout_name(profile_layout: str) -> str:
+    """The registered layout name for a profile's ``layout`` field."""
+    return {"toolkit": TOOLKIT.name, "flat": FLAT.name}[profile_layout]

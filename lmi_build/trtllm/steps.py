@@ -1,0 +1,346 @@
+"""From a plan and a container profile to the ordered commands that produce the engines.
+
+Steps are data: argv lists whose directory arguments are placeholders (``{model}``,
+``{checkpoint}``, ``{engine}``, ``{examples}``, ``{workers}``) that each runner binds to its own
+paths (host directories, container mounts, or shell variables). Every vendor argv is validated
+against the flag table of the profile's TensorRT-LLM version before it is returned.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from lmi_build.errors import UnsupportedTarget
+from lmi_build.planning.plan import BuildPlan, TrtllmBuild
+from lmi_build.trtllm.flags import FlagError, FlagTable, Tool, flag_table
+from lmi_build.trtllm.profile_schema import ContainerProfile
+
+PLACEHOLDERS = ("model", "checkpoint", "engine", "examples", "workers")
+MODELOPT_EXPORT = "lmi_build.quantize.export:build_trtllm_checkpoint"
+CHECKPOINT_TIMEOUT_S = 3 * 3600
+BUILD_TIMEOUT_S = 4 * 3600
+# The legacy (0.7.x) scripts and the SmoothQuant converter exist for the Llama example only here.
+LEGACY_EXAMPLES = ("llama",)
+
+
+class Step(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str  # "checkpoint", "quantize", "engine"; also the log file name
+    argv: list[str]  # placeholders in braces; for host python steps a descriptive argv
+    where: Literal["host", "container"]
+    tool: Tool | None = None  # the flag-table tool this argv was validated against
+    python_call: str | None = None  # "module:function" run in-process on the host (ModelOpt export)
+    cwd: str | None = None
+    env: dict[str, str] = {}
+    inputs: list[str] = []  # placeholder names read
+    outputs: list[str] = []  # placeholder names written (removed again on failure)
+    timeout_s: int = BUILD_TIMEOUT_S
+
+
+class StepPlan(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    steps: list[Step]
+    warnings: list[str]
+    flag_series: str
+
+
+def _build_of(plan: BuildPlan) -> TrtllmBuild:
+    if not isinstance(plan.build, TrtllmBuild):
+        raise UnsupportedTarget(f"plan target is '{plan.target}', not trtllm",
+                                hint="plan with --target trtllm")
+    return plan.build
+
+
+def plan_steps(plan: BuildPlan, profile: ContainerProfile) -> StepPlan:
+    """The ordered steps for ``plan`` on ``profile`` plus the warnings about dropped flags."""
+    build = _build_of(plan)
+    if not profile.engine_capable:
+        raise UnsupportedTarget(f"profile {profile.name} (TensorRT-LLM {profile.tensorrt_llm}) cannot build engines",
+                                hint="pick an engine-capable profile (lmi-build profiles list)")
+    table = flag_table(profile.tensorrt_llm)
+    warnings: list[str] = []
+    if profile.workflow == "legacy":
+        steps = _legacy_steps(plan, build, table, warnings)
+    else:
+        steps = [*_checkpoint_steps(plan, build, table), _trtllm_build_step(build, table, warnings)]
+    for step in steps:
+        if step.tool is not None:
+            problems = table.validate_argv(step.tool, _flags_part(step.argv))
+            if problems:
+                raise FlagError(f"step '{step.name}' is invalid for TensorRT-LLM {profile.tensorrt_llm}: "
+                                + "; ".join(problems), hint="report this: the flag table and step generator disagree")
+    return StepPlan(steps=steps, warnings=warnings, flag_series=table.series)
+
+
+def engine_steps(plan: BuildPlan, profile: ContainerProfile) -> list[Step]:
+    """The steps, with each dropped-flag warning printed once (``lmi_build.output``)."""
+    from lmi_build.output import current
+
+    result = plan_steps(plan, profile)
+    for warning in result.warnings:
+        current().warn(warning)
+    return result.steps
+
+
+def _flags_part(argv: list[str]) -> list[str]:
+    """The flags of a vendor argv: everything after the program (``trtllm-build`` or ``python3 X.py``)."""
+    if argv and argv[0] == "trtllm-build":
+        return argv[1:]
+    return argv[2:] if len(argv) >= 2 and argv[0].startswith("python") else argv
+
+
+class _Args:
+    """An argv under construction that only takes flags the version has."""
+
+    def __init__(self, table: FlagTable, tool: Tool, program: list[str]) -> None:
+        self.table, self.tool, self.argv = table, tool, list(program)
+
+    def has(self, flag: str) -> bool:
+        return self.table.has(self.tool, flag)
+
+    def add(self, flag: str, *values: object) -> None:
+        self.argv.append(f"--{flag}")
+        self.argv.extend(str(v) for v in values)
+
+    def switch(self, flag: str, on: bool) -> None:
+        """A boolean feature in the version's own form: ``--flag`` or ``--flag enable|disable``."""
+        if self.table.kind(self.tool, flag) == "store_true":
+            if on:
+                self.add(flag)
+        else:
+            self.add(flag, "enable" if on else "disable")
+
+
+def _dtype_value(dtype: str | None) -> str:
+    return dtype if dtype else "disable"
+
+
+# ---- >= 0.8: checkpoint (ModelOpt on the host, or the vendor scripts in the container) ----
+
+def _checkpoint_steps(plan: BuildPlan, build: TrtllmBuild, table: FlagTable) -> list[Step]:
+    quant = plan.quantization
+    if build.checkpoint_route == "modelopt" and quant.pre_quantized is None:
+        return [Step(
+            name="checkpoint",
+            argv=["lmi-build-modelopt-export", "--model_dir", "{model}", "--output_dir", "{checkpoint}",
+                  "--dtype", build.dtype, "--tp_size", str(build.tp), "--pp_size", str(build.pp),
+                  *(["--quant_algo", quant.quant_algo] if quant.quant_algo else [])],
+            where="host", python_call=MODELOPT_EXPORT, inputs=["model"], outputs=["checkpoint"],
+            timeout_s=CHECKPOINT_TIMEOUT_S,
+        )]
+    example = build.trtllm_example
+    if not example:
+        raise UnsupportedTarget(f"recipe {plan.recipe} names no TensorRT-LLM example for the vendor converter",
+                                hint="add trtllm_example to the recipe or use the ModelOpt route")
+    method = quant.method
+    if method in ("awq", "fp8", "gptq") and quant.pre_quantized is None:
+        return [_quantize_script_step(build, table, method, quant.group_size,
+                                      quant.calibration.size if quant.calibration else None)]
+    args = _Args(table, "convert_checkpoint", ["python3", f"{{examples}}/{example}/convert_checkpoint.py"])
+    args.add("model_dir", "{model}")
+    args.add("output_dir", "{checkpoint}")
+    args.add("dtype", build.dtype)
+    args.add("tp_size", build.tp)
+    args.add("pp_size", build.pp)
+    if args.has("workers"):
+        args.add("workers", "{workers}")
+    for key, value in sorted(build.model_version.items()):
+        if key.endswith("model_version") and args.has("model_version"):
+            args.add("model_version", value)
+    pre = quant.pre_quantized
+    if pre is not None:
+        _prequantized_args(args, pre.method, table)
+    elif method == "smoothquant":
+        args.add("smoothquant", quant.smoothquant_alpha if quant.smoothquant_alpha is not None else 0.5)
+        if quant.per_token:
+            args.add("per_token")
+        if quant.per_channel:
+            args.add("per_channel")
+    elif method in ("int8_wo", "int4_wo"):
+        args.add("use_weight_only")
+        args.add("weight_only_precision", "int8" if method == "int8_wo" else "int4")
+    elif method is not None:
+        raise UnsupportedTarget(f"quantization '{method}' has no vendor convert_checkpoint route",
+                                hint="use the ModelOpt checkpoint route")
+    if quant.kv_cache_quant_algo == "INT8":
+        args.add("int8_kv_cache")
+    return [Step(name="checkpoint", argv=args.argv, where="container", tool="convert_checkpoint",
+                 inputs=["model", "examples"], outputs=["checkpoint"], timeout_s=CHECKPOINT_TIMEOUT_S)]
+
+
+def _prequantized_args(args: _Args, method: str, table: FlagTable) -> None:
+    if method == "gptq":
+        args.add("use_weight_only")
+        args.add("weight_only_precision", "int4_gptq")
+        args.add("per_group")
+        args.add("quant_ckpt_path", "{model}")
+    elif method == "awq":
+        if not args.has("use_autoawq"):
+            raise UnsupportedTarget(f"AutoAWQ checkpoints need TensorRT-LLM >= 0.16 (this profile has {table.series})",
+                                    hint="pick a newer profile or start from the unquantized model")
+        args.add("use_weight_only")
+        args.add("weight_only_precision", "int4_gptq")
+        args.add("per_group")
+        args.add("use_autoawq")
+    else:
+        raise UnsupportedTarget(f"pre-quantized '{method}' checkpoints cannot be converted by convert_checkpoint.py",
+                                hint="start from the unquantized model")
+
+
+def _quantize_script_step(build: TrtllmBuild, table: FlagTable, method: str, group_size: int | None,
+                          calib_size: int | None) -> Step:
+    qformat = {"awq": "int4_awq", "fp8": "fp8", "gptq": "int4_awq"}[method]
+    args = _Args(table, "quantize", ["python3", "{examples}/quantization/quantize.py"])
+    args.add("model_dir", "{model}")
+    args.add("dtype", build.dtype)
+    args.add("qformat", qformat)
+    if method == "awq":
+        args.add("awq_block_size", group_size or 128)
+    args.add("output_dir", "{checkpoint}")
+    args.add("calib_size", calib_size or (32 if method == "awq" else 512))
+    args.add("tp_size", build.tp)
+    args.add("pp_size", build.pp)
+    return Step(name="checkpoint", argv=args.argv, where="container", tool="quantize",
+                inputs=["model", "examples"], outputs=["checkpoint"], timeout_s=CHECKPOINT_TIMEOUT_S)
+
+
+# ---- >= 0.8: trtllm-build ----
+
+def _trtllm_build_step(build: TrtllmBuild, table: FlagTable, warnings: list[str]) -> Step:
+    args = _Args(table, "trtllm_build", ["trtllm-build"])
+    args.add("checkpoint_dir", "{checkpoint}")
+    args.add("output_dir", "{engine}")
+    args.add("workers", "{workers}")
+    args.add("max_batch_size", build.max_batch_size)
+    args.add("max_input_len", build.max_input_len)
+    if args.has("max_seq_len"):
+        args.add("max_seq_len", build.max_seq_len)
+    else:
+        args.add("max_output_len", build.max_output_len)
+    args.add("max_beam_width", build.max_beam_width)
+    if build.max_num_tokens is not None:
+        args.add("max_num_tokens", build.max_num_tokens)
+    args.add("gemm_plugin", _dtype_value(build.gemm_plugin))
+    args.add("gpt_attention_plugin", _dtype_value(build.gpt_attention_plugin))
+    if args.has("paged_kv_cache"):
+        # 0.8-0.11 need these spelled out for in-flight batching (the LMI rolling batch).
+        args.switch("context_fmha", True)
+        args.switch("paged_kv_cache", True)
+        args.switch("remove_input_padding", True)
+    if build.tokens_per_block is not None:
+        args.add("tokens_per_block", build.tokens_per_block)
+    if build.use_paged_context_fmha:
+        args.switch("use_paged_context_fmha", True)
+    if build.use_fused_mlp is not None:
+        args.switch("use_fused_mlp", build.use_fused_mlp)
+    for flag, value in (("multi_block_mode", build.multi_block_mode),
+                        ("use_custom_all_reduce", build.use_custom_all_reduce)):
+        if value is None:
+            continue
+        if args.has(flag):
+            args.switch(flag, value)
+        else:
+            removal = table.removed.get(flag)
+            why = removal.message if removal else f"not a trtllm-build flag in {table.series}"
+            warnings.append(f"{flag}={str(value).lower()} dropped from trtllm-build: {why}")
+    return Step(name="engine", argv=args.argv, where="container", tool="trtllm_build",
+                inputs=["checkpoint"], outputs=["engine"], timeout_s=BUILD_TIMEOUT_S)
+
+
+# ---- 0.7.x: examples/<model>/build.py (+ hf_llama_convert.py / quantize.py) ----
+
+def _legacy_steps(plan: BuildPlan, build: TrtllmBuild, table: FlagTable, warnings: list[str]) -> list[Step]:
+    example = build.trtllm_example
+    if example not in LEGACY_EXAMPLES:
+        raise UnsupportedTarget(f"TensorRT-LLM {table.series} legacy builds support only {', '.join(LEGACY_EXAMPLES)} "
+                                f"examples here, not '{example}'",
+                                hint="pick a profile with TensorRT-LLM >= 0.8")
+    quant = plan.quantization
+    if quant.pre_quantized is not None:
+        raise UnsupportedTarget("pre-quantized checkpoints cannot be built with TensorRT-LLM 0.7",
+                                hint="pick a profile with TensorRT-LLM >= 0.16")
+    steps: list[Step] = []
+    args = _Args(table, "legacy_build", ["python3", f"{{examples}}/{example}/build.py"])
+    if quant.method == "smoothquant":
+        convert = _Args(table, "hf_convert", ["python3", f"{{examples}}/{example}/hf_llama_convert.py"])
+        convert.add("i", "{model}")
+        convert.add("o", "{checkpoint}")
+        convert.add("sq", quant.smoothquant_alpha if quant.smoothquant_alpha is not None else 0.8)
+        convert.add("tensor-parallelism", build.tp)
+        convert.add("storage-type", {"bfloat16": "bf16", "float32": "fp32"}.get(build.dtype, "fp16"))
+        # The legacy converter's short options are single-dash (-i -o -sq), its long ones double-dash.
+        convert_argv = convert.argv[:2] + [a[1:] if a in ("--i", "--o", "--sq") else a for a in convert.argv[2:]]
+        steps.append(Step(name="checkpoint", argv=convert_argv, where="container", tool="hf_convert",
+                          inputs=["model", "examples"], outputs=["checkpoint"], timeout_s=CHECKPOINT_TIMEOUT_S))
+        args.add("bin_model_dir", f"{{checkpoint}}/{build.tp}-gpu")
+        args.add("use_smooth_quant")
+        if quant.per_token:
+            args.add("per_token")
+        if quant.per_channel:
+            args.add("per_channel")
+    elif quant.method == "awq":
+        quantize = _Args(table, "quantize", ["python3", "{examples}/quantization/quantize.py"])
+        quantize.add("model_dir", "{model}")
+        quantize.add("dtype", build.dtype)
+        quantize.add("qformat", "int4_awq")
+        quantize.add("export_path", "{checkpoint}")
+        quantize.add("calib_size", quant.calibration.size if quant.calibration else 32)
+        steps.append(Step(name="checkpoint", argv=quantize.argv, where="container", tool="quantize",
+                          inputs=["model", "examples"], outputs=["checkpoint"], timeout_s=CHECKPOINT_TIMEOUT_S))
+        args.add("model_dir", "{model}")
+        # AMMO 0.5 writes one .npz named <decoder>_tp1_rank0.npz; build.py splits it per rank.
+        args.add("quant_ckpt_path", "{checkpoint}/llama_tp1_rank0.npz")
+        args.add("use_weight_only")
+        args.add("weight_only_precision", "int4_awq")
+        args.add("per_group")
+    elif quant.method in ("int8_wo", "int4_wo"):
+        args.add("model_dir", "{model}")
+        args.add("use_weight_only")
+        args.add("weight_only_precision", "int8" if quant.method == "int8_wo" else "int4")
+    elif quant.method is None:
+        args.add("model_dir", "{model}")
+    else:
+        raise UnsupportedTarget(f"quantization '{quant.method}' is not available with TensorRT-LLM 0.7",
+                                hint="pick a profile with TensorRT-LLM >= 0.8")
+    args.add("dtype", build.dtype)
+    args.add("output_dir", "{engine}")
+    args.add("world_size", build.world_size)
+    args.add("tp_size", build.tp)
+    args.add("pp_size", build.pp)
+    args.add("max_batch_size", build.max_batch_size)
+    args.add("max_input_len", build.max_input_len)
+    args.add("max_output_len", build.max_output_len)
+    args.add("max_beam_width", build.max_beam_width)
+    if build.max_num_tokens is not None:
+        args.add("max_num_tokens", build.max_num_tokens)
+    args.add("use_gpt_attention_plugin", _dtype_value(build.gpt_attention_plugin))
+    if build.gemm_plugin:
+        args.add("use_gemm_plugin", build.gemm_plugin)
+    args.add("use_inflight_batching")
+    args.add("paged_kv_cache")
+    args.add("remove_input_padding")
+    args.add("enable_context_fmha")
+    if build.tokens_per_block is not None:
+        args.add("tokens_per_block", build.tokens_per_block)
+    if build.use_fused_mlp:
+        args.add("use_fused_mlp")
+    if build.multi_block_mode:
+        args.add("multi_block_mode")
+    if build.use_custom_all_reduce:
+        args.add("use_custom_all_reduce")
+    if build.rotary_base is not None:
+        args.add("rotary_base", build.rotary_base)
+    if build.rotary_scaling_type and build.rotary_scaling_factor:
+        args.add("rotary_scaling", build.rotary_scaling_type, build.rotary_scaling_factor)
+    if build.world_size > 1:
+        args.add("parallel_build")
+    if build.use_paged_context_fmha:
+        warnings.append("use_paged_context_fmha dropped: examples/llama/build.py of TensorRT-LLM 0.7 has no such flag")
+    steps.append(Step(name="engine", argv=args.argv, where="container", tool="legacy_build",
+                      inputs=["model", "examples", *(["checkpoint"] if steps else [])], outputs=["engine"],
+                      timeout_s=BUILD_TIMEOUT_S))
+    return steps

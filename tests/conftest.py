@@ -1,0 +1,31 @@
+"""Shared pytest configuration. Fixture modules are registered here, one line each."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+# Append "tests.fixtures_<area>" (tests/ is a package).
+pytest_plugins: list[str] = [
+    "tests.fixtures_hub",
+    "tests.fixtures_s3",
+    "tests.fixtures_artifact",
+    "tests.fixtures_planning",
+    "tests.fixtures_quantize",
+    "tests.fixtures_trtllm",
+]
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# CI clones the repo with the steering repo's shared/ beside it.
+SHARED_DIR = Path(os.environ.get("LMI_BUILD_SHARED_DIR", REPO_ROOT.parent / "shared"))
+FIXTURE_CONFIGS = SHARED_DIR / "fixtures" / "hf-configs"
+SEEDS_DIR = SHARED_DIR / "seeds"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test session gets its own lmi-build cache unless a test sets one itself."""
+    if "LMI_BUILD_CACHE" not in os.environ:
+        monkeypatch.setenv("LMI_BUILD_CACHE", str(tmp_path_factory.getbasetemp() / "lmi-build-cache"))

@@ -1,0 +1,64 @@
+"""Fixtures for the planner's tests: fixture config.json files copied into model directories,
+and a helper that plans one of them with an isolated (empty) environment."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lmi_build.planning.plan import BuildPlan
+from tests.conftest import FIXTURE_CONFIGS
+
+ModelDirFactory = Callable[..., Path]
+Planner = Callable[..., BuildPlan]
+
+
+@pytest.fixture
+def model_dir(tmp_path: Path) -> ModelDirFactory:
+    """``model_dir("meta-llama--Llama-2-7b-hf", **config_overrides)`` -> a directory holding that
+    fixture's config.json (with the overrides merged in), named after the model."""
+
+    def make(name: str, *, dirname: str | None = None, **overrides: Any) -> Path:
+        source = FIXTURE_CONFIGS / name / "config.json"
+        target = tmp_path / "models" / (dirname or name)
+        target.mkdir(parents=True, exist_ok=True)
+        if overrides:
+            config = json.loads(source.read_text())
+            config.update(overrides)
+            (target / "config.json").write_text(json.dumps(config, indent=2))
+        else:
+            shutil.copyfile(source, target / "config.json")
+        return target
+
+    return make
+
+
+@pytest.fixture
+def plan_model(model_dir: ModelDirFactory) -> Planner:
+    """``plan_model(target, fixture_name_or_dir, **PlanRequest fields)`` -> BuildPlan (env={})."""
+    from lmi_build.planning.planner import make_plan
+    from lmi_build.planning.request import PlanRequest
+
+    def run(target: str, model: str | Path, **fields: Any) -> BuildPlan:
+        path = model if isinstance(model, Path) else model_dir(model)
+        fields.setdefault("env", {})
+        return make_plan(PlanRequest(target=target, model=str(path), **fields))  # type: ignore[arg-type]
+
+    return run
+
+
+def fixture_names() -> list[str]:
+    return sorted(p.name for p in FIXTURE_CONFIGS.iterdir() if (p / "config.json").is_file())
+
+
+def codes(plan: BuildPlan) -> set[str]:
+    return {m.code for m in plan.errors}
+
+
+def warning_codes(plan: BuildPlan) -> set[str]:
+    return {m.code for m in plan.warnings}

@@ -1,0 +1,52 @@
+"""The real TensorRT-LLM engine build of demo:tiny-llama. Runs only where the real trtllm-build
+(not the stand-in) and an NVIDIA GPU exist; skips with the reason elsewhere."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from lmi_build.planning.plan import BuildPlan
+
+STANDINS = (Path(__file__).resolve().parent / "standins").resolve()
+
+
+def _why_not() -> str | None:
+    found = shutil.which("trtllm-build")
+    if found is None or Path(found).resolve().parent == STANDINS:
+        return "trtllm-build not on PATH"
+    if shutil.which("nvidia-smi") is None:
+        return "no GPU (nvidia-smi missing)"
+    return None
+
+
+@pytest.mark.trtllm
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_real_engine_build_of_tiny_llama(tmp_path: Path, plan_model: Callable[..., BuildPlan]) -> None:
+    reason = _why_not()
+    if reason:
+        pytest.skip(reason)
+    import tensorrt_llm
+
+    from lmi_build.quantize.export import build_trtllm_checkpoint
+    from lmi_build.sources.demo import ensure_demo_model
+    from lmi_build.trtllm.engine_check import check_engine_dir, gpu_sm
+    from lmi_build.trtllm.profiles import get_profile
+    from lmi_build.trtllm.runners import LocalRunner, Paths, run_steps
+    from lmi_build.trtllm.steps import plan_steps
+
+    # The host's own TensorRT-LLM decides which flags exist: a profile with its version.
+    host = get_profile(None).model_copy(update={"name": "host", "tensorrt_llm": tensorrt_llm.__version__})
+    model = ensure_demo_model("tiny-llama", with_weights=True)
+    plan = plan_model("trtllm", model, tp="1", max_input_len=64, max_output_len=64, max_batch_size=4)
+    paths = Paths(model=model, checkpoint=tmp_path / "ckpt", engine=tmp_path / "engine")
+    build_trtllm_checkpoint(plan, model, paths.checkpoint)
+    engine_steps = [s for s in plan_steps(plan, host).steps if s.name == "engine"]
+    run_steps(engine_steps, LocalRunner(), tmp_path / "work", paths, plan)
+    info = check_engine_dir(paths.engine, host, world_size=1)
+    assert not info.stand_in
+    assert gpu_sm()[0] is not None

@@ -1,0 +1,131 @@
+"""Step generation: golden argv per profile x variant, and every fixture x profile only uses flags
+its TensorRT-LLM version has. Regenerate goldens with LMI_BUILD_UPDATE_GOLDEN=1 (then review them)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lmi_build.errors import UnsupportedTarget
+from lmi_build.trtllm.flags import flag_table
+from lmi_build.trtllm.profiles import get_profile, load_profiles
+from lmi_build.trtllm.runners import Paths, ScriptRunner, run_steps
+from lmi_build.trtllm.steps import _flags_part, plan_steps
+from tests.fixtures_planning import fixture_names
+from tests.fixtures_trtllm import TrtllmPlanner
+
+GOLDEN = Path(__file__).resolve().parent / "golden" / "trtllm"
+UPDATE = os.environ.get("LMI_BUILD_UPDATE_GOLDEN") == "1"
+PROFILES = [p.name for p in load_profiles()]
+VARIANTS: dict[str, dict[str, Any]] = {
+    "fp16_tp1": {},
+    "fp16_tp2_knobs": {"tp": "2", "option": ("use_custom_all_reduce=true",
+                                             "use_fused_mlp=true", "enable_kv_cache_reuse=true",
+                                             "max_num_tokens=8192")},
+    "smoothquant_tp1": {"quantize": "smoothquant"},
+    "smoothquant_per_token_tp1": {"quantize": "smoothquant", "option": ("smoothquant_per_token=true",
+                                                                        "smoothquant_per_channel=true")},
+    "awq_tp1": {"quantize": "awq"},
+}
+
+
+def _vendor_route(plan: Any) -> Any:
+    # The per-token SmoothQuant the LMI container ran (W8A8_SQ_PER_CHANNEL_PER_TOKEN_PLUGIN) comes only
+    # from convert_checkpoint.py; the planner picks the ModelOpt route for llama, so switch it here.
+    quantization = plan.quantization.model_copy(update={"quant_algo": "W8A8_SQ_PER_CHANNEL_PER_TOKEN_PLUGIN"})
+    return plan.model_copy(update={"build": plan.build.model_copy(update={"checkpoint_route": "vendor"}),
+                                   "quantization": quantization})
+
+
+def _variant_plan(trtllm_plan: TrtllmPlanner, profile_name: str, variant: str) -> Any:
+    plan = trtllm_plan(profile_name, **VARIANTS[variant])
+    return _vendor_route(plan) if variant == "smoothquant_per_token_tp1" else plan
+
+
+def _golden(name: str, data: str) -> None:
+    path = GOLDEN / name
+    if UPDATE or not path.exists():
+        if not UPDATE:
+            pytest.fail(f"golden file {path} is missing (run with LMI_BUILD_UPDATE_GOLDEN=1 and review it)")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(data)
+    assert data == path.read_text(), f"{name} differs from its golden file (LMI_BUILD_UPDATE_GOLDEN=1 to update)"
+
+
+@pytest.mark.parametrize("profile_name", PROFILES)
+def test_golden_steps(profile_name: str, trtllm_plan: TrtllmPlanner) -> None:
+    profile = get_profile(profile_name)
+    result: dict[str, Any] = {}
+    for variant in VARIANTS:
+        plan = _variant_plan(trtllm_plan, profile_name, variant)
+        try:
+            steps = plan_steps(plan, profile)
+        except UnsupportedTarget as error:
+            result[variant] = {"refused": error.one_line()}
+            continue
+        result[variant] = {"warnings": steps.warnings, "flag_series": steps.flag_series,
+                           "steps": [{"name": s.name, "where": s.where, "argv": s.argv} for s in steps.steps]}
+    _golden(f"{profile_name}.json", json.dumps(result, indent=2) + "\n")
+
+
+@pytest.mark.parametrize("profile_name", ["lmi-0.26.0-trtllm-0.7.1", "lmi-0.29.0-trtllm-0.11.0",
+                                          "lmi-0.33.0-trtllm-0.21.0"])
+def test_golden_script(profile_name: str, trtllm_plan: TrtllmPlanner, tmp_path: Path) -> None:
+    profile = get_profile(profile_name)
+    plan = _variant_plan(trtllm_plan, profile_name, "smoothquant_per_token_tp1")
+    runner = ScriptRunner(image=profile.image)
+    paths = Paths(model=Path("/models/llama"), checkpoint=Path("/work/ckpt"), engine=Path("/work/engine"),
+                  examples=Path("/src/TensorRT-LLM/examples"))
+    run_steps(plan_steps(plan, profile).steps, runner, tmp_path, paths, plan)
+    text = runner.script(paths, header=f"profile {profile.name}")
+    _golden(f"{profile_name}__smoothquant_per_token.sh", text)
+    script = tmp_path / "build.sh"
+    script.write_text(text)
+    subprocess.run(["sh", "-n", str(script)], check=True)  # POSIX syntax
+
+
+def _with_multi_block(plan: Any) -> Any:
+    # The llama recipe refuses option.multi_block_mode (planner), so set the knob on the plan itself.
+    build = plan.build.model_copy(update={"multi_block_mode": True, "use_custom_all_reduce": True})
+    return plan.model_copy(update={"build": build})
+
+
+def test_removed_flags_become_warnings(trtllm_plan: TrtllmPlanner) -> None:
+    name = "lmi-0.30.0-trtllm-0.12.0"
+    result = plan_steps(_with_multi_block(trtllm_plan(name, **VARIANTS["fp16_tp2_knobs"])), get_profile(name))
+    engine = result.steps[-1].argv
+    assert "--use_custom_all_reduce" not in engine and "--multi_block_mode" not in engine
+    assert "--max_output_len" not in engine and "--max_seq_len" in engine
+    assert any("runtime matter since 0.12" in w for w in result.warnings)
+    assert any("runtime option since 0.12" in w for w in result.warnings)
+    old = plan_steps(_with_multi_block(trtllm_plan("lmi-0.27.0-trtllm-0.8.0", **VARIANTS["fp16_tp2_knobs"])),
+                     get_profile("lmi-0.27.0-trtllm-0.8.0"))
+    argv = old.steps[-1].argv
+    assert argv[argv.index("--use_custom_all_reduce") + 1] == "enable" and "--max_output_len" in argv
+    assert argv[argv.index("--multi_block_mode") + 1] == "enable" and not old.warnings
+
+
+@pytest.mark.parametrize("profile_name", PROFILES)
+def test_every_fixture_uses_only_valid_flags(profile_name: str, plan_model: Any) -> None:
+    profile = get_profile(profile_name)
+    table = flag_table(profile.tensorrt_llm)
+    built = 0
+    for fixture in fixture_names():
+        plan = plan_model("trtllm", fixture, profile=profile_name)
+        if not plan.valid:
+            continue
+        try:
+            steps = plan_steps(plan, profile).steps
+        except UnsupportedTarget:
+            assert profile.workflow == "legacy" or plan.build.checkpoint_route == "vendor"  # type: ignore[union-attr]
+            continue
+        for step in steps:
+            if step.tool is not None:
+                assert table.validate_argv(step.tool, _flags_part(step.argv)) == [], (fixture, step.argv)
+        built += 1
+    assert built >= 1
