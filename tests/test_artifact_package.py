@@ -245,3 +245,21 @@ def test_invalid_plan_is_refused(tmp_path: Path, source_model: Path) -> None:
     with pytest.raises(InvalidPlan):
         package(make_plan("hf", valid=False), layout="hf", produced=source_model, source_dir=source_model,
                 output_dir=tmp_path / "out", record=make_record())
+
+
+def test_install_directory(tmp_path: Path) -> None:
+    from lmi_build.artifact.packager import install_directory
+
+    first = tmp_path / "first"
+    first.mkdir()
+    (first / "a.txt").write_text("1")
+    out = install_directory(first, tmp_path / "out")
+    second = tmp_path / "second"
+    second.mkdir()
+    (second / "b.txt").write_text("2")
+    with pytest.raises(LmiBuildError, match="not empty"):
+        install_directory(second, out)
+    assert (out / "a.txt").is_file() and second.is_dir()
+    install_directory(second, out, overwrite=True)
+    assert [p.name for p in out.iterdir()] == ["b.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]

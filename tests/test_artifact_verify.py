@@ -315,3 +315,19 @@ def test_verify_and_inspect_do_not_import_heavy_libraries(engine_artifact: Path)
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == ""
+
+
+def test_cli_verify_for_container_profiles(engine_artifact: Path) -> None:
+    from lmi_build.trtllm.profiles import get_profile
+
+    newer = get_profile("lmi-0.28.0-trtllm-0.9.0")
+    result = runner.invoke(app, ["verify", str(engine_artifact), "--for-container", newer.name, "--json"])
+    assert result.exit_code == 2
+    messages = [e["message"] for e in json.loads(result.stdout)["errors"]]
+    assert f"engine built with TensorRT-LLM 0.8.0, container {newer.name} has {newer.tensorrt_llm}" in messages
+    result = runner.invoke(app, ["verify", str(engine_artifact), "--for-container", "lmi-0.27.0-trtllm-0.8.0",
+                                 "--gpu", "sm90", "--devices", "2"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["verify", str(engine_artifact), "--for-container", "lmi-9.9.9"])
+    assert result.exit_code == 1
+    assert "unknown container profile 'lmi-9.9.9'" in str(result.exception) + result.stderr

@@ -135,8 +135,6 @@ def test_neuronx_refuses_gpu_quantization(plan_model: Planner) -> None:
     assert "quantize_target" in codes(plan_model("neuronx", LLAMA, quantize="awq"))
 
 
-@pytest.mark.xfail(strict=True, reason="option table's option.quantize choices lack the neuronx 'int8' that the "
-                   "llama recipe and quantize.methods use (reported to the lead)")
 def test_neuronx_int8(plan_model: Planner) -> None:
     plan = plan_model("neuronx", LLAMA, quantize="int8")
     assert plan.valid, plan.errors

@@ -62,7 +62,7 @@ def test_unknown_profile_lists_names() -> None:
 def test_malformed_profile_is_a_clear_error(tmp_path: Path) -> None:
     bad = tmp_path / "x.toml"
     bad.write_text('name = "x"\nimage = 3\n')
-    with pytest.raises(ProfileError, match="x.toml"):
+    with pytest.raises(ProfileError, match=r"x\.toml"):
         load_profile_file(bad)
 
 

@@ -14,7 +14,14 @@ from lmi_build.errors import StepError
 from lmi_build.output import Mode, set_mode
 from lmi_build.trtllm.engine_check import check_engine_dir, gpu_sm
 from lmi_build.trtllm.profiles import get_profile
-from lmi_build.trtllm.runners import LocalRunner, Paths, docker_argv, make_runner, run_steps, toolchain_available
+from lmi_build.trtllm.runners import (
+    LocalRunner,
+    Paths,
+    docker_argv,
+    make_runner,
+    run_steps,
+    toolchain_available,
+)
 from lmi_build.trtllm.steps import Step, plan_steps
 from tests.fixtures_trtllm import TrtllmPlanner, write_checkpoint
 
@@ -105,7 +112,7 @@ def test_version_mismatch_is_refused(tmp_path: Path) -> None:
     (engine / "config.json").write_text(json.dumps({"version": "0.11.0", "build_config": {},
                                                     "pretrained_config": {"mapping": {"world_size": 1}}}))
     (engine / "rank0.engine").write_bytes(b"x")
-    with pytest.raises(StepError, match="expects 0.12.0"):
+    with pytest.raises(StepError, match=r"expects 0\.12\.0"):
         check_engine_dir(engine, get_profile(PROFILE), world_size=1)
 
 
@@ -146,3 +153,11 @@ def test_gpu_sm_reads_compute_cap(tmp_path: Path) -> None:
     assert gpu_sm(str(fake)) == ("sm90", "NVIDIA H100 80GB HBM3")
     if shutil.which("nvidia-smi") is None:
         assert gpu_sm() == (None, None)
+
+
+def test_finish_command_names_profile_and_dirs(trtllm_plan: TrtllmPlanner, tmp_path: Path) -> None:
+    from lmi_build.trtllm.runners import finish_command
+
+    plan = trtllm_plan(PROFILE)
+    command = finish_command(plan, get_profile(PROFILE), checkpoint=tmp_path / "ck pt", output=tmp_path / "out")
+    assert f"--profile {PROFILE}" in command and "--runner docker" in command and "'" in command  # quoted path

@@ -92,7 +92,8 @@ def test_golden_script(profile_name: str, trtllm_plan: TrtllmPlanner, tmp_path: 
 def _with_multi_block(plan: Any) -> Any:
     # The llama recipe refuses option.multi_block_mode (planner), so set the knob on the plan itself.
     build = plan.build.model_copy(update={"multi_block_mode": True, "use_custom_all_reduce": True})
-    return plan.model_copy(update={"build": build})
+    sources = {**plan.option_sources, "option.multi_block_mode": "cli", "option.use_custom_all_reduce": "cli"}
+    return plan.model_copy(update={"build": build, "option_sources": sources})
 
 
 def test_removed_flags_become_warnings(trtllm_plan: TrtllmPlanner) -> None:

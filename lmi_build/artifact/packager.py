@@ -146,6 +146,16 @@ def _check_output(output_dir: Path, overwrite: bool) -> None:
                             code="output_exists")
 
 
+def install_directory(staged: Path, output_dir: Path, *, overwrite: bool = False) -> Path:
+    """Rename a finished directory (on the same filesystem) to ``output_dir`` with the packager's
+    rules: a non-empty output is refused unless ``overwrite``; the old one goes only after success."""
+    output_dir = output_dir.absolute()
+    _check_output(output_dir, overwrite)
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    _install(staged, output_dir)
+    return output_dir
+
+
 def _install(staging: Path, output_dir: Path) -> None:
     """Move the verified staging dir to ``output_dir``; the old artifact goes only after success."""
     if _is_empty_dir(output_dir):

@@ -1,16 +1,22 @@
-"""Registration of every command module: one line each."""
+"""Registration of every command module: one name each, in the order `--help` lists them."""
 
 from __future__ import annotations
 
+import importlib
+
 import typer
+
+COMMAND_MODULES = (
+    "build_cmd",  # trtllm, hf
+    "plan_cmd",  # plan
+    "artifact_cmd",  # verify, inspect
+    "storage_cmd",  # publish, pull
+    "config_cmd",  # config show|options
+    "recipes_cmd",  # recipes list|show
+    "profiles_cmd",  # profiles list|show
+)
 
 
 def register(app: typer.Typer) -> None:
-    # Each entry: `from lmi_build.cli import <module>; <module>.register(app)`.
-    from lmi_build.cli import artifact_cmd; artifact_cmd.register(app)  # noqa: E702
-    from lmi_build.cli import plan_cmd; plan_cmd.register(app)  # noqa: E702
-    from lmi_build.cli import storage_cmd; storage_cmd.register(app)  # noqa: E702
-    from lmi_build.cli import recipes_cmd; recipes_cmd.register(app)  # noqa: E702
-    from lmi_build.cli import config_cmd; config_cmd.register(app)  # noqa: E702
-    from lmi_build.cli import profiles_cmd; profiles_cmd.register(app)  # noqa: E702
-    pass
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"lmi_build.cli.{name}").register(app)

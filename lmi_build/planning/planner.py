@@ -130,7 +130,7 @@ def _plan_quantization(
     from lmi_build.quantize.methods import canonical_method, plan_quantization, split_messages
 
     support = recipe.targets[request.target]
-    route = target.checkpoint_route(support, spec)
+    route = target.checkpoint_route(support, spec, options)
     plan, messages = plan_quantization(request.quantize, options, spec, request.target, request.calib_data,
                                        checkpoint_route=route)
     errors, warnings = split_messages(messages)

@@ -16,6 +16,7 @@ def safe_relpath(rel: str, *, error: type[LmiBuildError], where: str) -> str:
         or "\\" in rel
         or "\0" in rel
         or rel.startswith("/")
+        or "//" in rel
         or (len(rel) > 1 and rel[1] == ":")
         or any(part in ("..", ".", "") for part in parts)
     )

@@ -12,6 +12,7 @@ from typing import Literal, Protocol
 
 from lmi_build.errors import UnsupportedTarget
 from lmi_build.model.spec import ModelSpec
+from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning.context import PlanContext
 from lmi_build.planning.memory import Workload
 from lmi_build.planning.plan import HfBuild, NeuronxBuild, TargetName, ToolchainRef, TrtllmBuild
@@ -32,7 +33,8 @@ class Target(Protocol):
 
     def plan(self, ctx: PlanContext) -> TargetPlan: ...
 
-    def checkpoint_route(self, support: TargetSupport, spec: ModelSpec) -> Literal["modelopt", "vendor"]: ...
+    def checkpoint_route(self, support: TargetSupport, spec: ModelSpec,
+                         options: ResolvedOptions) -> Literal["modelopt", "vendor"]: ...
 
     def toolchain(self, profile: str | None) -> ToolchainRef: ...
 

@@ -7,6 +7,7 @@ from importlib import metadata
 from typing import Literal
 
 from lmi_build.model.spec import ModelSpec
+from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning import checks
 from lmi_build.planning.context import PlanContext
 from lmi_build.planning.memory import Workload
@@ -24,7 +25,8 @@ class HfTarget:
     name: TargetName = "hf"
     engine = "Python"
 
-    def checkpoint_route(self, support: TargetSupport, spec: ModelSpec) -> Literal["modelopt", "vendor"]:
+    def checkpoint_route(self, support: TargetSupport, spec: ModelSpec,
+                         options: ResolvedOptions) -> Literal["modelopt", "vendor"]:
         return "modelopt"
 
     def toolchain(self, profile: str | None) -> ToolchainRef:

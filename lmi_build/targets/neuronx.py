@@ -11,6 +11,7 @@ from functools import cache
 from typing import Any, Literal
 
 from lmi_build.model.spec import ModelSpec
+from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning import checks
 from lmi_build.planning.context import PlanContext
 from lmi_build.planning.data import load_table
@@ -89,7 +90,8 @@ class NeuronxTarget:
     name: TargetName = "neuronx"
     engine = "Python"
 
-    def checkpoint_route(self, support: TargetSupport, spec: ModelSpec) -> Literal["modelopt", "vendor"]:
+    def checkpoint_route(self, support: TargetSupport, spec: ModelSpec,
+                         options: ResolvedOptions) -> Literal["modelopt", "vendor"]:
         return "vendor"  # TNX compiles from the HF checkpoint itself
 
     def toolchain(self, profile: str | None) -> ToolchainRef:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Literal
 
 from lmi_build.model.spec import ModelSpec
+from lmi_build.options.resolved import ResolvedOptions, Source
 from lmi_build.planning import checks
 from lmi_build.planning.context import PlanContext
 from lmi_build.planning.memory import Workload
@@ -35,9 +36,17 @@ class TrtllmTarget:
     name: TargetName = "trtllm"
     engine = "MPI"
 
-    def checkpoint_route(self, support: TargetSupport, spec: ModelSpec) -> Literal["modelopt", "vendor"]:
+    def checkpoint_route(self, support: TargetSupport, spec: ModelSpec,
+                         options: ResolvedOptions) -> Literal["modelopt", "vendor"]:
         # Pre-quantized AutoAWQ/GPTQ inputs only convert with convert_checkpoint.py (use_autoawq).
         if spec.pre_quantization is not None or support.modelopt_decoder is None:
+            return "vendor"
+        # ModelOpt only exports per-tensor-activation SmoothQuant (W8A8_SQ_PER_CHANNEL); the
+        # container's *_PLUGIN variants for per_token/per_channel come from convert_checkpoint.py.
+        if options.get("quantize") == "smoothquant" and any(
+            (options.get(key) or "").strip().lower() == "true"
+            for key in ("smoothquant_per_token", "smoothquant_per_channel")
+        ):
             return "vendor"
         return "modelopt"
 
@@ -70,7 +79,9 @@ class TrtllmTarget:
             "lower --max-input-len/--max-output-len so that they sum to at most {limit}",
         )
         batch = ctx.int_opt("max_rolling_batch_size", DEFAULT_MAX_BATCH_SIZE) or DEFAULT_MAX_BATCH_SIZE
-        tokens_per_block = ctx.int_opt("tokens_per_block") or _int_or_none(profile.defaults.get("tokens_per_block"))
+        tokens_per_block = ctx.int_opt("tokens_per_block")
+        if ctx.options.source_of("tokens_per_block") in (None, Source.DEFAULT):
+            tokens_per_block = _int_or_none(profile.defaults.get("tokens_per_block")) or tokens_per_block
 
         kv_reuse = bool(ctx.bool_opt("enable_kv_cache_reuse", False))
         paged_fmha = bool(ctx.bool_opt("use_paged_context_fmha", False)) or kv_reuse
@@ -107,7 +118,7 @@ class TrtllmTarget:
             rotary_scaling_type=scaling_type,
             rotary_scaling_factor=scaling_factor,
             model_version={key.removeprefix("option."): value for key, value in versions.items()},
-            checkpoint_route=self.checkpoint_route(ctx.support, spec),
+            checkpoint_route=self.checkpoint_route(ctx.support, spec, ctx.options),
             modelopt_decoder=ctx.support.modelopt_decoder,
             trtllm_architecture=ctx.support.trtllm_architecture,
             trtllm_example=ctx.support.trtllm_example,

@@ -279,6 +279,7 @@ class ScriptRunner:
                 mounts = dict(CONTAINER_MOUNTS)
                 command = [_quote_keep_vars(a) for a in ["docker", "run", "--rm", "--gpus", "all", "--ipc=host",
                                                          "--ulimit", "memlock=-1"]]
+                command += ["--user", '"$(id -u):$(id -g)"']
                 for name, mount in mounts.items():
                     if name in step.inputs or name in step.outputs:
                         ro = "" if name in step.outputs else ":ro"
@@ -304,6 +305,11 @@ class ScriptRunner:
         for var, value in defaults.items():
             lines.append(f': "${{{var}:={shlex.quote(str(value))}}}"')
         lines += [': "${LOG_DIR:=build-logs}"',
+                  "# docker bind mounts need absolute paths; a relative one would name a volume instead",
+                  'abspath() { if [ -d "$1" ]; then (cd "$1" && pwd); else printf "%s" "$1"; fi; }',
+                  'mkdir -p "$ENGINE_DIR"',
+                  *(f'{var}=$(abspath "${var}")' for var in ("MODEL_DIR", "CHECKPOINT_DIR", "ENGINE_DIR",
+                                                              "TRTLLM_EXAMPLES")),
                   'if [ -z "${WORKERS:-}" ]; then',
                   '  WORKERS=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU " || true)',
                   '  [ "$WORKERS" -ge 1 ] 2>/dev/null || WORKERS=1',
@@ -383,6 +389,6 @@ def finish_command(plan: BuildPlan, profile: ContainerProfile, *, checkpoint: Pa
                    model_ref: str | None = None) -> str:
     """The command that finishes a build stopped after the checkpoint, on a GPU host."""
     ref = model_ref or plan.model.id
-    parts = ["lmi-build", "trtllm", ref, "--profile", profile.name, "--runner", "docker",
+    parts = ["lmi-build", "trtllm", "--model", ref, "--profile", profile.name, "--runner", "docker",
              "--checkpoint", str(checkpoint), "--output", str(output)]
     return shlex.join(parts)

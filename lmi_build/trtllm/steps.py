@@ -66,7 +66,7 @@ def plan_steps(plan: BuildPlan, profile: ContainerProfile) -> StepPlan:
     if profile.workflow == "legacy":
         steps = _legacy_steps(plan, build, table, warnings)
     else:
-        steps = [*_checkpoint_steps(plan, build, table), _trtllm_build_step(build, table, warnings)]
+        steps = [*_checkpoint_steps(plan, build, table), _trtllm_build_step(plan, build, table, warnings)]
     for step in steps:
         if step.tool is not None:
             problems = table.validate_argv(step.tool, _flags_part(step.argv))
@@ -210,7 +210,12 @@ def _quantize_script_step(build: TrtllmBuild, table: FlagTable, method: str, gro
 
 # ---- >= 0.8: trtllm-build ----
 
-def _trtllm_build_step(build: TrtllmBuild, table: FlagTable, warnings: list[str]) -> Step:
+def _user_set(plan: BuildPlan, flag: str) -> bool:
+    """Whether the value came from the user (not an LMI/recipe default): only then is dropping it news."""
+    return plan.option_sources.get(f"option.{flag}", "default") not in ("default", "recipe")
+
+
+def _trtllm_build_step(plan: BuildPlan, build: TrtllmBuild, table: FlagTable, warnings: list[str]) -> Step:
     args = _Args(table, "trtllm_build", ["trtllm-build"])
     args.add("checkpoint_dir", "{checkpoint}")
     args.add("output_dir", "{engine}")
@@ -243,7 +248,7 @@ def _trtllm_build_step(build: TrtllmBuild, table: FlagTable, warnings: list[str]
             continue
         if args.has(flag):
             args.switch(flag, value)
-        else:
+        elif _user_set(plan, flag):
             removal = table.removed.get(flag)
             why = removal.message if removal else f"not a trtllm-build flag in {table.series}"
             warnings.append(f"{flag}={str(value).lower()} dropped from trtllm-build: {why}")

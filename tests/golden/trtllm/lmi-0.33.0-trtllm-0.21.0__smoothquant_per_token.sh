@@ -9,6 +9,13 @@ set -eu
 : "${ENGINE_DIR:=/work/engine}"
 : "${TRTLLM_EXAMPLES:=/src/TensorRT-LLM/examples}"
 : "${LOG_DIR:=build-logs}"
+# docker bind mounts need absolute paths; a relative one would name a volume instead
+abspath() { if [ -d "$1" ]; then (cd "$1" && pwd); else printf "%s" "$1"; fi; }
+mkdir -p "$ENGINE_DIR"
+MODEL_DIR=$(abspath "$MODEL_DIR")
+CHECKPOINT_DIR=$(abspath "$CHECKPOINT_DIR")
+ENGINE_DIR=$(abspath "$ENGINE_DIR")
+TRTLLM_EXAMPLES=$(abspath "$TRTLLM_EXAMPLES")
 if [ -z "${WORKERS:-}" ]; then
   WORKERS=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU " || true)
   [ "$WORKERS" -ge 1 ] 2>/dev/null || WORKERS=1
@@ -22,6 +29,7 @@ docker run \
     --gpus all \
     --ipc=host \
     --ulimit memlock=-1 \
+    --user "$(id -u):$(id -g)" \
     -v "${MODEL_DIR}:/work/model:ro" \
     -v "${CHECKPOINT_DIR}:/work/checkpoint" \
     -v "${TRTLLM_EXAMPLES}:/work/trtllm-examples:ro" 763104351884.dkr.ecr.us-west-2.amazonaws.com/djl-inference:0.33.0-tensorrtllm0.21.0-cu128 python3 /work/trtllm-examples/llama/convert_checkpoint.py \
@@ -42,6 +50,7 @@ docker run \
     --gpus all \
     --ipc=host \
     --ulimit memlock=-1 \
+    --user "$(id -u):$(id -g)" \
     -v "${CHECKPOINT_DIR}:/work/checkpoint:ro" \
     -v "${ENGINE_DIR}:/work/engine" 763104351884.dkr.ecr.us-west-2.amazonaws.com/djl-inference:0.33.0-tensorrtllm0.21.0-cu128 trtllm-build \
     --checkpoint_dir /work/checkpoint \
@@ -53,4 +62,4 @@ docker run \
     --max_beam_width 1 \
     --gemm_plugin float16 \
     --gpt_attention_plugin float16 \
-    --tokens_per_block 64 2>&1 | tee "$LOG_DIR/engine.log"
+    --tokens_per_block 32 2>&1 | tee "$LOG_DIR/engine.log"

@@ -1,0 +1,120 @@
+"""Storage benchmark: lmi-build publish/pull vs ``s5cmd cp`` against the same local SeaweedFS,
+re-publish of an unchanged artifact, and the local-directory digest (first and cached run) vs
+``sha256sum``.
+
+    python benchmarks/storage.py --size-gb 2 --workers 8
+
+Disk use: about 3x the artifact size at peak (artifact, server copy, one pulled copy); every
+directory is removed at the end. Page cache is warm for every measurement (nothing here can
+drop it), so the numbers compare the tools, not the disk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from lmi_build.output import Mode, Output
+from lmi_build.sources.resolve import resolve_source
+from lmi_build.storage.publish import publish
+from lmi_build.storage.pull import pull
+from tests.fixtures_s3 import make_artifact, start_seaweedfs
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+def write_random(path: Path, size: int) -> None:
+    block = 16 * 1024 * 1024
+    with open(path, "wb") as handle:
+        remaining = size
+        while remaining:
+            chunk = min(block, remaining)
+            handle.write(os.urandom(chunk))
+            remaining -= chunk
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size-gb", type=float, default=2.0)
+    parser.add_argument("--shards", type=int, default=4)
+    parser.add_argument("--workers", type=int, default=8)
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="lmi-storage-bench-"))
+    os.environ["LMI_BUILD_CACHE"] = str(work / "cache")
+    quiet = Output(mode=Mode.QUIET)
+    server = start_seaweedfs(work / "weed")
+    results: dict[str, Any] = {"size_gb": args.size_gb, "shards": args.shards, "workers": args.workers}
+    try:
+        env = {**os.environ, **server.env()}
+        os.environ.update(server.env())
+        bucket = server.new_bucket("bench")
+        artifact = work / "artifact"
+        artifact.mkdir()
+        shard_size = int(args.size_gb * 1024**3 / args.shards)
+        for index in range(args.shards):
+            write_random(artifact / f"model-{index:05d}-of-{args.shards:05d}.safetensors", shard_size)
+        small = {"config.json": b'{"model_type": "llama", "architectures": ["LlamaForCausalLM"]}',
+                 "tokenizer.json": os.urandom(2 * 1024 * 1024), "tokenizer_config.json": b"{}",
+                 "generation_config.json": b"{}", "serving.properties": b"engine=Python\n"}
+        seconds, _ = timed(lambda: make_artifact(artifact, small))
+        results["manifest_seconds"] = round(seconds, 2)
+        total = sum(p.stat().st_size for p in artifact.rglob("*") if p.is_file())
+        results["bytes"] = total
+
+        # Local digest: first run hashes, second reads stat only; sha256sum for reference.
+        files = sorted(str(p) for p in artifact.iterdir() if p.is_file())
+        results["sha256sum_seconds"] = round(timed(lambda: subprocess.run(
+            ["sha256sum", *files], check=True, capture_output=True))[0], 2)
+        results["digest_first_seconds"] = round(timed(lambda: resolve_source(str(artifact), purpose="build"))[0], 2)
+        results["digest_second_seconds"] = round(timed(lambda: resolve_source(str(artifact), purpose="build"))[0], 3)
+
+        url = f"s3://{bucket}/lmi"
+        seconds, summary = timed(lambda: publish(artifact, url, workers=args.workers, output=quiet))
+        results["publish_seconds"] = round(seconds, 2)
+        results["publish_objects"] = summary.objects
+        s5 = shutil.which("s5cmd") or "s5cmd"
+        s5_args = [s5, "--endpoint-url", server.endpoint, "--numworkers", str(args.workers)]
+        results["s5cmd_upload_seconds"] = round(timed(lambda: subprocess.run(
+            [*s5_args, "cp", f"{artifact}/*", f"s3://{bucket}/s5/"], check=True, env=env, capture_output=True))[0], 2)
+        seconds, summary = timed(lambda: publish(artifact, url, workers=args.workers, output=quiet))
+        results["republish_seconds"] = round(seconds, 2)
+        results["republish_skipped"] = summary.skipped
+
+        pulled = work / "pulled"
+        results["pull_seconds"] = round(timed(lambda: pull(url, pulled, workers=args.workers, output=quiet))[0], 2)
+        shutil.rmtree(pulled)
+        s5_dir = work / "s5-pulled"
+        results["s5cmd_download_seconds"] = round(timed(lambda: subprocess.run(
+            [*s5_args, "cp", f"s3://{bucket}/s5/*", f"{s5_dir}/"], check=True, env=env, capture_output=True))[0], 2)
+        shutil.rmtree(s5_dir)
+
+        results["publish_vs_s5cmd"] = round(results["publish_seconds"] / results["s5cmd_upload_seconds"], 2)
+        results["pull_vs_s5cmd"] = round(results["pull_seconds"] / results["s5cmd_download_seconds"], 2)
+        results["digest_first_vs_sha256sum"] = round(results["digest_first_seconds"] / results["sha256sum_seconds"], 2)
+        gib = total / 1024**3
+        results["publish_GiB_per_s"] = round(gib / results["publish_seconds"], 2)
+        results["pull_GiB_per_s"] = round(gib / results["pull_seconds"], 2)
+    finally:
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""The config-aware artifact cache: finished artifacts kept under their plan's cache key.
+
+The key hashes the model identity, recipe, every build-relevant option and the toolchain (see
+``planning.cache_key``), so a changed dtype, quantization or max length never reuses a stale
+engine (the DJL container's JIT cache keys on model id + tp only). Entries are hard links to the
+artifact's files, so keeping them costs no disk on the same filesystem, and every restore
+re-verifies the SHA-256 of every file before it is handed out.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from lmi_build.artifact.manifest import load_manifest
+from lmi_build.errors import VerifyError
+from lmi_build.output import current
+from lmi_build.paths import cache_root
+
+
+class ArtifactCache:
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or cache_root() / "artifacts"
+
+    def entry(self, cache_key: str) -> Path:
+        algorithm, _, digest = cache_key.partition(":")
+        if algorithm != "sha256" or len(digest) != 64 or not all(c in "0123456789abcdef" for c in digest):
+            raise VerifyError(f"malformed cache key {cache_key!r}", hint="this is a bug in the planner")
+        return self.root / digest
+
+    def store(self, cache_key: str, artifact: Path) -> Path | None:
+        """Keep ``artifact`` under ``cache_key`` (no-op when an entry exists already)."""
+        final = self.entry(cache_key)
+        if final.exists():
+            return final
+        self.root.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".store-", dir=self.root))
+        try:
+            _link_tree(artifact, staging / "artifact")
+            (staging / "artifact").rename(final)
+        except OSError as error:
+            # A cache that cannot be written must never fail the build that produced the artifact.
+            current().warn(f"could not store the artifact in the cache {self.root}: {error.strerror or error}")
+            return None
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return final
+
+    def restore(self, cache_key: str, output: Path, *, overwrite: bool = False) -> Path | None:
+        """Copy (hard-link) the cached artifact to ``output`` after verifying it; None on a miss.
+        A corrupted entry is evicted and reported, and the caller builds afresh."""
+        from lmi_build.artifact.packager import install_directory
+        from lmi_build.artifact.verify import verify_local
+
+        entry = self.entry(cache_key)
+        if not entry.is_dir():
+            return None
+        report = verify_local(entry)
+        key_matches = report.valid and load_manifest(entry).cache_key == cache_key
+        if not key_matches:
+            reason = report.errors[0].message if report.errors else "its manifest has another cache key"
+            current().warn(f"evicting a corrupted cache entry ({reason}); building afresh")
+            shutil.rmtree(entry, ignore_errors=True)
+            return None
+        output.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.cached-", dir=output.parent))
+        try:
+            _link_tree(entry, staging / "artifact")
+            return install_directory(staging / "artifact", output, overwrite=overwrite)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _link_tree(source: Path, destination: Path) -> None:
+    from lmi_build.artifact.packager import link_or_copy
+
+    shutil.copytree(source, destination, copy_function=lambda s, d: link_or_copy(Path(s), Path(d)))

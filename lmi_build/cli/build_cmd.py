@@ -1,0 +1,195 @@
+"""``lmi-build trtllm`` and ``lmi-build hf``: plan, then run the plan into an artifact.
+
+Both commands take exactly the ``plan`` flags (declared once in ``plan_flags``) plus the build
+flags below, so a plan that ``lmi-build plan`` accepts is the plan that gets built.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, cast
+
+import typer
+
+from lmi_build.cli.app import JsonOpt, QuietOpt, output_mode
+from lmi_build.cli.plan_flags import (
+    AllowPickleOpt,
+    CalibDataOpt,
+    DtypeOpt,
+    InstanceTypeOpt,
+    MaxBatchSizeOpt,
+    MaxInputLenOpt,
+    MaxOutputLenOpt,
+    ModelOpt,
+    OptionOpt,
+    PpOpt,
+    ProfileOpt,
+    PropertiesOpt,
+    QuantizeOpt,
+    RevisionOpt,
+    StrictOpt,
+    TpOpt,
+    TrustRemoteCodeOpt,
+    plan_request,
+)
+
+if TYPE_CHECKING:
+    from lmi_build.pipeline import BuildOutcome
+    from lmi_build.planning.plan import TargetName
+
+BUILD_PANEL = "Build"
+# Exit status when the build stopped early because no engine toolchain is available here.
+EXIT_INCOMPLETE = 3
+
+
+class Until(str, Enum):
+    checkpoint = "checkpoint"
+    artifact = "artifact"
+
+
+class RunnerChoice(str, Enum):
+    local = "local"
+    docker = "docker"
+    script = "script"
+
+
+OutputOpt = Annotated[Path, typer.Option(
+    "--output", "-O", rich_help_panel=BUILD_PANEL, help="Artifact directory to create (atomically).")]
+OverwriteOpt = Annotated[bool, typer.Option(
+    "--overwrite", rich_help_panel=BUILD_PANEL, help="Replace a non-empty --output (only after the new one verifies).")]
+NoCacheOpt = Annotated[bool, typer.Option(
+    "--no-cache", rich_help_panel=BUILD_PANEL, help="Neither reuse nor store a cached artifact for this plan.")]
+KeepWorkOpt = Annotated[bool, typer.Option(
+    "--keep-work", rich_help_panel=BUILD_PANEL, help="Keep the intermediate work directory (for debugging).")]
+PublishOpt = Annotated[str | None, typer.Option(
+    "--publish", rich_help_panel=BUILD_PANEL, help="Publish the verified artifact to s3://bucket/prefix.")]
+EndpointOpt = Annotated[str | None, typer.Option(
+    "--endpoint-url", rich_help_panel=BUILD_PANEL, help="S3 endpoint (S3-compatible stores), for s3:// models and --publish.")]
+
+UntilOpt = Annotated[Until, typer.Option(
+    "--until", rich_help_panel=BUILD_PANEL,
+    help="Stop after the TensorRT-LLM checkpoint (runs anywhere torch runs), or build the artifact.")]
+RunnerOpt = Annotated[RunnerChoice, typer.Option(
+    "--runner", rich_help_panel=BUILD_PANEL,
+    help="Where the engine build runs: local (trtllm-build on PATH), docker (the profile's LMI image), "
+    "script (write build-engines.sh for a GPU host; nothing runs).")]
+CheckpointOpt = Annotated[Path | None, typer.Option(
+    "--checkpoint", rich_help_panel=BUILD_PANEL, help="Reuse this TensorRT-LLM checkpoint instead of converting.")]
+EngineDirOpt = Annotated[Path | None, typer.Option(
+    "--engine-dir", rich_help_panel=BUILD_PANEL,
+    help="Package engines already built (e.g. by build-engines.sh) instead of building them.")]
+ExamplesOpt = Annotated[Path | None, typer.Option(
+    "--trtllm-examples", rich_help_panel=BUILD_PANEL,
+    help="TensorRT-LLM examples/ checkout at the profile's tag (vendor conversion scripts only).")]
+
+TRTLLM_EPILOG = """[bold]Examples[/bold]
+
+  lmi-build trtllm --model meta-llama/Llama-2-7b-hf --tp 2 --max-input-len 2048 --quantize awq --output ./out
+
+  lmi-build trtllm --model demo:tiny-llama --until checkpoint --output ./ckpt
+
+  lmi-build trtllm --model ./llama --runner script --output ./bundle   # then run bundle/build-engines.sh on a GPU host
+
+Exit status: 0 done, 2 invalid plan, 3 stopped after the checkpoint (no TensorRT-LLM toolchain here), 1 other errors."""
+
+HF_EPILOG = """[bold]Examples[/bold]
+
+  lmi-build hf --model demo:tiny-llama --quantize awq --output ./out/tiny-llama-awq
+
+  lmi-build hf --model mistralai/Mistral-7B-v0.1 --dtype bf16 --output ./out/mistral --publish s3://bucket/mistral/
+
+Exit status: 0 done, 2 invalid plan, 1 other errors."""
+
+
+def register(app: typer.Typer) -> None:
+    app.command("trtllm", epilog=TRTLLM_EPILOG,
+                help="Build TensorRT-LLM engines for the LMI TensorRT-LLM container (checkpoint on this host, "
+                "engines by the profile's TensorRT-LLM).")(_trtllm)
+    app.command("hf", epilog=HF_EPILOG,
+                help="Build a Hugging Face checkpoint artifact (optionally quantized with ModelOpt).")(_hf)
+
+
+def _trtllm(
+    model: ModelOpt = None, revision: RevisionOpt = None, tp: TpOpt = None, pp: PpOpt = None,
+    dtype: DtypeOpt = None, quantize: QuantizeOpt = None, max_input_len: MaxInputLenOpt = None,
+    max_output_len: MaxOutputLenOpt = None, max_batch_size: MaxBatchSizeOpt = None,
+    trust_remote_code: TrustRemoteCodeOpt = False, option: OptionOpt = None,
+    properties: PropertiesOpt = None, instance_type: InstanceTypeOpt = None, profile: ProfileOpt = None,
+    strict: StrictOpt = False, calib_data: CalibDataOpt = None, allow_pickle: AllowPickleOpt = False,
+    output: OutputOpt = Path("out"), until: UntilOpt = Until.artifact, runner: RunnerOpt = RunnerChoice.local,
+    checkpoint: CheckpointOpt = None, engine_dir: EngineDirOpt = None, trtllm_examples: ExamplesOpt = None,
+    overwrite: OverwriteOpt = False, no_cache: NoCacheOpt = False, keep_work: KeepWorkOpt = False,
+    publish: PublishOpt = None, endpoint_url: EndpointOpt = None,
+    json_output: JsonOpt = False, quiet: QuietOpt = False,
+) -> None:
+    _build("trtllm", locals())
+
+
+def _hf(
+    model: ModelOpt = None, revision: RevisionOpt = None, tp: TpOpt = None, dtype: DtypeOpt = None,
+    quantize: QuantizeOpt = None, trust_remote_code: TrustRemoteCodeOpt = False, option: OptionOpt = None,
+    properties: PropertiesOpt = None, instance_type: InstanceTypeOpt = None, strict: StrictOpt = False,
+    calib_data: CalibDataOpt = None, allow_pickle: AllowPickleOpt = False,
+    max_input_len: MaxInputLenOpt = None, max_output_len: MaxOutputLenOpt = None,
+    max_batch_size: MaxBatchSizeOpt = None,
+    output: OutputOpt = Path("out"), overwrite: OverwriteOpt = False, no_cache: NoCacheOpt = False,
+    keep_work: KeepWorkOpt = False, publish: PublishOpt = None, endpoint_url: EndpointOpt = None,
+    json_output: JsonOpt = False, quiet: QuietOpt = False,
+) -> None:
+    _build("hf", locals())
+
+
+_BUILD_FLAGS = ("output", "until", "runner", "checkpoint", "engine_dir", "trtllm_examples", "overwrite",
+                "no_cache", "keep_work", "publish", "endpoint_url", "json_output", "quiet")
+
+
+def _build(target: str, flags: dict[str, Any]) -> None:
+    output_mode(flags["json_output"], flags["quiet"])
+    from lmi_build.output import current
+    from lmi_build.pipeline import BuildSettings, run_plan
+    from lmi_build.planning.planner import make_plan
+    from lmi_build.planning.render import report_plan
+
+    plan_flags = {k: v for k, v in flags.items() if k not in _BUILD_FLAGS}
+    request = plan_request(cast("TargetName", target), **plan_flags)
+    plan = make_plan(request)
+    if not plan.valid:
+        report_plan(plan)
+        raise typer.Exit(2)
+    out = current()
+    for warning in plan.warnings:
+        out.warn(f"{warning.message}" + (f" ({warning.hint})" if warning.hint else ""))
+    settings = BuildSettings(
+        output=flags["output"],
+        until=flags["until"].value if flags.get("until") else "artifact",
+        runner=flags["runner"].value if flags.get("runner") else "local",
+        overwrite=flags["overwrite"], use_cache=not flags["no_cache"], keep_work=flags["keep_work"],
+        checkpoint=flags.get("checkpoint"), engine_dir=flags.get("engine_dir"),
+        trtllm_examples=flags.get("trtllm_examples"), publish=flags["publish"], endpoint_url=flags["endpoint_url"],
+    )
+    outcome = run_plan(plan, request, settings)
+    _report(outcome)
+    if outcome.status == "checkpoint" and settings.until != "checkpoint":
+        raise typer.Exit(EXIT_INCOMPLETE)
+
+
+def _report(outcome: BuildOutcome) -> None:
+    from rich.table import Table
+
+    from lmi_build.output import current
+
+    table = Table(title=f"lmi-build {outcome.plan.target}: {outcome.status}", show_header=True)
+    table.add_column("step")
+    table.add_column("seconds", justify="right")
+    table.add_column("detail")
+    for step in outcome.steps:
+        table.add_row(step.name, f"{step.seconds:.2f}", step.detail or "")
+    out = current()
+    out.result(outcome.to_json(), table)
+    if out.human:
+        out.info(f"{outcome.message}: {outcome.output}")
+        if outcome.published:
+            out.info(f"published to {outcome.published['url']}")
+        if outcome.next_command:
+            out.info(f"next: {outcome.next_command}")

@@ -1,0 +1,313 @@
+"""Quantization and checkpoint export with real torch/transformers/ModelOpt on tiny models."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lmi_build.errors import StepError, UnsupportedTarget
+from tests.fixtures_quantize import LLAMA3_ROPE, make_build_plan
+
+pytestmark = pytest.mark.slow
+
+# Small calibration keeps the whole file around a minute on 2 shared cores; the planner's
+# defaults (32-64 samples of up to 512 tokens) are exercised by the benchmark instead.
+FAST_CALIB = {"calib_size": "6", "calib_max_seq_len": "64"}
+
+# Held-out prompts: written here, not taken from the calibration set (checked below).
+HELD_OUT = (
+    "A violin maker once told me that spruce from the north side of a slope sings differently.",
+    "for key, value in sorted(settings.items()): print(key, '=', value)",
+    "The ticket machine at the station only accepts exact change on Sundays.",
+    "Warehouse inventory dropped by nine percent after the spring promotion ended.",
+)
+
+# Worst logit error relative to the fp logit range (max - min over all held-out positions).
+# Why these bounds: INT8 methods round each weight (and for W8A8 each activation) to 1 of 255
+# levels, so per-logit error stays around 1% of the range on this 2-layer model; FP8 E4M3 keeps
+# 3 mantissa bits (~6% relative rounding per value) but errors average out over 256-wide dot
+# products; INT4 groups have only 15 levels, so a few logits can move by up to ~10-15% of the range.
+# The bounds are ~2x what was measured here (see docs/notes/quantize.md), tight enough that a
+# wrong scale (error ~ the range itself) or a disabled calibration fails.
+MAX_REL_ERROR = {
+    "smoothquant": 0.06,
+    "int8_wo": 0.03,
+    "fp8": 0.12,
+    "awq": 0.25,
+    "gptq": 0.25,
+    "int4_wo": 0.25,
+}
+
+# Per-rank tensor layouts ModelOpt writes (out/in = the HF Linear's out/in features; "model" =
+# the target dtype).
+# INT4 packs two values per int8 along the output dimension and keeps one scale per group of 128
+# inputs; SmoothQuant/INT8 weight-only keep one scale per output channel; FP8 one per tensor.
+EXPECTED_QKV = {  # hidden 256, 8 heads x 32 + 2 x 4 kv heads x 32 -> out 512, in 256
+    None: {"weight": ("model", (512, 256))},
+    "smoothquant": {"weight": ("int8", (512, 256)), "weights_scaling_factor": ("float32", (512,)),
+                    "activation_scaling_factor": ("float32", (1,)), "prequant_scaling_factor": ("model", (256,))},
+    "awq": {"weight": ("int8", (256, 256)), "weights_scaling_factor": ("float32", (512, 2)),
+            "prequant_scaling_factor": ("model", (256,))},
+    "gptq": {"weight": ("int8", (256, 256)), "weights_scaling_factor": ("float32", (512, 2))},
+    "int4_wo": {"weight": ("int8", (256, 256)), "weights_scaling_factor": ("float32", (512, 2))},
+    "fp8": {"weight": ("float8_e4m3fn", (512, 256)), "weights_scaling_factor": ("float32", (1,)),
+            "activation_scaling_factor": ("float32", (1,))},
+    "int8_wo": {"weight": ("int8", (512, 256)), "weights_scaling_factor": ("float32", (512,))},
+}
+EXPECTED_ALGO = {None: None, "smoothquant": "W8A8_SQ_PER_CHANNEL", "awq": "W4A16_AWQ", "gptq": "W4A16_AWQ",
+                 "int4_wo": "W4A16_AWQ", "fp8": "FP8", "int8_wo": "W8A16"}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_output() -> None:
+    # Output caches its rich Console (and so the sys.stderr of the test that created it); a fresh
+    # one per test writes to this test's captured stderr, progress bar included.
+    from lmi_build.output import Mode, set_mode
+
+    set_mode(Mode.HUMAN)
+
+
+def _tensors(path: Path) -> dict[str, Any]:
+    from safetensors.torch import load_file
+
+    return load_file(str(path))
+
+
+@pytest.mark.parametrize("method", [None, "smoothquant", "awq", "gptq", "fp8", "int8_wo", "int4_wo"])
+def test_trtllm_checkpoint_per_method(tiny_llama3: Path, tmp_path: Path, method: str | None,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from lmi_build.quantize.export import build_trtllm_checkpoint
+
+    # fp16 for the cheap paths; bfloat16 where calibration runs (CPU fp16 matmuls are ~15x slower).
+    dtype = "float16" if method in (None, "smoothquant", "int8_wo", "int4_wo") else "bfloat16"
+    plan = make_build_plan(tiny_llama3, method=method, options=FAST_CALIB, dtype=dtype)
+    result = build_trtllm_checkpoint(plan, tiny_llama3, tmp_path / "ckpt")
+
+    assert capsys.readouterr().out == ""  # ModelOpt's prints must not reach stdout (--json)
+    config = json.loads((tmp_path / "ckpt" / "config.json").read_text())
+    assert config["architecture"] == "LlamaForCausalLM"
+    assert config["dtype"] == dtype
+    assert config["mapping"] == {"world_size": 1, "tp_size": 1, "pp_size": 1}
+    assert config["quantization"]["quant_algo"] == EXPECTED_ALGO[method] == result.quant_algo
+    assert config["rotary_base"] == 500000.0
+    assert config["rotary_scaling"] == LLAMA3_ROPE
+    if method in ("awq", "gptq", "int4_wo"):
+        assert config["quantization"]["group_size"] == 128
+        # Only AWQ exports pre-quant scales; the flag must say so or TRT-LLM looks for missing tensors.
+        assert config["quantization"]["pre_quant_scale"] is (method == "awq")
+    assert not list(tmp_path.glob(".ckpt.*"))  # the staging directory was renamed into place
+    assert "rank0.safetensors" in result.files
+    assert (result.calibration is not None) == (method in ("smoothquant", "awq", "gptq", "fp8"))
+
+    tensors = _tensors(tmp_path / "ckpt" / "rank0.safetensors")
+    for suffix, (dtype_name, shape) in EXPECTED_QKV[method].items():
+        tensor = tensors[f"transformer.layers.0.attention.qkv.{suffix}"]
+        assert str(tensor.dtype) == f"torch.{dtype if dtype_name == 'model' else dtype_name}", suffix
+        assert tuple(tensor.shape) == shape, suffix
+    # down_proj (mlp.proj) has 512 inputs: 4 groups of 128 per output channel.
+    if method in ("awq", "gptq", "int4_wo"):
+        assert tuple(tensors["transformer.layers.0.mlp.proj.weights_scaling_factor"].shape) == (256, 4)
+    norm = tensors["transformer.layers.0.input_layernorm.weight"]
+    assert str(norm.dtype) == f"torch.{dtype}"  # calibrated in the target dtype: nothing left in fp32
+
+
+def _logits(model: Any, tokenizer: Any) -> Any:
+    import torch
+
+    with torch.inference_mode():
+        return torch.cat([model(**tokenizer(p, return_tensors="pt")).logits[0].float() for p in HELD_OUT])
+
+
+@pytest.mark.parametrize("method", ["smoothquant", "awq", "gptq", "fp8", "int8_wo", "int4_wo"])
+def test_fake_quantized_logits_stay_close(tiny_llama3: Path, method: str) -> None:
+    from lmi_build.quantize import calib_text, calibration, modelopt_quant
+
+    samples = set(calib_text.load_builtin().samples)
+    assert not any(prompt in sample for prompt in HELD_OUT for sample in samples)
+
+    plan = make_build_plan(tiny_llama3, method=method, options={"calib_size": "16", "calib_max_seq_len": "96"},
+                           dtype="bfloat16")
+    model = modelopt_quant.load_model(tiny_llama3, "bfloat16", trust_remote_code=False)
+    tokenizer = calibration.load_tokenizer(tiny_llama3, trust_remote_code=False)
+    reference = _logits(model, tokenizer)
+    batches = None
+    if plan.quantization.calibration is not None:
+        batches = calibration.build_batches(plan.quantization.calibration, tokenizer, None)
+    modelopt_quant.quantize(model, plan.quantization, batches)
+    quantized = _logits(model, tokenizer)
+
+    spread = float(reference.max() - reference.min())
+    error = float((quantized - reference).abs().max()) / spread
+    print(f"{method}: max |dlogit| / logit range = {error:.4f} (range {spread:.2f})")
+    assert 0 < error < float(os.environ.get("QMAX", MAX_REL_ERROR[method]))  # > 0: the quantizers are really active
+
+
+def test_unquantized_tp2_shards_recombine_exactly(tiny_llama3: Path, tmp_path: Path) -> None:
+    import torch
+
+    from lmi_build.quantize.export import build_trtllm_checkpoint
+
+    plan = make_build_plan(tiny_llama3, tp=2, dtype="float16")
+    result = build_trtllm_checkpoint(plan, tiny_llama3, tmp_path / "ckpt")
+    assert result.files == ["config.json", "quant_cfg.json", "rank0.safetensors", "rank1.safetensors"]
+    config = json.loads((tmp_path / "ckpt" / "config.json").read_text())
+    assert config["mapping"] == {"world_size": 2, "tp_size": 2, "pp_size": 1}
+    assert config["quantization"]["quant_algo"] is None
+
+    original = _tensors(tiny_llama3 / "model.safetensors")
+    ranks = [_tensors(tmp_path / "ckpt" / f"rank{r}.safetensors") for r in range(2)]
+    heads, kv_heads, head_dim = 8, 4, 32
+
+    def joined(name: str, dim: int) -> Any:
+        return torch.cat([r[name] for r in ranks], dim=dim)
+
+    assert torch.equal(joined("transformer.vocab_embedding.weight", 0), original["model.embed_tokens.weight"])
+    assert torch.equal(joined("lm_head.weight", 0), original["lm_head.weight"])
+    for layer in range(2):
+        hf, trt = f"model.layers.{layer}.", f"transformer.layers.{layer}."
+        # Fused QKV: each rank holds [its q heads | its k heads | its v heads].
+        q_rows, kv_rows = heads * head_dim // 2, kv_heads * head_dim // 2
+        parts: dict[str, list[Any]] = {"q": [], "k": [], "v": []}
+        for rank in ranks:
+            qkv = rank[trt + "attention.qkv.weight"]
+            q, k, v = torch.split(qkv, [q_rows, kv_rows, kv_rows], dim=0)
+            parts["q"].append(q)
+            parts["k"].append(k)
+            parts["v"].append(v)
+        for name in ("q", "k", "v"):
+            assert torch.equal(torch.cat(parts[name]), original[hf + f"self_attn.{name}_proj.weight"])
+        assert torch.equal(joined(trt + "attention.dense.weight", 1), original[hf + "self_attn.o_proj.weight"])
+        assert torch.equal(joined(trt + "mlp.fc.weight", 0), original[hf + "mlp.gate_proj.weight"])
+        assert torch.equal(joined(trt + "mlp.gate.weight", 0), original[hf + "mlp.up_proj.weight"])
+        assert torch.equal(joined(trt + "mlp.proj.weight", 1), original[hf + "mlp.down_proj.weight"])
+        for rank in ranks:  # norms are replicated
+            assert torch.equal(rank[trt + "input_layernorm.weight"], original[hf + "input_layernorm.weight"])
+            assert torch.equal(rank[trt + "post_layernorm.weight"],
+                               original[hf + "post_attention_layernorm.weight"])
+    assert torch.equal(ranks[1]["transformer.ln_f.weight"], original["model.norm.weight"])
+
+
+def test_two_runs_are_byte_identical(tiny_llama3: Path, tmp_path: Path) -> None:
+    from lmi_build.hashing import sha256_file
+    from lmi_build.quantize.export import build_trtllm_checkpoint
+
+    plan = make_build_plan(tiny_llama3, method="awq", options=FAST_CALIB, dtype="bfloat16", tp=2)
+    digests = []
+    for run in ("a", "b"):
+        result = build_trtllm_checkpoint(plan, tiny_llama3, tmp_path / run)
+        digests.append({f: sha256_file(tmp_path / run / f) for f in result.files})
+    assert set(digests[0]) == {"config.json", "rank0.safetensors", "rank1.safetensors"}
+    assert digests[0] == digests[1]
+
+
+def test_existing_output_kept_until_the_new_one_is_complete(tiny_llama3: Path, tiny_gpt2: Path,
+                                                             tmp_path: Path) -> None:
+    from lmi_build.quantize.export import build_trtllm_checkpoint
+
+    out = tmp_path / "ckpt"
+    out.mkdir()
+    (out / "marker").write_text("previous build")
+    # GPT-2: ModelOpt raises NotImplementedError mid-export -> the old output stays untouched.
+    gpt2_plan = make_build_plan(tiny_gpt2, decoder="gpt", dtype="float16")
+    with pytest.raises(UnsupportedTarget, match=r"convert_checkpoint\.py"):
+        build_trtllm_checkpoint(gpt2_plan, tiny_gpt2, out)
+    assert (out / "marker").read_text() == "previous build"
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]  # no staging directory left behind
+
+    build_trtllm_checkpoint(make_build_plan(tiny_llama3, dtype="float16"), tiny_llama3, out)
+    assert not (out / "marker").exists()
+    assert (out / "rank0.safetensors").is_file()
+
+
+def test_vendor_route_is_refused_before_loading(tiny_llama3: Path, tmp_path: Path) -> None:
+    from lmi_build.quantize.export import build_trtllm_checkpoint
+
+    plan = make_build_plan(tiny_llama3, route="vendor", decoder=None, dtype="float16")
+    with pytest.raises(UnsupportedTarget, match=r"examples/llama/convert_checkpoint\.py"):
+        build_trtllm_checkpoint(plan, tiny_llama3, tmp_path / "ckpt")
+    assert not (tmp_path / "ckpt").exists()
+
+
+@pytest.mark.parametrize("method", ["awq", "fp8"])
+def test_hf_unified_checkpoint(tiny_llama3: Path, tmp_path: Path, method: str) -> None:
+    from lmi_build.quantize.export import run_checkpoint_step
+
+    plan = make_build_plan(tiny_llama3, target="hf", method=method,
+                           options={**FAST_CALIB, "kv_cache_dtype": "fp8"}, dtype="bfloat16")
+    result = run_checkpoint_step(plan, tiny_llama3, tmp_path)
+    out = tmp_path / "hf-checkpoint"
+    assert result.out_dir == out
+    hf_quant = json.loads((out / "hf_quant_config.json").read_text())["quantization"]
+    assert hf_quant["quant_algo"] == {"awq": "W4A16_AWQ", "fp8": "FP8"}[method]
+    assert hf_quant["kv_cache_quant_algo"] == "FP8"
+    qcfg = json.loads((out / "config.json").read_text())["quantization_config"]
+    assert qcfg["quant_method"] == "modelopt"
+    assert qcfg["quant_algo"] == hf_quant["quant_algo"]
+    tensors = _tensors(out / "model.safetensors")
+    weight = tensors["model.layers.0.self_attn.q_proj.weight"]
+    assert str(weight.dtype) == {"awq": "torch.uint8", "fp8": "torch.float8_e4m3fn"}[method]
+    assert "model.layers.0.self_attn.k_proj.k_scale" in tensors
+
+
+def test_hf_plain_dtype_conversion(tiny_llama3: Path, tmp_path: Path) -> None:
+    from lmi_build.quantize.export import run_checkpoint_step
+
+    plan = make_build_plan(tiny_llama3, target="hf", dtype="bfloat16")
+    result = run_checkpoint_step(plan, tiny_llama3, tmp_path)
+    config = json.loads((result.out_dir / "config.json").read_text())
+    assert config.get("torch_dtype", config.get("dtype")) == "bfloat16"
+    assert "quantization_config" not in config
+    weights = _tensors(result.out_dir / "model.safetensors")
+    assert {str(t.dtype) for t in weights.values()} == {"torch.bfloat16"}
+    assert result.calibration is None and result.quant_algo is None
+
+
+def test_prequantized_input_passes_through(tiny_llama3: Path, tmp_path: Path) -> None:
+    from lmi_build.quantize.export import build_trtllm_checkpoint, run_checkpoint_step
+
+    # The bytes are not real AutoAWQ weights, but pass-through never reads them: it must not
+    # re-quantize, and must hand over the very same files.
+    source = tmp_path / "awq-model"
+    shutil.copytree(tiny_llama3, source)
+    config = json.loads((source / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": 128,
+                                     "version": "gemm", "zero_point": True}
+    (source / "config.json").write_text(json.dumps(config))
+
+    plan = make_build_plan(source, target="hf", dtype="float16")
+    assert plan.quantization.pre_quantized is not None and plan.quantization.method is None
+    result = run_checkpoint_step(plan, source, tmp_path / "work")
+    assert result.pre_quantized
+    copied = result.out_dir / "model.safetensors"
+    assert os.path.samefile(copied, source / "model.safetensors") or \
+        copied.read_bytes() == (source / "model.safetensors").read_bytes()
+    assert json.loads((result.out_dir / "config.json").read_text())["quantization_config"]["quant_method"] == "awq"
+
+    trt_plan = make_build_plan(source, target="trtllm", dtype="float16")
+    assert trt_plan.quantization.quant_algo == "W4A16_GPTQ"
+    with pytest.raises(UnsupportedTarget, match="convert_checkpoint"):
+        build_trtllm_checkpoint(trt_plan, source, tmp_path / "ckpt")
+
+
+def test_changed_calibration_file_is_refused(tiny_llama3: Path, tmp_path: Path) -> None:
+    from lmi_build.quantize.export import build_trtllm_checkpoint
+
+    calib = tmp_path / "calib.jsonl"
+    calib.write_text("\n".join(json.dumps({"text": f"sample number {i} about invoices"}) for i in range(8)))
+    plan = make_build_plan(tiny_llama3, method="smoothquant", options={"calib_size": "4"},
+                           calib_file=calib, dtype="bfloat16")
+    assert plan.quantization.calibration is not None
+    assert plan.quantization.calibration.dataset == "file:calib.jsonl"
+    result = build_trtllm_checkpoint(plan, tiny_llama3, tmp_path / "ok", calib_file=calib)
+    assert result.calibration is not None and result.calibration.samples == 4
+
+    calib.write_text(calib.read_text() + "\n" + json.dumps({"text": "one more"}))
+    with pytest.raises(StepError, match="changed since the plan was made"):
+        build_trtllm_checkpoint(plan, tiny_llama3, tmp_path / "changed", calib_file=calib)
+    with pytest.raises(StepError, match="no calibration file was given"):
+        build_trtllm_checkpoint(plan, tiny_llama3, tmp_path / "missing")
