@@ -169,11 +169,10 @@ def _build_hf(build: _Build) -> None:
 
 
 def _dtype_differs(plan: BuildPlan, model_dir: Path) -> bool:
-    import json
+    from lmi_build.model.normalize import read_spec_file
 
-    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
     assert plan.build is not None and hasattr(plan.build, "dtype")
-    return bool(config.get("torch_dtype") != plan.build.dtype)
+    return read_spec_file(model_dir).torch_dtype != plan.build.dtype
 
 
 # ---- trtllm: checkpoint on this host, engines by the profile's TensorRT-LLM ----
@@ -230,10 +229,12 @@ def _build_trtllm(build: _Build) -> None:
 
 
 def _keep_logs(work: Path, engine: Path) -> None:
-    """The vendor tools' logs travel with the artifact (build-logs/ beside the engines)."""
-    logs = work / "build-logs"
+    """The vendor tools' logs travel with the artifact (the layouts carry build-logs/ from here)."""
+    from lmi_build.trtllm.runners import LOG_DIR
+
+    logs = work / LOG_DIR
     if logs.is_dir():
-        shutil.copytree(logs, engine / "build-logs", dirs_exist_ok=True)
+        shutil.copytree(logs, engine / LOG_DIR, dirs_exist_ok=True)
 
 
 def _install_dir(staged: Path, output: Path, overwrite: bool) -> None:

@@ -76,7 +76,7 @@ def make_tiny_llama3(out_dir: Path, *, hidden: int = 256, layers: int = 2, vocab
         for name, param in sorted(model.named_parameters()):
             if param.dim() == 2:
                 param.normal_(0.0, 0.08 if "embed" in name else 0.05)
-    model.to(torch.float16).save_pretrained(out_dir, safe_serialization=True)
+    model.half().save_pretrained(out_dir, safe_serialization=True)
     if vocab == VOCAB:
         _train_tokenizer(out_dir)
     return out_dir
@@ -88,7 +88,7 @@ def make_tiny_gpt2(out_dir: Path) -> Path:
 
     torch.manual_seed(0)
     config = GPT2Config(n_embd=128, n_layer=2, n_head=4, vocab_size=VOCAB, n_positions=512)
-    GPT2LMHeadModel(config).to(torch.float16).save_pretrained(out_dir, safe_serialization=True)
+    GPT2LMHeadModel(config).half().save_pretrained(out_dir, safe_serialization=True)
     _train_tokenizer(out_dir)
     return out_dir
 

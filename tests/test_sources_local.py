@@ -10,7 +10,7 @@ import pytest
 
 from lmi_build.errors import SourceError
 from lmi_build.hashing import sha256_file, tree_digest
-from lmi_build.sources.cache import cache_root
+from lmi_build.paths import cache_root
 from lmi_build.sources.digest_cache import CACHE_NAME
 from lmi_build.sources.resolve import resolve_source
 from tests.fixtures_hub import tiny_model_files

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from lmi_build.errors import LmiBuildError
 from lmi_build.model.spec import ModelSpec, PreQuantization
-from lmi_build.options.resolved import ResolvedOptions
+from lmi_build.options.resolved import ResolvedOptions, Source
 from lmi_build.planning.plan import CalibrationPlan, PlanMessage, QuantizationPlan
 
 Route = Literal["modelopt", "vendor"]
@@ -281,7 +281,7 @@ def plan_quantization(
         mqa = _flag(options, "multi_query_mode", messages)
         if checkpoint_route == "vendor":
             quant_algo = vendor_smoothquant_algo(per_channel, per_token)
-        elif per_token or ("smoothquant_per_channel" in options and not per_channel):
+        elif per_token or (_given(options, "smoothquant_per_channel") and not per_channel):
             messages.append(PlanMessage(
                 code="smoothquant_granularity",
                 message=("ModelOpt SmoothQuant always uses per-channel weight and per-tensor activation "
@@ -369,7 +369,11 @@ def _plan_calibration(
 
     default_size = entry.default_calib_size or 64
     # awq_calib_size (LMI's key) wins over lmi-build's general calib_size for AWQ.
-    size_key = "awq_calib_size" if entry.name == "awq" and "awq_calib_size" in options else "calib_size"
+    # A table default of awq_calib_size must not hide an explicit calib_size.
+    size_key = "calib_size"
+    if entry.name == "awq" and "awq_calib_size" in options and (_given(options, "awq_calib_size")
+                                                                 or not _given(options, "calib_size")):
+        size_key = "awq_calib_size"
     size = int(_number(options, size_key, int, default_size, messages, lambda v: v > 0, "a positive integer"))
     max_seq_len = int(_number(options, "calib_max_seq_len", int, DEFAULT_CALIB_MAX_SEQ_LEN, messages,
                               lambda v: v >= 8, "an integer >= 8"))
@@ -426,9 +430,9 @@ def _kv_cache_algo(options: ResolvedOptions, messages: list[PlanMessage]) -> str
 
 
 def _warn_ignored(options: ResolvedOptions, method: str | None, messages: list[PlanMessage]) -> None:
-    ignored = [] if method == "smoothquant" else [k for k in _SMOOTHQUANT_ONLY if k in options]
+    ignored = [] if method == "smoothquant" else [k for k in _SMOOTHQUANT_ONLY if _given(options, k)]
     if method != "awq":
-        ignored += [k for k in ("awq_format", "awq_calib_size") if k in options]
+        ignored += [k for k in ("awq_format", "awq_calib_size") if _given(options, k)]
     if ignored:
         keys = ", ".join(f"option.{k}" for k in ignored)
         messages.append(PlanMessage(
@@ -436,6 +440,11 @@ def _warn_ignored(options: ResolvedOptions, method: str | None, messages: list[P
             message=f"{keys} only apply to another quantization method and are ignored",
             hint=f"remove them, or set option.quantize to match (now: {method or 'none'})",
         ))
+
+
+def _given(options: ResolvedOptions, key: str) -> bool:
+    """Set by the user (CLI, properties, env), not filled in from a table or recipe default."""
+    return key in options and options.source_of(key) not in (Source.DEFAULT, Source.RECIPE, Source.DERIVED)
 
 
 def _flag(options: ResolvedOptions, key: str, messages: list[PlanMessage]) -> bool:

@@ -21,7 +21,7 @@ from typing import Any
 
 from lmi_build.errors import SourceError
 from lmi_build.hashing import sha256_text
-from lmi_build.sources.cache import cache_root
+from lmi_build.paths import cache_root
 from lmi_build.sources.demo_text import CORPUS
 
 # Bump when anything below changes what is generated: it is part of the directory name and of

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from lmi_build.hashing import sha256_files
-from lmi_build.sources.cache import cache_root
+from lmi_build.paths import cache_root
 
 CACHE_NAME = "file-digests.json"
 
@@ -25,7 +25,11 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 def _save(path: Path, data: dict[str, Any]) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{CACHE_NAME}.", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{CACHE_NAME}.", dir=path.parent)
+    except OSError:
+        return  # advisory cache: failing to write it is not an error
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(data, handle, sort_keys=True)

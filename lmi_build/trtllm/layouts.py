@@ -29,6 +29,7 @@ from lmi_build.errors import StepError
 from lmi_build.planning.plan import BuildPlan, PlanMessage, TrtllmBuild
 from lmi_build.trtllm.engine_check import RANK_FILE, world_size_of
 
+BUILD_LOGS = "build-logs"
 TOOLKIT_DIR = "tensorrt_llm"
 ENGINE_SUBDIR = "1"
 DEFAULT_CONTAINER_MODEL_DIR = "/opt/ml/model"
@@ -129,6 +130,16 @@ def _check_tokenizer(directory: Path, where: str) -> list[PlanMessage]:
                         hint="rebuild from a source model that has its tokenizer")]
 
 
+def _carry_build_logs(produced: Path, staging: Path) -> None:
+    """The vendor tools' logs (``build-logs/`` beside the engines) travel with the artifact, at its root."""
+    from lmi_build.artifact.packager import link_or_copy
+
+    logs = produced / BUILD_LOGS
+    if logs.is_dir():
+        for log in sorted(logs.glob("*.log")):
+            link_or_copy(log, staging / BUILD_LOGS / log.name)
+
+
 class ToolkitLayout:
     name = "trtllm-toolkit"
 
@@ -143,6 +154,7 @@ class ToolkitLayout:
         if hf_config.is_file():
             link_or_copy(hf_config, repo / "config.json")  # beside the engines' own config, never over it
         carry_source_files(source_dir, repo, trust_remote_code=trust_remote_code(plan))
+        _carry_build_logs(produced, staging)
         gpt_model_path = str(PurePosixPath(_container_model_dir.get()) / TOOLKIT_DIR / ENGINE_SUBDIR)
         (repo / "config.pbtxt").write_text(config_pbtxt(plan, gpt_model_path), encoding="utf-8")
 
@@ -189,6 +201,7 @@ class FlatLayout:
             link_or_copy(path, staging / path.name)
         # carry_source_files never carries config.json: the engine config stays the only one.
         carry_source_files(source_dir, staging, trust_remote_code=trust_remote_code(plan))
+        _carry_build_logs(produced, staging)
 
     def properties(self, plan: BuildPlan) -> dict[str, str]:
         build = _build(plan)

@@ -1,0 +1,149 @@
+"""End to end through the CLI: plan -> fetch -> steps -> artifact -> cache, on the demo models.
+
+Quantization and conversion are real (torch, transformers, ModelOpt on CPU). Only the vendor
+engine compiler is replaced, in the tests that say so, by ``tests/standins/trtllm-build``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lmi_build.artifact.manifest import load_manifest
+
+STANDINS = Path(__file__).resolve().parent / "standins"
+PROFILE = "lmi-0.33.0-trtllm-0.21.0"
+pytestmark = pytest.mark.slow
+
+
+def lmi_build(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "lmi_build", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, cwd=cwd, timeout=600, check=False)
+
+
+def as_json(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert result.stdout.strip(), result.stderr
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+def no_gpu_path() -> str:
+    """PATH without any trtllm-build / nvidia-smi of this host (the tests decide what exists)."""
+    return os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
+                           if not (Path(p) / "trtllm-build").exists() and not (Path(p) / "nvidia-smi").exists())
+
+
+def test_hf_build_then_cache_hit(tmp_path: Path) -> None:
+    out = tmp_path / "artifact"
+    first = lmi_build("hf", "--model", "demo:tiny-llama", "--output", str(out), "--json")
+    assert first.returncode == 0, first.stderr
+    built = as_json(first)
+    assert built["status"] == "artifact"
+    manifest = load_manifest(out)
+    assert manifest.target == "hf" and manifest.cache_key == built["cache_key"]
+    assert (out / "tokenizer.json").is_file() and (out / "serving.properties").is_file()
+    assert lmi_build("verify", str(out)).returncode == 0
+
+    again = lmi_build("hf", "--model", "demo:tiny-llama", "--output", str(tmp_path / "second"), "--json")
+    assert again.returncode == 0, again.stderr
+    assert as_json(again)["status"] == "cached"
+    assert load_manifest(tmp_path / "second").content_digest == manifest.content_digest
+
+    # A build-relevant change is a different cache key: never a stale artifact.
+    bf16 = lmi_build("hf", "--model", "demo:tiny-llama", "--dtype", "bf16", "--output", str(tmp_path / "bf16"),
+                     "--json")
+    assert bf16.returncode == 0, bf16.stderr
+    result = as_json(bf16)
+    assert result["status"] == "artifact" and result["cache_key"] != built["cache_key"]
+    config = json.loads((tmp_path / "bf16" / "config.json").read_text())
+    assert config.get("torch_dtype", config.get("dtype")) == "bfloat16"
+
+
+def test_existing_output_is_refused_and_kept(tmp_path: Path) -> None:
+    out = tmp_path / "artifact"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    result = lmi_build("hf", "--model", "demo:tiny-llama", "--output", str(out), "--no-cache")
+    assert result.returncode == 1
+    assert "not empty" in result.stderr and "Traceback" not in result.stderr
+    assert (out / "keep.txt").read_text() == "mine"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "no staging or work dir left behind"
+
+
+def test_invalid_plan_builds_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "artifact"
+    result = lmi_build("trtllm", "--model", "demo:tiny-llama", "--tp", "3", "--output", str(out), "--json")
+    assert result.returncode == 2
+    plan = as_json(result)
+    assert plan["valid"] is False and any(e["code"] == "tp_heads" for e in plan["errors"])
+    assert not out.exists()
+
+
+def test_trtllm_until_checkpoint(tmp_path: Path) -> None:
+    out = tmp_path / "ckpt"
+    result = lmi_build("trtllm", "--model", "demo:tiny-mistral", "--tp", "2", "--until", "checkpoint",
+                       "--output", str(out), "--json")
+    assert result.returncode == 0, result.stderr
+    assert as_json(result)["status"] == "checkpoint"
+    config = json.loads((out / "config.json").read_text())
+    assert config["mapping"]["tp_size"] == 2 and config["architecture"] == "MistralForCausalLM"
+    assert sorted(p.name for p in out.glob("rank*.safetensors")) == ["rank0.safetensors", "rank1.safetensors"]
+
+
+def test_trtllm_without_toolchain_stops_after_checkpoint(tmp_path: Path) -> None:
+    out = tmp_path / "ckpt"
+    result = lmi_build("trtllm", "--model", "demo:tiny-llama", "--output", str(out), "--json",
+                       env={"PATH": no_gpu_path()})
+    assert result.returncode == 3, result.stderr
+    outcome = as_json(result)
+    assert outcome["status"] == "checkpoint"
+    assert "trtllm-build not found" in outcome["message"]
+    assert "--checkpoint" in outcome["next_command"] and "--model demo:tiny-llama" in outcome["next_command"]
+    assert (out / "rank0.safetensors").is_file()
+
+
+def test_trtllm_script_runner_writes_checkpoint_and_script(tmp_path: Path) -> None:
+    out = tmp_path / "bundle"
+    result = lmi_build("trtllm", "--model", "demo:tiny-llama", "--runner", "script", "--profile", PROFILE,
+                       "--output", str(out), "--json")
+    assert result.returncode == 0, result.stderr
+    assert as_json(result)["status"] == "script"
+    script = out / "build-engines.sh"
+    text = script.read_text()
+    assert os.access(script, os.X_OK) and "trtllm-build" in text and "--checkpoint_dir /work/checkpoint" in text
+    assert subprocess.run(["sh", "-n", str(script)], check=False).returncode == 0
+    assert (out / "checkpoint" / "rank0.safetensors").is_file()
+    assert json.loads((out / "plan.json").read_text())["toolchain"]["profile"] == PROFILE
+
+
+def test_trtllm_with_standin_engine_build(tmp_path: Path) -> None:
+    """The whole trtllm pipeline, the engine compiler being the STAND-IN: the artifact says so."""
+    env = {"PATH": f"{STANDINS}{os.pathsep}{no_gpu_path()}", "STANDIN_TRTLLM_VERSION": "0.21.0rc1"}
+    profile_version = lmi_build("profiles", "show", PROFILE, "--json")
+    env["STANDIN_TRTLLM_VERSION"] = json.loads(profile_version.stdout)["tensorrt_llm"]
+    out = tmp_path / "artifact"
+    result = lmi_build("trtllm", "--model", "demo:tiny-llama", "--profile", PROFILE, "--output", str(out),
+                       "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    outcome = as_json(result)
+    assert outcome["status"] == "artifact" and outcome["stand_in"] is True
+    assert "STAND-IN" in outcome["message"]
+    manifest = load_manifest(out)
+    assert manifest.toolchain.found.get("stand_in") == "true"
+    assert manifest.hardware.gpu_sm == "sm90"
+    assert (out / "rank0.engine").is_file() and (out / "tokenizer.json").is_file()
+    assert (out / "build-logs" / "engine.log").is_file()
+    assert lmi_build("verify", str(out), "--gpu", "sm90").returncode == 0
+    wrong_gpu = lmi_build("verify", str(out), "--gpu", "sm80")
+    assert wrong_gpu.returncode == 2 and "sm80" in wrong_gpu.stdout + wrong_gpu.stderr
+
+    # Stand-in engines are never cached and never published.
+    again = lmi_build("trtllm", "--model", "demo:tiny-llama", "--profile", PROFILE, "--output",
+                      str(tmp_path / "again"), "--json", "--publish", "s3://bucket/x", env=env)
+    assert again.returncode != 0 and "STAND-IN" in again.stderr and "Traceback" not in again.stderr

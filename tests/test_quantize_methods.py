@@ -1,0 +1,321 @@
+"""Quantization planning (pure Python): methods table, options, calibration text, pre-quantized inputs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lmi_build.errors import OptionError, SourceError
+from lmi_build.model.normalize import read_spec
+from lmi_build.model.spec import ModelSpec
+from lmi_build.planning.plan import PlanMessage, QuantizationPlan
+from lmi_build.quantize import calib_text
+from lmi_build.quantize.methods import (
+    METHODS,
+    OPTION_KEYS,
+    canonical_method,
+    plan_quantization,
+    prequantized_problem,
+    split_messages,
+    vendor_smoothquant_algo,
+)
+from tests.fixtures_quantize import resolved_options
+
+LLAMA: dict[str, Any] = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+    "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32,
+    "num_key_value_heads": 32, "vocab_size": 32000, "max_position_embeddings": 4096,
+    "rope_theta": 10000.0, "torch_dtype": "float16",
+}
+
+
+def _spec(**changes: Any) -> ModelSpec:
+    return read_spec({**LLAMA, **changes})
+
+
+def _plan(method: str | None, options: dict[str, str] | None = None, *, spec: ModelSpec | None = None,
+          target: str = "trtllm", calib_file: Path | None = None,
+          route: str = "modelopt") -> tuple[QuantizationPlan, list[PlanMessage], list[PlanMessage]]:
+    plan, messages = plan_quantization(method, resolved_options(options or {}), spec or _spec(), target,
+                                       calib_file, checkpoint_route=route)  # type: ignore[arg-type]
+    errors, warnings = split_messages(messages)
+    return plan, errors, warnings
+
+
+def _codes(messages: list[PlanMessage]) -> list[str]:
+    return [m.code for m in messages]
+
+
+@pytest.mark.parametrize(("method", "algo", "calib_size", "group"), [
+    ("smoothquant", "W8A8_SQ_PER_CHANNEL", 64, None),
+    ("awq", "W4A16_AWQ", 32, 128),
+    ("gptq", "W4A16_AWQ", 64, 128),
+    ("fp8", "FP8", 64, None),
+    ("int8_wo", "W8A16", None, None),
+    ("int4_wo", "W4A16_AWQ", None, 128),
+])
+def test_each_method_plans_its_algo_and_calibration(method: str, algo: str, calib_size: int | None,
+                                                     group: int | None) -> None:
+    plan, errors, warnings = _plan(method)
+    assert errors == [] and warnings == []
+    assert plan.method == method and plan.quant_algo == algo and plan.group_size == group
+    if calib_size is None:
+        assert plan.calibration is None
+    else:
+        assert plan.calibration is not None
+        assert plan.calibration.size == calib_size
+        assert plan.calibration.dataset == f"builtin:{calib_text.BUILTIN_NAME}"
+        assert plan.calibration.dataset_digest == calib_text.load_builtin().digest
+        assert (plan.calibration.max_seq_len, plan.calibration.batch_size, plan.calibration.seed) == (512, 1, 1234)
+
+
+def test_no_quantization_is_an_empty_plan() -> None:
+    for method in (None, "none", ""):
+        plan, errors, warnings = _plan(method)
+        assert plan == QuantizationPlan() and errors == [] and warnings == []
+
+
+def test_option_quantize_is_read_and_the_flag_wins() -> None:
+    assert _plan(None, {"quantize": "awq"})[0].method == "awq"
+    assert _plan("fp8", {"quantize": "awq"})[0].method == "fp8"
+
+
+@pytest.mark.parametrize(("alias", "name"), [("int4_awq", "awq"), ("W8A16", "int8_wo"), ("SmoothQuant", "smoothquant"),
+                                             ("w4a16", "int4_wo")])
+def test_aliases(alias: str, name: str) -> None:
+    assert canonical_method(alias) == name
+    assert _plan(alias)[0].method == name
+
+
+def test_unknown_method_lists_the_choices() -> None:
+    _, errors, _ = _plan("bitsandbytes8")
+    assert _codes(errors) == ["quantize_unknown"]
+    assert errors[0].hint is not None and all(name in errors[0].hint for name in METHODS)
+
+
+def test_smoothquant_options() -> None:
+    plan, errors, warnings = _plan("smoothquant", {"smoothquant_alpha": "0.5", "multi_query_mode": "true"})
+    assert errors == [] and warnings == []
+    assert (plan.smoothquant_alpha, plan.multi_query_mode, plan.per_token, plan.per_channel) == (0.5, True, False, False)
+    assert _plan("smoothquant")[0].smoothquant_alpha == 0.8
+
+
+@pytest.mark.parametrize("alpha", ["0", "1.5", "-0.1", "high"])
+def test_smoothquant_alpha_out_of_range(alpha: str) -> None:
+    _, errors, _ = _plan("smoothquant", {"smoothquant_alpha": alpha})
+    assert _codes(errors) == ["smoothquant_alpha"]
+    assert alpha in errors[0].message
+
+
+def test_per_token_is_recorded_with_a_warning_on_the_modelopt_route() -> None:
+    plan, errors, warnings = _plan("smoothquant", {"smoothquant_per_token": "true", "smoothquant_per_channel": "true"})
+    assert errors == [] and _codes(warnings) == ["smoothquant_granularity"]
+    assert plan.quant_algo == "W8A8_SQ_PER_CHANNEL" and plan.per_token is True and plan.per_channel is True
+
+
+@pytest.mark.parametrize(("per_channel", "per_token", "algo"), [
+    (True, True, "W8A8_SQ_PER_CHANNEL_PER_TOKEN_PLUGIN"),
+    (True, False, "W8A8_SQ_PER_CHANNEL_PER_TENSOR_PLUGIN"),
+    (False, True, "W8A8_SQ_PER_TENSOR_PER_TOKEN_PLUGIN"),
+    (False, False, "W8A8_SQ_PER_TENSOR_PLUGIN"),
+])
+def test_vendor_route_smoothquant_plugin_variants(per_channel: bool, per_token: bool, algo: str) -> None:
+    assert vendor_smoothquant_algo(per_channel, per_token) == algo
+    options = {"smoothquant_per_channel": str(per_channel).lower(), "smoothquant_per_token": str(per_token).lower()}
+    plan, errors, warnings = _plan("smoothquant", options, route="vendor")
+    assert plan.quant_algo == algo and errors == [] and warnings == []
+
+
+def test_vendor_route_refuses_modelopt_only_methods() -> None:
+    assert _plan("int4_wo", route="vendor")[0].quant_algo == "W4A16"
+    for method in ("awq", "gptq", "fp8"):
+        assert _codes(_plan(method, route="vendor")[1]) == ["quantize_route_unsupported"]
+
+
+def test_awq_options() -> None:
+    plan, errors, _ = _plan("awq", {"awq_format": "int4_awq", "awq_calib_size": "12", "calib_size": "99"})
+    assert errors == [] and plan.calibration is not None and plan.calibration.size == 12
+    assert _codes(_plan("awq", {"awq_format": "int8_awq"})[1]) == ["awq_format"]
+
+
+def test_table_defaults_neither_override_nor_warn() -> None:
+    from lmi_build.options.resolved import ResolvedOptions, ResolvedValue, Source
+
+    values = {
+        "option.awq_calib_size": ResolvedValue(key="option.awq_calib_size", value="32", source=Source.DEFAULT),
+        "option.smoothquant_alpha": ResolvedValue(key="option.smoothquant_alpha", value="0.8", source=Source.DEFAULT),
+        "option.calib_size": ResolvedValue(key="option.calib_size", value="8", source=Source.CLI),
+    }
+    plan, messages = plan_quantization("awq", ResolvedOptions(values=values), _spec(), "trtllm", None)
+    assert messages == [] and plan.calibration is not None and plan.calibration.size == 8
+    _, messages = plan_quantization("fp8", ResolvedOptions(values=values), _spec(), "trtllm", None)
+    assert messages == []
+
+
+def test_options_of_another_method_are_warned_about() -> None:
+    _, errors, warnings = _plan("fp8", {"smoothquant_alpha": "0.5", "awq_calib_size": "8"})
+    assert errors == [] and _codes(warnings) == ["quantize_option_ignored"]
+    assert "option.smoothquant_alpha" in warnings[0].message and "option.awq_calib_size" in warnings[0].message
+
+
+@pytest.mark.parametrize(("key", "value"), [("calib_size", "0"), ("calib_size", "many"), ("calib_max_seq_len", "4"),
+                                            ("calib_batch_size", "-1"), ("calib_seed", "-3")])
+def test_invalid_calibration_options(key: str, value: str) -> None:
+    assert _codes(_plan("fp8", {key: value})[1]) == [key]
+
+
+def test_calibration_options_and_capping() -> None:
+    plan, errors, _ = _plan("fp8", {"calib_size": "10", "calib_max_seq_len": "128", "calib_batch_size": "2",
+                                    "calib_seed": "7"})
+    assert errors == [] and plan.calibration is not None
+    assert (plan.calibration.size, plan.calibration.max_seq_len, plan.calibration.batch_size,
+            plan.calibration.seed) == (10, 128, 2, 7)
+    available = len(calib_text.load_builtin().samples)
+    plan, errors, warnings = _plan("fp8", {"calib_size": "100000"})
+    assert errors == [] and _codes(warnings) == ["calib_size_capped"]
+    assert plan.calibration is not None and plan.calibration.size == available
+
+
+@pytest.mark.parametrize(("value", "algo"), [("fp8", "FP8"), ("INT8", "INT8"), ("auto", None), ("fp16", None)])
+def test_kv_cache_dtype(value: str, algo: str | None) -> None:
+    plan, errors, _ = _plan("int8_wo", {"kv_cache_dtype": value})
+    assert errors == [] and plan.kv_cache_quant_algo == algo
+    # KV scales are calibrated: a weight-only method gains a calibration set only when KV is quantized.
+    assert (plan.calibration is not None) == (algo is not None)
+
+
+def test_kv_cache_dtype_errors() -> None:
+    assert _codes(_plan("fp8", {"kv_cache_dtype": "int4"})[1]) == ["kv_cache_dtype"]
+    assert _codes(_plan(None, {"kv_cache_dtype": "fp8"})[1]) == ["kv_cache_needs_quantize"]
+
+
+def test_group_size_must_divide_every_input_dimension() -> None:
+    spec = _spec(intermediate_size=11000)
+    assert _codes(_plan("awq", spec=spec)[1]) == ["group_size_shape"]
+    assert "intermediate_size=11000" in _plan("int4_wo", spec=spec)[1][0].message
+    assert _plan("int8_wo", spec=spec)[1] == []
+
+
+def test_neuronx_only_takes_load_time_int8() -> None:
+    assert _plan("int8", target="neuronx")[0].method == "int8"
+    assert _codes(_plan("awq", target="neuronx")[1]) == ["quantize_target"]
+
+
+# --- pre-quantized inputs -------------------------------------------------------------------
+
+AWQ_CONFIG = {"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemm", "zero_point": True}
+GPTQ_CONFIG = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False}
+
+
+def test_prequantized_input_is_recorded_not_requantized() -> None:
+    plan, errors, warnings = _plan(None, spec=_spec(quantization_config=AWQ_CONFIG))
+    assert errors == [] and warnings == []
+    assert plan.method is None and plan.calibration is None
+    assert plan.pre_quantized is not None and plan.pre_quantized.method == "awq"
+    assert (plan.quant_algo, plan.group_size) == ("W4A16_GPTQ", 128)  # convert_checkpoint's AutoAWQ mapping
+    assert _plan(None, spec=_spec(quantization_config=AWQ_CONFIG), target="hf")[0].quant_algo is None
+
+
+def test_quantizing_a_quantized_model_is_an_error() -> None:
+    _, errors, _ = _plan("awq", spec=_spec(quantization_config=GPTQ_CONFIG))
+    assert _codes(errors) == ["already_quantized"]
+
+
+def test_gptq_desc_act_refused_for_trtllm_only() -> None:
+    spec = _spec(quantization_config={**GPTQ_CONFIG, "desc_act": True})
+    problem = prequantized_problem(spec, "trtllm")
+    assert problem is not None and problem.code == "gptq_desc_act"
+    assert prequantized_problem(spec, "hf") is None
+    assert prequantized_problem(_spec(quantization_config=GPTQ_CONFIG), "trtllm") is None
+    assert prequantized_problem(_spec(), "trtllm") is None
+    assert _codes(_plan(None, spec=spec)[1]) == ["gptq_desc_act"]
+
+
+def test_prequantized_bits() -> None:
+    spec = _spec(quantization_config={**GPTQ_CONFIG, "bits": 3})
+    assert _codes(_plan(None, spec=spec)[1]) == ["prequantized_bits"]
+    assert _plan(None, spec=_spec(quantization_config={**GPTQ_CONFIG, "bits": 8}))[0].quant_algo == "W8A16_GPTQ"
+
+
+# --- calibration text -----------------------------------------------------------------------
+
+def test_builtin_set_is_large_and_varied() -> None:
+    text = calib_text.load_builtin()
+    assert len(text.samples) >= 100
+    assert len(set(text.samples)) == len(text.samples)
+    assert any("def " in s for s in text.samples) and any('"' in s for s in text.samples)
+    assert text.digest.startswith("sha256:")
+
+
+def test_txt_paragraphs_and_lines(tmp_path: Path) -> None:
+    paragraphs = tmp_path / "p.txt"
+    paragraphs.write_text("first line\nstill first\n\n  \nsecond\n\n\nthird\n")
+    assert calib_text.load_file(paragraphs).samples == ("first line\nstill first", "second", "third")
+    lines = tmp_path / "l.txt"
+    lines.write_text("one\ntwo\n\nthree")  # has a blank line -> paragraphs
+    assert calib_text.load_file(lines).samples == ("one\ntwo", "three")
+    lines.write_text("one\ntwo\nthree\n")
+    assert calib_text.load_file(lines).samples == ("one", "two", "three")
+
+
+def test_jsonl(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    path.write_text(json.dumps({"text": "alpha", "id": 1}) + "\n\n" + json.dumps({"text": "beta"}) + "\n")
+    text = calib_text.load_file(path)
+    assert text.samples == ("alpha", "beta") and text.dataset == "file:c.jsonl"
+    path.write_text(json.dumps({"body": "no text field"}) + "\n")
+    with pytest.raises(OptionError, match=r"c\.jsonl:1 has no string 'text' field"):
+        calib_text.load_file(path)
+    path.write_text("{not json\n")
+    with pytest.raises(OptionError, match="not valid JSON"):
+        calib_text.load_file(path)
+
+
+def test_bad_calibration_files(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match="calibration file not found"):
+        calib_text.load_file(tmp_path / "missing.txt")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n  \n")
+    with pytest.raises(OptionError, match="has no text samples"):
+        calib_text.load_file(empty)
+    other = tmp_path / "data.csv"
+    other.write_text("a,b\n")
+    with pytest.raises(OptionError, match="unsupported extension"):
+        calib_text.load_file(other)
+
+
+def test_calibration_file_in_the_plan(tmp_path: Path) -> None:
+    path = tmp_path / "mine.txt"
+    path.write_text("\n\n".join(f"paragraph {i}" for i in range(5)))
+    plan, errors, warnings = _plan("smoothquant", calib_file=path)
+    assert errors == [] and _codes(warnings) == ["calib_size_capped"]
+    assert plan.calibration is not None
+    assert plan.calibration.dataset == "file:mine.txt" and plan.calibration.size == 5
+    assert plan.calibration.dataset_digest == calib_text.load_file(path).digest
+    # A missing file is a plan error (one line), not an exception.
+    _, errors, _ = _plan("smoothquant", calib_file=tmp_path / "nope.txt")
+    assert _codes(errors) == ["calib_data"] and "nope.txt" in errors[0].message
+
+
+def test_selection_depends_on_the_seed_only() -> None:
+    samples = tuple(f"s{i}" for i in range(50))
+    first = calib_text.select(samples, 10, 1234)
+    assert first == calib_text.select(samples, 10, 1234)
+    assert first != calib_text.select(samples, 10, 99)
+    assert len(set(first)) == 10 and calib_text.select(samples, 500, 1) != []
+
+
+def test_option_keys_are_listed() -> None:
+    assert "option.calib_size" in OPTION_KEYS and "option.kv_cache_dtype" in OPTION_KEYS
+
+
+def test_planning_imports_no_torch() -> None:
+    code = ("import sys; import lmi_build.quantize.methods, lmi_build.quantize.export; "
+            "bad = [m for m in ('torch', 'transformers', 'modelopt') if m in sys.modules]; print(bad)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
