@@ -15,9 +15,9 @@ from typing import Any, Literal
 from lmi_build.errors import SourceError
 from lmi_build.hashing import sha256_text, tree_digest
 from lmi_build.output import current
+from lmi_build.paths import cache_root
 from lmi_build.planning.plan import ModelIdentity
 from lmi_build.sources.base import ResolvedSource
-from lmi_build.paths import cache_root
 from lmi_build.sources.digest_cache import cached_sha256
 from lmi_build.sources.select import has_weights, select_build_files, select_plan_files
 from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors
