@@ -315,3 +315,23 @@ def test_changed_calibration_file_is_refused(tiny_llama3: Path, tmp_path: Path) 
         build_trtllm_checkpoint(plan, tiny_llama3, tmp_path / "changed", calib_file=calib)
     with pytest.raises(StepError, match="no calibration file was given"):
         build_trtllm_checkpoint(plan, tiny_llama3, tmp_path / "missing")
+
+
+def test_pipeline_parallel_splits_layers(tiny_llama3: Path, tmp_path: Path) -> None:
+    import torch
+
+    from lmi_build.quantize.export import build_trtllm_checkpoint
+
+    plan = make_build_plan(tiny_llama3, pp=2, dtype="float16")
+    build_trtllm_checkpoint(plan, tiny_llama3, tmp_path / "ckpt")
+    config = json.loads((tmp_path / "ckpt" / "config.json").read_text())
+    assert config["mapping"] == {"world_size": 2, "tp_size": 1, "pp_size": 2}
+    original = _tensors(tiny_llama3 / "model.safetensors")
+    ranks = [_tensors(tmp_path / "ckpt" / f"rank{r}.safetensors") for r in range(2)]
+    # Each stage numbers its own layers from 0 (as convert_checkpoint.py does); embedding on the
+    # first stage, final norm and lm_head on the last.
+    for stage, rank in enumerate(ranks):
+        assert torch.equal(rank["transformer.layers.0.mlp.proj.weight"],
+                           original[f"model.layers.{stage}.mlp.down_proj.weight"])
+    assert "transformer.vocab_embedding.weight" in ranks[0] and "lm_head.weight" not in ranks[0]
+    assert "lm_head.weight" in ranks[1] and "transformer.ln_f.weight" in ranks[1]

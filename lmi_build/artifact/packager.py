@@ -119,8 +119,12 @@ def _property_order(key: str) -> tuple[int, str]:
 
 def serving_properties(plan: BuildPlan, layout: Layout) -> dict[str, str]:
     """The artifact's serving.properties: the plan's options minus build-only keys, plus what the
-    layout needs (the layout wins), in a stable order. Refuses credentials."""
-    values = {k: v for k, v in plan.options.items() if k not in BUILD_ONLY_KEYS}
+    layout needs (the layout wins), in a stable order. Refuses credentials.
+
+    Runtime-only values that merely restate the option table's default are left out: the serving
+    container applies its own release's defaults to those, and pinning ours could change them.
+    Build-relevant values are always written, because they describe what was compiled."""
+    values = {k: v for k, v in plan.options.items() if k not in BUILD_ONLY_KEYS and not _runtime_default(plan, k)}
     values.update(layout.properties(plan))
     secrets = secret_values()
     for key, value in values.items():
@@ -130,6 +134,15 @@ def serving_properties(plan: BuildPlan, layout: Layout) -> dict[str, str]:
                 hint="pass credentials to the serving container as environment variables, not options",
             )
     return {key: values[key] for key in sorted(values, key=_property_order)}
+
+
+def _runtime_default(plan: BuildPlan, key: str) -> bool:
+    from lmi_build.options.resolve import option_spec
+
+    if plan.option_sources.get(key) != "default":
+        return False
+    spec = option_spec(key)
+    return spec is not None and not spec.build_relevant
 
 
 def _is_empty_dir(path: Path) -> bool:

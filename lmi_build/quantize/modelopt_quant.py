@@ -42,7 +42,7 @@ def load_model(model_dir: Path, dtype: str, trust_remote_code: bool) -> Any:
     try:
         model = AutoModelForCausalLM.from_pretrained(
             str(model_dir),
-            torch_dtype=getattr(torch, dtype),
+            dtype=getattr(torch, dtype),
             use_safetensors=True,
             trust_remote_code=trust_remote_code,
             low_cpu_mem_usage=True,

@@ -1,0 +1,142 @@
+"""Benchmark: wall time and peak host RAM of checkpoint conversion and each quantization, on CPU.
+
+Builds a random-weight Llama of about 1.1 GB (fp16 safetensors; hidden 2048, 10 layers, GQA 16/4,
+vocab 32000) once, then runs every case in its own subprocess through the real path
+(``make_plan`` -> ``run_checkpoint_step``), so each peak RSS belongs to one case alone
+(``os.wait4`` returns that child's ``ru_maxrss``).
+
+Calibration is kept small on purpose (``--calib-size 8 --calib-max-seq-len 128`` by default, vs the
+planner's 32-64 samples of up to 512 tokens): the machine has 2 shared cores. Calibration time
+grows linearly with samples x tokens; RAM does not.
+
+    python benchmarks/quantize.py --out /tmp/lmi-bench
+    python benchmarks/quantize.py --out /tmp/lmi-bench --cases fp16,awq --calib-size 32
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+# name -> (method, dtype, tp)
+CASES: dict[str, tuple[str | None, str, int]] = {
+    "fp16": (None, "float16", 1),
+    "fp16-tp2": (None, "float16", 2),
+    "int8_wo": ("int8_wo", "float16", 1),
+    "int4_wo": ("int4_wo", "float16", 1),
+    "smoothquant": ("smoothquant", "bfloat16", 1),
+    "smoothquant-fp16": ("smoothquant", "float16", 1),
+    "fp8": ("fp8", "bfloat16", 1),
+    "awq": ("awq", "bfloat16", 1),
+    "gptq": ("gptq", "bfloat16", 1),
+}
+SHAPE = {"hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 10, "num_attention_heads": 16,
+         "num_key_value_heads": 4, "vocab_size": 32000}
+
+
+def make_model(model_dir: Path) -> None:
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from lmi_build.quantize import calib_text
+
+    torch.manual_seed(0)
+    config = LlamaConfig(**SHAPE, max_position_embeddings=4096, bos_token_id=0, eos_token_id=1,
+                         tie_word_embeddings=False, torch_dtype="float16")
+    model = LlamaForCausalLM(config).half()
+    model.save_pretrained(model_dir, safe_serialization=True)
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=1024, special_tokens=["<s>", "</s>"], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(calib_text.load_builtin().samples, trainer)
+    tokenizer.save(str(model_dir / "tokenizer.json"))
+    (model_dir / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>"}))
+
+
+def run_case(name: str, model_dir: Path, work_dir: Path, calib_size: int, calib_len: int) -> dict[str, Any]:
+    from lmi_build import output
+    from lmi_build.output import Mode
+    from lmi_build.planning.planner import make_plan
+    from lmi_build.planning.request import PlanRequest
+    from lmi_build.quantize.export import run_checkpoint_step
+
+    output.set_mode(Mode.QUIET)
+    method, dtype, tp = CASES[name]
+    lmi_dtype = {"float16": "fp16", "bfloat16": "bf16"}[dtype]
+    plan = make_plan(PlanRequest(target="trtllm", model=str(model_dir), quantize=method, dtype=lmi_dtype, tp=str(tp),
+                                 option=(f"calib_size={calib_size}", f"awq_calib_size={calib_size}",
+                                         f"calib_max_seq_len={calib_len}")))
+    if not plan.valid:
+        raise SystemExit(f"{name}: invalid plan: {[e.message for e in plan.errors]}")
+    result = run_checkpoint_step(plan, model_dir, work_dir)
+    size = sum((result.out_dir / f).stat().st_size for f in result.files)
+    return {"quant_algo": result.quant_algo, "out_bytes": size, "step_seconds": result.seconds,
+            "calib_tokens": result.calibration.tokens if result.calibration else 0}
+
+
+def _child(argv: list[str], log_dir: Path) -> tuple[float, int, str]:
+    """Run one case; return (wall seconds, this child's peak RSS in bytes, its stdout)."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    name = argv[-1].lstrip("-")
+    out_path, err_path = log_dir / f"{name}.out", log_dir / f"{name}.err"
+    started = time.perf_counter()
+    # Files, not pipes: a child that logs a lot would block on a full pipe while we sit in wait4.
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        process = subprocess.Popen(argv, stdout=out, stderr=err)
+        # wait4 reports this child's own rusage (RUSAGE_CHILDREN would accumulate the maximum).
+        _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{name} failed; see {err_path}:\n{err_path.read_text()[-3000:]}")
+    return seconds, usage.ru_maxrss * 1024, out_path.read_text()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path("/tmp/lmi-bench"))
+    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--calib-size", type=int, default=8)
+    parser.add_argument("--calib-max-seq-len", type=int, default=128)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--make-model", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    model_dir = args.out / "model"
+
+    if args.make_model:
+        make_model(model_dir)
+        return
+    if args.child:
+        print(json.dumps(run_case(args.child, model_dir, args.out / "work" / args.child,
+                                  args.calib_size, args.calib_max_seq_len)))
+        return
+
+    me = [sys.executable, __file__, "--out", str(args.out), "--calib-size", str(args.calib_size),
+          "--calib-max-seq-len", str(args.calib_max_seq_len)]
+    if not (model_dir / "model.safetensors").is_file():
+        seconds, _, _ = _child([*me, "--make-model"], args.out / "logs")
+        print(f"made {model_dir} in {seconds:.1f}s", file=sys.stderr)
+    disk = sum(p.stat().st_size for p in model_dir.glob("*.safetensors"))
+    print(f"model: {disk / 2**30:.2f} GiB fp16 on disk, {SHAPE}; calibration {args.calib_size} samples "
+          f"x <= {args.calib_max_seq_len} tokens; {os.cpu_count()} CPUs")
+    print(f"{'case':18} {'dtype':9} {'tp':>2} {'quant_algo':20} {'wall s':>8} {'peak RSS GiB':>12} "
+          f"{'x disk':>7} {'out GiB':>8} {'calib tok':>9}")
+    for name in args.cases.split(","):
+        _, dtype, tp = CASES[name]
+        seconds, rss, out_text = _child([*me, "--child", name], args.out / "logs")
+        info = json.loads(out_text.strip().splitlines()[-1])
+        print(f"{name:18} {dtype:9} {tp:>2} {info['quant_algo'] or '-':20} {seconds:8.1f} {rss / 2**30:12.2f} "
+              f"{rss / disk:7.2f} {info['out_bytes'] / 2**30:8.2f} {info['calib_tokens']:9}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
