@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,12 @@ pytest_plugins: list[str] = [
     "tests.fixtures_quantize",
     "tests.fixtures_trtllm",
 ]
+
+# Tools installed with the test environment (weed, s5cmd, lmi-build) and the stand-ins' python3
+# shebang must resolve to this interpreter's environment even when it is not activated.
+_ENV_BIN = str(Path(sys.executable).parent)
+if os.environ.get("PATH", "").split(os.pathsep)[0] != _ENV_BIN:
+    os.environ["PATH"] = os.pathsep.join([_ENV_BIN, os.environ.get("PATH", "")])
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # CI clones the repo with the steering repo's shared/ beside it.

@@ -22,6 +22,7 @@ from lmi_build.quantize.methods import (
     plan_quantization,
     prequantized_problem,
     split_messages,
+    tp_group_problem,
     vendor_smoothquant_algo,
 )
 from tests.fixtures_quantize import resolved_options
@@ -199,6 +200,16 @@ def test_group_size_must_divide_every_input_dimension() -> None:
     assert _codes(_plan("awq", spec=spec)[1]) == ["group_size_shape"]
     assert "intermediate_size=11000" in _plan("int4_wo", spec=spec)[1][0].message
     assert _plan("int8_wo", spec=spec)[1] == []
+
+
+def test_tp_must_keep_whole_groups_per_rank() -> None:
+    plan = _plan("awq")[0]  # intermediate 11008 = 86 x 128
+    assert tp_group_problem(plan, _spec(), 1) is None
+    assert tp_group_problem(plan, _spec(), 2) is None  # 5504 = 43 x 128
+    problem = tp_group_problem(plan, _spec(), 4)  # 2752 = 21.5 x 128
+    assert problem is not None and problem.code == "group_size_tp" and "intermediate_size/tp=2752" in problem.message
+    assert tp_group_problem(plan, _spec(intermediate_size=14336), 8) is None
+    assert tp_group_problem(_plan("fp8")[0], _spec(), 8) is None
 
 
 def test_neuronx_only_takes_load_time_int8() -> None:

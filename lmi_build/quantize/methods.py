@@ -206,6 +206,26 @@ def prequantized_problem(spec: ModelSpec, target: str) -> PlanMessage | None:
     return None
 
 
+def tp_group_problem(quantization: QuantizationPlan, spec: ModelSpec, tp: int) -> PlanMessage | None:
+    """Row-parallel layers (attention dense, MLP down) split their INPUT dimension over tp ranks, so
+    each rank's share must still be whole groups; for the planner, once tp is known."""
+    group = quantization.group_size
+    if not group or tp <= 1 or quantization.method is None:
+        return None
+    dims = {"num_attention_heads*head_dim": spec.num_attention_heads * spec.head_dim}
+    if spec.intermediate_size:
+        dims["intermediate_size"] = spec.intermediate_size
+    bad = [f"{name}/tp={value / tp:g}" for name, value in dims.items() if value % (group * tp)]
+    if not bad:
+        return None
+    return PlanMessage(
+        code="group_size_tp",
+        message=f"{quantization.method} with tp={tp}: {', '.join(bad)} per rank is not a multiple of the "
+                f"group size {group}",
+        hint="lower the tensor parallel degree, or use smoothquant, fp8 or int8_wo",
+    )
+
+
 def prequantized_algo(pre: PreQuantization) -> str | None:
     """The TRT-LLM quant_algo a pre-quantized input converts to (convert_checkpoint maps AutoAWQ to
     W4A16_GPTQ with use_autoawq); None when unknown."""
