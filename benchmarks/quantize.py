@@ -63,7 +63,8 @@ def make_model(model_dir: Path) -> None:
         {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>"}))
 
 
-def run_case(name: str, model_dir: Path, work_dir: Path, calib_size: int, calib_len: int) -> dict[str, Any]:
+def run_case(name: str, model_dir: Path, work_dir: Path, calib_size: int, calib_len: int,
+             calib_batch: int) -> dict[str, Any]:
     from lmi_build import output
     from lmi_build.output import Mode
     from lmi_build.planning.planner import make_plan
@@ -74,7 +75,8 @@ def run_case(name: str, model_dir: Path, work_dir: Path, calib_size: int, calib_
     output.set_mode(Mode.QUIET)
     method, dtype, tp = CASES[name]
     lmi_dtype = {"float16": "fp16", "bfloat16": "bf16"}[dtype]
-    options = (f"calib_size={calib_size}", f"awq_calib_size={calib_size}", f"calib_max_seq_len={calib_len}")
+    options = (f"calib_size={calib_size}", f"awq_calib_size={calib_size}", f"calib_max_seq_len={calib_len}",
+               f"calib_batch_size={calib_batch}")
     plan = make_plan(PlanRequest(target="trtllm", model=str(model_dir), dtype=lmi_dtype, tp=str(tp), option=options))
     if not plan.valid:
         raise SystemExit(f"{name}: invalid plan: {[e.message for e in plan.errors]}")
@@ -120,6 +122,7 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--calib-size", type=int, default=8)
     parser.add_argument("--calib-max-seq-len", type=int, default=128)
+    parser.add_argument("--calib-batch-size", type=int, default=1)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--make-model", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -130,17 +133,17 @@ def main() -> None:
         return
     if args.child:
         print(json.dumps(run_case(args.child, model_dir, args.out / "work" / args.child,
-                                  args.calib_size, args.calib_max_seq_len)))
+                                  args.calib_size, args.calib_max_seq_len, args.calib_batch_size)))
         return
 
     me = [sys.executable, __file__, "--out", str(args.out), "--calib-size", str(args.calib_size),
-          "--calib-max-seq-len", str(args.calib_max_seq_len)]
+          "--calib-max-seq-len", str(args.calib_max_seq_len), "--calib-batch-size", str(args.calib_batch_size)]
     if not (model_dir / "model.safetensors").is_file():
         seconds, _, _ = _child([*me, "--make-model"], args.out / "logs")
         print(f"made {model_dir} in {seconds:.1f}s", file=sys.stderr)
     disk = sum(p.stat().st_size for p in model_dir.glob("*.safetensors"))
     print(f"model: {disk / 2**30:.2f} GiB fp16 on disk, {SHAPE}; calibration {args.calib_size} samples "
-          f"x <= {args.calib_max_seq_len} tokens; {os.cpu_count()} CPUs")
+          f"x <= {args.calib_max_seq_len} tokens, batch {args.calib_batch_size}; {os.cpu_count()} CPUs")
     print(f"{'case':18} {'dtype':9} {'tp':>2} {'quant_algo':20} {'wall s':>8} {'peak RSS GiB':>12} "
           f"{'x disk':>7} {'out GiB':>8} {'calib tok':>9}")
     for name in args.cases.split(","):

@@ -36,7 +36,8 @@ class Output:
         if self._out is None:
             from rich.console import Console
 
-            self._out = Console(file=sys.stdout, soft_wrap=True)
+            # No file= : rich then resolves sys.stdout at write time (pytest capture, redirections).
+            self._out = Console(soft_wrap=True)
         return self._out
 
     @property
@@ -44,7 +45,7 @@ class Output:
         if self._err is None:
             from rich.console import Console
 
-            self._err = Console(file=sys.stderr, soft_wrap=True)
+            self._err = Console(stderr=True, soft_wrap=True)
         return self._err
 
     @property
@@ -75,32 +76,38 @@ class Output:
     def log_line(self, prefix: str, line: str) -> None:
         """One streamed line of a vendor tool's output (shown live unless quiet/json)."""
         if self.mode is Mode.HUMAN:
-            self.err.print(f"[dim]{prefix}[/dim] {line}", highlight=False, markup=True)
+            from rich.text import Text
+
+            # Text, not markup: vendor lines such as "[TensorRT-LLM][INFO] ..." must print verbatim.
+            text = Text(f"{prefix} ", style="dim")
+            text.append(line)
+            self.err.print(text, highlight=False)
 
     @contextmanager
-    def progress(self) -> Iterator[Progress | None]:
-        """A rich progress display in human mode; ``None`` otherwise (callers must accept it)."""
+    def progress(self, unit: str = "bytes") -> Iterator[Progress | None]:
+        """A rich progress display in human mode; ``None`` otherwise (callers must accept it).
+        ``unit="bytes"`` shows sizes and speed (transfers); anything else counts items
+        ("batches", "files") as ``done/total unit``."""
         if self.mode is not Mode.HUMAN:
             yield None
             return
         from rich.progress import (
             BarColumn,
             DownloadColumn,
+            MofNCompleteColumn,
             Progress,
+            ProgressColumn,
             TextColumn,
             TimeRemainingColumn,
             TransferSpeedColumn,
         )
 
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            DownloadColumn(),
-            TransferSpeedColumn(),
-            TimeRemainingColumn(),
-            console=self.err,
-            transient=False,
-        ) as progress:
+        columns: list[ProgressColumn | str] = [TextColumn("{task.description}"), BarColumn()]
+        if unit == "bytes":
+            columns += [DownloadColumn(), TransferSpeedColumn()]
+        else:
+            columns += [MofNCompleteColumn(), TextColumn(unit)]
+        with Progress(*columns, TimeRemainingColumn(), console=self.err, transient=False) as progress:
             yield progress
 
 

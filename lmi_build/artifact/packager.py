@@ -124,7 +124,7 @@ def serving_properties(plan: BuildPlan, layout: Layout) -> dict[str, str]:
     Runtime-only values that merely restate the option table's default are left out: the serving
     container applies its own release's defaults to those, and pinning ours could change them.
     Build-relevant values are always written, because they describe what was compiled."""
-    values = {k: v for k, v in plan.options.items() if k not in BUILD_ONLY_KEYS and not _runtime_default(plan, k)}
+    values = {k: v for k, v in plan.options.items() if k not in BUILD_ONLY_KEYS and not _left_out(plan, k)}
     values.update(layout.properties(plan))
     secrets = secret_values()
     for key, value in values.items():
@@ -136,13 +136,16 @@ def serving_properties(plan: BuildPlan, layout: Layout) -> dict[str, str]:
     return {key: values[key] for key in sorted(values, key=_property_order)}
 
 
-def _runtime_default(plan: BuildPlan, key: str) -> bool:
+def _left_out(plan: BuildPlan, key: str) -> bool:
+    """lmi-build's own build knobs, and runtime-only values that restate the table's default."""
     from lmi_build.options.resolve import option_spec
 
-    if plan.option_sources.get(key) != "default":
-        return False
     spec = option_spec(key)
-    return spec is not None and not spec.build_relevant
+    if spec is None:
+        return False
+    if spec.engines == ("lmi-build",):
+        return True
+    return plan.option_sources.get(key) == "default" and not spec.build_relevant
 
 
 def _is_empty_dir(path: Path) -> bool:

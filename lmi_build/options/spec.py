@@ -25,7 +25,8 @@ else:  # pragma: no cover - Python 3.10
 
 OptionType = Literal["str", "int", "float", "bool", "enum", "int_list", "int_or_max"]
 TargetName = Literal["trtllm", "neuronx", "hf"]
-EngineFamily = Literal["common", "server", "deepspeed", "accelerate", "lmi-dist", "vllm", "tnx", "trtllm"]
+# "lmi-build": a build-time knob of this tool only; never written to the artifact's serving.properties.
+EngineFamily = Literal["common", "server", "deepspeed", "accelerate", "lmi-dist", "vllm", "tnx", "trtllm", "lmi-build"]
 
 TARGETS: tuple[TargetName, ...] = ("trtllm", "neuronx", "hf")
 TABLE_PATH = Path(__file__).resolve().parents[1] / "data" / "options.toml"

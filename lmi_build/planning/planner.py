@@ -81,6 +81,7 @@ def make_plan(request: PlanRequest) -> BuildPlan:
     _version_options(ctx)
     checks.check_common(ctx)
     planned = target.plan(ctx)
+    _check_tp_groups(quantization, spec, planned.build, findings)
 
     memory = estimate(spec, planned.dtype, quantization, planned.workload, instance)
     if instance is not None:
@@ -117,6 +118,16 @@ def make_plan(request: PlanRequest) -> BuildPlan:
         errors=findings.errors,
         warnings=findings.warnings,
     )
+
+
+def _check_tp_groups(quantization: QuantizationPlan, spec: ModelSpec, build: object, findings: Findings) -> None:
+    """Group-quantized (INT4) row-parallel layers need whole groups on every rank: known only once tp is."""
+    from lmi_build.quantize.methods import tp_group_problem
+
+    tp = getattr(build, "tp", 1)
+    problem = tp_group_problem(quantization, spec, tp)
+    if problem is not None:
+        findings.add_errors([problem])
 
 
 def _plan_quantization(

@@ -64,7 +64,7 @@ class CalibrationBatches:
 
         device = next(model.parameters()).device
         started = time.perf_counter()
-        with output.current().progress() as progress, torch.inference_mode():
+        with output.current().progress(unit="batches") as progress, torch.inference_mode():
             task = progress.add_task("calibrating", total=len(self.batches)) if progress else None
             for batch in self.batches:
                 model(**{k: v.to(device) for k, v in batch.items()})

@@ -127,7 +127,6 @@ def stream_process(argv: list[str], *, name: str, log_path: Path, timeout_s: flo
 
     Raises ``StepError`` (with the last lines) on a nonzero exit or a timeout.
     """
-    from rich.markup import escape
 
     from lmi_build.output import current
 
@@ -157,8 +156,7 @@ def stream_process(argv: list[str], *, name: str, log_path: Path, timeout_s: flo
                 log.write(line + "\n")
                 log.flush()
                 tail.append(line)
-                # Output.log_line renders rich markup: escape, or "[TensorRT-LLM][INFO]" would vanish.
-                out.log_line(escape(f"[{name}]"), escape(line))
+                out.log_line(f"[{name}]", line)
         code = process.wait()
     except KeyboardInterrupt:
         _kill()
