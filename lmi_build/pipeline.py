@@ -101,6 +101,8 @@ def run_plan(plan: BuildPlan, request: PlanRequest, settings: BuildSettings) -> 
                                 hint=f"buildable targets: {', '.join(sorted(_TARGET_BUILDERS))}; "
                                 "`lmi-build plan` still validates the others")
     output = settings.output.absolute()
+    if settings.publish is not None:
+        _check_publish_target(settings)
     if settings.until == "artifact" and settings.use_cache:
         cached = _from_cache(plan, output, settings)
         if cached is not None:
@@ -317,6 +319,16 @@ def _steps_of(artifact: Path) -> list[StepTiming]:
     from lmi_build.artifact.manifest import load_manifest
 
     return list(load_manifest(artifact).steps)
+
+
+def _check_publish_target(settings: BuildSettings) -> None:
+    """A wrong bucket, endpoint or missing credentials must fail before the build, not after it."""
+    from lmi_build.storage.client import check_bucket, endpoint_label, s3_client
+    from lmi_build.storage.s3url import parse_s3_url
+
+    assert settings.publish is not None
+    target = parse_s3_url(settings.publish)
+    check_bucket(s3_client(settings.endpoint_url), target, endpoint_label(settings.endpoint_url))
 
 
 def _maybe_publish(outcome: BuildOutcome, settings: BuildSettings) -> BuildOutcome:

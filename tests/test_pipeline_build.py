@@ -147,3 +147,28 @@ def test_trtllm_with_standin_engine_build(tmp_path: Path) -> None:
     again = lmi_build("trtllm", "--model", "demo:tiny-llama", "--profile", PROFILE, "--output",
                       str(tmp_path / "again"), "--json", "--publish", "s3://bucket/x", env=env)
     assert again.returncode != 0 and "STAND-IN" in again.stderr and "Traceback" not in again.stderr
+
+
+@pytest.mark.s3
+def test_hf_build_publish_and_pull(tmp_path: Path, s3_bucket: str) -> None:
+    """Build, publish to a real S3-compatible server (SeaweedFS), pull back: byte-identical."""
+    url = f"s3://{s3_bucket}/tiny-llama/"
+    out = tmp_path / "artifact"
+    built = lmi_build("hf", "--model", "demo:tiny-llama", "--output", str(out), "--publish", url, "--json")
+    assert built.returncode == 0, built.stderr
+    assert as_json(built)["published"]["objects"] >= 5
+    pulled = lmi_build("pull", url, str(tmp_path / "copy"))
+    assert pulled.returncode == 0, pulled.stderr
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert (tmp_path / "copy" / path.relative_to(out)).read_bytes() == path.read_bytes()
+
+
+def test_publish_target_is_checked_before_building(tmp_path: Path) -> None:
+    out = tmp_path / "artifact"
+    result = lmi_build("hf", "--model", "demo:tiny-llama", "--output", str(out), "--no-cache",
+                       "--publish", "s3://lmi-build-missing/x", "--endpoint-url", "http://127.0.0.1:9",
+                       env={"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"})
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not out.exists()
