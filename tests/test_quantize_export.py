@@ -130,8 +130,7 @@ def test_fake_quantized_logits_stay_close(tiny_llama3: Path, method: str) -> Non
     samples = set(calib_text.load_builtin().samples)
     assert not any(prompt in sample for prompt in HELD_OUT for sample in samples)
 
-    plan = make_build_plan(tiny_llama3, method=method, options={"calib_size": "8", "calib_max_seq_len": "96"},
-                           dtype="bfloat16")
+    plan = make_build_plan(tiny_llama3, method=method, options=FAST_CALIB, dtype="bfloat16")
     model = modelopt_quant.load_model(tiny_llama3, "bfloat16", trust_remote_code=False)
     tokenizer = calibration.load_tokenizer(tiny_llama3, trust_remote_code=False)
     reference = _logits(model, tokenizer)

@@ -80,8 +80,11 @@ class TrtllmTarget:
         )
         batch = ctx.int_opt("max_rolling_batch_size", DEFAULT_MAX_BATCH_SIZE) or DEFAULT_MAX_BATCH_SIZE
         tokens_per_block = ctx.int_opt("tokens_per_block")
-        if ctx.options.source_of("tokens_per_block") in (None, Source.DEFAULT):
-            tokens_per_block = _int_or_none(profile.defaults.get("tokens_per_block")) or tokens_per_block
+        release_default = _int_or_none(profile.defaults.get("tokens_per_block"))
+        if ctx.options.source_of("tokens_per_block") in (None, Source.DEFAULT) and release_default:
+            # The container's release default; serving.properties must say what the engine has.
+            tokens_per_block = release_default
+            ctx.derive("tokens_per_block", release_default, f"profile {profile.name} default")
 
         kv_reuse = bool(ctx.bool_opt("enable_kv_cache_reuse", False))
         paged_fmha = bool(ctx.bool_opt("use_paged_context_fmha", False)) or kv_reuse
