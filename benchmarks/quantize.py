@@ -75,8 +75,9 @@ def run_case(name: str, model_dir: Path, work_dir: Path, calib_size: int, calib_
     output.set_mode(Mode.QUIET)
     method, dtype, tp = CASES[name]
     lmi_dtype = {"float16": "fp16", "bfloat16": "bf16"}[dtype]
-    options = (f"calib_size={calib_size}", f"awq_calib_size={calib_size}", f"calib_max_seq_len={calib_len}",
-               f"calib_batch_size={calib_batch}")
+    options = (f"calib_size={calib_size}", f"awq_calib_size={calib_size}", f"calib_max_seq_len={calib_len}")
+    if calib_batch:  # 0: each method's default batch size
+        options += (f"calib_batch_size={calib_batch}",)
     plan = make_plan(PlanRequest(target="trtllm", model=str(model_dir), dtype=lmi_dtype, tp=str(tp), option=options))
     if not plan.valid:
         raise SystemExit(f"{name}: invalid plan: {[e.message for e in plan.errors]}")
@@ -122,7 +123,7 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--calib-size", type=int, default=8)
     parser.add_argument("--calib-max-seq-len", type=int, default=128)
-    parser.add_argument("--calib-batch-size", type=int, default=1)
+    parser.add_argument("--calib-batch-size", type=int, default=0, help="0: each method's default")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--make-model", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -143,7 +144,7 @@ def main() -> None:
         print(f"made {model_dir} in {seconds:.1f}s", file=sys.stderr)
     disk = sum(p.stat().st_size for p in model_dir.glob("*.safetensors"))
     print(f"model: {disk / 2**30:.2f} GiB fp16 on disk, {SHAPE}; calibration {args.calib_size} samples "
-          f"x <= {args.calib_max_seq_len} tokens, batch {args.calib_batch_size}; {os.cpu_count()} CPUs")
+          f"x <= {args.calib_max_seq_len} tokens, batch {args.calib_batch_size or 'default'}; {os.cpu_count()} CPUs")
     print(f"{'case':18} {'dtype':9} {'tp':>2} {'quant_algo':20} {'wall s':>8} {'peak RSS GiB':>12} "
           f"{'x disk':>7} {'out GiB':>8} {'calib tok':>9}")
     for name in args.cases.split(","):

@@ -8,10 +8,11 @@ import typer
 
 from lmi_build.cli.app import JsonOpt, QuietOpt, new_app, output_mode
 from lmi_build.output import current
-from lmi_build.recipes.schema import Recipe, TargetSupport
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the pydantic models load when a recipes command runs, not for --help
     from rich.console import RenderableType
+
+    from lmi_build.recipes.schema import Recipe, TargetSupport
 
 TARGETS = ("trtllm", "neuronx", "hf")
 

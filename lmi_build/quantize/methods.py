@@ -43,6 +43,10 @@ class QuantMethod(BaseModel):
     activation_bits: int | None = None  # None: weight-only
     calibration: bool  # needs a forward pass over calibration data (activation statistics)
     default_calib_size: int | None = None
+    # AWQ re-quantizes every weight for each of its 11 alpha candidates on EVERY forward call, so
+    # on CPU its cost is per batch rather than per token: 8 samples in one batch ran 7x faster than
+    # 8 batches of one on a 1 GB Llama (562 s -> 82 s, docs/notes/quantize.md).
+    default_calib_batch_size: int = 1
 
 
 # Default sample counts are deliberately smaller than upstream's 512: every sample is a full
@@ -75,6 +79,7 @@ METHODS: dict[str, QuantMethod] = {
             weight_bits=4,
             calibration=True,
             default_calib_size=32,
+            default_calib_batch_size=8,
         ),
         QuantMethod(
             name="gptq",
@@ -140,7 +145,6 @@ KV_CACHE_ALGOS: dict[str, str | None] = {
 }
 DEFAULT_SMOOTHQUANT_ALPHA = 0.8
 DEFAULT_CALIB_MAX_SEQ_LEN = 512
-DEFAULT_CALIB_BATCH_SIZE = 1
 DEFAULT_CALIB_SEED = 1234
 
 # The option keys this module reads (for the option table).
@@ -397,7 +401,7 @@ def _plan_calibration(
     size = int(_number(options, size_key, int, default_size, messages, lambda v: v > 0, "a positive integer"))
     max_seq_len = int(_number(options, "calib_max_seq_len", int, DEFAULT_CALIB_MAX_SEQ_LEN, messages,
                               lambda v: v >= 8, "an integer >= 8"))
-    batch_size = int(_number(options, "calib_batch_size", int, DEFAULT_CALIB_BATCH_SIZE, messages,
+    batch_size = int(_number(options, "calib_batch_size", int, entry.default_calib_batch_size, messages,
                              lambda v: v > 0, "a positive integer"))
     seed = int(_number(options, "calib_seed", int, DEFAULT_CALIB_SEED, messages, lambda v: v >= 0,
                        "a non-negative integer"))
