@@ -198,10 +198,9 @@ def _build_trtllm(build: _Build) -> None:
         steps = engine_steps(plan, profile)
         host = [s for s in steps if s.python_call is not None and settings.checkpoint is None]
         vendor = [s for s in steps if s.python_call is None]
-        local = make_runner("local", profile)
         for step in host:  # ModelOpt runs here whatever the engine runner is
-            with build.record.timed(step.name, detail="ModelOpt export on this host"):
-                local.run(step, paths, build.work, plan)
+            with build.record.timed(step.name, detail=plan.quantization.quant_algo or "ModelOpt export"):
+                _run_host_step(step, build, paths)
         if settings.until == "checkpoint":
             build.stopped = _stop_with_checkpoint(build, checkpoint, "checkpoint written (--until checkpoint)")
             return
@@ -228,6 +227,17 @@ def _build_trtllm(build: _Build) -> None:
         out.warn("the engine directory was written by a STAND-IN trtllm-build: this is not a real engine")
     build.stand_in = info.stand_in
     build.produced = engine
+
+
+def _run_host_step(step: Any, build: _Build, paths: Any) -> None:
+    """A step implemented in Python on this host (the ModelOpt checkpoint export). Called here,
+    not through a runner, because it also needs the user's calibration file again: the plan only
+    records its name and digest, and the step refuses a file that changed since planning."""
+    import importlib
+
+    module_name, _, function_name = step.python_call.partition(":")
+    export = getattr(importlib.import_module(module_name), function_name)
+    export(build.plan, paths.model, paths.checkpoint, calib_file=build.request.calib_data)
 
 
 def _keep_logs(work: Path, engine: Path) -> None:

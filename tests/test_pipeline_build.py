@@ -172,3 +172,20 @@ def test_publish_target_is_checked_before_building(tmp_path: Path) -> None:
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_trtllm_smoothquant_checkpoint_with_user_calibration_data(tmp_path: Path) -> None:
+    calib = tmp_path / "prompts.jsonl"
+    calib.write_text("\n".join(json.dumps({"text": f"Sample {i}: the quick brown fox jumps over the lazy dog."})
+                               for i in range(8)) + "\n")
+    out = tmp_path / "ckpt"
+    result = lmi_build("trtllm", "--model", "demo:tiny-llama", "--dtype", "bf16", "--quantize", "smoothquant",
+                       "--calib-data", str(calib), "-o", "calib_size=4", "-o", "calib_max_seq_len=32",
+                       "--until", "checkpoint", "--output", str(out), "--json")
+    assert result.returncode == 0, result.stderr
+    config = json.loads((out / "config.json").read_text())
+    assert config["quantization"]["quant_algo"] == "W8A8_SQ_PER_CHANNEL" and config["dtype"] == "bfloat16"
+    plan = as_json(lmi_build("plan", "trtllm", "--model", "demo:tiny-llama", "--dtype", "bf16", "--quantize",
+                             "smoothquant", "--calib-data", str(calib), "-o", "calib_size=4", "--json"))
+    assert plan["quantization"]["calibration"]["dataset"] == "file:prompts.jsonl"
+    assert not any(w["code"] == "unknown_option" for w in plan["warnings"])
