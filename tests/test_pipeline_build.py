@@ -122,7 +122,8 @@ def test_trtllm_script_runner_writes_checkpoint_and_script(tmp_path: Path) -> No
     assert json.loads((out / "plan.json").read_text())["toolchain"]["profile"] == PROFILE
 
 
-def test_trtllm_with_standin_engine_build(tmp_path: Path) -> None:
+@pytest.mark.s3
+def test_trtllm_with_standin_engine_build(tmp_path: Path, s3_bucket: str) -> None:
     """The whole trtllm pipeline, the engine compiler being the STAND-IN: the artifact says so."""
     env = {"PATH": f"{STANDINS}{os.pathsep}{no_gpu_path()}", "STANDIN_TRTLLM_VERSION": "0.21.0rc1"}
     profile_version = lmi_build("profiles", "show", PROFILE, "--json")
@@ -145,7 +146,7 @@ def test_trtllm_with_standin_engine_build(tmp_path: Path) -> None:
 
     # Stand-in engines are never cached and never published.
     again = lmi_build("trtllm", "--model", "demo:tiny-llama", "--profile", PROFILE, "--output",
-                      str(tmp_path / "again"), "--json", "--publish", "s3://bucket/x", env=env)
+                      str(tmp_path / "again"), "--json", "--publish", f"s3://{s3_bucket}/x", env=env)
     assert again.returncode != 0 and "STAND-IN" in again.stderr and "Traceback" not in again.stderr
 
 

@@ -68,7 +68,10 @@ def _extract_tarball(archive: Path, into: Path) -> None:
             if not (member.isfile() or member.isdir()):
                 raise PublishError(f"{TARBALL_NAME} holds {member.name!r}, which is not a regular file",
                                    hint="republish it with lmi-build publish --tarball")
-        tar.extractall(into, filter="data")
+        if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4 / 3.12: the stdlib's own safety filter too
+            tar.extractall(into, filter="data")
+        else:  # every member was checked above: relative, inside, regular file or directory
+            tar.extractall(into)
 
 
 def _download_files(client: object, target: S3Url, found: RemoteManifest, entries: list[FileEntry],
