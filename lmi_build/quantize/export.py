@@ -15,6 +15,7 @@ import resource
 import shutil
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -339,12 +340,24 @@ def _staging(out_dir: Path) -> Iterator[Path]:
     shutil.rmtree(backup, ignore_errors=True)
 
 
+# Warnings ModelOpt/transformers raise on every CPU export, that say nothing about this build:
+# lmi-build never imports tensorrt_llm (ModelOpt then writes the config "manually", which is the
+# documented path), and transformers 4.57 renamed torch_dtype.
+_EXPECTED_WARNINGS = (
+    r"Cannot export tensorrt_llm checkpoint config",
+    r"`torch_dtype` is deprecated",
+    r"Quant-aware reverse weight conversion skipped",
+)
+
+
 @contextlib.contextmanager
 def _vendor_stdout() -> Iterator[None]:
     """ModelOpt prints progress to stdout; stdout belongs to results (``--json``)."""
     target = sys.stderr if output.current().mode.value != "quiet" else open(os.devnull, "w")  # noqa: SIM115
     try:
-        with contextlib.redirect_stdout(target):
+        with contextlib.redirect_stdout(target), warnings.catch_warnings():
+            for message in _EXPECTED_WARNINGS:
+                warnings.filterwarnings("ignore", message=message)
             yield
     finally:
         if target is not sys.stderr:
