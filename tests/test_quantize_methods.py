@@ -331,3 +331,12 @@ def test_planning_imports_no_torch() -> None:
             "bad = [m for m in ('torch', 'transformers', 'modelopt') if m in sys.modules]; print(bad)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_gptq_on_a_large_model_warns_about_cpu_time() -> None:
+    _, errors, warnings = _plan("gptq")
+    assert not errors and [w.code for w in warnings] == ["gptq_cpu_slow"]
+    tiny = _spec(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=8,
+                 num_key_value_heads=8, vocab_size=1024)
+    assert not _plan("gptq", spec=tiny)[2]
+    assert not _plan("awq")[2]
