@@ -4,6 +4,7 @@ tool measured in the same run; see the docstring at the top of each file."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,10 +19,12 @@ def main(names: list[str]) -> int:
     if unknown:
         print(f"unknown benchmark(s): {', '.join(unknown)}; known: {', '.join(ORDER)}", file=sys.stderr)
         return 2
+    # The peers (hf, s5cmd, weed) and lmi-build live beside this interpreter: no venv activation needed.
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
     status = 0
     for name in chosen:
         print(f"== benchmarks/{name}.py", flush=True)
-        status |= subprocess.run([sys.executable, str(HERE / f"{name}.py")], check=False).returncode
+        status |= subprocess.run([sys.executable, str(HERE / f"{name}.py")], check=False, env=env).returncode
     return status
 
 

@@ -51,8 +51,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
 
-    hf = shutil.which("hf") or shutil.which("huggingface-cli")
-    lmi = shutil.which("lmi-build")
+    # This interpreter's environment first, so `make bench` works without an activated venv.
+    here = str(Path(sys.executable).parent)
+    hf = shutil.which("hf", path=here) or shutil.which("huggingface-cli", path=here) or shutil.which("hf")
+    lmi = shutil.which("lmi-build", path=here) or shutil.which("lmi-build")
     if hf is None or lmi is None:
         sys.exit("needs both `lmi-build` and `hf`/`huggingface-cli` on PATH (activate the venv)")
     with tempfile.TemporaryDirectory() as tmp:
