@@ -140,9 +140,15 @@ def test_trtllm_with_standin_engine_build(tmp_path: Path, s3_bucket: str) -> Non
     assert manifest.hardware.gpu_sm == "sm90"
     assert (out / "rank0.engine").is_file() and (out / "tokenizer.json").is_file()
     assert (out / "build-logs" / "engine.log").is_file()
-    assert lmi_build("verify", str(out), "--gpu", "sm90").returncode == 0
-    wrong_gpu = lmi_build("verify", str(out), "--gpu", "sm80")
-    assert wrong_gpu.returncode == 2 and "sm80" in wrong_gpu.stdout + wrong_gpu.stderr
+    # verify: intact and complete (a warning says stand-in), never servable on a serving target.
+    intact = lmi_build("verify", str(out), "--json")
+    assert intact.returncode == 0 and [w["code"] for w in as_json(intact)["warnings"]] == ["stand_in"]
+    report = as_json(lmi_build("verify", str(out), "--gpu", "sm90", "--json"))
+    assert [e["code"] for e in report["errors"]] == ["stand_in"]
+    wrong_gpu = lmi_build("verify", str(out), "--gpu", "sm80", "--json")
+    assert wrong_gpu.returncode == 2
+    assert {e["code"] for e in as_json(wrong_gpu)["errors"]} >= {"stand_in"}
+    assert "sm80" in wrong_gpu.stdout and "sm90" in wrong_gpu.stdout
 
     # Stand-in engines are never cached and never published.
     again = lmi_build("trtllm", "--model", "demo:tiny-llama", "--profile", PROFILE, "--output",

@@ -176,6 +176,12 @@ def check_compatibility(manifest: Manifest, target: ServingTarget) -> tuple[list
     kind = manifest.target
     what = TARGET_LABELS.get(kind, kind)
     build = manifest.plan.get("build") or {}
+    if manifest.toolchain.found.get("stand_in") == "true":
+        # Written by a test stand-in of the vendor compiler: structurally valid, never servable,
+        # so checking it against a serving target is an error; a plain integrity check warns.
+        stand_in = _msg("stand_in", f"the {what} were written by a STAND-IN compiler, not a real build",
+                        "rebuild with the real toolchain (--runner docker or local on a GPU host)")
+        (errors if target != ServingTarget() else warnings).append(stand_in)
 
     if target.container is not None:
         container = target.container
