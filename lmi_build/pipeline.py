@@ -36,6 +36,7 @@ class BuildSettings:
     overwrite: bool = False
     use_cache: bool = True
     keep_work: bool = False
+    copy: bool = False  # copy files into the artifact instead of hard-linking them
     checkpoint: Path | None = None  # trtllm: reuse this TensorRT-LLM checkpoint
     engine_dir: Path | None = None  # trtllm: package engines built elsewhere (e.g. by the script)
     trtllm_examples: Path | None = None  # trtllm vendor route: a TensorRT-LLM checkout at the profile's tag
@@ -123,7 +124,7 @@ def run_plan(plan: BuildPlan, request: PlanRequest, settings: BuildSettings) -> 
         from lmi_build.artifact.packager import package
 
         package(plan, layout=build.layout, produced=build.produced, source_dir=source.path,
-                output_dir=output, record=record, overwrite=settings.overwrite)
+                output_dir=output, record=record, overwrite=settings.overwrite, copy=settings.copy)
         outcome = BuildOutcome(plan=plan, status="artifact", output=output, steps=_steps_of(output),
                                stand_in=build.stand_in,
                                message="artifact built from STAND-IN engines (not a real TensorRT-LLM build)"

@@ -60,6 +60,9 @@ OverwriteOpt = Annotated[bool, typer.Option(
     "--overwrite", rich_help_panel=BUILD_PANEL, help="Replace a non-empty --output (only after the new one verifies).")]
 NoCacheOpt = Annotated[bool, typer.Option(
     "--no-cache", rich_help_panel=BUILD_PANEL, help="Neither reuse nor store a cached artifact for this plan.")]
+CopyOpt = Annotated[bool, typer.Option(
+    "--copy", rich_help_panel=BUILD_PANEL,
+    help="Copy files into the artifact instead of hard-linking them (keeps the source untouchable).")]
 KeepWorkOpt = Annotated[bool, typer.Option(
     "--keep-work", rich_help_panel=BUILD_PANEL, help="Keep the intermediate work directory (for debugging).")]
 PublishOpt = Annotated[str | None, typer.Option(
@@ -120,7 +123,7 @@ def _trtllm(
     output: OutputOpt = Path("out"), until: UntilOpt = Until.artifact, runner: RunnerOpt = RunnerChoice.local,
     checkpoint: CheckpointOpt = None, engine_dir: EngineDirOpt = None, trtllm_examples: ExamplesOpt = None,
     overwrite: OverwriteOpt = False, no_cache: NoCacheOpt = False, keep_work: KeepWorkOpt = False,
-    publish: PublishOpt = None, endpoint_url: EndpointOpt = None,
+    copy: CopyOpt = False, publish: PublishOpt = None, endpoint_url: EndpointOpt = None,
     json_output: JsonOpt = False, quiet: QuietOpt = False,
 ) -> None:
     _build("trtllm", locals())
@@ -134,14 +137,15 @@ def _hf(
     max_input_len: MaxInputLenOpt = None, max_output_len: MaxOutputLenOpt = None,
     max_batch_size: MaxBatchSizeOpt = None,
     output: OutputOpt = Path("out"), overwrite: OverwriteOpt = False, no_cache: NoCacheOpt = False,
-    keep_work: KeepWorkOpt = False, publish: PublishOpt = None, endpoint_url: EndpointOpt = None,
+    keep_work: KeepWorkOpt = False, copy: CopyOpt = False, publish: PublishOpt = None,
+    endpoint_url: EndpointOpt = None,
     json_output: JsonOpt = False, quiet: QuietOpt = False,
 ) -> None:
     _build("hf", locals())
 
 
 _BUILD_FLAGS = ("output", "until", "runner", "checkpoint", "engine_dir", "trtllm_examples", "overwrite",
-                "no_cache", "keep_work", "publish", "endpoint_url", "json_output", "quiet")
+                "no_cache", "keep_work", "copy", "publish", "endpoint_url", "json_output", "quiet")
 
 
 def _build(target: str, flags: dict[str, Any]) -> None:
@@ -165,6 +169,7 @@ def _build(target: str, flags: dict[str, Any]) -> None:
         until=flags["until"].value if flags.get("until") else "artifact",
         runner=flags["runner"].value if flags.get("runner") else "local",
         overwrite=flags["overwrite"], use_cache=not flags["no_cache"], keep_work=flags["keep_work"],
+        copy=flags["copy"],
         checkpoint=flags.get("checkpoint"), engine_dir=flags.get("engine_dir"),
         trtllm_examples=flags.get("trtllm_examples"), publish=flags["publish"], endpoint_url=flags["endpoint_url"],
     )
