@@ -102,6 +102,9 @@ def run_plan(plan: BuildPlan, request: PlanRequest, settings: BuildSettings) -> 
                                 hint=f"buildable targets: {', '.join(sorted(_TARGET_BUILDERS))}; "
                                 "`lmi-build plan` still validates the others")
     output = settings.output.absolute()
+    from lmi_build.artifact.packager import check_output
+
+    check_output(output, settings.overwrite)  # before any work, not after an hour of it
     if settings.publish is not None:
         _check_publish_target(settings)
     if settings.until == "artifact" and settings.use_cache:

@@ -152,7 +152,7 @@ def _is_empty_dir(path: Path) -> bool:
     return path.is_dir() and not any(path.iterdir())
 
 
-def _check_output(output_dir: Path, overwrite: bool) -> None:
+def check_output(output_dir: Path, overwrite: bool) -> None:
     if output_dir.is_symlink() or (output_dir.exists() and not output_dir.is_dir()):
         raise LmiBuildError(f"output {output_dir} exists and is not a directory",
                             hint="choose another --output path", code="output_exists")
@@ -166,7 +166,7 @@ def install_directory(staged: Path, output_dir: Path, *, overwrite: bool = False
     """Rename a finished directory (on the same filesystem) to ``output_dir`` with the packager's
     rules: a non-empty output is refused unless ``overwrite``; the old one goes only after success."""
     output_dir = output_dir.absolute()
-    _check_output(output_dir, overwrite)
+    check_output(output_dir, overwrite)
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     _install(staged, output_dir)
     return output_dir
@@ -210,7 +210,7 @@ def package(
                           hint="run `lmi-build plan` to see them")
     chosen = get_layout(layout)
     output_dir = output_dir.absolute()
-    _check_output(output_dir, overwrite)
+    check_output(output_dir, overwrite)
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.staging-", dir=output_dir.parent))
     try:
