@@ -20,11 +20,11 @@ install: $(BIN)/python
 # with the engine build written as a script for a GPU host (no GPU toolchain here).
 DEMO_MODEL ?= demo:tiny-llama
 demo:
-	$(BIN)/lmi-build plan trtllm --model $(DEMO_MODEL) --max-input-len 512 --max-output-len 256
+	$(BIN)/lmi-build plan trtllm --model $(DEMO_MODEL) --tp 1 --max-input-len 512 --max-output-len 256
 	$(BIN)/lmi-build hf --model $(DEMO_MODEL) --output $(OUT)/demo-hf --overwrite
 	$(BIN)/lmi-build verify $(OUT)/demo-hf
 	$(BIN)/lmi-build inspect $(OUT)/demo-hf
-	$(BIN)/lmi-build trtllm --model $(DEMO_MODEL) --max-input-len 512 --max-output-len 256 \
+	$(BIN)/lmi-build trtllm --model $(DEMO_MODEL) --tp 1 --max-input-len 512 --max-output-len 256 \
 		--runner script --output $(OUT)/demo-trtllm --overwrite
 
 test: lint unit
