@@ -40,6 +40,7 @@ class BuildSettings:
     checkpoint: Path | None = None  # trtllm: reuse this TensorRT-LLM checkpoint
     engine_dir: Path | None = None  # trtllm: package engines built elsewhere (e.g. by the script)
     trtllm_examples: Path | None = None  # trtllm vendor route: a TensorRT-LLM checkout at the profile's tag
+    step_timeout_s: int | None = None  # overrides each vendor step's own timeout
     publish: str | None = None
     endpoint_url: str | None = None
 
@@ -200,6 +201,8 @@ def _build_trtllm(build: _Build) -> None:
 
     if settings.engine_dir is None:
         steps = engine_steps(plan, profile)
+        if settings.step_timeout_s is not None:
+            steps = [step.model_copy(update={"timeout_s": settings.step_timeout_s}) for step in steps]
         host = [s for s in steps if s.python_call is not None and settings.checkpoint is None]
         vendor = [s for s in steps if s.python_call is None]
         for step in host:  # ModelOpt runs here whatever the engine runner is

@@ -196,3 +196,17 @@ def test_trtllm_smoothquant_checkpoint_with_user_calibration_data(tmp_path: Path
                              "smoothquant", "--calib-data", str(calib), "-o", "calib_size=4", "--json"))
     assert plan["quantization"]["calibration"]["dataset"] == "file:prompts.jsonl"
     assert not any(w["code"] == "unknown_option" for w in plan["warnings"])
+
+
+def test_trtllm_step_timeout_kills_the_tool_and_leaves_nothing(tmp_path: Path) -> None:
+    """STAND-IN trtllm-build that hangs: --step-timeout kills it, one-line error, no output dir."""
+    env = {"PATH": f"{STANDINS}{os.pathsep}{no_gpu_path()}", "STANDIN_MODE": "hang",
+           "STANDIN_TRTLLM_VERSION": json.loads(lmi_build("profiles", "show", PROFILE, "--json").stdout)["tensorrt_llm"]}
+    out = tmp_path / "artifact"
+    result = lmi_build("trtllm", "--model", "demo:tiny-llama", "--profile", PROFILE, "--output", str(out),
+                       "--step-timeout", "3", "--no-cache", env=env)
+    assert result.returncode == 1
+    error = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(error) == 1 and "timed out after 3s" in error[0] and "Traceback" not in result.stderr
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "work dir removed"

@@ -82,6 +82,9 @@ CheckpointOpt = Annotated[Path | None, typer.Option(
 EngineDirOpt = Annotated[Path | None, typer.Option(
     "--engine-dir", rich_help_panel=BUILD_PANEL,
     help="Package engines already built (e.g. by build-engines.sh) instead of building them.")]
+TimeoutOpt = Annotated[int | None, typer.Option(
+    "--step-timeout", min=1, rich_help_panel=BUILD_PANEL,
+    help="Seconds each vendor step may run before it is killed (default: 3 h convert, 4 h engine build).")]
 ExamplesOpt = Annotated[Path | None, typer.Option(
     "--trtllm-examples", rich_help_panel=BUILD_PANEL,
     help="TensorRT-LLM examples/ checkout at the profile's tag (vendor conversion scripts only).")]
@@ -122,6 +125,7 @@ def _trtllm(
     strict: StrictOpt = False, calib_data: CalibDataOpt = None, allow_pickle: AllowPickleOpt = False,
     output: OutputOpt = Path("out"), until: UntilOpt = Until.artifact, runner: RunnerOpt = RunnerChoice.local,
     checkpoint: CheckpointOpt = None, engine_dir: EngineDirOpt = None, trtllm_examples: ExamplesOpt = None,
+    step_timeout: TimeoutOpt = None,
     overwrite: OverwriteOpt = False, no_cache: NoCacheOpt = False, keep_work: KeepWorkOpt = False,
     copy: CopyOpt = False, publish: PublishOpt = None, endpoint_url: EndpointOpt = None,
     json_output: JsonOpt = False, quiet: QuietOpt = False,
@@ -144,7 +148,7 @@ def _hf(
     _build("hf", locals())
 
 
-_BUILD_FLAGS = ("output", "until", "runner", "checkpoint", "engine_dir", "trtllm_examples", "overwrite",
+_BUILD_FLAGS = ("output", "until", "runner", "checkpoint", "engine_dir", "trtllm_examples", "step_timeout", "overwrite",
                 "no_cache", "keep_work", "copy", "publish", "endpoint_url", "json_output", "quiet")
 
 
@@ -171,7 +175,8 @@ def _build(target: str, flags: dict[str, Any]) -> None:
         overwrite=flags["overwrite"], use_cache=not flags["no_cache"], keep_work=flags["keep_work"],
         copy=flags["copy"],
         checkpoint=flags.get("checkpoint"), engine_dir=flags.get("engine_dir"),
-        trtllm_examples=flags.get("trtllm_examples"), publish=flags["publish"], endpoint_url=flags["endpoint_url"],
+        trtllm_examples=flags.get("trtllm_examples"), step_timeout_s=flags.get("step_timeout"),
+        publish=flags["publish"], endpoint_url=flags["endpoint_url"],
     )
     outcome = run_plan(plan, request, settings)
     _report(outcome)
