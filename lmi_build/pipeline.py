@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from lmi_build.artifact.manifest import BuildRecord, HardwareTarget, StepTiming
 from lmi_build.errors import InvalidPlan, SourceError, UnsupportedTarget
@@ -20,6 +20,11 @@ from lmi_build.output import current
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.request import PlanRequest
 from lmi_build.sources.base import ResolvedSource
+
+if TYPE_CHECKING:
+    from lmi_build.trtllm.profile_schema import ContainerProfile
+    from lmi_build.trtllm.runners import Paths
+    from lmi_build.trtllm.steps import Step
 
 RunnerKind = Literal["local", "docker", "script"]
 Until = Literal["checkpoint", "artifact"]
@@ -163,7 +168,7 @@ def _build_hf(build: _Build) -> None:
     plan = build.plan
     assert isinstance(plan.build, HfBuild)
     build.layout = "hf"
-    needs_step = plan.quantization.method is not None or _dtype_differs(plan, build.source.path)
+    needs_step = plan.quantization.method is not None or plan.spec.torch_dtype != plan.build.dtype
     if not needs_step:
         build.produced = build.source.path
         return
@@ -175,16 +180,10 @@ def _build_hf(build: _Build) -> None:
     build.produced = result.out_dir
 
 
-def _dtype_differs(plan: BuildPlan, model_dir: Path) -> bool:
-    from lmi_build.model.normalize import read_spec_file
-
-    assert plan.build is not None and hasattr(plan.build, "dtype")
-    return read_spec_file(model_dir).torch_dtype != plan.build.dtype
-
-
 # ---- trtllm: checkpoint on this host, engines by the profile's TensorRT-LLM ----
 
 def _build_trtllm(build: _Build) -> None:
+    from lmi_build.planning.plan import TrtllmBuild
     from lmi_build.trtllm.engine_check import check_engine_dir, gpu_sm
     from lmi_build.trtllm.layouts import layout_name
     from lmi_build.trtllm.profiles import get_profile
@@ -192,6 +191,7 @@ def _build_trtllm(build: _Build) -> None:
     from lmi_build.trtllm.steps import engine_steps
 
     plan, settings, out = build.plan, build.settings, current()
+    assert isinstance(plan.build, TrtllmBuild)
     profile = get_profile(plan.toolchain.profile)
     build.layout = layout_name(profile.layout)
     checkpoint = settings.checkpoint.absolute() if settings.checkpoint else build.work / "checkpoint"
@@ -209,14 +209,14 @@ def _build_trtllm(build: _Build) -> None:
             with build.record.timed(step.name, detail=plan.quantization.quant_algo or "ModelOpt export"):
                 _run_host_step(step, build, paths)
         if settings.until == "checkpoint":
-            build.stopped = _stop_with_checkpoint(build, checkpoint, "checkpoint written (--until checkpoint)")
+            build.stopped = _stop_with_checkpoint(build, profile, checkpoint, "checkpoint written (--until checkpoint)")
             return
         if settings.runner == "script":
             build.stopped = _write_script(build, vendor, paths, profile)
             return
         available, why = toolchain_available(settings.runner, profile, vendor)
         if not available:
-            build.stopped = _stop_with_checkpoint(build, checkpoint, f"no TensorRT-LLM toolchain here: {why}")
+            build.stopped = _stop_with_checkpoint(build, profile, checkpoint, f"no TensorRT-LLM toolchain here: {why}")
             return
         runner = make_runner(settings.runner, profile)
         for step in vendor:
@@ -224,8 +224,7 @@ def _build_trtllm(build: _Build) -> None:
             build.record.steps.append(StepTiming(name=step.name, seconds=result.seconds, detail=f"{runner.kind} runner"))
         _keep_logs(build.work, engine)
 
-    world = plan.build.tp * getattr(plan.build, "pp", 1) if plan.build is not None else 1
-    info = check_engine_dir(engine, profile, world_size=world)
+    info = check_engine_dir(engine, profile, world_size=plan.build.world_size)
     sm, name = gpu_sm()
     build.record.hardware = HardwareTarget(gpu_sm=sm, gpu_name=name)
     build.record.toolchain = {"tensorrt_llm": info.version}
@@ -236,12 +235,13 @@ def _build_trtllm(build: _Build) -> None:
     build.produced = engine
 
 
-def _run_host_step(step: Any, build: _Build, paths: Any) -> None:
+def _run_host_step(step: Step, build: _Build, paths: Paths) -> None:
     """A step implemented in Python on this host (the ModelOpt checkpoint export). Called here,
     not through a runner, because it also needs the user's calibration file again: the plan only
     records its name and digest, and the step refuses a file that changed since planning."""
     import importlib
 
+    assert step.python_call is not None
     module_name, _, function_name = step.python_call.partition(":")
     export = getattr(importlib.import_module(module_name), function_name)
     export(build.plan, paths.model, paths.checkpoint, calib_file=build.request.calib_data)
@@ -256,29 +256,24 @@ def _keep_logs(work: Path, engine: Path) -> None:
         shutil.copytree(logs, engine / LOG_DIR, dirs_exist_ok=True)
 
 
-def _install_dir(staged: Path, output: Path, overwrite: bool) -> None:
-    """Rename a finished directory into place; an existing output is replaced only with overwrite."""
+def _stop_with_checkpoint(build: _Build, profile: ContainerProfile, checkpoint: Path, reason: str) -> BuildOutcome:
     from lmi_build.artifact.packager import install_directory
-
-    install_directory(staged, output, overwrite=overwrite)
-
-
-def _stop_with_checkpoint(build: _Build, checkpoint: Path, reason: str) -> BuildOutcome:
-    from lmi_build.trtllm.profiles import get_profile
     from lmi_build.trtllm.runners import finish_command
 
     output = build.settings.output.absolute()
     if build.settings.checkpoint is None:
-        _install_dir(checkpoint, output, build.settings.overwrite)
-    profile = get_profile(build.plan.toolchain.profile)
-    finish = finish_command(build.plan, profile, checkpoint=output, output=output.with_name(output.name + "-engine"),
+        install_directory(checkpoint, output, overwrite=build.settings.overwrite)
+        checkpoint = output
+    # With --checkpoint nothing new was written: the checkpoint stays where the user has it.
+    finish = finish_command(build.plan, profile, checkpoint=checkpoint, output=output,
                             model_ref=model_ref(build.plan, build.request))
-    return BuildOutcome(plan=build.plan, status="checkpoint", output=output, steps=list(build.record.steps),
+    return BuildOutcome(plan=build.plan, status="checkpoint", output=checkpoint, steps=list(build.record.steps),
                         next_command=finish, message=f"stopped after the TensorRT-LLM checkpoint: {reason}")
 
 
-def _write_script(build: _Build, steps: list[Any], paths: Any, profile: Any) -> BuildOutcome:
+def _write_script(build: _Build, steps: list[Step], paths: Paths, profile: ContainerProfile) -> BuildOutcome:
     """--runner script: the checkpoint plus a shell script that builds the engines on a GPU host."""
+    from lmi_build.artifact.packager import install_directory, link_or_copy
     from lmi_build.trtllm.runners import Paths, ScriptRunner
 
     output = build.settings.output.absolute()
@@ -286,6 +281,9 @@ def _write_script(build: _Build, steps: list[Any], paths: Any, profile: Any) -> 
     bundle.mkdir()
     if build.settings.checkpoint is None:
         shutil.move(str(paths.checkpoint), bundle / "checkpoint")
+    else:  # the bundle must be self-contained: link (or copy) the user's checkpoint into it
+        shutil.copytree(paths.checkpoint, bundle / "checkpoint",
+                        copy_function=lambda src, dst: link_or_copy(Path(src), Path(dst)))
     runner = ScriptRunner(image=profile.image)
     for step in steps:
         runner.run(step, paths, build.work, build.plan)
@@ -296,7 +294,7 @@ def _write_script(build: _Build, steps: list[Any], paths: Any, profile: Any) -> 
                       encoding="utf-8")
     script.chmod(0o755)
     (bundle / "plan.json").write_text(_plan_json(build.plan), encoding="utf-8")
-    _install_dir(bundle, output, build.settings.overwrite)
+    install_directory(bundle, output, overwrite=build.settings.overwrite)
     ref = model_ref(build.plan, build.request)
     package_cmd = (f"lmi-build trtllm --model {ref} --profile {profile.name} --engine-dir {output}/engine "
                    f"--output {output}-artifact")

@@ -210,3 +210,26 @@ def test_trtllm_step_timeout_kills_the_tool_and_leaves_nothing(tmp_path: Path) -
     assert len(error) == 1 and "timed out after 3s" in error[0] and "Traceback" not in result.stderr
     assert not out.exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "work dir removed"
+
+
+def test_existing_checkpoint_is_reused_by_script_and_toolchain_stop(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt"
+    made = lmi_build("trtllm", "--model", "demo:tiny-llama", "--until", "checkpoint", "--output", str(ckpt))
+    assert made.returncode == 0, made.stderr
+
+    # --runner script with --checkpoint: the bundle is self-contained (checkpoint inside it).
+    bundle = tmp_path / "bundle"
+    scripted = lmi_build("trtllm", "--model", "demo:tiny-llama", "--checkpoint", str(ckpt), "--runner", "script",
+                         "--output", str(bundle), "--json")
+    assert scripted.returncode == 0, scripted.stderr
+    assert (bundle / "checkpoint" / "rank0.safetensors").read_bytes() == (ckpt / "rank0.safetensors").read_bytes()
+    assert (ckpt / "rank0.safetensors").is_file(), "the user's checkpoint is left in place"
+
+    # No toolchain: nothing new is written, and the outcome points at the user's checkpoint.
+    out = tmp_path / "engine"
+    stopped = lmi_build("trtllm", "--model", "demo:tiny-llama", "--checkpoint", str(ckpt), "--output", str(out),
+                        "--json", env={"PATH": no_gpu_path()})
+    assert stopped.returncode == 3, stopped.stderr
+    outcome = as_json(stopped)
+    assert outcome["output"] == str(ckpt) and f"--checkpoint {ckpt}" in outcome["next_command"]
+    assert not out.exists()
