@@ -16,7 +16,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,6 +33,7 @@ from lmi_build.artifact.hygiene import (
 from lmi_build.errors import VerifyError
 from lmi_build.hashing import tree_digest
 from lmi_build.planning.plan import BuildPlan, ModelIdentity, TargetName
+from lmi_build.versions import installed_versions
 
 SCHEMA_VERSION = 1
 SCHEMA_ID = "https://lmi-build.dev/schemas/manifest/v1.json"
@@ -147,12 +147,7 @@ class Manifest(BaseModel):
 
 
 def build_environment() -> BuildEnvironment:
-    packages: dict[str, str] = {}
-    for name in BUILD_PACKAGES:
-        try:
-            packages[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
+    packages = installed_versions(BUILD_PACKAGES)
     return BuildEnvironment(
         python=platform.python_version(),
         os=f"{platform.system()} {platform.release()}".strip(),

@@ -139,19 +139,12 @@ def translate_env(env: Mapping[str, str], *, target: str) -> EnvOptions:
             value = "false" if parsed else "true"
         lmi[lmi_name] = (value, origin)
 
+    # OPTION_* first, then other LMI names, then the fallbacks: the first of each key wins.
+    direct = [(name, key) for name in sorted(lmi, key=lambda n: (not n.startswith("OPTION_"), n))
+              if (key := env_key(name)) is not None]
+    fallbacks = [(name, key) for name, key in FALLBACKS if name in lmi]
     values: dict[str, EnvOption] = {}
-    for name in sorted(lmi, key=lambda n: (not n.startswith("OPTION_"), n)):
-        key = env_key(name)
-        if key is None:
-            continue
-        value, origin = lmi[name]
-        if key in values:
-            _conflict(warnings, values[key], EnvOption(key, value, origin))
-            continue
-        values[key] = EnvOption(key, value, origin)
-    for name, key in FALLBACKS:
-        if name not in lmi:
-            continue
+    for name, key in direct + fallbacks:
         value, origin = lmi[name]
         if key in values:
             _conflict(warnings, values[key], EnvOption(key, value, origin))

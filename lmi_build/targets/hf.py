@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from importlib import metadata
 from typing import Literal
 
 from lmi_build.model.spec import ModelSpec
@@ -14,6 +13,7 @@ from lmi_build.planning.memory import Workload
 from lmi_build.planning.plan import HfBuild, TargetName, ToolchainRef
 from lmi_build.recipes.schema import TargetSupport
 from lmi_build.targets.base import TargetPlan
+from lmi_build.versions import installed_versions
 
 DEFAULT_MAX_BATCH_SIZE = 32
 DEFAULT_MAX_SEQ_LEN = 4096  # the memory estimate's sequence length when no max length is given
@@ -30,13 +30,7 @@ class HfTarget:
         return "modelopt"
 
     def toolchain(self, profile: str | None) -> ToolchainRef:
-        versions: dict[str, str] = {}
-        for package in _TOOL_PACKAGES:
-            try:
-                versions[package] = metadata.version(package)
-            except metadata.PackageNotFoundError:
-                continue
-        return ToolchainRef(target="hf", profile=None, image=None, versions=versions)
+        return ToolchainRef(target="hf", profile=None, image=None, versions=installed_versions(_TOOL_PACKAGES))
 
     def plan(self, ctx: PlanContext) -> TargetPlan:
         tp = checks.resolve_tp(ctx)
