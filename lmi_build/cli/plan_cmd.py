@@ -81,18 +81,12 @@ def plan(
 ) -> None:
     """Resolve every build knob, validate it against the model, estimate memory and compute the
     cache key, without reading weights or building anything."""
+    flags = {k: v for k, v in locals().items() if k not in ("target", "json_output", "quiet")}
     output_mode(json_output, quiet)
     from lmi_build.planning.planner import make_plan
     from lmi_build.planning.render import report_plan
 
-    request = plan_request(
-        cast("TargetName", target.value), model=model, revision=revision, tp=tp, pp=pp, dtype=dtype, quantize=quantize,
-        max_input_len=max_input_len, max_output_len=max_output_len, max_batch_size=max_batch_size,
-        n_positions=n_positions, context_length_estimate=context_length_estimate,
-        trust_remote_code=trust_remote_code, option=option, properties=properties,
-        instance_type=instance_type, profile=profile, strict=strict, calib_data=calib_data,
-        allow_pickle=allow_pickle,
-    )
+    request = plan_request(cast("TargetName", target.value), **flags)
     built = make_plan(request)
     report_plan(built)
     if not built.valid:
