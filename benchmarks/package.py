@@ -26,7 +26,8 @@ from lmi_build.artifact.manifest import BuildRecord
 from lmi_build.artifact.packager import package
 from lmi_build.artifact.verify import verify_local
 from lmi_build.model.spec import ModelSpec
-from lmi_build.planning.plan import BuildPlan, HfBuild, ModelIdentity, ToolchainRef
+from lmi_build.planning.plan import BuildPlan, HfBuild, ToolchainRef
+from lmi_build.types import ModelIdentity
 
 CHUNK = 64 * 1024 * 1024
 

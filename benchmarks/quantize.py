@@ -67,10 +67,10 @@ def run_case(name: str, model_dir: Path, work_dir: Path, calib_size: int, calib_
              calib_batch: int) -> dict[str, Any]:
     from lmi_build import output
     from lmi_build.output import Mode
-    from lmi_build.planning.planner import make_plan
+    from lmi_build.planner import make_plan
+    from lmi_build.planning.quantization import plan_quantization, split_messages
     from lmi_build.planning.request import PlanRequest
     from lmi_build.quantize.export import run_checkpoint_step
-    from lmi_build.quantize.methods import plan_quantization, split_messages
 
     output.set_mode(Mode.QUIET)
     method, dtype, tp = CASES[name]

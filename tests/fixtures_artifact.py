@@ -16,14 +16,8 @@ import pytest
 
 from lmi_build.artifact.manifest import BuildRecord, HardwareTarget, StepTiming
 from lmi_build.model.spec import ModelSpec
-from lmi_build.planning.plan import (
-    BuildPlan,
-    HfBuild,
-    ModelIdentity,
-    QuantizationPlan,
-    ToolchainRef,
-    TrtllmBuild,
-)
+from lmi_build.planning.plan import BuildPlan, HfBuild, QuantizationPlan, ToolchainRef, TrtllmBuild
+from lmi_build.types import ModelIdentity
 
 LLAMA_CONFIG: dict[str, Any] = {
     "architectures": ["LlamaForCausalLM"],

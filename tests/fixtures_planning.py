@@ -41,7 +41,7 @@ def model_dir(tmp_path: Path) -> ModelDirFactory:
 @pytest.fixture
 def plan_model(model_dir: ModelDirFactory) -> Planner:
     """``plan_model(target, fixture_name_or_dir, **PlanRequest fields)`` -> BuildPlan (env={})."""
-    from lmi_build.planning.planner import make_plan
+    from lmi_build.planner import make_plan
     from lmi_build.planning.request import PlanRequest
 
     def run(target: str, model: str | Path, **fields: Any) -> BuildPlan:

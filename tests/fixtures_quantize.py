@@ -26,7 +26,7 @@ VOCAB = 1024
 def _train_tokenizer(out_dir: Path) -> None:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    from lmi_build.quantize import calib_text
+    from lmi_build.planning import calibration_text
 
     tokenizer = Tokenizer(models.BPE(unk_token=None))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -37,7 +37,7 @@ def _train_tokenizer(out_dir: Path) -> None:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tokenizer.train_from_iterator(calib_text.load_builtin().samples, trainer)
+    tokenizer.train_from_iterator(calibration_text.load_builtin().samples, trainer)
     tokenizer.save(str(out_dir / "tokenizer.json"))
     (out_dir / "tokenizer_config.json").write_text(json.dumps({
         "tokenizer_class": "PreTrainedTokenizerFast",
@@ -116,8 +116,9 @@ def make_build_plan(model_dir: Path, *, target: str = "trtllm", method: str | No
                     calib_file: Path | None = None) -> Any:
     """A BuildPlan as the planner would make it, with ``plan_quantization``'s real output."""
     from lmi_build.model.normalize import read_spec_file
-    from lmi_build.planning.plan import BuildPlan, HfBuild, ModelIdentity, ToolchainRef, TrtllmBuild
-    from lmi_build.quantize.methods import plan_quantization, split_messages
+    from lmi_build.planning.plan import BuildPlan, HfBuild, ToolchainRef, TrtllmBuild
+    from lmi_build.planning.quantization import plan_quantization, split_messages
+    from lmi_build.types import ModelIdentity
 
     spec = read_spec_file(model_dir)
     resolved = resolved_options(options or {})

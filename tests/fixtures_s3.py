@@ -196,7 +196,7 @@ def make_artifact(root: Path, files: dict[str, bytes]) -> Path:
         write_manifest,
     )
     from lmi_build.hashing import tree_digest
-    from lmi_build.planning.plan import ModelIdentity
+    from lmi_build.types import ModelIdentity
 
     root.mkdir(parents=True, exist_ok=True)
     for rel, data in files.items():

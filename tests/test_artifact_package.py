@@ -10,14 +10,15 @@ import jsonschema
 import pytest
 
 from lmi_build.artifact.files import MANIFEST_NAME
-from lmi_build.artifact.hf_layout import HfLayout
 from lmi_build.artifact.layout import register_layout
 from lmi_build.artifact.manifest import SCHEMA_PATH, load_manifest, manifest_schema
 from lmi_build.artifact.packager import carry_source_files, link_or_copy, package
 from lmi_build.artifact.verify import verify_local
 from lmi_build.errors import LmiBuildError, OptionError, StepError, VerifyError
 from lmi_build.options.properties import read_properties
-from lmi_build.planning.plan import BuildPlan, ModelIdentity
+from lmi_build.planning.plan import BuildPlan
+from lmi_build.targets.hf.layouts import HfLayout
+from lmi_build.types import ModelIdentity
 from tests.fixtures_artifact import make_plan, make_record, write_source_model
 
 

@@ -23,7 +23,8 @@ from lmi_build.artifact.verify import (
 )
 from lmi_build.cli import app
 from lmi_build.errors import OptionError, VerifyError
-from lmi_build.planning.plan import BuildPlan, NeuronxBuild, PlanMessage, ToolchainRef
+from lmi_build.planning.plan import BuildPlan, NeuronxBuild, ToolchainRef
+from lmi_build.types import PlanMessage
 from tests.fixtures_artifact import make_plan, make_record, write_source_model, write_tokenizer
 
 runner = CliRunner()
@@ -318,7 +319,7 @@ def test_verify_and_inspect_do_not_import_heavy_libraries(engine_artifact: Path)
 
 
 def test_cli_verify_for_container_profiles(engine_artifact: Path) -> None:
-    from lmi_build.trtllm.profiles import get_profile
+    from lmi_build.targets.trtllm.profiles import get_profile
 
     newer = get_profile("lmi-0.28.0-trtllm-0.9.0")
     result = runner.invoke(app, ["verify", str(engine_artifact), "--for-container", newer.name, "--json"])

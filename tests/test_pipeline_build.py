@@ -104,7 +104,8 @@ def test_trtllm_without_toolchain_stops_after_checkpoint(tmp_path: Path) -> None
     outcome = as_json(result)
     assert outcome["status"] == "checkpoint"
     assert "trtllm-build not found" in outcome["message"]
-    assert "--checkpoint" in outcome["next_command"] and "--model demo:tiny-llama" in outcome["next_command"]
+    # The finishing command executes the saved plan (issue "the plan is the contract"), not re-typed flags.
+    assert "--checkpoint" in outcome["next_command"] and f"--plan {out}/plan.json" in outcome["next_command"]
     assert (out / "rank0.safetensors").is_file()
 
 
@@ -119,7 +120,7 @@ def test_trtllm_script_runner_writes_checkpoint_and_script(tmp_path: Path) -> No
     assert os.access(script, os.X_OK) and "trtllm-build" in text and "--checkpoint_dir /work/checkpoint" in text
     assert subprocess.run(["sh", "-n", str(script)], check=False).returncode == 0
     assert (out / "checkpoint" / "rank0.safetensors").is_file()
-    assert json.loads((out / "plan.json").read_text())["toolchain"]["profile"] == PROFILE
+    assert json.loads((out / "plan.json").read_text())["plan"]["toolchain"]["profile"] == PROFILE
 
 
 @pytest.mark.s3
@@ -225,11 +226,13 @@ def test_existing_checkpoint_is_reused_by_script_and_toolchain_stop(tmp_path: Pa
     assert (bundle / "checkpoint" / "rank0.safetensors").read_bytes() == (ckpt / "rank0.safetensors").read_bytes()
     assert (ckpt / "rank0.safetensors").is_file(), "the user's checkpoint is left in place"
 
-    # No toolchain: nothing new is written, and the outcome points at the user's checkpoint.
+    # No toolchain: the user's checkpoint stays where it is (nothing is copied), --output gets only the
+    # saved plan, and the finishing command runs that plan on the user's checkpoint.
     out = tmp_path / "engine"
     stopped = lmi_build("trtllm", "--model", "demo:tiny-llama", "--checkpoint", str(ckpt), "--output", str(out),
                         "--json", env={"PATH": no_gpu_path()})
     assert stopped.returncode == 3, stopped.stderr
     outcome = as_json(stopped)
-    assert outcome["output"] == str(ckpt) and f"--checkpoint {ckpt}" in outcome["next_command"]
-    assert not out.exists()
+    assert outcome["output"] == str(out) and f"--checkpoint {ckpt}" in outcome["next_command"]
+    assert sorted(p.name for p in out.iterdir()) == ["plan.json"]
+    assert f"--plan {out}/plan.json" in outcome["next_command"]

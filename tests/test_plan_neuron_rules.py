@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from lmi_build.targets.neuronx import (
+from lmi_build.targets.neuronx.plan import (
     compiler_flags,
     continuous_batching_contexts,
     effective_gqa,

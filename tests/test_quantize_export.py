@@ -126,9 +126,10 @@ def _logits(model: Any, tokenizer: Any) -> Any:
 
 @pytest.mark.parametrize("method", ["smoothquant", "awq", "gptq", "fp8", "int8_wo", "int4_wo"])
 def test_fake_quantized_logits_stay_close(tiny_llama3: Path, method: str) -> None:
-    from lmi_build.quantize import calib_text, calibration, modelopt_quant
+    from lmi_build.planning import calibration_text
+    from lmi_build.quantize import calibration, modelopt_quant
 
-    samples = set(calib_text.load_builtin().samples)
+    samples = set(calibration_text.load_builtin().samples)
     assert not any(prompt in sample for prompt in HELD_OUT for sample in samples)
 
     plan = make_build_plan(tiny_llama3, method=method, options=FAST_CALIB, dtype="bfloat16")

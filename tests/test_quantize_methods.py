@@ -13,9 +13,9 @@ import pytest
 from lmi_build.errors import OptionError, SourceError
 from lmi_build.model.normalize import read_spec
 from lmi_build.model.spec import ModelSpec
-from lmi_build.planning.plan import PlanMessage, QuantizationPlan
-from lmi_build.quantize import calib_text
-from lmi_build.quantize.methods import (
+from lmi_build.planning import calibration_text
+from lmi_build.planning.plan import QuantizationPlan
+from lmi_build.planning.quantization import (
     METHODS,
     OPTION_KEYS,
     canonical_method,
@@ -25,6 +25,7 @@ from lmi_build.quantize.methods import (
     tp_group_problem,
     vendor_smoothquant_algo,
 )
+from lmi_build.types import PlanMessage
 from tests.fixtures_quantize import resolved_options
 
 LLAMA: dict[str, Any] = {
@@ -70,8 +71,8 @@ def test_each_method_plans_its_algo_and_calibration(method: str, algo: str, cali
     else:
         assert plan.calibration is not None
         assert plan.calibration.size == calib_size
-        assert plan.calibration.dataset == f"builtin:{calib_text.BUILTIN_NAME}"
-        assert plan.calibration.dataset_digest == calib_text.load_builtin().digest
+        assert plan.calibration.dataset == f"builtin:{calibration_text.BUILTIN_NAME}"
+        assert plan.calibration.dataset_digest == calibration_text.load_builtin().digest
         batch = 8 if method == "awq" else 1  # AWQ's CPU cost is per forward call
         assert (plan.calibration.max_seq_len, plan.calibration.batch_size, plan.calibration.seed) == (512, batch, 1234)
 
@@ -177,7 +178,7 @@ def test_calibration_options_and_capping() -> None:
     assert errors == [] and plan.calibration is not None
     assert (plan.calibration.size, plan.calibration.max_seq_len, plan.calibration.batch_size,
             plan.calibration.seed) == (10, 128, 2, 7)
-    available = len(calib_text.load_builtin().samples)
+    available = len(calibration_text.load_builtin().samples)
     plan, errors, warnings = _plan("fp8", {"calib_size": "100000"})
     assert errors == [] and _codes(warnings) == ["calib_size_capped"]
     assert plan.calibration is not None and plan.calibration.size == available
@@ -257,7 +258,7 @@ def test_prequantized_bits() -> None:
 # --- calibration text -----------------------------------------------------------------------
 
 def test_builtin_set_is_large_and_varied() -> None:
-    text = calib_text.load_builtin()
+    text = calibration_text.load_builtin()
     assert len(text.samples) >= 100
     assert len(set(text.samples)) == len(text.samples)
     assert any("def " in s for s in text.samples) and any('"' in s for s in text.samples)
@@ -267,38 +268,38 @@ def test_builtin_set_is_large_and_varied() -> None:
 def test_txt_paragraphs_and_lines(tmp_path: Path) -> None:
     paragraphs = tmp_path / "p.txt"
     paragraphs.write_text("first line\nstill first\n\n  \nsecond\n\n\nthird\n")
-    assert calib_text.load_file(paragraphs).samples == ("first line\nstill first", "second", "third")
+    assert calibration_text.load_file(paragraphs).samples == ("first line\nstill first", "second", "third")
     lines = tmp_path / "l.txt"
     lines.write_text("one\ntwo\n\nthree")  # has a blank line -> paragraphs
-    assert calib_text.load_file(lines).samples == ("one\ntwo", "three")
+    assert calibration_text.load_file(lines).samples == ("one\ntwo", "three")
     lines.write_text("one\ntwo\nthree\n")
-    assert calib_text.load_file(lines).samples == ("one", "two", "three")
+    assert calibration_text.load_file(lines).samples == ("one", "two", "three")
 
 
 def test_jsonl(tmp_path: Path) -> None:
     path = tmp_path / "c.jsonl"
     path.write_text(json.dumps({"text": "alpha", "id": 1}) + "\n\n" + json.dumps({"text": "beta"}) + "\n")
-    text = calib_text.load_file(path)
+    text = calibration_text.load_file(path)
     assert text.samples == ("alpha", "beta") and text.dataset == "file:c.jsonl"
     path.write_text(json.dumps({"body": "no text field"}) + "\n")
     with pytest.raises(OptionError, match=r"c\.jsonl:1 has no string 'text' field"):
-        calib_text.load_file(path)
+        calibration_text.load_file(path)
     path.write_text("{not json\n")
     with pytest.raises(OptionError, match="not valid JSON"):
-        calib_text.load_file(path)
+        calibration_text.load_file(path)
 
 
 def test_bad_calibration_files(tmp_path: Path) -> None:
     with pytest.raises(SourceError, match="calibration file not found"):
-        calib_text.load_file(tmp_path / "missing.txt")
+        calibration_text.load_file(tmp_path / "missing.txt")
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n  \n")
     with pytest.raises(OptionError, match="has no text samples"):
-        calib_text.load_file(empty)
+        calibration_text.load_file(empty)
     other = tmp_path / "data.csv"
     other.write_text("a,b\n")
     with pytest.raises(OptionError, match="unsupported extension"):
-        calib_text.load_file(other)
+        calibration_text.load_file(other)
 
 
 def test_calibration_file_in_the_plan(tmp_path: Path) -> None:
@@ -308,7 +309,7 @@ def test_calibration_file_in_the_plan(tmp_path: Path) -> None:
     assert errors == [] and _codes(warnings) == ["calib_size_capped"]
     assert plan.calibration is not None
     assert plan.calibration.dataset == "file:mine.txt" and plan.calibration.size == 5
-    assert plan.calibration.dataset_digest == calib_text.load_file(path).digest
+    assert plan.calibration.dataset_digest == calibration_text.load_file(path).digest
     # A missing file is a plan error (one line), not an exception.
     _, errors, _ = _plan("smoothquant", calib_file=tmp_path / "nope.txt")
     assert _codes(errors) == ["calib_data"] and "nope.txt" in errors[0].message
@@ -316,10 +317,10 @@ def test_calibration_file_in_the_plan(tmp_path: Path) -> None:
 
 def test_selection_depends_on_the_seed_only() -> None:
     samples = tuple(f"s{i}" for i in range(50))
-    first = calib_text.select(samples, 10, 1234)
-    assert first == calib_text.select(samples, 10, 1234)
-    assert first != calib_text.select(samples, 10, 99)
-    assert len(set(first)) == 10 and calib_text.select(samples, 500, 1) != []
+    first = calibration_text.select(samples, 10, 1234)
+    assert first == calibration_text.select(samples, 10, 1234)
+    assert first != calibration_text.select(samples, 10, 99)
+    assert len(set(first)) == 10 and calibration_text.select(samples, 500, 1) != []
 
 
 def test_option_keys_are_listed() -> None:
@@ -327,7 +328,7 @@ def test_option_keys_are_listed() -> None:
 
 
 def test_planning_imports_no_torch() -> None:
-    code = ("import sys; import lmi_build.quantize.methods, lmi_build.quantize.export; "
+    code = ("import sys; import lmi_build.planning.quantization, lmi_build.quantize.export; "
             "bad = [m for m in ('torch', 'transformers', 'modelopt') if m in sys.modules]; print(bad)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"

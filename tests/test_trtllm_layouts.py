@@ -13,10 +13,10 @@ from lmi_build.artifact.layout import get_layout
 from lmi_build.artifact.manifest import BuildRecord
 from lmi_build.artifact.packager import package
 from lmi_build.output import Mode, set_mode
-from lmi_build.trtllm.layouts import container_model_dir, layout_name, read_pbtxt_parameter
-from lmi_build.trtllm.profiles import get_profile
-from lmi_build.trtllm.runners import LocalRunner, Paths, run_steps
-from lmi_build.trtllm.steps import plan_steps
+from lmi_build.runners import LocalRunner, Paths, run_steps
+from lmi_build.targets.trtllm.layouts import container_model_dir, layout_name, read_pbtxt_parameter
+from lmi_build.targets.trtllm.profiles import get_profile
+from lmi_build.targets.trtllm.steps import plan_steps, trtllm_paths
 from tests.fixtures_trtllm import TrtllmPlanner, write_checkpoint, write_model_dir
 
 
@@ -30,7 +30,7 @@ def _build(profile_name: str, trtllm_plan: TrtllmPlanner, tmp_path: Path, standi
     profile = get_profile(profile_name)
     standin_path(profile.tensorrt_llm)
     plan = trtllm_plan(profile_name, tp=str(tp))
-    paths = Paths(model=write_model_dir(tmp_path / "model"), checkpoint=write_checkpoint(tmp_path / "ckpt", tp=tp),
+    paths = trtllm_paths(model=write_model_dir(tmp_path / "model"), checkpoint=write_checkpoint(tmp_path / "ckpt", tp=tp),
                   engine=tmp_path / "engine")
     run_steps(plan_steps(plan, profile).steps[-1:], LocalRunner(gpus=1), tmp_path / "work", paths, plan)
     return plan, paths

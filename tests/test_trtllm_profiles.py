@@ -11,8 +11,14 @@ from typer.testing import CliRunner
 
 from lmi_build.cli import app
 from lmi_build.errors import UnsupportedTarget
-from lmi_build.trtllm.flags import flag_table, series_for
-from lmi_build.trtllm.profiles import ProfileError, get_profile, load_profile_file, load_profiles, version_key
+from lmi_build.targets.trtllm.flags import flag_table, series_for
+from lmi_build.targets.trtllm.profiles import (
+    ProfileError,
+    get_profile,
+    load_profile_file,
+    load_profiles,
+    version_key,
+)
 
 IMAGE = re.compile(r"^(763104351884\.dkr\.ecr\.us-west-2\.amazonaws\.com/djl-inference:[0-9.]+-tensorrtllm[0-9.]+-cu\d{3}"
                    r"|deepjavalibrary/djl-serving:tensorrt-llm-nightly)$")

@@ -33,17 +33,17 @@ def test_real_engine_build_of_tiny_llama(tmp_path: Path, plan_model: Callable[..
     import tensorrt_llm
 
     from lmi_build.quantize.export import build_trtllm_checkpoint
+    from lmi_build.runners import LocalRunner, run_steps
     from lmi_build.sources.demo import ensure_demo_model
-    from lmi_build.trtllm.engine_check import check_engine_dir, gpu_sm
-    from lmi_build.trtllm.profiles import get_profile
-    from lmi_build.trtllm.runners import LocalRunner, Paths, run_steps
-    from lmi_build.trtllm.steps import plan_steps
+    from lmi_build.targets.trtllm.engine_check import check_engine_dir, gpu_sm
+    from lmi_build.targets.trtllm.profiles import get_profile
+    from lmi_build.targets.trtllm.steps import plan_steps, trtllm_paths
 
     # The host's own TensorRT-LLM decides which flags exist: a profile with its version.
     host = get_profile(None).model_copy(update={"name": "host", "tensorrt_llm": tensorrt_llm.__version__})
     model = ensure_demo_model("tiny-llama", with_weights=True)
     plan = plan_model("trtllm", model, tp="1", max_input_len=64, max_output_len=64, max_batch_size=4)
-    paths = Paths(model=model, checkpoint=tmp_path / "ckpt", engine=tmp_path / "engine")
+    paths = trtllm_paths(model=model, checkpoint=tmp_path / "ckpt", engine=tmp_path / "engine")
     build_trtllm_checkpoint(plan, model, paths.checkpoint)
     engine_steps = [s for s in plan_steps(plan, host).steps if s.name == "engine"]
     run_steps(engine_steps, LocalRunner(), tmp_path / "work", paths, plan)

@@ -12,17 +12,11 @@ import pytest
 
 from lmi_build.errors import StepError
 from lmi_build.output import Mode, set_mode
-from lmi_build.trtllm.engine_check import check_engine_dir, gpu_sm
-from lmi_build.trtllm.profiles import get_profile
-from lmi_build.trtllm.runners import (
-    LocalRunner,
-    Paths,
-    docker_argv,
-    make_runner,
-    run_steps,
-    toolchain_available,
-)
-from lmi_build.trtllm.steps import Step, plan_steps
+from lmi_build.runners import LocalRunner, Paths, docker_argv, make_runner, run_steps
+from lmi_build.targets.trtllm.engine_check import check_engine_dir, gpu_sm
+from lmi_build.targets.trtllm.profiles import get_profile
+from lmi_build.targets.trtllm.steps import Step, plan_steps, trtllm_paths
+from lmi_build.targets.trtllm.toolchain import toolchain_available
 from tests.fixtures_trtllm import TrtllmPlanner, write_checkpoint
 
 PROFILE = "lmi-0.30.0-trtllm-0.12.0"
@@ -43,7 +37,7 @@ def _engine_step(trtllm_plan: TrtllmPlanner, profile: str, **fields: object) -> 
 def _paths(tmp_path: Path, tp: int) -> Paths:
     model = tmp_path / "model"
     model.mkdir()
-    return Paths(model=model, checkpoint=write_checkpoint(tmp_path / "ckpt", tp=tp), engine=tmp_path / "engine")
+    return trtllm_paths(model=model, checkpoint=write_checkpoint(tmp_path / "ckpt", tp=tp), engine=tmp_path / "engine")
 
 
 @pytest.mark.parametrize("profile", ["lmi-0.27.0-trtllm-0.8.0", "lmi-0.29.0-trtllm-0.11.0", PROFILE,
@@ -143,7 +137,7 @@ def test_toolchain_unavailable_says_why(monkeypatch: pytest.MonkeyPatch) -> None
     ok, why = toolchain_available("docker", get_profile(PROFILE))
     assert not ok and "docker CLI not found" in why
     assert toolchain_available("script", get_profile(PROFILE))[0]
-    assert make_runner("script", get_profile(PROFILE)).kind == "script"
+    assert make_runner("script", image=get_profile(PROFILE).image).kind == "script"
 
 
 def test_gpu_sm_reads_compute_cap(tmp_path: Path) -> None:
@@ -155,9 +149,12 @@ def test_gpu_sm_reads_compute_cap(tmp_path: Path) -> None:
         assert gpu_sm() == (None, None)
 
 
-def test_finish_command_names_profile_and_dirs(trtllm_plan: TrtllmPlanner, tmp_path: Path) -> None:
-    from lmi_build.trtllm.runners import finish_command
+def test_finish_command_names_plan_and_dirs(tmp_path: Path) -> None:
+    # The saved plan carries the profile (and every knob): the command names the plan, not flags.
+    from lmi_build.targets.trtllm.build import finish_command
 
-    plan = trtllm_plan(PROFILE)
-    command = finish_command(plan, get_profile(PROFILE), checkpoint=tmp_path / "ck pt", output=tmp_path / "out")
-    assert f"--profile {PROFILE}" in command and "--runner docker" in command and "'" in command  # quoted path
+    command = finish_command(tmp_path / "out" / "plan.json", checkpoint=tmp_path / "ck pt", runner="docker",
+                             output=tmp_path / "out-artifact")
+    assert f"--plan {tmp_path}/out/plan.json" in command and "--runner docker" in command
+    assert "'" in command  # quoted path
+    assert "--profile" not in command and "--tp" not in command

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from lmi_build.errors import UnsupportedTarget
-from lmi_build.trtllm.flags import flag_table
-from lmi_build.trtllm.profiles import get_profile, load_profiles
-from lmi_build.trtllm.runners import Paths, ScriptRunner, run_steps
-from lmi_build.trtllm.steps import _flags_part, plan_steps
+from lmi_build.runners import ScriptRunner, run_steps
+from lmi_build.targets.trtllm.flags import flag_table
+from lmi_build.targets.trtllm.profiles import get_profile, load_profiles
+from lmi_build.targets.trtllm.steps import _flags_part, engine_script, plan_steps, trtllm_paths
 from tests.fixtures_planning import fixture_names
 from tests.fixtures_trtllm import TrtllmPlanner
 
@@ -79,10 +79,10 @@ def test_golden_script(profile_name: str, trtllm_plan: TrtllmPlanner, tmp_path: 
     profile = get_profile(profile_name)
     plan = _variant_plan(trtllm_plan, profile_name, "smoothquant_per_token_tp1")
     runner = ScriptRunner(image=profile.image)
-    paths = Paths(model=Path("/models/llama"), checkpoint=Path("/work/ckpt"), engine=Path("/work/engine"),
+    paths = trtllm_paths(model=Path("/models/llama"), checkpoint=Path("/work/ckpt"), engine=Path("/work/engine"),
                   examples=Path("/src/TensorRT-LLM/examples"))
     run_steps(plan_steps(plan, profile).steps, runner, tmp_path, paths, plan)
-    text = runner.script(paths, header=f"profile {profile.name}")
+    text = engine_script(runner, paths, header=f"profile {profile.name}")
     _golden(f"{profile_name}__smoothquant_per_token.sh", text)
     script = tmp_path / "build.sh"
     script.write_text(text)

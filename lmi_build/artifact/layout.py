@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Protocol
 
 from lmi_build.errors import UnsupportedTarget
-from lmi_build.planning.plan import BuildPlan, PlanMessage
+from lmi_build.planning.plan import BuildPlan
+from lmi_build.types import PlanMessage
 
 
 class Layout(Protocol):
@@ -49,7 +50,7 @@ def _load_builtin_layouts() -> None:
     # Explicit imports (not import side effects scattered around): each module registers its layouts.
     import importlib
 
-    for module in ("lmi_build.artifact.hf_layout", "lmi_build.trtllm.layouts"):
+    for module in ("lmi_build.targets.hf.layouts", "lmi_build.targets.trtllm.layouts"):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as error:

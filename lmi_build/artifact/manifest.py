@@ -32,7 +32,8 @@ from lmi_build.artifact.hygiene import (
 )
 from lmi_build.errors import VerifyError
 from lmi_build.hashing import tree_digest
-from lmi_build.planning.plan import BuildPlan, ModelIdentity, TargetName
+from lmi_build.planning.plan import BuildPlan
+from lmi_build.types import ModelIdentity, TargetName
 from lmi_build.versions import installed_versions
 
 SCHEMA_VERSION = 1

@@ -17,7 +17,7 @@ from lmi_build.artifact.files import MANIFEST_NAME, walk_files
 from lmi_build.artifact.manifest import Manifest, load_manifest
 from lmi_build.errors import LmiBuildError, OptionError, UnsupportedTarget, VerifyError
 from lmi_build.hashing import sha256_files, tree_digest
-from lmi_build.planning.plan import PlanMessage
+from lmi_build.types import PlanMessage
 
 # Versions an artifact of each target is bound to: a different one in the container cannot load it.
 BINDING_VERSIONS: dict[str, tuple[str, ...]] = {
@@ -90,7 +90,7 @@ def serving_target(
     versions: dict[str, str] = {}
     engine_capable = True
     if container is not None:
-        from lmi_build.trtllm.profiles import get_profile  # owned by the trtllm package
+        from lmi_build.targets.trtllm.profiles import get_profile  # owned by the trtllm package
 
         try:
             profile = get_profile(container)

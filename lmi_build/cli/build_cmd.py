@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,6 +23,8 @@ from lmi_build.cli.plan_flags import (
     MaxOutputLenOpt,
     ModelOpt,
     OptionOpt,
+    PlanFileOpt,
+    PlanFlags,
     PpOpt,
     ProfileOpt,
     PropertiesOpt,
@@ -31,12 +33,12 @@ from lmi_build.cli.plan_flags import (
     StrictOpt,
     TpOpt,
     TrustRemoteCodeOpt,
-    plan_request,
+    load_plan_for,
 )
 
 if TYPE_CHECKING:
-    from lmi_build.pipeline import BuildOutcome
-    from lmi_build.planning.plan import TargetName
+    from lmi_build.building.context import BuildOutcome, BuildSettings
+    from lmi_build.types import TargetName
 
 BUILD_PANEL = "Build"
 # Exit status when the build stopped early because no engine toolchain is available here.
@@ -123,6 +125,7 @@ def _trtllm(
     trust_remote_code: TrustRemoteCodeOpt = False, option: OptionOpt = None,
     properties: PropertiesOpt = None, instance_type: InstanceTypeOpt = None, profile: ProfileOpt = None,
     strict: StrictOpt = False, calib_data: CalibDataOpt = None, allow_pickle: AllowPickleOpt = False,
+    plan_file: PlanFileOpt = None,
     output: OutputOpt = Path("out"), until: UntilOpt = Until.artifact, runner: RunnerOpt = RunnerChoice.local,
     checkpoint: CheckpointOpt = None, engine_dir: EngineDirOpt = None, trtllm_examples: ExamplesOpt = None,
     step_timeout: TimeoutOpt = None,
@@ -130,7 +133,17 @@ def _trtllm(
     copy: CopyOpt = False, publish: PublishOpt = None, endpoint_url: EndpointOpt = None,
     json_output: JsonOpt = False, quiet: QuietOpt = False,
 ) -> None:
-    _build("trtllm", locals())
+    output_mode(json_output, quiet)
+    shaping = PlanFlags(model=model, revision=revision, tp=tp, pp=pp, dtype=dtype, quantize=quantize,
+                        max_input_len=max_input_len, max_output_len=max_output_len,
+                        max_batch_size=max_batch_size, trust_remote_code=trust_remote_code, option=option,
+                        properties=properties, instance_type=instance_type, profile=profile, strict=strict,
+                        calib_data=calib_data, allow_pickle=allow_pickle)
+    settings = _settings(output=output, until=until.value, runner=runner.value, checkpoint=checkpoint,
+                         engine_dir=engine_dir, trtllm_examples=trtllm_examples, step_timeout_s=step_timeout,
+                         overwrite=overwrite, no_cache=no_cache, keep_work=keep_work, copy=copy, publish=publish,
+                         endpoint_url=endpoint_url)
+    _build("trtllm", shaping, plan_file, settings)
 
 
 def _hf(
@@ -139,46 +152,47 @@ def _hf(
     properties: PropertiesOpt = None, instance_type: InstanceTypeOpt = None, strict: StrictOpt = False,
     calib_data: CalibDataOpt = None, allow_pickle: AllowPickleOpt = False,
     max_input_len: MaxInputLenOpt = None, max_output_len: MaxOutputLenOpt = None,
-    max_batch_size: MaxBatchSizeOpt = None,
+    max_batch_size: MaxBatchSizeOpt = None, plan_file: PlanFileOpt = None,
     output: OutputOpt = Path("out"), overwrite: OverwriteOpt = False, no_cache: NoCacheOpt = False,
     keep_work: KeepWorkOpt = False, copy: CopyOpt = False, publish: PublishOpt = None,
     endpoint_url: EndpointOpt = None,
     json_output: JsonOpt = False, quiet: QuietOpt = False,
 ) -> None:
-    _build("hf", locals())
+    output_mode(json_output, quiet)
+    shaping = PlanFlags(model=model, revision=revision, tp=tp, dtype=dtype, quantize=quantize,
+                        trust_remote_code=trust_remote_code, option=option, properties=properties,
+                        instance_type=instance_type, strict=strict, calib_data=calib_data,
+                        allow_pickle=allow_pickle, max_input_len=max_input_len, max_output_len=max_output_len,
+                        max_batch_size=max_batch_size)
+    settings = _settings(output=output, overwrite=overwrite, no_cache=no_cache, keep_work=keep_work, copy=copy,
+                         publish=publish, endpoint_url=endpoint_url)
+    _build("hf", shaping, plan_file, settings)
 
 
-_BUILD_FLAGS = ("output", "until", "runner", "checkpoint", "engine_dir", "trtllm_examples", "step_timeout", "overwrite",
-                "no_cache", "keep_work", "copy", "publish", "endpoint_url", "json_output", "quiet")
+def _settings(*, output: Path, no_cache: bool, **how: Any) -> BuildSettings:
+    from lmi_build.building.context import BuildSettings
+
+    return BuildSettings(output=output, use_cache=not no_cache, **how)
 
 
-def _build(target: str, flags: dict[str, Any]) -> None:
-    output_mode(flags["json_output"], flags["quiet"])
+def _build(target: TargetName, flags: PlanFlags, plan_file: Path | None, settings: BuildSettings) -> None:
     from lmi_build.output import current
-    from lmi_build.pipeline import BuildSettings, run_plan
-    from lmi_build.planning.planner import make_plan
+    from lmi_build.pipeline import run_plan
     from lmi_build.planning.render import report_plan
 
-    plan_flags = {k: v for k, v in flags.items() if k not in _BUILD_FLAGS}
-    request = plan_request(cast("TargetName", target), **plan_flags)
-    plan = make_plan(request)
+    saved = load_plan_for(target, plan_file, flags) if plan_file is not None else None
+    if saved is None:
+        from lmi_build.planner import plan_request as make_saved_plan
+
+        saved = make_saved_plan(flags.request(target))
+    plan = saved.plan
     if not plan.valid:
         report_plan(plan)
         raise typer.Exit(2)
     out = current()
     for warning in plan.warnings:
         out.warn(f"{warning.message}" + (f" ({warning.hint})" if warning.hint else ""))
-    settings = BuildSettings(
-        output=flags["output"],
-        until=flags["until"].value if flags.get("until") else "artifact",
-        runner=flags["runner"].value if flags.get("runner") else "local",
-        overwrite=flags["overwrite"], use_cache=not flags["no_cache"], keep_work=flags["keep_work"],
-        copy=flags["copy"],
-        checkpoint=flags.get("checkpoint"), engine_dir=flags.get("engine_dir"),
-        trtllm_examples=flags.get("trtllm_examples"), step_timeout_s=flags.get("step_timeout"),
-        publish=flags["publish"], endpoint_url=flags["endpoint_url"],
-    )
-    outcome = run_plan(plan, request, settings)
+    outcome = run_plan(saved, settings)
     _report(outcome)
     if outcome.status == "checkpoint" and settings.until != "checkpoint":
         raise typer.Exit(EXIT_INCOMPLETE)

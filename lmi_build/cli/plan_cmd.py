@@ -20,19 +20,21 @@ from lmi_build.cli.plan_flags import (
     ModelOpt,
     NPositionsOpt,
     OptionOpt,
+    PlanFlags,
     PpOpt,
     ProfileOpt,
     PropertiesOpt,
     QuantizeOpt,
     RevisionOpt,
+    SaveOpt,
     StrictOpt,
     TpOpt,
     TrustRemoteCodeOpt,
-    plan_request,
 )
+from lmi_build.output import current
 
 if TYPE_CHECKING:
-    from lmi_build.planning.plan import TargetName
+    from lmi_build.types import TargetName
 
 EPILOG = """[bold]Examples[/bold]
 
@@ -76,18 +78,26 @@ def plan(
     strict: StrictOpt = False,
     calib_data: CalibDataOpt = None,
     allow_pickle: AllowPickleOpt = False,
+    save: SaveOpt = None,
     json_output: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Resolve every build knob, validate it against the model, estimate memory and compute the
     cache key, without reading weights or building anything."""
-    flags = {k: v for k, v in locals().items() if k not in ("target", "json_output", "quiet")}
     output_mode(json_output, quiet)
-    from lmi_build.planning.planner import make_plan
+    from lmi_build.planner import plan_request
     from lmi_build.planning.render import report_plan
 
-    request = plan_request(cast("TargetName", target.value), **flags)
-    built = make_plan(request)
-    report_plan(built)
-    if not built.valid:
+    flags = PlanFlags(model=model, revision=revision, tp=tp, pp=pp, dtype=dtype, quantize=quantize,
+                      max_input_len=max_input_len, max_output_len=max_output_len, max_batch_size=max_batch_size,
+                      n_positions=n_positions, context_length_estimate=context_length_estimate,
+                      trust_remote_code=trust_remote_code, option=option, properties=properties,
+                      instance_type=instance_type, profile=profile, strict=strict, calib_data=calib_data,
+                      allow_pickle=allow_pickle)
+    saved = plan_request(flags.request(cast("TargetName", target.value)))
+    report_plan(saved.plan)
+    if save is not None:
+        saved.save(save)  # an invalid plan is saved too (for review); builds refuse it
+        current().info(f"plan saved to {save}")
+    if not saved.plan.valid:
         raise typer.Exit(2)

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 if TYPE_CHECKING:  # the planner's pydantic models load only when a command runs, not for --help
-    from lmi_build.planning.plan import TargetName
     from lmi_build.planning.request import PlanRequest
+    from lmi_build.planning.saved import SavedPlan
+    from lmi_build.types import TargetName
 
 MODEL_PANEL = "Model"
 KNOBS_PANEL = "Build knobs"
@@ -74,6 +76,14 @@ PropertiesOpt = Annotated[Path | None, typer.Option(
 StrictOpt = Annotated[bool, typer.Option(
     "--strict", rich_help_panel=INPUTS_PANEL, help="Unknown or deprecated options are errors, not warnings.")]
 
+PlanFileOpt = Annotated[Path | None, typer.Option(
+    "--plan", rich_help_panel=INPUTS_PANEL,
+    help="Build exactly this saved plan (`lmi-build plan ... --save plan.json`). No other build knob may be "
+    "given; --model and --calib-data only say where the planned model and file are now (both are checked).")]
+SaveOpt = Annotated[Path | None, typer.Option(
+    "--save", rich_help_panel=INPUTS_PANEL,
+    help="Write the full plan to this file, for `lmi-build <target> --plan FILE` (here or on another host).")]
+
 
 def plan_request(
     target: TargetName,
@@ -125,3 +135,58 @@ def plan_request(
         allow_pickle=allow_pickle,
         env=dict(os.environ if env is None else env),
     )
+
+
+@dataclass(frozen=True)
+class PlanFlags:
+    """The build-shaping flags of one command line, as given (``None``/``False``: not given)."""
+
+    model: str | None = None
+    revision: str | None = None
+    tp: str | None = None
+    pp: int | None = None
+    dtype: str | None = None
+    quantize: str | None = None
+    max_input_len: int | None = None
+    max_output_len: int | None = None
+    max_batch_size: int | None = None
+    n_positions: int | None = None
+    context_length_estimate: str | None = None
+    trust_remote_code: bool = False
+    option: list[str] | None = None
+    properties: Path | None = None
+    instance_type: str | None = None
+    profile: str | None = None
+    strict: bool = False
+    calib_data: Path | None = None
+    allow_pickle: bool = False
+
+    def request(self, target: TargetName) -> PlanRequest:
+        return plan_request(target, **{f.name: getattr(self, f.name) for f in fields(self)})
+
+    def given(self) -> list[str]:
+        """The flags given on the command line, spelled as the user typed them."""
+        return [_FLAG_NAMES.get(f.name, "--" + f.name.replace("_", "-")) for f in fields(self)
+                if getattr(self, f.name) not in (None, False, [], ())]
+
+
+# Flags whose spelling is not "--" + the parameter name with dashes.
+_FLAG_NAMES = {"option": "--option"}
+# With --plan these only say where the planned inputs are now; the plan's digests decide.
+LOCATION_FLAGS = frozenset({"--model", "--calib-data"})
+
+
+def load_plan_for(target: TargetName, plan_file: Path, flags: PlanFlags) -> SavedPlan:
+    """The saved plan ``--plan`` names, for ``target``, refusing any flag that would shape the build."""
+    from lmi_build.errors import OptionError
+    from lmi_build.planning.saved import load_saved_plan
+
+    shaping = [flag for flag in flags.given() if flag not in LOCATION_FLAGS]
+    if shaping:
+        raise OptionError(f"{', '.join(shaping)} cannot be combined with --plan: the saved plan fixes every build knob",
+                          hint="drop them, or plan again with them: lmi-build plan ... --save plan.json")
+    saved = load_saved_plan(plan_file)
+    if saved.plan.target != target:
+        raise OptionError(f"{plan_file} is a plan for the {saved.plan.target} target, not {target}",
+                          hint=f"run it with `lmi-build {saved.plan.target} --plan {plan_file}`")
+    return saved.with_inputs(model=flags.model, calib_data=flags.calib_data.absolute() if flags.calib_data else None)

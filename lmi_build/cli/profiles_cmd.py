@@ -21,7 +21,7 @@ def list_command(json_output: JsonOpt = False, quiet: QuietOpt = False) -> None:
     output_mode(json_output, quiet)
     from rich.table import Table
 
-    from lmi_build.trtllm.profiles import get_profile, load_profiles
+    from lmi_build.targets.trtllm.profiles import get_profile, load_profiles
 
     profiles = load_profiles()
     default = get_profile(None).name
@@ -44,8 +44,8 @@ def show_command(
     Example: lmi-build profiles show lmi-0.27.0-trtllm-0.8.0
     """
     output_mode(json_output, quiet)
-    from lmi_build.trtllm.flags import flag_table
-    from lmi_build.trtllm.profiles import get_profile
+    from lmi_build.targets.trtllm.flags import flag_table
+    from lmi_build.targets.trtllm.profiles import get_profile
 
     profile = get_profile(name)
     table = flag_table(profile.tensorrt_llm)

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from lmi_build.options.spec import canonical_key
-from lmi_build.planning.plan import PlanMessage
+from lmi_build.types import PlanMessage
 
 SECRET_ENV_VARS = frozenset(
     {

@@ -14,15 +14,14 @@ splits on the first ``=``) read the same values: ``s3://bucket`` stays readable.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lmi_build.errors import OptionError
-from lmi_build.planning.plan import PlanMessage
+from lmi_build.fs import atomic_write_text
+from lmi_build.types import PlanMessage
 
 _WHITESPACE = " \t\f"
 _LINE_END = re.compile(r"\r\n|\r|\n")
@@ -265,18 +264,13 @@ def write_properties(path: Path, values: Mapping[str, str], *, header: str | Non
     """Write atomically: a temporary file in the same directory is read back and compared
     before it replaces ``path``, so a failed write never leaves a half-written file."""
     text = format_properties(values, header=header)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    temp = Path(temp_name)
-    try:
-        with os.fdopen(handle, "w", encoding="ascii", newline="\n") as stream:
-            stream.write(text)
+
+    def _reads_back(temp: Path) -> None:
         if read_properties_with_lines(temp).as_dict() != dict(values):
             raise OptionError(
                 f"writing {path} did not read back the same values",
                 hint="report this as a bug in lmi-build, with the values you wrote",
             )
-        os.replace(temp, path)
-    finally:
-        temp.unlink(missing_ok=True)
+
+    atomic_write_text(path, text, encoding="ascii", check=_reads_back)
     return path

@@ -39,7 +39,7 @@ from lmi_build.options.spec import (
 from lmi_build.options.spec import (
     option_spec as option_spec,
 )
-from lmi_build.planning.plan import PlanMessage
+from lmi_build.types import PlanMessage
 
 __all__ = [
     "OptionInputs",

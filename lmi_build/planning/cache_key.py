@@ -9,14 +9,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from lmi_build.planning.plan import (
-    HfBuild,
-    ModelIdentity,
-    NeuronxBuild,
-    QuantizationPlan,
-    ToolchainRef,
-    TrtllmBuild,
-)
+from lmi_build.planning.plan import HfBuild, NeuronxBuild, QuantizationPlan, ToolchainRef, TrtllmBuild
+from lmi_build.types import ModelIdentity
 
 KEY_VERSION = 1
 # Keys that never change what is built, whatever the option table says: the model's identity is

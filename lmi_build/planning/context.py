@@ -9,9 +9,10 @@ from lmi_build.model.spec import ModelSpec
 from lmi_build.options.resolved import ResolvedOptions, ResolvedValue, Source, _full_key
 from lmi_build.planning.findings import Findings
 from lmi_build.planning.instances import InstanceType
-from lmi_build.planning.plan import QuantizationPlan, TargetName
+from lmi_build.planning.plan import QuantizationPlan
 from lmi_build.planning.request import PlanRequest
 from lmi_build.recipes.schema import Recipe, TargetSupport
+from lmi_build.types import TargetName
 
 TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
 FALSE_WORDS = frozenset({"false", "0", "no", "off"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from lmi_build.planning.plan import PlanMessage
+from lmi_build.types import PlanMessage
 
 
 @dataclass

@@ -11,27 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from lmi_build.model.spec import ModelSpec, PreQuantization
-
-TargetName = Literal["trtllm", "neuronx", "hf"]
-
-
-class PlanMessage(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    code: str  # stable, e.g. "tp_heads", "max_len_positions", "quantize_unsupported"
-    message: str  # one line, with the numbers
-    hint: str | None = None  # what to do
-
-
-class ModelIdentity(BaseModel):
-    """Who the model is: part of the cache key and of the manifest. Never a host path."""
-
-    model_config = ConfigDict(frozen=True)
-
-    kind: Literal["local", "hf", "s3", "demo"]
-    id: str  # HF id, s3:// URL, demo:<name>, or the local directory's name (not its path)
-    revision: str | None = None  # HF commit sha, S3 manifest digest, ...
-    digest: str | None = None  # content digest over the files the build reads ("sha256:...")
+from lmi_build.types import ModelIdentity, PlanMessage, TargetName
 
 
 class CalibrationPlan(BaseModel):

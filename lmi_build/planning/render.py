@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from lmi_build.output import current
 from lmi_build.planning.instances import GIB
-from lmi_build.planning.plan import BuildPlan, PlanMessage
+from lmi_build.planning.plan import BuildPlan
+from lmi_build.types import PlanMessage
 
 if TYPE_CHECKING:
     from rich.console import RenderableType

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lmi_build.planning.plan import TargetName
+from lmi_build.types import TargetName
 
 
 @dataclass(frozen=True)

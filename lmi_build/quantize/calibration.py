@@ -17,8 +17,8 @@ from pydantic import BaseModel, ConfigDict
 
 from lmi_build import output
 from lmi_build.errors import StepError
+from lmi_build.planning import calibration_text
 from lmi_build.planning.plan import CalibrationPlan
-from lmi_build.quantize import calib_text
 
 if TYPE_CHECKING:
     import torch
@@ -76,7 +76,7 @@ class CalibrationBatches:
 def load_samples(plan: CalibrationPlan, calib_file: Path | None) -> list[str]:
     """The plan's samples, in the plan's order; refuses text that changed since planning."""
     if plan.dataset.startswith("builtin:"):
-        text = calib_text.load_builtin(plan.dataset.removeprefix("builtin:"))
+        text = calibration_text.load_builtin(plan.dataset.removeprefix("builtin:"))
     else:
         expected = plan.dataset.removeprefix("file:")
         if calib_file is None:
@@ -84,14 +84,14 @@ def load_samples(plan: CalibrationPlan, calib_file: Path | None) -> list[str]:
                 f"the plan calibrates with the file {expected}, but no calibration file was given",
                 hint=f"pass --calib-data {expected} again",
             )
-        text = calib_text.load_file(calib_file)
+        text = calibration_text.load_file(calib_file)
     if text.digest != plan.dataset_digest:
         raise StepError(
             f"calibration text {text.dataset} changed since the plan was made "
             f"({text.digest[:19]}... != {plan.dataset_digest[:19]}...)",
             hint="re-run the plan with the current file, or restore the file the plan was made with",
         )
-    return calib_text.select(text.samples, plan.size, plan.seed)
+    return calibration_text.select(text.samples, plan.size, plan.seed)
 
 
 def build_batches(plan: CalibrationPlan, tokenizer: Any, calib_file: Path | None) -> CalibrationBatches:

@@ -13,8 +13,8 @@ from typing import Any
 
 from lmi_build.errors import MissingDependency, StepError
 from lmi_build.planning.plan import QuantizationPlan
+from lmi_build.planning.quantization import METHODS
 from lmi_build.quantize.calibration import CalibrationBatches
-from lmi_build.quantize.methods import METHODS
 
 TORCH_DTYPES = ("float16", "bfloat16", "float32")
 

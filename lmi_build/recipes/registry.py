@@ -20,9 +20,9 @@ from pydantic import ValidationError
 from lmi_build.errors import LmiBuildError, UnsupportedTarget
 from lmi_build.model.aliases import QUANT_METHODS
 from lmi_build.model.spec import ModelSpec
-from lmi_build.planning.plan import PlanMessage
 from lmi_build.recipes.inference import infer_version_options
 from lmi_build.recipes.schema import Recipe
+from lmi_build.types import PlanMessage
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -15,10 +15,10 @@ from typing import Any, Literal
 
 from lmi_build.errors import SourceError
 from lmi_build.hashing import sha256_file, tree_digest
-from lmi_build.planning.plan import ModelIdentity
 from lmi_build.sources.base import ResolvedSource
 from lmi_build.sources.local import list_relative
 from lmi_build.sources.select import has_weights, select_build_files, select_plan_files
+from lmi_build.types import ModelIdentity
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _GITSHA = re.compile(r"^[0-9a-f]{40}$")

@@ -8,10 +8,10 @@ from typing import Literal
 
 from lmi_build.errors import SourceError
 from lmi_build.hashing import tree_digest
-from lmi_build.planning.plan import ModelIdentity
 from lmi_build.sources.base import ResolvedSource
 from lmi_build.sources.digest_cache import cached_sha256
 from lmi_build.sources.select import has_weights, select_build_files
+from lmi_build.types import ModelIdentity
 
 
 def list_relative(root: Path) -> list[str]:

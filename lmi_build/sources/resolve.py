@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Literal
 
 from lmi_build.errors import SourceError
-from lmi_build.planning.plan import ModelIdentity
 from lmi_build.sources.base import ResolvedSource
+from lmi_build.types import ModelIdentity
 
 _HF_ID = re.compile(r"^(?:[A-Za-z0-9][\w.\-]{0,95}/)?[A-Za-z0-9][\w.\-]{0,95}$")
 

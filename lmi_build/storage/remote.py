@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 from lmi_build.artifact.files import MANIFEST_NAME, FileEntry
 from lmi_build.errors import LmiBuildError, PublishError, VerifyError
-from lmi_build.planning.plan import PlanMessage
 from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors
 from lmi_build.storage.paths import safe_relpath
 from lmi_build.storage.s3url import S3Url, parse_s3_url
 from lmi_build.storage.transfer import SHA256_META, head_many, list_sizes
+from lmi_build.types import PlanMessage
 
 if TYPE_CHECKING:
     from lmi_build.artifact.manifest import Manifest

@@ -2,12 +2,13 @@
 # Written by lmi-build (script runner). Runs the TensorRT-LLM engine build steps.
 # profile lmi-0.26.0-trtllm-0.7.1
 set -eu
-# pipefail where the shell has it, so a failing tool fails the script despite tee
-(set -o pipefail) 2>/dev/null && set -o pipefail
 : "${MODEL_DIR:=/models/llama}"
 : "${CHECKPOINT_DIR:=/work/ckpt}"
 : "${ENGINE_DIR:=/work/engine}"
 : "${TRTLLM_EXAMPLES:=/src/TensorRT-LLM/examples}"
+# RUNNER=docker runs each step in the image above; RUNNER=local runs the tools on PATH
+# (e.g. inside that container, or on a host with the same toolchain installed)
+: "${RUNNER:=docker}"
 : "${LOG_DIR:=build-logs}"
 # docker bind mounts need absolute paths; a relative one would name a volume instead
 abspath() { if [ -d "$1" ]; then (cd "$1" && pwd); else printf "%s" "$1"; fi; }
@@ -21,54 +22,99 @@ if [ -z "${WORKERS:-}" ]; then
   [ "$WORKERS" -ge 1 ] 2>/dev/null || WORKERS=1
 fi
 mkdir -p "$LOG_DIR"
+# run_step NAME COMMAND...: stream and log one step; its failure fails the script
+# (POSIX sh has no pipefail, so the exit status travels through a file past tee)
+run_step() {
+  step=$1; shift
+  { if "$@" 2>&1; then rc=0; else rc=$?; fi; echo "$rc" > "$LOG_DIR/$step.status"; } | tee "$LOG_DIR/$step.log"
+  status=$(cat "$LOG_DIR/$step.status"); rm -f "$LOG_DIR/$step.status"
+  if [ "$status" -ne 0 ]; then
+    echo "step $step failed (exit $status); log: $LOG_DIR/$step.log" >&2
+    exit "$status"
+  fi
+}
 
 # step: checkpoint (container)
 mkdir -p "${CHECKPOINT_DIR}"
-docker run \
-    --rm \
-    --gpus all \
-    --ipc=host \
-    --ulimit memlock=-1 \
-    --user "$(id -u):$(id -g)" \
-    -v "${MODEL_DIR}:/work/model:ro" \
-    -v "${CHECKPOINT_DIR}:/work/checkpoint" \
-    -v "${TRTLLM_EXAMPLES}:/work/trtllm-examples:ro" 763104351884.dkr.ecr.us-west-2.amazonaws.com/djl-inference:0.26.0-tensorrtllm0.7.1-cu122 python3 /work/trtllm-examples/llama/hf_llama_convert.py \
-    -i /work/model \
-    -o /work/checkpoint \
-    -sq 0.8 \
-    --tensor-parallelism 1 \
-    --storage-type fp16 2>&1 | tee "$LOG_DIR/checkpoint.log"
+if [ "$RUNNER" = docker ]; then
+  run_step checkpoint docker run \
+      --rm \
+      --gpus all \
+      --ipc=host \
+      --ulimit memlock=-1 \
+      --user "$(id -u):$(id -g)" \
+      -v "${MODEL_DIR}:/work/model:ro" \
+      -v "${CHECKPOINT_DIR}:/work/checkpoint" \
+      -v "${TRTLLM_EXAMPLES}:/work/trtllm-examples:ro" 763104351884.dkr.ecr.us-west-2.amazonaws.com/djl-inference:0.26.0-tensorrtllm0.7.1-cu122 python3 /work/trtllm-examples/llama/hf_llama_convert.py \
+      -i /work/model \
+      -o /work/checkpoint \
+      -sq 0.8 \
+      --tensor-parallelism 1 \
+      --storage-type fp16
+else
+  run_step checkpoint python3 "${TRTLLM_EXAMPLES}/llama/hf_llama_convert.py" \
+      -i "${MODEL_DIR}" \
+      -o "${CHECKPOINT_DIR}" \
+      -sq 0.8 \
+      --tensor-parallelism 1 \
+      --storage-type fp16
+fi
 
 # step: engine (container)
 mkdir -p "${ENGINE_DIR}"
-docker run \
-    --rm \
-    --gpus all \
-    --ipc=host \
-    --ulimit memlock=-1 \
-    --user "$(id -u):$(id -g)" \
-    -v "${MODEL_DIR}:/work/model:ro" \
-    -v "${CHECKPOINT_DIR}:/work/checkpoint:ro" \
-    -v "${ENGINE_DIR}:/work/engine" \
-    -v "${TRTLLM_EXAMPLES}:/work/trtllm-examples:ro" 763104351884.dkr.ecr.us-west-2.amazonaws.com/djl-inference:0.26.0-tensorrtllm0.7.1-cu122 python3 /work/trtllm-examples/llama/build.py \
-    --bin_model_dir /work/checkpoint/1-gpu \
-    --use_smooth_quant \
-    --per_token \
-    --per_channel \
-    --dtype float16 \
-    --output_dir /work/engine \
-    --world_size 1 \
-    --tp_size 1 \
-    --pp_size 1 \
-    --max_batch_size 32 \
-    --max_input_len 1024 \
-    --max_output_len 512 \
-    --max_beam_width 1 \
-    --use_gpt_attention_plugin float16 \
-    --use_gemm_plugin float16 \
-    --use_inflight_batching \
-    --paged_kv_cache \
-    --remove_input_padding \
-    --enable_context_fmha \
-    --tokens_per_block 64 \
-    --rotary_base 10000.0 2>&1 | tee "$LOG_DIR/engine.log"
+if [ "$RUNNER" = docker ]; then
+  run_step engine docker run \
+      --rm \
+      --gpus all \
+      --ipc=host \
+      --ulimit memlock=-1 \
+      --user "$(id -u):$(id -g)" \
+      -v "${MODEL_DIR}:/work/model:ro" \
+      -v "${CHECKPOINT_DIR}:/work/checkpoint:ro" \
+      -v "${ENGINE_DIR}:/work/engine" \
+      -v "${TRTLLM_EXAMPLES}:/work/trtllm-examples:ro" 763104351884.dkr.ecr.us-west-2.amazonaws.com/djl-inference:0.26.0-tensorrtllm0.7.1-cu122 python3 /work/trtllm-examples/llama/build.py \
+      --bin_model_dir /work/checkpoint/1-gpu \
+      --use_smooth_quant \
+      --per_token \
+      --per_channel \
+      --dtype float16 \
+      --output_dir /work/engine \
+      --world_size 1 \
+      --tp_size 1 \
+      --pp_size 1 \
+      --max_batch_size 32 \
+      --max_input_len 1024 \
+      --max_output_len 512 \
+      --max_beam_width 1 \
+      --use_gpt_attention_plugin float16 \
+      --use_gemm_plugin float16 \
+      --use_inflight_batching \
+      --paged_kv_cache \
+      --remove_input_padding \
+      --enable_context_fmha \
+      --tokens_per_block 64 \
+      --rotary_base 10000.0
+else
+  run_step engine python3 "${TRTLLM_EXAMPLES}/llama/build.py" \
+      --bin_model_dir "${CHECKPOINT_DIR}/1-gpu" \
+      --use_smooth_quant \
+      --per_token \
+      --per_channel \
+      --dtype float16 \
+      --output_dir "${ENGINE_DIR}" \
+      --world_size 1 \
+      --tp_size 1 \
+      --pp_size 1 \
+      --max_batch_size 32 \
+      --max_input_len 1024 \
+      --max_output_len 512 \
+      --max_beam_width 1 \
+      --use_gpt_attention_plugin float16 \
+      --use_gemm_plugin float16 \
+      --use_inflight_batching \
+      --paged_kv_cache \
+      --remove_input_padding \
+      --enable_context_fmha \
+      --tokens_per_block 64 \
+      --rotary_base 10000.0
+fi

@@ -2,12 +2,13 @@
 # Written by lmi-build (script runner). Runs the TensorRT-LLM engine build steps.
 # profile lmi-0.33.0-trtllm-0.21.0
 set -eu
-# pipefail where the shell has it, so a failing tool fails the script despite tee
-(set -o pipefail) 2>/dev/null && set -o pipefail
 : "${MODEL_DIR:=/models/llama}"
 : "${CHECKPOINT_DIR:=/work/ckpt}"
 : "${ENGINE_DIR:=/work/engine}"
 : "${TRTLLM_EXAMPLES:=/src/TensorRT-LLM/examples}"
+# RUNNER=docker runs each step in the image above; RUNNER=local runs the tools on PATH
+# (e.g. inside that container, or on a host with the same toolchain installed)
+: "${RUNNER:=docker}"
 : "${LOG_DIR:=build-logs}"
 # docker bind mounts need absolute paths; a relative one would name a volume instead
 abspath() { if [ -d "$1" ]; then (cd "$1" && pwd); else printf "%s" "$1"; fi; }
@@ -21,45 +22,83 @@ if [ -z "${WORKERS:-}" ]; then
   [ "$WORKERS" -ge 1 ] 2>/dev/null || WORKERS=1
 fi
 mkdir -p "$LOG_DIR"
+# run_step NAME COMMAND...: stream and log one step; its failure fails the script
+# (POSIX sh has no pipefail, so the exit status travels through a file past tee)
+run_step() {
+  step=$1; shift
+  { if "$@" 2>&1; then rc=0; else rc=$?; fi; echo "$rc" > "$LOG_DIR/$step.status"; } | tee "$LOG_DIR/$step.log"
+  status=$(cat "$LOG_DIR/$step.status"); rm -f "$LOG_DIR/$step.status"
+  if [ "$status" -ne 0 ]; then
+    echo "step $step failed (exit $status); log: $LOG_DIR/$step.log" >&2
+    exit "$status"
+  fi
+}
 
 # step: checkpoint (container)
 mkdir -p "${CHECKPOINT_DIR}"
-docker run \
-    --rm \
-    --gpus all \
-    --ipc=host \
-    --ulimit memlock=-1 \
-    --user "$(id -u):$(id -g)" \
-    -v "${MODEL_DIR}:/work/model:ro" \
-    -v "${CHECKPOINT_DIR}:/work/checkpoint" \
-    -v "${TRTLLM_EXAMPLES}:/work/trtllm-examples:ro" 763104351884.dkr.ecr.us-west-2.amazonaws.com/djl-inference:0.33.0-tensorrtllm0.21.0-cu128 python3 /work/trtllm-examples/llama/convert_checkpoint.py \
-    --model_dir /work/model \
-    --output_dir /work/checkpoint \
-    --dtype float16 \
-    --tp_size 1 \
-    --pp_size 1 \
-    --workers "${WORKERS}" \
-    --smoothquant 0.8 \
-    --per_token \
-    --per_channel 2>&1 | tee "$LOG_DIR/checkpoint.log"
+if [ "$RUNNER" = docker ]; then
+  run_step checkpoint docker run \
+      --rm \
+      --gpus all \
+      --ipc=host \
+      --ulimit memlock=-1 \
+      --user "$(id -u):$(id -g)" \
+      -v "${MODEL_DIR}:/work/model:ro" \
+      -v "${CHECKPOINT_DIR}:/work/checkpoint" \
+      -v "${TRTLLM_EXAMPLES}:/work/trtllm-examples:ro" 763104351884.dkr.ecr.us-west-2.amazonaws.com/djl-inference:0.33.0-tensorrtllm0.21.0-cu128 python3 /work/trtllm-examples/llama/convert_checkpoint.py \
+      --model_dir /work/model \
+      --output_dir /work/checkpoint \
+      --dtype float16 \
+      --tp_size 1 \
+      --pp_size 1 \
+      --workers "${WORKERS}" \
+      --smoothquant 0.8 \
+      --per_token \
+      --per_channel
+else
+  run_step checkpoint python3 "${TRTLLM_EXAMPLES}/llama/convert_checkpoint.py" \
+      --model_dir "${MODEL_DIR}" \
+      --output_dir "${CHECKPOINT_DIR}" \
+      --dtype float16 \
+      --tp_size 1 \
+      --pp_size 1 \
+      --workers "${WORKERS}" \
+      --smoothquant 0.8 \
+      --per_token \
+      --per_channel
+fi
 
 # step: engine (container)
 mkdir -p "${ENGINE_DIR}"
-docker run \
-    --rm \
-    --gpus all \
-    --ipc=host \
-    --ulimit memlock=-1 \
-    --user "$(id -u):$(id -g)" \
-    -v "${CHECKPOINT_DIR}:/work/checkpoint:ro" \
-    -v "${ENGINE_DIR}:/work/engine" 763104351884.dkr.ecr.us-west-2.amazonaws.com/djl-inference:0.33.0-tensorrtllm0.21.0-cu128 trtllm-build \
-    --checkpoint_dir /work/checkpoint \
-    --output_dir /work/engine \
-    --workers "${WORKERS}" \
-    --max_batch_size 32 \
-    --max_input_len 1024 \
-    --max_seq_len 1536 \
-    --max_beam_width 1 \
-    --gemm_plugin float16 \
-    --gpt_attention_plugin float16 \
-    --tokens_per_block 32 2>&1 | tee "$LOG_DIR/engine.log"
+if [ "$RUNNER" = docker ]; then
+  run_step engine docker run \
+      --rm \
+      --gpus all \
+      --ipc=host \
+      --ulimit memlock=-1 \
+      --user "$(id -u):$(id -g)" \
+      -v "${CHECKPOINT_DIR}:/work/checkpoint:ro" \
+      -v "${ENGINE_DIR}:/work/engine" 763104351884.dkr.ecr.us-west-2.amazonaws.com/djl-inference:0.33.0-tensorrtllm0.21.0-cu128 trtllm-build \
+      --checkpoint_dir /work/checkpoint \
+      --output_dir /work/engine \
+      --workers "${WORKERS}" \
+      --max_batch_size 32 \
+      --max_input_len 1024 \
+      --max_seq_len 1536 \
+      --max_beam_width 1 \
+      --gemm_plugin float16 \
+      --gpt_attention_plugin float16 \
+      --tokens_per_block 32
+else
+  run_step engine trtllm-build \
+      --checkpoint_dir "${CHECKPOINT_DIR}" \
+      --output_dir "${ENGINE_DIR}" \
+      --workers "${WORKERS}" \
+      --max_batch_size 32 \
+      --max_input_len 1024 \
+      --max_seq_len 1536 \
+      --max_beam_width 1 \
+      --gemm_plugin float16 \
+      --gpt_attention_plugin float16 \
+      --tokens_per_block 32
+fi

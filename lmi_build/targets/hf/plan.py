@@ -3,17 +3,22 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from lmi_build.model.spec import ModelSpec
 from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning import checks
 from lmi_build.planning.context import PlanContext
 from lmi_build.planning.memory import Workload
-from lmi_build.planning.plan import HfBuild, TargetName, ToolchainRef
+from lmi_build.planning.plan import HfBuild, ToolchainRef
+from lmi_build.planning.targets import TargetPlan
 from lmi_build.recipes.schema import TargetSupport
-from lmi_build.targets.base import TargetPlan
+from lmi_build.types import TargetName
 from lmi_build.versions import installed_versions
+
+if TYPE_CHECKING:
+    from lmi_build.building.context import BuildContext, BuildSettings
+    from lmi_build.planning.saved import SavedPlan
 
 DEFAULT_MAX_BATCH_SIZE = 32
 DEFAULT_MAX_SEQ_LEN = 4096  # the memory estimate's sequence length when no max length is given
@@ -24,6 +29,14 @@ _TOOL_PACKAGES = ("transformers", "nvidia-modelopt", "safetensors")
 class HfTarget:
     name: TargetName = "hf"
     engine = "Python"
+
+    def preflight(self, saved: SavedPlan, settings: BuildSettings) -> None:
+        pass  # nothing beyond the plan: the checkpoint step reads only the model and calibration data
+
+    def build(self, ctx: BuildContext) -> None:
+        from lmi_build.targets.hf.build import build
+
+        build(ctx)
 
     def checkpoint_route(self, support: TargetSupport, spec: ModelSpec,
                          options: ResolvedOptions) -> Literal["modelopt", "vendor"]:

@@ -10,15 +10,17 @@ from __future__ import annotations
 from functools import cache
 from typing import Any, Literal
 
+from lmi_build.errors import UnsupportedTarget
 from lmi_build.model.spec import ModelSpec
 from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning import checks
 from lmi_build.planning.context import PlanContext
 from lmi_build.planning.data import load_table
 from lmi_build.planning.memory import Workload
-from lmi_build.planning.plan import NeuronxBuild, TargetName, ToolchainRef
+from lmi_build.planning.plan import NeuronxBuild, ToolchainRef
+from lmi_build.planning.targets import TargetPlan
 from lmi_build.recipes.schema import TargetSupport
-from lmi_build.targets.base import TargetPlan
+from lmi_build.types import TargetName
 
 GQA_STRATEGIES = ("shard-over-heads", "shard-over-batch", "replicated-heads", "all-gather-heads")
 DEFAULT_GQA = "shard-over-heads"
@@ -89,6 +91,13 @@ def compiler_flags(base: str, optimize_level: int | None, mixed_precision: bool,
 class NeuronxTarget:
     name: TargetName = "neuronx"
     engine = "Python"
+
+    def preflight(self, saved: object, settings: object) -> None:
+        raise UnsupportedTarget("lmi-build cannot build target 'neuronx' yet",
+                                hint="buildable targets: hf, trtllm; `lmi-build plan neuronx` still validates")
+
+    def build(self, ctx: object) -> None:
+        self.preflight(None, None)
 
     def checkpoint_route(self, support: TargetSupport, spec: ModelSpec,
                          options: ResolvedOptions) -> Literal["modelopt", "vendor"]:

@@ -1,20 +1,25 @@
 """TensorRT-LLM target: resolve the engine build's knobs (``TrtllmBuild``) and its serving options.
 
-Generating the vendor tools' argv from these knobs is ``lmi_build.trtllm``'s job, not this one's.
+Generating the vendor tools' argv from these knobs is ``lmi_build.targets.trtllm``'s job, not this one's.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from lmi_build.model.spec import ModelSpec
 from lmi_build.options.resolved import ResolvedOptions, Source
 from lmi_build.planning import checks
 from lmi_build.planning.context import PlanContext
 from lmi_build.planning.memory import Workload
-from lmi_build.planning.plan import TargetName, ToolchainRef, TrtllmBuild
+from lmi_build.planning.plan import ToolchainRef, TrtllmBuild
+from lmi_build.planning.targets import TargetPlan
 from lmi_build.recipes.schema import TargetSupport
-from lmi_build.targets.base import TargetPlan
+from lmi_build.types import TargetName
+
+if TYPE_CHECKING:
+    from lmi_build.building.context import BuildContext, BuildSettings
+    from lmi_build.planning.saved import SavedPlan
 
 # LMI defaults of the TensorRT-LLM container (seed 000) when neither user nor recipe sets them.
 DEFAULT_MAX_INPUT_LEN = 1024
@@ -36,6 +41,16 @@ class TrtllmTarget:
     name: TargetName = "trtllm"
     engine = "MPI"
 
+    def preflight(self, saved: SavedPlan, settings: BuildSettings) -> None:
+        from lmi_build.targets.trtllm.build import preflight
+
+        preflight(saved, settings)
+
+    def build(self, ctx: BuildContext) -> None:
+        from lmi_build.targets.trtllm.build import build
+
+        build(ctx)
+
     def checkpoint_route(self, support: TargetSupport, spec: ModelSpec,
                          options: ResolvedOptions) -> Literal["modelopt", "vendor"]:
         # Pre-quantized AutoAWQ/GPTQ inputs only convert with convert_checkpoint.py (use_autoawq).
@@ -51,13 +66,13 @@ class TrtllmTarget:
         return "modelopt"
 
     def toolchain(self, profile: str | None) -> ToolchainRef:
-        from lmi_build.trtllm.profiles import get_profile
+        from lmi_build.targets.trtllm.profiles import get_profile
 
         found = get_profile(profile)
         return ToolchainRef(target="trtllm", profile=found.name, image=found.image, versions=found.versions())
 
     def plan(self, ctx: PlanContext) -> TargetPlan:
-        from lmi_build.trtllm.profiles import get_profile
+        from lmi_build.targets.trtllm.profiles import get_profile
 
         profile = get_profile(ctx.request.profile)
         trtllm_version = version_tuple(profile.tensorrt_llm)

@@ -8,6 +8,7 @@ planning -> validations (every problem collected) -> memory -> cache key -> Buil
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from lmi_build.errors import LmiBuildError, OptionError
 from lmi_build.model.spec import ModelSpec
@@ -18,10 +19,12 @@ from lmi_build.planning.context import PlanContext
 from lmi_build.planning.findings import Findings
 from lmi_build.planning.instances import get_instance
 from lmi_build.planning.memory import check_fit, estimate
-from lmi_build.planning.plan import BuildPlan, ModelIdentity, QuantizationPlan, ToolchainRef
+from lmi_build.planning.plan import BuildPlan, QuantizationPlan, ToolchainRef
 from lmi_build.planning.request import PlanRequest
+from lmi_build.planning.saved import BuildInputs, SavedPlan
+from lmi_build.planning.targets import Target, get_target
 from lmi_build.recipes.schema import Recipe
-from lmi_build.targets.base import Target, get_target
+from lmi_build.types import ModelIdentity
 
 # Keys the written serving.properties never carries (they point at the build's inputs).
 NOT_WRITTEN = frozenset({"option.model_id", "option.save_mp_checkpoint_path", "model_dir",
@@ -33,6 +36,11 @@ VERSION_WARNINGS = frozenset({"model_version_mismatch"})
 def make_plan(request: PlanRequest) -> BuildPlan:
     """Plan a build. Raises ``LmiBuildError`` only when no plan can be made at all (unknown target,
     unreadable model source, malformed properties); every other problem is a plan error."""
+    return plan_request(request).plan
+
+
+def plan_request(request: PlanRequest) -> SavedPlan:
+    """The plan and where its inputs are: what ``--save`` writes and every build executes."""
     from lmi_build.model.normalize import read_spec_file
     from lmi_build.options.resolve import OptionInputs, cli_option_pairs, resolve_options
     from lmi_build.recipes.registry import load_recipes
@@ -54,12 +62,18 @@ def make_plan(request: PlanRequest) -> BuildPlan:
     revision = request.revision or first.options.get("revision")
     source = resolve_source(model_ref, purpose="plan", revision=revision, allow_pickle=request.allow_pickle)
     spec = read_spec_file(source.path)
+    build_inputs = BuildInputs(
+        # A local directory is recorded absolute so the plan builds from any working directory.
+        model=str(Path(model_ref).absolute()) if source.identity.kind == "local" else model_ref,
+        revision=revision, allow_pickle=request.allow_pickle,
+        calib_data=request.calib_data.absolute() if request.calib_data else None)
 
     try:
         recipe = load_recipes().match(spec)
     except LmiBuildError as error:
         findings.error("architecture_unknown", error.message, hint=error.hint)
-        return _early_plan(request, target, source.identity, spec, first.options, findings, None)
+        return SavedPlan(inputs=build_inputs, plan=_early_plan(request, target, source.identity, spec,
+                                                      first.options, findings, None))
 
     support = recipe.targets.get(request.target)
     if support is None:
@@ -67,7 +81,8 @@ def make_plan(request: PlanRequest) -> BuildPlan:
         findings.error("architecture_unsupported",
                        f"{spec.architecture} ({recipe.name}) cannot be built for {request.target}",
                        hint=f"targets that support it: {others}")
-        return _early_plan(request, target, source.identity, spec, first.options, findings, recipe)
+        return SavedPlan(inputs=build_inputs, plan=_early_plan(request, target, source.identity, spec,
+                                                      first.options, findings, recipe))
 
     resolution = resolve_options(replace(inputs, recipe_defaults=support.defaults),
                                  target=request.target, strict=request.strict)
@@ -101,7 +116,7 @@ def make_plan(request: PlanRequest) -> BuildPlan:
         recipe_version=recipe.version, target=request.target, options=properties, build=planned.build,
         quantization=quantization, toolchain=planned.toolchain,
     )
-    return BuildPlan(
+    plan = BuildPlan(
         target=request.target,
         recipe=recipe.name,
         recipe_version=recipe.version,
@@ -118,11 +133,12 @@ def make_plan(request: PlanRequest) -> BuildPlan:
         errors=findings.errors,
         warnings=findings.warnings,
     )
+    return SavedPlan(inputs=build_inputs, plan=plan)
 
 
 def _check_tp_groups(quantization: QuantizationPlan, spec: ModelSpec, build: object, findings: Findings) -> None:
     """Group-quantized (INT4) row-parallel layers need whole groups on every rank: known only once tp is."""
-    from lmi_build.quantize.methods import tp_group_problem
+    from lmi_build.planning.quantization import tp_group_problem
 
     tp = getattr(build, "tp", 1)
     problem = tp_group_problem(quantization, spec, tp)
@@ -138,7 +154,7 @@ def _plan_quantization(
     options: ResolvedOptions,
     findings: Findings,
 ) -> QuantizationPlan:
-    from lmi_build.quantize.methods import canonical_method, plan_quantization, split_messages
+    from lmi_build.planning.quantization import canonical_method, plan_quantization, split_messages
 
     support = recipe.targets[request.target]
     route = target.checkpoint_route(support, spec, options)

@@ -24,7 +24,8 @@ from pydantic import BaseModel, ConfigDict
 from lmi_build.errors import LmiBuildError
 from lmi_build.model.spec import ModelSpec, PreQuantization
 from lmi_build.options.resolved import ResolvedOptions, Source
-from lmi_build.planning.plan import CalibrationPlan, PlanMessage, QuantizationPlan
+from lmi_build.planning.plan import CalibrationPlan, QuantizationPlan
+from lmi_build.types import PlanMessage
 
 Route = Literal["modelopt", "vendor"]
 
@@ -400,7 +401,7 @@ def _plan_prequantized(
 def _plan_calibration(
     entry: QuantMethod, options: ResolvedOptions, calib_file: Path | None, messages: list[PlanMessage]
 ) -> CalibrationPlan | None:
-    from lmi_build.quantize import calib_text
+    from lmi_build.planning import calibration_text
 
     default_size = entry.default_calib_size or 64
     # awq_calib_size (LMI's key) wins over lmi-build's general calib_size for AWQ.
@@ -417,7 +418,7 @@ def _plan_calibration(
     seed = int(_number(options, "calib_seed", int, DEFAULT_CALIB_SEED, messages, lambda v: v >= 0,
                        "a non-negative integer"))
     try:
-        text = calib_text.load(calib_file)
+        text = calibration_text.load(calib_file)
     except LmiBuildError as exc:
         messages.append(PlanMessage(code="calib_data", message=exc.message, hint=exc.hint))
         return None

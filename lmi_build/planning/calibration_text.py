@@ -20,7 +20,7 @@ from lmi_build.errors import OptionError, SourceError
 from lmi_build.hashing import sha256_file
 
 BUILTIN_NAME = "lmi-mixed-v1"
-BUILTIN_DIR = Path(__file__).resolve().parent.parent / "data" / "calibration"
+BUILTIN_DIR = Path(__file__).resolve().parents[1] / "data" / "calibration"
 SUFFIXES = (".txt", ".jsonl")
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from lmi_build.errors import StepError
-from lmi_build.trtllm.profile_schema import ContainerProfile
-from lmi_build.trtllm.profiles import version_key
+from lmi_build.targets.trtllm.profile_schema import ContainerProfile
+from lmi_build.targets.trtllm.profiles import version_key
 
 RANK_FILE = re.compile(r"^(?:.+_)?rank(\d+)\.engine$")
 

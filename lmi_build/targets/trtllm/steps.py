@@ -8,14 +8,32 @@ against the flag table of the profile's TensorRT-LLM version before it is return
 
 from __future__ import annotations
 
-from typing import Literal
+from pathlib import Path
+from typing import cast
 
 from pydantic import BaseModel, ConfigDict
 
 from lmi_build.errors import UnsupportedTarget
 from lmi_build.planning.plan import BuildPlan, TrtllmBuild
-from lmi_build.trtllm.flags import FlagError, FlagTable, Tool, flag_table
-from lmi_build.trtllm.profile_schema import ContainerProfile
+from lmi_build.runners.script import ScriptRunner
+from lmi_build.runners.step import Dir, Paths, Step
+from lmi_build.targets.trtllm.flags import FlagError, FlagTable, Tool, flag_table
+from lmi_build.targets.trtllm.profile_schema import ContainerProfile
+
+# The directories TensorRT-LLM steps use: their container mounts and the variables build-engines.sh reads.
+DIRS = {
+    "model": Dir(mount="/work/model", variable="MODEL_DIR"),
+    "checkpoint": Dir(mount="/work/checkpoint", variable="CHECKPOINT_DIR"),
+    "engine": Dir(mount="/work/engine", variable="ENGINE_DIR"),
+    "examples": Dir(mount="/work/trtllm-examples", variable="TRTLLM_EXAMPLES"),
+}
+DEFAULT_EXAMPLES = "./TensorRT-LLM/examples"  # build-engines.sh: where a TensorRT-LLM checkout is expected
+
+
+def trtllm_paths(*, model: Path, checkpoint: Path, engine: Path, examples: Path | None = None) -> Paths:
+    """The host directories of a TensorRT-LLM build, with the mounts and variables above."""
+    return Paths(DIRS, model=model, checkpoint=checkpoint, engine=engine, examples=examples)
+
 
 PLACEHOLDERS = ("model", "checkpoint", "engine", "examples", "workers")
 MODELOPT_EXPORT = "lmi_build.quantize.export:build_trtllm_checkpoint"
@@ -23,21 +41,6 @@ CHECKPOINT_TIMEOUT_S = 3 * 3600
 BUILD_TIMEOUT_S = 4 * 3600
 # The legacy (0.7.x) scripts and the SmoothQuant converter exist for the Llama example only here.
 LEGACY_EXAMPLES = ("llama",)
-
-
-class Step(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    name: str  # "checkpoint", "quantize", "engine"; also the log file name
-    argv: list[str]  # placeholders in braces; for host python steps a descriptive argv
-    where: Literal["host", "container"]
-    tool: Tool | None = None  # the flag-table tool this argv was validated against
-    python_call: str | None = None  # "module:function" run in-process on the host (ModelOpt export)
-    cwd: str | None = None
-    env: dict[str, str] = {}
-    inputs: list[str] = []  # placeholder names read
-    outputs: list[str] = []  # placeholder names written (removed again on failure)
-    timeout_s: int = BUILD_TIMEOUT_S
 
 
 class StepPlan(BaseModel):
@@ -69,7 +72,7 @@ def plan_steps(plan: BuildPlan, profile: ContainerProfile) -> StepPlan:
         steps = [*_checkpoint_steps(plan, build, table), _trtllm_build_step(plan, build, table, warnings)]
     for step in steps:
         if step.tool is not None:
-            problems = table.validate_argv(step.tool, _flags_part(step.argv))
+            problems = table.validate_argv(cast(Tool, step.tool), _flags_part(step.argv))
             if problems:
                 raise FlagError(f"step '{step.name}' is invalid for TensorRT-LLM {profile.tensorrt_llm}: "
                                 + "; ".join(problems), hint="report this: the flag table and step generator disagree")
@@ -349,3 +352,9 @@ def _legacy_steps(plan: BuildPlan, build: TrtllmBuild, table: FlagTable, warning
                       inputs=["model", "examples", *(["checkpoint"] if steps else [])], outputs=["engine"],
                       timeout_s=BUILD_TIMEOUT_S))
     return steps
+
+
+def engine_script(runner: ScriptRunner, paths: Paths, *, header: str = "") -> str:
+    """build-engines.sh from the steps ``runner`` has collected."""
+    return runner.script(paths, final="engine", header=header, defaults={"examples": DEFAULT_EXAMPLES},
+                         purpose="TensorRT-LLM engine build steps")

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from lmi_build.artifact.layout import register_layout
 from lmi_build.errors import StepError
-from lmi_build.planning.plan import BuildPlan, PlanMessage
+from lmi_build.planning.plan import BuildPlan
+from lmi_build.types import PlanMessage
 
 INDEX_NAME = "model.safetensors.index.json"
 # Files taken from the produced checkpoint (anything else there, e.g. *.bin, stays out).

@@ -26,8 +26,9 @@ from pathlib import Path, PurePosixPath
 
 from lmi_build.artifact.layout import register_layout
 from lmi_build.errors import StepError
-from lmi_build.planning.plan import BuildPlan, PlanMessage, TrtllmBuild
-from lmi_build.trtllm.engine_check import RANK_FILE, world_size_of
+from lmi_build.planning.plan import BuildPlan, TrtllmBuild
+from lmi_build.targets.trtllm.engine_check import RANK_FILE, world_size_of
+from lmi_build.types import PlanMessage
 
 BUILD_LOGS = "build-logs"
 TOOLKIT_DIR = "tensorrt_llm"

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from lmi_build.errors import LmiBuildError
-from lmi_build.trtllm.profiles import version_key
+from lmi_build.targets.trtllm.profiles import version_key
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from lmi_build.errors import LmiBuildError, UnsupportedTarget
-from lmi_build.trtllm.profile_schema import ContainerProfile
+from lmi_build.targets.trtllm.profile_schema import ContainerProfile
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -35,7 +35,7 @@ def profiles_dir() -> Path:
     explicit = os.environ.get(PROFILES_ENV)
     if explicit:
         return Path(explicit).expanduser()
-    package_root = Path(__file__).resolve().parents[1]
+    package_root = Path(__file__).resolve().parents[2]
     bundled = package_root / "_bundled" / "profiles"
     if bundled.is_dir():
         return bundled

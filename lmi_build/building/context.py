@@ -1,0 +1,87 @@
+"""The types a build passes between the pipeline and a target's ``build``.
+
+They live below the target packages so that targets, the pipeline and (later) fleet workers share
+them without importing each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from lmi_build.artifact.manifest import BuildRecord, StepTiming
+from lmi_build.planning.plan import BuildPlan
+from lmi_build.planning.saved import BuildInputs, SavedPlan
+from lmi_build.sources.base import ResolvedSource
+
+RunnerKind = Literal["local", "docker", "script"]
+Until = Literal["checkpoint", "artifact"]
+Status = Literal["artifact", "cached", "checkpoint", "script"]
+
+
+@dataclass(frozen=True)
+class BuildSettings:
+    """How to run a plan (never what to build: that is the plan's job)."""
+
+    output: Path
+    until: Until = "artifact"
+    runner: RunnerKind = "local"
+    overwrite: bool = False
+    use_cache: bool = True
+    keep_work: bool = False
+    copy: bool = False  # copy files into the artifact instead of hard-linking them
+    checkpoint: Path | None = None  # trtllm: reuse this TensorRT-LLM checkpoint
+    engine_dir: Path | None = None  # trtllm: package engines built elsewhere (e.g. by the script)
+    trtllm_examples: Path | None = None  # trtllm vendor route: a TensorRT-LLM checkout at the profile's tag
+    step_timeout_s: int | None = None  # overrides each vendor step's own timeout
+    publish: str | None = None
+    endpoint_url: str | None = None
+
+
+@dataclass
+class BuildOutcome:
+    plan: BuildPlan
+    status: Status
+    output: Path
+    steps: list[StepTiming] = field(default_factory=list)
+    next_command: str | None = None  # what finishes the job when it stopped early
+    message: str = ""
+    published: dict[str, Any] | None = None
+    stand_in: bool = False  # the engines came from a test stand-in, not the vendor compiler
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "output": str(self.output),
+            "target": self.plan.target,
+            "cache_key": self.plan.cache_key,
+            "steps": [step.model_dump(mode="json") for step in self.steps],
+            "next_command": self.next_command,
+            "message": self.message,
+            "published": self.published,
+            "stand_in": self.stand_in,
+        }
+
+
+@dataclass
+class BuildContext:
+    """What a target's ``build`` reads, and what it leaves for the pipeline to package."""
+
+    saved: SavedPlan
+    settings: BuildSettings
+    source: ResolvedSource
+    work: Path  # a scratch directory beside the output (same filesystem), removed afterwards
+    record: BuildRecord
+    layout: str = ""  # the artifact layout the produced directory is packaged with
+    produced: Path | None = None
+    stopped: BuildOutcome | None = None  # set when the target stops before an artifact
+    stand_in: bool = False
+
+    @property
+    def plan(self) -> BuildPlan:
+        return self.saved.plan
+
+    @property
+    def inputs(self) -> BuildInputs:
+        return self.saved.inputs

@@ -1,0 +1,70 @@
+"""The planning half of the target interface, and the registry targets are looked up in.
+
+A target turns a ``PlanContext`` into its build knobs (``TrtllmBuild`` / ``NeuronxBuild`` /
+``HfBuild``), the serving.properties values it derives, its toolchain and the workload its memory
+estimate is for, appending its own validations to ``ctx.findings``. The build half (``build``,
+layouts, serving compatibility) is ``lmi_build.building.target.Target``.
+
+Targets are plug-in packages above every shared layer (``lmi_build.targets.<name>``, each exporting
+``TARGET``): the layers below reach them only through this registry, by name, never by import, so
+the layer order stays one-way (docs/DESIGN.md). A new target adds one line to ``TARGET_PACKAGES``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Literal, Protocol, cast
+
+from lmi_build.errors import UnsupportedTarget
+from lmi_build.model.spec import ModelSpec
+from lmi_build.options.resolved import ResolvedOptions
+from lmi_build.planning.context import PlanContext
+from lmi_build.planning.memory import Workload
+from lmi_build.planning.plan import HfBuild, NeuronxBuild, ToolchainRef, TrtllmBuild
+from lmi_build.recipes.schema import TargetSupport
+from lmi_build.types import TargetName
+
+
+@dataclass(frozen=True)
+class TargetPlan:
+    build: TrtllmBuild | NeuronxBuild | HfBuild
+    toolchain: ToolchainRef
+    workload: Workload
+    dtype: str  # the weights' dtype for the memory estimate ("float16", ...)
+
+
+class Target(Protocol):
+    """What the planner needs of a target."""
+
+    name: TargetName
+    engine: str  # serving.properties engine= for this target
+
+    def plan(self, ctx: PlanContext) -> TargetPlan: ...
+
+    def checkpoint_route(self, support: TargetSupport, spec: ModelSpec,
+                         options: ResolvedOptions) -> Literal["modelopt", "vendor"]: ...
+
+    def toolchain(self, profile: str | None) -> ToolchainRef: ...
+
+
+TARGET_PACKAGES: dict[TargetName, str] = {
+    "trtllm": "lmi_build.targets.trtllm",
+    "neuronx": "lmi_build.targets.neuronx",
+    "hf": "lmi_build.targets.hf",
+}
+TARGET_NAMES: tuple[TargetName, ...] = tuple(TARGET_PACKAGES)
+
+
+def load_target(name: str) -> object:
+    """The ``TARGET`` object of the target package called ``name`` (imported on first use only, so
+    that loading one target does not load the others' data tables)."""
+    package = TARGET_PACKAGES.get(name)  # type: ignore[call-overload]
+    if package is None:
+        raise UnsupportedTarget(f"unknown target '{name}'", hint=f"use one of: {', '.join(TARGET_PACKAGES)}")
+    return importlib.import_module(package).TARGET
+
+
+def get_target(name: str) -> Target:
+    """The target called ``name`` (trtllm, neuronx, hf), for planning."""
+    return cast(Target, load_target(name))

@@ -1,0 +1,67 @@
+"""Run one vendor tool: its own process group, every output line streamed live and logged."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import threading
+from collections import deque
+from pathlib import Path
+
+from lmi_build.errors import StepError
+
+TAIL_LINES = 5
+
+
+def stream_process(argv: list[str], *, name: str, log_path: Path, timeout_s: float,
+                   env: dict[str, str] | None = None, cwd: str | None = None) -> None:
+    """Run ``argv`` in its own process group; print and log each line as it comes.
+
+    Raises ``StepError`` (with the last lines) on a nonzero exit or a timeout.
+    """
+
+    from lmi_build.output import current
+
+    out = current()
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    tail: deque[str] = deque(maxlen=TAIL_LINES)
+    full_env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
+    try:
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=full_env,
+                                   cwd=cwd, start_new_session=True, text=True, bufsize=1, errors="replace")
+    except FileNotFoundError:
+        raise StepError(f"step '{name}': {argv[0]} not found", hint="install it or use another runner") from None
+    timed_out = threading.Event()
+
+    def _kill() -> None:
+        timed_out.set()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+    timer = threading.Timer(timeout_s, _kill)
+    timer.start()
+    try:
+        with open(log_path, "w", encoding="utf-8") as log:
+            log.write("$ " + shlex.join(argv) + "\n")
+            for raw in process.stdout or ():
+                line = raw.rstrip("\n")
+                log.write(line + "\n")
+                log.flush()
+                tail.append(line)
+                out.log_line(f"[{name}]", line)
+        code = process.wait()
+    except KeyboardInterrupt:
+        _kill()
+        process.wait()
+        raise
+    finally:
+        timer.cancel()
+    last = " | ".join(tail) if tail else "no output"
+    if timed_out.is_set():
+        raise StepError(f"step '{name}' timed out after {timeout_s:g}s and was killed; last lines: {last}",
+                        hint=f"full log: {log_path}")
+    if code != 0:
+        raise StepError(f"step '{name}' failed (exit {code}); last lines: {last}", hint=f"full log: {log_path}")

@@ -1,0 +1,124 @@
+"""The ``script`` runner: every step written into one POSIX shell script for a host without
+lmi-build (a GPU or Neuron host), run there in the profile's container or on its PATH."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lmi_build.planning.plan import BuildPlan
+from lmi_build.runners.executing import RunnerKind
+from lmi_build.runners.step import Paths, Step, StepResult, bind
+
+
+@dataclass
+class ScriptRunner:
+    """Writes every step into one shell script instead of running it."""
+
+    kind: RunnerKind = "script"
+    image: str | None = None  # set: the script runs the steps in this container with docker
+    lines: list[str] = field(default_factory=list)
+
+    def run(self, step: Step, paths: Paths, work_dir: Path, plan: BuildPlan | None) -> StepResult:
+        self.lines.append(f"# step: {step.name} ({step.where})")
+        if step.python_call is not None:
+            self.lines.append(f"# produced on the lmi-build host by {step.python_call}")
+            for name in step.outputs:
+                var = paths.dir(name).variable
+                self.lines.append(f'test -f "${var}/config.json" || {{ echo "missing {name} '
+                                  f'${var}/config.json (run lmi-build first)" >&2; exit 1; }}')
+        else:
+            values = {name: "${" + paths.dir(name).variable + "}" for name in paths.names()}
+            values["workers"] = "${WORKERS}"
+            on_path = [_quote_keep_vars(a) for a in bind(step.argv, values)]
+            for name in step.outputs:
+                self.lines.append(f'mkdir -p "${{{paths.dir(name).variable}}}"')
+            if self.image is None:
+                self.lines.append(_wrap(["run_step", step.name, *on_path]))
+            else:
+                self.lines += ['if [ "$RUNNER" = docker ]; then',
+                               _indent(_wrap(["run_step", step.name, *self._in_container(step, paths)])),
+                               "else",
+                               _indent(_wrap(["run_step", step.name, *on_path])),
+                               "fi"]
+        self.lines.append("")
+        return StepResult(name=step.name, seconds=0.0, where="script", log=None, detail="written to script")
+
+    def _in_container(self, step: Step, paths: Paths) -> list[str]:
+        assert self.image is not None
+        command = ["docker", "run", "--rm", "--gpus", "all", "--ipc=host", "--ulimit", "memlock=-1",
+                   "--user", '"$(id -u):$(id -g)"']
+        for name in paths.names():
+            if name in step.inputs or name in step.outputs:
+                ro = "" if name in step.outputs else ":ro"
+                command += ["-v", f'"${{{paths.dir(name).variable}}}:{paths.dir(name).mount}{ro}"']
+        for key, value in sorted(step.env.items()):
+            command += ["-e", shlex.quote(f"{key}={value}")]
+        command.append(shlex.quote(self.image))
+        mounts = {name: paths.dir(name).mount for name in paths.names()}
+        return command + [_quote_keep_vars(a) for a in bind(step.argv, {**mounts, "workers": "${WORKERS}"})]
+
+    def script(self, paths: Paths, *, final: str, header: str = "", defaults: dict[str, str] | None = None,
+               purpose: str = "build steps") -> str:
+        """The script; ``paths`` are its directory defaults (relative to where it runs), each
+        overridable through its variable; ``defaults`` fills directories ``paths`` leaves unset;
+        ``final`` names the directory the script produces."""
+        values: dict[str, str] = {}
+        for name in paths.names():
+            path = paths.get(name)
+            values[paths.dir(name).variable] = str(path) if path is not None else (defaults or {}).get(name, "")
+        lines = ["#!/bin/sh", f"# Written by lmi-build (script runner). Runs the {purpose}.",
+                 *(f"# {h}" for h in header.splitlines() if h), "set -eu",
+]
+        for var, value in values.items():
+            lines.append(f': "${{{var}:={shlex.quote(value)}}}"')
+        if self.image is not None:
+            lines += ["# RUNNER=docker runs each step in the image above; RUNNER=local runs the tools on PATH",
+                      "# (e.g. inside that container, or on a host with the same toolchain installed)",
+                      ': "${RUNNER:=docker}"']
+        lines += [': "${LOG_DIR:=build-logs}"',
+                  "# docker bind mounts need absolute paths; a relative one would name a volume instead",
+                  'abspath() { if [ -d "$1" ]; then (cd "$1" && pwd); else printf "%s" "$1"; fi; }',
+                  f'mkdir -p "${paths.dir(final).variable}"',
+                  *(f'{var}=$(abspath "${var}")' for var in values),
+                  'if [ -z "${WORKERS:-}" ]; then',
+                  '  WORKERS=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU " || true)',
+                  '  [ "$WORKERS" -ge 1 ] 2>/dev/null || WORKERS=1',
+                  'fi',
+                  'mkdir -p "$LOG_DIR"',
+                  "# run_step NAME COMMAND...: stream and log one step; its failure fails the script",
+                  "# (POSIX sh has no pipefail, so the exit status travels through a file past tee)",
+                  "run_step() {",
+                  '  step=$1; shift',
+                  '  { if "$@" 2>&1; then rc=0; else rc=$?; fi; echo "$rc" > "$LOG_DIR/$step.status"; } | tee "$LOG_DIR/$step.log"',
+                  '  status=$(cat "$LOG_DIR/$step.status"); rm -f "$LOG_DIR/$step.status"',
+                  '  if [ "$status" -ne 0 ]; then',
+                  '    echo "step $step failed (exit $status); log: $LOG_DIR/$step.log" >&2',
+                  '    exit "$status"',
+                  "  fi",
+                  "}",
+                  "", *self.lines]
+        return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _wrap(words: list[str]) -> str:
+    """One flag (with its values) per continuation line, for a readable script."""
+    lines: list[list[str]] = [[]]
+    for word in words:
+        if word.startswith("-") and lines[-1] and len(lines) + len(lines[-1]) > 1:
+            lines.append([])
+        lines[-1].append(word)
+    return " \\\n    ".join(" ".join(line) for line in lines)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())
+
+
+def _quote_keep_vars(arg: str) -> str:
+    """Shell-quote an argument but let ``${VAR}`` references expand (double quotes)."""
+    if "${" not in arg:
+        return shlex.quote(arg)
+    escaped = arg.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`")
+    return f'"{escaped}"'

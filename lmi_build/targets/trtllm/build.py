@@ -1,0 +1,228 @@
+"""Build the ``trtllm`` target: the checkpoint on this host (ModelOpt) or in the container (vendor
+scripts), then ``trtllm-build`` through the shared runners; or stop early with the saved plan and
+the exact command that finishes the job on a GPU host."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+from pathlib import Path
+
+from lmi_build.artifact.manifest import HardwareTarget, StepTiming
+from lmi_build.building.context import BuildContext, BuildOutcome, BuildSettings
+from lmi_build.errors import LmiBuildError, SourceError
+from lmi_build.output import current
+from lmi_build.planning.plan import BuildPlan, TrtllmBuild
+from lmi_build.planning.saved import PLAN_FILE, SavedPlan
+from lmi_build.runners import LOG_DIR, Paths, ScriptRunner, Step, make_runner
+from lmi_build.targets.trtllm.profile_schema import ContainerProfile
+
+BUNDLE_CHECKPOINT = "checkpoint"
+BUNDLE_ENGINE = "engine"
+BUNDLE_SCRIPT = "build-engines.sh"
+
+
+def preflight(saved: SavedPlan, settings: BuildSettings) -> None:
+    """A --checkpoint must be this plan's, an --engine-dir must exist: checked before any work."""
+    from lmi_build.targets.trtllm.profiles import get_profile
+
+    if settings.checkpoint is not None:
+        profile = get_profile(saved.plan.toolchain.profile)
+        check_checkpoint(settings.checkpoint.absolute(), saved.plan, legacy=profile.workflow == "legacy")
+    if settings.engine_dir is not None and not settings.engine_dir.is_dir():
+        raise SourceError(f"--engine-dir {settings.engine_dir} is not a directory",
+                          hint="give the engine directory build-engines.sh or trtllm-build wrote")
+
+
+def build(ctx: BuildContext) -> None:
+    from lmi_build.targets.trtllm.engine_check import check_engine_dir, gpu_sm
+    from lmi_build.targets.trtllm.layouts import layout_name
+    from lmi_build.targets.trtllm.profiles import get_profile
+    from lmi_build.targets.trtllm.steps import engine_steps, trtllm_paths
+    from lmi_build.targets.trtllm.toolchain import toolchain_available
+
+    plan, settings = ctx.plan, ctx.settings
+    assert isinstance(plan.build, TrtllmBuild)
+    profile = get_profile(plan.toolchain.profile)
+    ctx.layout = layout_name(profile.layout)
+    checkpoint = settings.checkpoint.absolute() if settings.checkpoint else ctx.work / BUNDLE_CHECKPOINT
+    engine = settings.engine_dir.absolute() if settings.engine_dir else ctx.work / BUNDLE_ENGINE
+    paths = trtllm_paths(model=ctx.source.path, checkpoint=checkpoint, engine=engine,
+                         examples=settings.trtllm_examples.absolute() if settings.trtllm_examples else None)
+
+    if settings.engine_dir is None:
+        steps = engine_steps(plan, profile)
+        if settings.step_timeout_s is not None:
+            steps = [step.model_copy(update={"timeout_s": settings.step_timeout_s}) for step in steps]
+        host = [s for s in steps if s.python_call is not None and settings.checkpoint is None]
+        vendor = [s for s in steps if s.python_call is None]
+        for step in host:  # ModelOpt runs here whatever the engine runner is
+            with ctx.record.timed(step.name, detail=plan.quantization.quant_algo or "ModelOpt export"):
+                _run_host_step(step, ctx, paths)
+        if settings.until == "checkpoint":
+            ctx.stopped = _stop_with_checkpoint(ctx, profile, checkpoint, "checkpoint written (--until checkpoint)")
+            return
+        if settings.runner == "script":
+            ctx.stopped = _write_script(ctx, vendor, paths, profile)
+            return
+        available, why = toolchain_available(settings.runner, profile, vendor)
+        if not available:
+            ctx.stopped = _stop_with_checkpoint(ctx, profile, checkpoint, f"no TensorRT-LLM toolchain here: {why}")
+            return
+        runner = make_runner(settings.runner, image=profile.image)
+        for step in vendor:
+            result = runner.run(step, paths, ctx.work, plan)
+            ctx.record.steps.append(StepTiming(name=step.name, seconds=result.seconds, detail=f"{runner.kind} runner"))
+        _keep_logs(ctx.work, engine)
+
+    info = check_engine_dir(engine, profile, world_size=plan.build.world_size)
+    sm, name = gpu_sm()
+    ctx.record.hardware = HardwareTarget(gpu_sm=sm, gpu_name=name)
+    ctx.record.toolchain = {"tensorrt_llm": info.version}
+    if info.stand_in:
+        ctx.record.toolchain["stand_in"] = "true"
+        current().warn("the engine directory was written by a STAND-IN trtllm-build: this is not a real engine")
+    ctx.stand_in = info.stand_in
+    ctx.produced = engine
+
+
+def check_checkpoint(directory: Path, plan: BuildPlan, *, legacy: bool = False) -> None:
+    """Refuse a ``--checkpoint`` that is not the one this plan converts: its architecture, dtype,
+    world size and quantization must be the plan's (checked before any work)."""
+    assert isinstance(plan.build, TrtllmBuild)
+    if not directory.is_dir():
+        raise SourceError(f"--checkpoint {directory} is not a directory",
+                          hint="give the directory `lmi-build trtllm --until checkpoint` wrote")
+    config_path = directory / "config.json"
+    if not config_path.is_file():
+        if legacy:  # 0.7.x checkpoints are the vendor scripts' own formats: no config.json to compare
+            return
+        raise SourceError(f"--checkpoint {directory} has no config.json: not a TensorRT-LLM checkpoint",
+                          hint="give the directory `lmi-build trtllm --until checkpoint` wrote")
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+        mapping = config.get("mapping") or {}
+        quantization = config.get("quantization") or {}
+        world = int(mapping.get("world_size") or int(mapping.get("tp_size", 1)) * int(mapping.get("pp_size", 1)))
+    except (OSError, ValueError, TypeError, AttributeError) as error:
+        raise SourceError(f"--checkpoint {directory}: config.json is unreadable ({error})",
+                          hint="give the directory `lmi-build trtllm --until checkpoint` wrote") from None
+    build = plan.build
+    expected = {
+        "architecture": (config.get("architecture"), build.trtllm_architecture),
+        "dtype": (config.get("dtype"), build.dtype),
+        "world size": (world, build.world_size),
+        "tp": (int(mapping.get("tp_size", world)), build.tp),
+        "quant_algo": (quantization.get("quant_algo"), plan.quantization.quant_algo),
+        "kv_cache_quant_algo": (quantization.get("kv_cache_quant_algo"), plan.quantization.kv_cache_quant_algo),
+    }
+    mismatches = [f"{what} {found} (the plan has {wanted})" for what, (found, wanted) in expected.items()
+                  if (wanted is not None and found != wanted) or (wanted is None and what.endswith("quant_algo")
+                  and found is not None)]
+    if mismatches:
+        raise SourceError(f"--checkpoint {directory} is not this plan's checkpoint: " + "; ".join(mismatches),
+                          hint="convert it again for this plan (drop --checkpoint), or plan for that checkpoint")
+
+
+def _run_host_step(step: Step, ctx: BuildContext, paths: Paths) -> None:
+    """A step implemented in Python on this host (the ModelOpt checkpoint export). Called here,
+    not through a runner, because it also needs the user's calibration file: the plan only
+    records its name and digest, and the step refuses a file that changed since planning."""
+    import importlib
+
+    assert step.python_call is not None
+    module_name, _, function_name = step.python_call.partition(":")
+    export = getattr(importlib.import_module(module_name), function_name)
+    export(ctx.plan, paths.get("model"), paths.get("checkpoint"), calib_file=ctx.inputs.calib_data)
+
+
+def _keep_logs(work: Path, engine: Path) -> None:
+    """The vendor tools' logs travel with the artifact (the layouts carry build-logs/ from here)."""
+    logs = work / LOG_DIR
+    if logs.is_dir():
+        shutil.copytree(logs, engine / LOG_DIR, dirs_exist_ok=True)
+
+
+def finish_command(plan_file: Path, *, output: Path, checkpoint: Path | None = None,
+                   engine_dir: Path | None = None, runner: str | None = None) -> str:
+    """``lmi-build trtllm --plan ...``: the command that finishes a build stopped early, shell-quoted."""
+    parts = ["lmi-build", "trtllm", "--plan", str(plan_file)]
+    if checkpoint is not None:
+        parts += ["--checkpoint", str(checkpoint)]
+    if engine_dir is not None:
+        parts += ["--engine-dir", str(engine_dir)]
+    if runner is not None:
+        parts += ["--runner", runner]
+    parts += ["--output", str(output)]
+    return shlex.join(parts)
+
+
+def artifact_output(output: Path) -> Path:
+    """Where the finishing command puts the artifact: beside the bundle or checkpoint."""
+    return output.with_name(f"{output.name}-artifact")
+
+
+def _stop_with_checkpoint(ctx: BuildContext, profile: ContainerProfile, checkpoint: Path,
+                          reason: str) -> BuildOutcome:
+    """Exit 3 or --until checkpoint: the checkpoint (with plan.json beside its config.json) goes
+    to --output; with --checkpoint the user's directory stays as it is and --output gets plan.json."""
+    from lmi_build.artifact.packager import install_directory
+
+    output = ctx.settings.output.absolute()
+    converted_here = ctx.settings.checkpoint is None and checkpoint.is_dir()
+    if ctx.settings.until == "checkpoint" and ctx.settings.checkpoint is None and not converted_here:
+        raise LmiBuildError(
+            f"this plan's checkpoint is converted by TensorRT-LLM {profile.tensorrt_llm}'s own scripts in the "
+            "container, so there is no checkpoint to stop after",
+            hint="build with --runner docker on a GPU host, or --runner script for a bundle that converts there",
+            code="checkpoint_in_container")
+    if converted_here:
+        staged = checkpoint
+    else:  # the user's --checkpoint stays where it is, or the container converts on the GPU host
+        staged = ctx.work / "plan-only"
+        staged.mkdir()
+        reason += "; the GPU host converts the checkpoint with the container's scripts" \
+            if ctx.settings.checkpoint is None else ""
+    ctx.saved.save(staged / PLAN_FILE)
+    install_directory(staged, output, overwrite=ctx.settings.overwrite)
+    finished_from = output if converted_here else ctx.settings.checkpoint
+    finish = finish_command(output / PLAN_FILE, checkpoint=finished_from.absolute() if finished_from else None,
+                            runner="docker", output=artifact_output(output))
+    return BuildOutcome(plan=ctx.plan, status="checkpoint", output=output, steps=list(ctx.record.steps),
+                        next_command=finish, message=f"stopped after the TensorRT-LLM checkpoint: {reason}")
+
+
+def _write_script(ctx: BuildContext, steps: list[Step], paths: Paths, profile: ContainerProfile) -> BuildOutcome:
+    """--runner script: the checkpoint, plan.json and build-engines.sh, which builds the engines on
+    a GPU host; the finishing command packages them with exactly this plan."""
+    from lmi_build.artifact.packager import install_directory, link_or_copy
+    from lmi_build.targets.trtllm.steps import engine_script
+
+    output = ctx.settings.output.absolute()
+    bundle = ctx.work / "bundle"
+    bundle.mkdir()
+    checkpoint = paths.get("checkpoint")
+    assert checkpoint is not None
+    if ctx.settings.checkpoint is None:
+        if checkpoint.is_dir():  # the vendor route converts on the GPU host: no checkpoint here yet
+            shutil.move(str(checkpoint), bundle / BUNDLE_CHECKPOINT)
+    else:  # the bundle must be self-contained: link (or copy) the user's checkpoint into it
+        shutil.copytree(checkpoint, bundle / BUNDLE_CHECKPOINT,
+                        copy_function=lambda src, dst: link_or_copy(Path(src), Path(dst)))
+    runner = ScriptRunner(image=profile.image)
+    for step in steps:
+        runner.run(step, paths, ctx.work, ctx.plan)
+    relative = paths.replace(checkpoint=Path(BUNDLE_CHECKPOINT), engine=Path(BUNDLE_ENGINE))
+    script = bundle / BUNDLE_SCRIPT
+    script.write_text(engine_script(runner, relative, header=f"profile {profile.name}; plan {ctx.plan.cache_key}"),
+                      encoding="utf-8")
+    script.chmod(0o755)
+    ctx.saved.save(bundle / PLAN_FILE)
+    install_directory(bundle, output, overwrite=ctx.settings.overwrite)
+    package_cmd = finish_command(output / PLAN_FILE, engine_dir=output / BUNDLE_ENGINE,
+                                 output=artifact_output(output))
+    run_script = f"(cd {shlex.quote(str(output))} && ./{BUNDLE_SCRIPT})"
+    return BuildOutcome(plan=ctx.plan, status="script", output=output, steps=list(ctx.record.steps),
+                        next_command=f"{run_script} && {package_cmd}",
+                        message="checkpoint, plan.json and engine-build script written; run the script on a GPU host")
