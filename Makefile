@@ -35,6 +35,7 @@ unit:
 lint:
 	$(BIN)/ruff check lmi_build tests benchmarks
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench:
 	$(BIN)/python -m benchmarks

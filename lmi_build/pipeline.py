@@ -42,7 +42,7 @@ def run_plan(saved: SavedPlan, settings: BuildSettings) -> BuildOutcome:
             return _maybe_publish(cached, settings)
 
     record = BuildRecord()
-    with record.timed("fetch", detail=saved.inputs.model):
+    with record.timed("fetch", detail=plan.model.id):  # the identity, never a host path
         source = fetch(saved, settings.endpoint_url)
     output.parent.mkdir(parents=True, exist_ok=True)
     # The work directory sits beside the output so produced files can be hard-linked into it.

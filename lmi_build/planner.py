@@ -7,8 +7,8 @@ planning -> validations (every problem collected) -> memory -> cache key -> Buil
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
-from pathlib import Path
 
 from lmi_build.errors import LmiBuildError, OptionError
 from lmi_build.model.spec import ModelSpec
@@ -64,7 +64,7 @@ def plan_request(request: PlanRequest) -> SavedPlan:
     spec = read_spec_file(source.path)
     build_inputs = BuildInputs(
         # A local directory is recorded absolute so the plan builds from any working directory.
-        model=str(Path(model_ref).absolute()) if source.identity.kind == "local" else model_ref,
+        model=os.path.abspath(model_ref) if source.identity.kind == "local" else model_ref,
         revision=revision, allow_pickle=request.allow_pickle,
         calib_data=request.calib_data.absolute() if request.calib_data else None)
 

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lmi_build.artifact.files import MANIFEST_NAME
-from lmi_build.artifact.manifest import Manifest, load_manifest
-from lmi_build.errors import VerifyError
+from lmi_build.artifact.manifest import Manifest
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -16,19 +13,6 @@ if TYPE_CHECKING:
 _SHAPE_FIELDS = ("tp", "pp", "dtype", "amp", "max_input_len", "max_output_len", "max_seq_len", "max_batch_size",
                  "max_num_tokens", "n_positions", "context_length_estimate", "batch_size", "export_format",
                  "gqa_effective", "compiler_flags", "platform")
-
-
-def load_any(location: str, endpoint_url: str | None = None) -> Manifest:
-    """The manifest of a local artifact directory or of a published ``s3://`` artifact."""
-    if location.startswith("s3://"):
-        from lmi_build.storage.publish import remote_manifest
-
-        manifest = remote_manifest(location, endpoint_url)
-        if manifest is None:
-            raise VerifyError(f"no {MANIFEST_NAME} under {location}",
-                              hint="publish the artifact there first, or check the URL")
-        return manifest
-    return load_manifest(Path(location))
 
 
 def describe(manifest: Manifest, location: str) -> dict[str, Any]:

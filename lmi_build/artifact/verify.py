@@ -86,18 +86,15 @@ def serving_target(
     devices: int | None = None,
     compiler_flags: str | None = None,
 ) -> ServingTarget:
-    """Build a ServingTarget from CLI values; the container's versions come from its profile."""
+    """Build a ServingTarget from CLI values; the container's versions come from the profile of
+    the target that owns it (looked up through the target registry, by name)."""
     versions: dict[str, str] = {}
     engine_capable = True
     if container is not None:
-        from lmi_build.targets.trtllm.profiles import get_profile  # owned by the trtllm package
+        from lmi_build.planning.targets import container_facts
 
-        try:
-            profile = get_profile(container)
-        except LmiBuildError as error:
-            raise OptionError(error.message, hint=error.hint) from None
-        versions = dict(profile.versions())
-        engine_capable = bool(getattr(profile, "engine_capable", True))
+        facts = container_facts(container)
+        versions, engine_capable = dict(facts.versions), facts.engine_capable
     if neuron_platform is not None and neuron_platform not in NEURON_TP:
         raise OptionError(f"unknown Neuron platform '{neuron_platform}'", hint="use inf2 or trn1")
     if devices is not None and devices < 1:
@@ -289,7 +286,7 @@ def summarize(manifest: Manifest, location: str) -> dict[str, Any]:
     }
 
 
-def _report(errors: list[PlanMessage], warnings: list[PlanMessage], artifact: dict[str, Any]) -> VerifyReport:
+def report(errors: list[PlanMessage], warnings: list[PlanMessage], artifact: dict[str, Any]) -> VerifyReport:
     return VerifyReport(valid=not errors, errors=errors, warnings=warnings, artifact=artifact)
 
 
@@ -301,37 +298,14 @@ def verify_local(path: Path, *, target: ServingTarget | None = None, rehash: boo
     try:
         manifest = load_manifest(path)
     except VerifyError as error:
-        return _report([_msg("manifest", error.message, error.hint)], [], {"location": str(path)})
+        return report([_msg("manifest", error.message, error.hint)], [], {"location": str(path)})
     errors, warnings = check_files(path, manifest, rehash=rehash)
     for found_errors, found_warnings in (check_layout(path, manifest),
                                          check_compatibility(manifest, target or ServingTarget())):
         errors += found_errors
         warnings += found_warnings
-    return _report(errors, warnings, summarize(manifest, str(path)))
-
-
-def verify_s3(url: str, *, target: ServingTarget | None = None, endpoint_url: str | None = None) -> VerifyReport:
-    """Verify a published artifact: the storage package checks the remote files against the
-    manifest; compatibility is checked here from the remote manifest. The layout's structural
-    checks need the files locally (`lmi-build pull` first)."""
-    from lmi_build.storage.publish import remote_manifest, verify_remote
-
-    try:
-        errors = list(verify_remote(url, endpoint_url))
-        manifest = remote_manifest(url, endpoint_url)
-    except VerifyError as error:  # e.g. a corrupt remote manifest
-        return _report([_msg("manifest", error.message, error.hint)], [], {"location": url})
-    if manifest is None:
-        return _report(errors or [_msg("manifest", f"no {MANIFEST_NAME} under {url}")], [], {"location": url})
-    compat_errors, warnings = check_compatibility(manifest, target or ServingTarget())
-    return _report(errors + compat_errors, warnings, summarize(manifest, url))
-
-
-def verify(location: str, *, target: ServingTarget | None = None, endpoint_url: str | None = None) -> VerifyReport:
-    if location.startswith("s3://"):
-        return verify_s3(location, target=target, endpoint_url=endpoint_url)
-    return verify_local(Path(location), target=target)
+    return report(errors, warnings, summarize(manifest, str(path)))
 
 
 __all__ = ["MANIFEST_NAME", "ServingTarget", "VerifyReport", "check_compatibility", "normalize_sm",
-           "serving_target", "verify", "verify_local", "verify_s3"]
+           "report", "serving_target", "summarize", "verify_local"]

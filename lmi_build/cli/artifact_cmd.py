@@ -49,7 +49,8 @@ def verify_command(
       lmi-build verify s3://models/llama-7b/trt --endpoint-url http://localhost:8333 --json
     """
     output_mode(json_output, quiet)
-    from lmi_build.artifact.verify import serving_target, verify
+    from lmi_build.artifact.verify import serving_target
+    from lmi_build.storage.verify import verify
 
     target = serving_target(container=for_container, gpu=gpu, neuron_platform=neuron_platform,
                             devices=devices, compiler_flags=neuron_cc_flags)
@@ -88,7 +89,8 @@ def inspect_command(
       lmi-build inspect s3://models/llama-7b/trt --json | jq .for
     """
     output_mode(json_output, quiet)
-    from lmi_build.artifact.describe import describe, load_any, render
+    from lmi_build.artifact.describe import describe, render
+    from lmi_build.storage.verify import load_any
 
     info = describe(load_any(location, endpoint_url), location)
     current().result(info, render(info))

@@ -16,7 +16,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Literal, Protocol, cast
 
-from lmi_build.errors import UnsupportedTarget
+from lmi_build.errors import OptionError, UnsupportedTarget
 from lmi_build.model.spec import ModelSpec
 from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning.context import PlanContext
@@ -24,6 +24,14 @@ from lmi_build.planning.memory import Workload
 from lmi_build.planning.plan import HfBuild, NeuronxBuild, ToolchainRef, TrtllmBuild
 from lmi_build.recipes.schema import TargetSupport
 from lmi_build.types import TargetName
+
+
+@dataclass(frozen=True)
+class ContainerFacts:
+    """What verify needs to know of a serving container profile."""
+
+    versions: dict[str, str]  # toolchain versions an artifact is bound to ("tensorrt_llm", "neuronx_cc", ...)
+    engine_capable: bool = True  # False: the container cannot load compiled engines
 
 
 @dataclass(frozen=True)
@@ -47,6 +55,10 @@ class Target(Protocol):
 
     def toolchain(self, profile: str | None) -> ToolchainRef: ...
 
+    def container_profiles(self) -> dict[str, ContainerFacts]:
+        """The serving container profiles this target builds for, by name."""
+        ...
+
 
 TARGET_PACKAGES: dict[TargetName, str] = {
     "trtllm": "lmi_build.targets.trtllm",
@@ -68,3 +80,15 @@ def load_target(name: str) -> object:
 def get_target(name: str) -> Target:
     """The target called ``name`` (trtllm, neuronx, hf), for planning."""
     return cast(Target, load_target(name))
+
+
+def container_facts(name: str) -> ContainerFacts:
+    """The facts of the container profile called ``name``, whichever target owns it."""
+    known: list[str] = []
+    for target_name in TARGET_PACKAGES:
+        profiles = get_target(target_name).container_profiles()
+        if name in profiles:
+            return profiles[name]
+        known += profiles
+    raise OptionError(f"unknown container profile '{name}'",
+                      hint=f"use one of: {', '.join(sorted(known))} (lmi-build profiles list)")

@@ -11,7 +11,7 @@ from lmi_build.planning import checks
 from lmi_build.planning.context import PlanContext
 from lmi_build.planning.memory import Workload
 from lmi_build.planning.plan import HfBuild, ToolchainRef
-from lmi_build.planning.targets import TargetPlan
+from lmi_build.planning.targets import ContainerFacts, TargetPlan
 from lmi_build.recipes.schema import TargetSupport
 from lmi_build.types import TargetName
 from lmi_build.versions import installed_versions
@@ -37,6 +37,9 @@ class HfTarget:
         from lmi_build.targets.hf.build import build
 
         build(ctx)
+
+    def container_profiles(self) -> dict[str, ContainerFacts]:
+        return {}  # no container profiles of its own yet
 
     def checkpoint_route(self, support: TargetSupport, spec: ModelSpec,
                          options: ResolvedOptions) -> Literal["modelopt", "vendor"]:

@@ -18,7 +18,7 @@ from lmi_build.planning.context import PlanContext
 from lmi_build.planning.data import load_table
 from lmi_build.planning.memory import Workload
 from lmi_build.planning.plan import NeuronxBuild, ToolchainRef
-from lmi_build.planning.targets import TargetPlan
+from lmi_build.planning.targets import ContainerFacts, TargetPlan
 from lmi_build.recipes.schema import TargetSupport
 from lmi_build.types import TargetName
 
@@ -98,6 +98,9 @@ class NeuronxTarget:
 
     def build(self, ctx: object) -> None:
         self.preflight(None, None)
+
+    def container_profiles(self) -> dict[str, ContainerFacts]:
+        return {}  # no container profiles of its own yet
 
     def checkpoint_route(self, support: TargetSupport, spec: ModelSpec,
                          options: ResolvedOptions) -> Literal["modelopt", "vendor"]:

@@ -187,8 +187,10 @@ def _stop_with_checkpoint(ctx: BuildContext, profile: ContainerProfile, checkpoi
     ctx.saved.save(staged / PLAN_FILE)
     install_directory(staged, output, overwrite=ctx.settings.overwrite)
     finished_from = output if converted_here else ctx.settings.checkpoint
+    # The same runner the user chose: run as printed on a host that has what that runner needs.
+    runner = ctx.settings.runner if ctx.settings.runner != "local" else None
     finish = finish_command(output / PLAN_FILE, checkpoint=finished_from.absolute() if finished_from else None,
-                            runner="docker", output=artifact_output(output))
+                            runner=runner, output=artifact_output(output))
     return BuildOutcome(plan=ctx.plan, status="checkpoint", output=output, steps=list(ctx.record.steps),
                         next_command=finish, message=f"stopped after the TensorRT-LLM checkpoint: {reason}")
 

@@ -13,7 +13,7 @@ from lmi_build.planning import checks
 from lmi_build.planning.context import PlanContext
 from lmi_build.planning.memory import Workload
 from lmi_build.planning.plan import ToolchainRef, TrtllmBuild
-from lmi_build.planning.targets import TargetPlan
+from lmi_build.planning.targets import ContainerFacts, TargetPlan
 from lmi_build.recipes.schema import TargetSupport
 from lmi_build.types import TargetName
 
@@ -50,6 +50,12 @@ class TrtllmTarget:
         from lmi_build.targets.trtllm.build import build
 
         build(ctx)
+
+    def container_profiles(self) -> dict[str, ContainerFacts]:
+        from lmi_build.targets.trtllm.profiles import load_profiles
+
+        return {profile.name: ContainerFacts(versions=profile.versions(), engine_capable=profile.engine_capable)
+                for profile in load_profiles()}
 
     def checkpoint_route(self, support: TargetSupport, spec: ModelSpec,
                          options: ResolvedOptions) -> Literal["modelopt", "vendor"]:

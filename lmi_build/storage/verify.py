@@ -1,0 +1,58 @@
+"""Verify and describe artifacts wherever they are: a local directory or a published s3:// prefix.
+
+The artifact package checks local directories and compatibility from a manifest; this module adds
+the remote side (every object against the manifest) and chooses by location.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lmi_build.artifact.files import MANIFEST_NAME
+from lmi_build.artifact.manifest import Manifest, load_manifest
+from lmi_build.artifact.verify import (
+    ServingTarget,
+    VerifyReport,
+    check_compatibility,
+    report,
+    summarize,
+    verify_local,
+)
+from lmi_build.errors import VerifyError
+from lmi_build.types import PlanMessage
+
+
+def verify_s3(url: str, *, target: ServingTarget | None = None, endpoint_url: str | None = None) -> VerifyReport:
+    """Verify a published artifact: the remote files against the manifest, and compatibility from
+    the remote manifest. The layout's structural checks need the files locally (`lmi-build pull`)."""
+    from lmi_build.storage.publish import remote_manifest, verify_remote
+
+    try:
+        errors = list(verify_remote(url, endpoint_url))
+        manifest = remote_manifest(url, endpoint_url)
+    except VerifyError as error:  # e.g. a corrupt remote manifest
+        return report([PlanMessage(code="manifest", message=error.message, hint=error.hint)], [], {"location": url})
+    if manifest is None:
+        return report(errors or [PlanMessage(code="manifest", message=f"no {MANIFEST_NAME} under {url}")], [],
+                      {"location": url})
+    compat_errors, warnings = check_compatibility(manifest, target or ServingTarget())
+    return report(errors + compat_errors, warnings, summarize(manifest, url))
+
+
+def verify(location: str, *, target: ServingTarget | None = None, endpoint_url: str | None = None) -> VerifyReport:
+    if location.startswith("s3://"):
+        return verify_s3(location, target=target, endpoint_url=endpoint_url)
+    return verify_local(Path(location), target=target)
+
+
+def load_any(location: str, endpoint_url: str | None = None) -> Manifest:
+    """The manifest of a local artifact directory or of a published ``s3://`` artifact."""
+    if location.startswith("s3://"):
+        from lmi_build.storage.publish import remote_manifest
+
+        manifest = remote_manifest(location, endpoint_url)
+        if manifest is None:
+            raise VerifyError(f"no {MANIFEST_NAME} under {location}",
+                              hint="publish the artifact there first, or check the URL")
+        return manifest
+    return load_manifest(Path(location))
