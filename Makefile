@@ -16,16 +16,17 @@ install: $(BIN)/python
 	$(BIN)/pip install -q -e '.[convert,dev]'
 
 # The main job on the built-in default: a tiny demo model that lmi-build generates itself.
-# Plan it, build an hf artifact and verify it, then the TensorRT-LLM checkpoint (real, on CPU)
-# with the engine build written as a script for a GPU host (no GPU toolchain here).
+# Plan it (saving the plan), build an hf artifact and verify it, then build the saved TensorRT-LLM
+# plan: the checkpoint (real, on CPU) and the engine build written as a script for a GPU host.
 DEMO_MODEL ?= demo:tiny-llama
 demo:
-	$(BIN)/lmi-build plan trtllm --model $(DEMO_MODEL) --tp 1 --max-input-len 512 --max-output-len 256
+	mkdir -p $(OUT)
+	$(BIN)/lmi-build plan trtllm --model $(DEMO_MODEL) --tp 1 --max-input-len 512 --max-output-len 256 \
+		--save $(OUT)/demo-trtllm-plan.json
 	$(BIN)/lmi-build hf --model $(DEMO_MODEL) --output $(OUT)/demo-hf --overwrite
 	$(BIN)/lmi-build verify $(OUT)/demo-hf
 	$(BIN)/lmi-build inspect $(OUT)/demo-hf
-	$(BIN)/lmi-build trtllm --model $(DEMO_MODEL) --tp 1 --max-input-len 512 --max-output-len 256 \
-		--runner script --output $(OUT)/demo-trtllm --overwrite
+	$(BIN)/lmi-build trtllm --plan $(OUT)/demo-trtllm-plan.json --runner script --output $(OUT)/demo-trtllm --overwrite
 
 test: lint unit
 

@@ -1,7 +1,7 @@
 """The layout contract: where each produced file goes and what serving.properties needs.
 
-Targets register their layouts here (``hf`` by the artifact package; the TensorRT-LLM and
-Neuron layouts by their target packages). The packager only talks to this interface.
+Targets register their layouts here from their packages' ``layouts`` modules. The packager only
+talks to this interface.
 """
 
 from __future__ import annotations
@@ -47,10 +47,14 @@ def get_layout(name: str) -> Layout:
 
 
 def _load_builtin_layouts() -> None:
-    # Explicit imports (not import side effects scattered around): each module registers its layouts.
+    # Each target package's ``layouts`` module registers its layouts; the artifact layer reaches
+    # the targets only through the registry's names (docs/DESIGN.md, the layer contract).
     import importlib
 
-    for module in ("lmi_build.targets.hf.layouts", "lmi_build.targets.trtllm.layouts"):
+    from lmi_build.planning.targets import TARGET_PACKAGES
+
+    for package in TARGET_PACKAGES.values():
+        module = f"{package}.layouts"
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as error:
