@@ -44,7 +44,7 @@ def _seed_keys(path: Path) -> set[str]:
 
 
 def test_seed_directory_is_present() -> None:
-    assert SEEDS_DIR.is_dir(), f"the seed tables are expected at {SEEDS_DIR} (shared/ beside the repo)"
+    assert SEEDS_DIR.is_dir(), f"the seed tables are expected at {SEEDS_DIR}"
 
 
 @pytest.mark.parametrize("seed", SEED_TABLES)
