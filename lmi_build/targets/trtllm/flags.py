@@ -32,11 +32,18 @@ class FlagError(LmiBuildError):
     code = "flag"
 
 
-class Removal(BaseModel):
-    model_config = ConfigDict(frozen=True)
+class RemovalNote(BaseModel):
+    """What happened to a flag a series no longer has (``[series."X".removed]``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["runtime", "error"]
     message: str
+
+
+class Removal(RemovalNote):
+    """A removed flag in a resolved table, with the series that removed it."""
+
     since: str
 
 
@@ -104,15 +111,6 @@ def _value_problem(kind: FlagKind, values: list[str]) -> str | None:
     if kind == "dtype" and values[0] not in DTYPE_VALUES:
         return f"'{values[0]}' must be one of {', '.join(DTYPE_VALUES)}"
     return None
-
-
-class RemovalNote(BaseModel):
-    """What happened to a flag a series no longer has (``[series."X".removed]``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: Literal["runtime", "error"]
-    message: str
 
 
 class Series(BaseModel):
