@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURE = REPO.parent / "shared" / "fixtures" / "hf-configs" / "meta-llama--Llama-2-7b-hf"
+FIXTURE = REPO / "tests" / "fixtures" / "hf-configs" / "meta-llama--Llama-2-7b-hf"
 _PROBE = """
 import sys
 from lmi_build.cli import main

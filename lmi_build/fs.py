@@ -1,35 +1,180 @@
-"""File-system helpers every layer shares: atomic file writes.
+"""File-system helpers every layer shares: atomic file writes, stage-and-swap of directories,
+and placing a file by hard link or copy.
 
 A reader (a serving container, a concurrent lmi-build, a crash-resumed run) must never see half a
-file, so every file lmi-build owns is written to a temporary file in the same directory and
-renamed over the target, after an optional check of what was written.
+file or half a directory, so everything lmi-build owns is built beside its target (same
+filesystem) and renamed into place. What becomes visible carries the permissions the user's
+umask gives, never the owner-only ones of ``mkstemp`` (0600) or ``mkdtemp`` (0700): an artifact
+or a cached model is meant to be read by the serving container's user too.
 """
 
 from __future__ import annotations
 
+import errno
+import json
 import os
+import shutil
 import tempfile
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
+from typing import Any, Literal
+
+LinkMode = Literal["auto", "copy"]
+# "copy" forces copies even on one filesystem (benchmarks, or when the source must stay untouched).
+_link_mode: ContextVar[LinkMode] = ContextVar("lmi_build_link_mode", default="auto")
+
+# errnos meaning "hard links are not possible here", so copying is the right fallback.
+_NO_LINK = frozenset({errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EACCES})
 
 
-def atomic_write_text(path: Path, text: str, *, encoding: str = "utf-8",
-                      check: Callable[[Path], None] | None = None) -> Path:
-    """Write ``text`` to ``path`` atomically. ``check`` may inspect the temporary file (and raise)
+def current_umask() -> int:
+    """The process umask. Linux reports it in /proc (Linux 4.7+); elsewhere it is read by setting
+    and restoring it, which another thread creating a file at that instant could observe."""
+    try:
+        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def file_mode() -> int:
+    """The mode ``open()`` gives a new file under the current umask."""
+    return 0o666 & ~current_umask()
+
+
+def dir_mode() -> int:
+    """The mode ``mkdir`` gives a new directory under the current umask."""
+    return 0o777 & ~current_umask()
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, check: Callable[[Path], None] | None = None) -> Path:
+    """Write ``data`` to ``path`` atomically. ``check`` may inspect the temporary file (and raise)
     before it replaces ``path``; on any failure ``path`` is left as it was."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     temp = Path(temp_name)
     try:
-        with os.fdopen(handle, "w", encoding=encoding, newline="\n") as stream:
-            stream.write(text)
-        # mkstemp creates 0600 files; the result must be readable like any file the user writes.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temp, 0o666 & ~umask)
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        os.chmod(temp, file_mode())
         if check is not None:
             check(temp)
         os.replace(temp, path)
     finally:
         temp.unlink(missing_ok=True)
     return path
+
+
+def atomic_write_text(path: Path, text: str, *, encoding: str = "utf-8",
+                      check: Callable[[Path], None] | None = None) -> Path:
+    """``atomic_write_bytes`` of ``text`` (newlines written as given, on every platform)."""
+    return atomic_write_bytes(path, text.encode(encoding), check=check)
+
+
+def atomic_write_json(path: Path, data: Any, *, indent: int | None = 2, sort_keys: bool = False,
+                      check: Callable[[Path], None] | None = None) -> Path:
+    """``data`` as JSON text ending in a newline, written atomically."""
+    return atomic_write_text(path, json.dumps(data, indent=indent, sort_keys=sort_keys) + "\n", check=check)
+
+
+def make_temp_dir(beside: Path, label: str) -> Path:
+    """A new empty hidden directory ``.<name>.<label>-XXXXXXXX`` next to ``beside``: on the same
+    filesystem, so what is built in it can be hard-linked from there and renamed onto ``beside``."""
+    beside.parent.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix=f".{beside.name}.{label}-", dir=beside.parent))
+    os.chmod(path, dir_mode())  # before it can become visible under its final name
+    return path
+
+
+def replace_directory(staged: Path, target: Path) -> None:
+    """Rename the finished directory ``staged`` to ``target`` (same filesystem). An empty
+    ``target`` is simply replaced; a non-empty one is moved aside first and deleted only once
+    ``staged`` is in place, or put back when that rename fails."""
+    if target.is_dir() and not any(target.iterdir()):
+        target.rmdir()
+    if not target.exists():
+        os.rename(staged, target)
+        return
+    aside = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
+    os.rename(target, aside)
+    try:
+        os.rename(staged, target)
+    except BaseException:
+        os.rename(aside, target)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def publish_directory(staged: Path, target: Path) -> bool:
+    """Rename ``staged`` to ``target`` unless ``target`` already exists (another process built the
+    same content first: theirs is kept). True when ``staged`` became ``target``."""
+    try:
+        os.rename(staged, target)
+    except OSError:
+        if not target.is_dir():
+            raise
+        return False
+    return True
+
+
+@contextmanager
+def staged_directory(target: Path, *, keep_existing: bool = False) -> Iterator[Path]:
+    """Build a directory in a fresh temporary sibling of ``target`` and, when the block succeeds,
+    swap it into place with ``replace_directory`` (or, with ``keep_existing``, with
+    ``publish_directory``: a ``target`` that exists meanwhile wins). When the block raises, the
+    staging directory is removed and ``target`` is untouched."""
+    staging = make_temp_dir(target, "staging")
+    try:
+        yield staging
+        if keep_existing:
+            publish_directory(staging, target)
+        else:
+            replace_directory(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # gone already when it was swapped in
+
+
+@contextmanager
+def link_mode(mode: LinkMode) -> Iterator[None]:
+    """``link_or_copy`` inside this block links when it can (``"auto"``) or always copies."""
+    token = _link_mode.set(mode)
+    try:
+        yield
+    finally:
+        _link_mode.reset(token)
+
+
+def link_or_copy(src: Path, dst: Path) -> Literal["link", "copy"]:
+    """Place ``src`` at ``dst``: a hard link when possible (same filesystem), else a copy.
+
+    Never a symbolic link: an artifact is uploaded and moved, a link would dangle. Symlinked
+    sources (the Hugging Face cache) are followed. ``dst`` must not exist.
+    """
+    if dst.exists() or dst.is_symlink():
+        raise FileExistsError(f"refusing to overwrite {dst}")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    real = src.resolve()
+    if _link_mode.get() == "auto":
+        try:
+            os.link(real, dst)
+            return "link"
+        except OSError as error:
+            if error.errno not in _NO_LINK:
+                raise
+    shutil.copyfile(real, dst)
+    shutil.copymode(real, dst)
+    return "copy"
+
+
+def link_tree(source: Path, destination: Path) -> None:
+    """Recreate the tree ``source`` under ``destination`` (which may exist, empty) with
+    ``link_or_copy`` for every file; symlinked files are followed."""
+    shutil.copytree(source, destination, copy_function=lambda src, dst: link_or_copy(Path(src), Path(dst)),
+                    dirs_exist_ok=True)

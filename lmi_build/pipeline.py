@@ -9,13 +9,13 @@ artifact.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 
 from lmi_build.artifact.manifest import BuildRecord, StepTiming
 from lmi_build.building.context import BuildContext, BuildOutcome, BuildSettings
 from lmi_build.building.target import get_target
 from lmi_build.errors import InvalidPlan, SourceError, UnsupportedTarget
+from lmi_build.fs import make_temp_dir
 from lmi_build.output import current
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import SavedPlan
@@ -44,9 +44,8 @@ def run_plan(saved: SavedPlan, settings: BuildSettings) -> BuildOutcome:
     record = BuildRecord()
     with record.timed("fetch", detail=plan.model.id):  # the identity, never a host path
         source = fetch(saved, settings.endpoint_url)
-    output.parent.mkdir(parents=True, exist_ok=True)
     # The work directory sits beside the output so produced files can be hard-linked into it.
-    work = Path(tempfile.mkdtemp(prefix=f".{output.name}.work-", dir=output.parent))
+    work = make_temp_dir(output, "work")
     try:
         ctx = BuildContext(saved=saved, settings=settings, source=source, work=work, record=record)
         target.build(ctx)

@@ -25,10 +25,10 @@ if os.environ.get("PATH", "").split(os.pathsep)[0] != _ENV_BIN:
     os.environ["PATH"] = os.pathsep.join([_ENV_BIN, os.environ.get("PATH", "")])
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# CI clones the repo with the steering repo's shared/ beside it.
-SHARED_DIR = Path(os.environ.get("LMI_BUILD_SHARED_DIR", REPO_ROOT.parent / "shared"))
-FIXTURE_CONFIGS = SHARED_DIR / "fixtures" / "hf-configs"
-SEEDS_DIR = SHARED_DIR / "seeds"
+# Data the tests read, kept in the repository so that a fresh clone passes (see tests/fixtures/README.md).
+FIXTURES_DIR = REPO_ROOT / "tests" / "fixtures"
+FIXTURE_CONFIGS = FIXTURES_DIR / "hf-configs"
+SEEDS_DIR = FIXTURES_DIR / "seeds"
 
 
 @pytest.fixture(autouse=True)

@@ -77,10 +77,19 @@ def tiny_model_files(*, pickle_too: bool = False, with_weights: bool = True) -> 
 
 @pytest.fixture
 def offline_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> OfflineHub:
-    """An empty offline hub cache; HF_HOME points at it and HF_HUB_OFFLINE=1 for this test."""
+    """An empty offline hub cache; HF_HOME points at it and HF_HUB_OFFLINE=1 for this test.
+
+    huggingface_hub reads its environment once, when it is imported (as lmi-build does, through
+    ``huggingface_hub.constants``); in this already-running process the constants are set to what
+    a fresh process would read from this environment, and the environment itself for subprocesses."""
+    from huggingface_hub import constants
+
     hub = OfflineHub(home=tmp_path / "hf-home")
     hub.cache.mkdir(parents=True)
     monkeypatch.setenv("HF_HOME", str(hub.home))
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HOME", str(hub.home))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub.cache))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     return hub

@@ -12,9 +12,10 @@ import pytest
 from lmi_build.artifact.files import MANIFEST_NAME
 from lmi_build.artifact.layout import register_layout
 from lmi_build.artifact.manifest import SCHEMA_PATH, load_manifest, manifest_schema
-from lmi_build.artifact.packager import carry_source_files, link_or_copy, package
+from lmi_build.artifact.packager import carry_source_files, package
 from lmi_build.artifact.verify import verify_local
 from lmi_build.errors import LmiBuildError, OptionError, StepError, VerifyError
+from lmi_build.fs import link_or_copy
 from lmi_build.options.properties import read_properties
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets.hf.layouts import HfLayout
@@ -74,6 +75,21 @@ def test_sharded_checkpoint_and_copy_mode(tmp_path: Path) -> None:
     assert sorted(p.name for p in out.glob("*.safetensors")) == [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]
     assert (out / "model-00001-of-00003.safetensors").stat().st_ino != (source / "model-00001-of-00003.safetensors").stat().st_ino
     assert verify_local(out).valid
+
+
+def test_artifact_and_its_files_get_the_users_umask_permissions(tmp_path: Path) -> None:
+    """The staging directory comes from mkdtemp (0700) and the manifest from mkstemp (0600);
+    what lands at --output must be readable like anything else the user writes."""
+    source = write_source_model(tmp_path / "model")
+    previous = os.umask(0o022)
+    try:
+        out = package(make_plan("hf"), layout="hf", produced=source, source_dir=source,
+                      output_dir=tmp_path / "artifact", record=make_record())
+    finally:
+        os.umask(previous)
+    assert oct(out.stat().st_mode & 0o777) == oct(0o755)
+    for name in (MANIFEST_NAME, "serving.properties"):
+        assert oct((out / name).stat().st_mode & 0o777) == oct(0o644)
 
 
 def test_no_host_paths_and_no_secrets_in_any_file(tmp_path: Path, source_model: Path,

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from lmi_build.artifact.files import MANIFEST_NAME
 from lmi_build.artifact.layout import register_layout
 from lmi_build.artifact.manifest import HardwareTarget, load_manifest
-from lmi_build.artifact.packager import carry_source_files, link_or_copy, package
+from lmi_build.artifact.packager import carry_source_files, package
 from lmi_build.artifact.verify import (
     ServingTarget,
     check_compatibility,
@@ -23,6 +23,7 @@ from lmi_build.artifact.verify import (
 )
 from lmi_build.cli import app
 from lmi_build.errors import OptionError, VerifyError
+from lmi_build.fs import link_or_copy
 from lmi_build.planning.plan import BuildPlan, NeuronxBuild, ToolchainRef
 from lmi_build.types import PlanMessage
 from tests.fixtures_artifact import make_plan, make_record, write_source_model, write_tokenizer

@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 
 from lmi_build.options.spec import (
     TABLE_PATH,
@@ -17,6 +16,7 @@ from lmi_build.options.spec import (
     load_table,
     option_spec,
 )
+from lmi_build.tables import TableError
 from tests.conftest import SEEDS_DIR
 
 SEED_TABLES = (
@@ -44,7 +44,7 @@ def _seed_keys(path: Path) -> set[str]:
 
 
 def test_seed_directory_is_present() -> None:
-    assert SEEDS_DIR.is_dir(), f"the seed tables are expected at {SEEDS_DIR} (shared/ beside the repo)"
+    assert SEEDS_DIR.is_dir(), f"the seed tables are expected at {SEEDS_DIR}"
 
 
 @pytest.mark.parametrize("seed", SEED_TABLES)
@@ -181,8 +181,11 @@ def _table_with(tmp_path: Path, entry: str) -> Path:
     ],
 )
 def test_malformed_entries_fail_to_load(tmp_path: Path, entry: str, complaint: str) -> None:
-    with pytest.raises(ValidationError, match=re.escape(complaint)):
+    with pytest.raises(TableError, match=re.escape(complaint)) as caught:
         load_table(_table_with(tmp_path, entry))
+    # One line that names the file and the offending entry.
+    assert "\n" not in caught.value.one_line()
+    assert caught.value.message.startswith("options.toml: field option.0")
 
 
 def test_the_shipped_table_loads_from_its_file() -> None:

@@ -58,7 +58,7 @@ def test_compiler_flags_match_the_neff_cache_hashes() -> None:
     assert hashlib.md5(default.encode()).hexdigest()[:8] == "ede6753c"
     bare = compiler_flags("", None, False, False)
     assert hashlib.md5(bare.encode()).hexdigest()[:8] == "2c2d707e"
-    assert sdk()["compiler"]["container_flags"] == CONTAINER
+    assert sdk().compiler.container_flags == CONTAINER
 
 
 def test_compiler_flags_djl_order() -> None:

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
 import pytest
 
 from lmi_build.errors import SourceError
 from lmi_build.hashing import tree_digest
+from lmi_build.output import Mode, set_mode
+from lmi_build.sources.hf import _hub_error
 from lmi_build.sources.resolve import resolve_source
 from tests.fixtures_hub import OfflineHub, blob_hash, tiny_model_files
 
@@ -51,3 +59,46 @@ def test_missing_from_offline_cache(offline_hub: OfflineHub) -> None:
     with pytest.raises(SourceError, match="not in the local cache") as caught:
         resolve_source("acme/absent", purpose="plan")
     assert "HF_HUB_OFFLINE" in caught.value.one_line()
+
+
+def test_the_cli_reads_the_hub_settings_from_its_environment(offline_hub: OfflineHub) -> None:
+    """A fresh process: huggingface_hub's constants come from HF_HOME/HF_HUB_OFFLINE at import."""
+    commit = offline_hub.add_repo("acme/tiny-llama", tiny_model_files())
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPTION_", "SM_"))}
+    result = subprocess.run([sys.executable, "-m", "lmi_build", "plan", "hf", "--model", "acme/tiny-llama", "--json"],
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["model"]["revision"] == commit
+
+
+@pytest.fixture
+def progress_bars() -> Iterator[None]:
+    from huggingface_hub.utils import enable_progress_bars
+
+    enable_progress_bars()
+    try:
+        yield
+    finally:
+        enable_progress_bars()
+        set_mode(Mode.HUMAN)
+
+
+@pytest.mark.parametrize(("mode", "bars_off"), [(Mode.HUMAN, False), (Mode.JSON, True), (Mode.QUIET, True)])
+def test_hub_progress_bars_are_off_in_json_and_quiet_mode(offline_hub: OfflineHub, progress_bars: None,
+                                                          mode: Mode, bars_off: bool) -> None:
+    from huggingface_hub.utils import are_progress_bars_disabled
+
+    offline_hub.add_repo("acme/tiny-llama", tiny_model_files())
+    set_mode(mode)
+    resolve_source("acme/tiny-llama", purpose="plan")
+    assert are_progress_bars_disabled() is bars_off
+
+
+def test_an_unreachable_hub_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    import requests
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "ENDPOINT", "https://hf-mirror.example")
+    error = _hub_error(requests.ConnectionError("refused"), "acme/m", None)
+    assert error is not None
+    assert error.one_line().startswith("cannot reach the Hugging Face Hub at https://hf-mirror.example")

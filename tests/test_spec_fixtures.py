@@ -1,4 +1,4 @@
-"""Every shared fixture config.json normalises to the shapes in its README row."""
+"""Every fixture config.json normalises to the shapes in its README row."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tests.conftest import FIXTURE_CONFIGS
 
 @dataclass(frozen=True)
 class Row:
-    """One row of shared/fixtures/hf-configs/README.md, plus the notes column made checkable."""
+    """One row of tests/fixtures/hf-configs/README.md, plus the notes column made checkable."""
 
     directory: str
     model_type: str

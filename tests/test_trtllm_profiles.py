@@ -11,14 +11,15 @@ from typer.testing import CliRunner
 
 from lmi_build.cli import app
 from lmi_build.errors import UnsupportedTarget
-from lmi_build.targets.trtllm.flags import flag_table, series_for
+from lmi_build.tables import read_table
+from lmi_build.targets.trtllm.flags import FlagError, FlagsFile, flag_table, series_for
 from lmi_build.targets.trtllm.profiles import (
     ProfileError,
     get_profile,
     load_profile_file,
     load_profiles,
-    version_key,
 )
+from lmi_build.versions import parse_version, release
 
 IMAGE = re.compile(r"^(763104351884\.dkr\.ecr\.us-west-2\.amazonaws\.com/djl-inference:[0-9.]+-tensorrtllm[0-9.]+-cu\d{3}"
                    r"|deepjavalibrary/djl-serving:tensorrt-llm-nightly)$")
@@ -27,9 +28,9 @@ IMAGE = re.compile(r"^(763104351884\.dkr\.ecr\.us-west-2\.amazonaws\.com/djl-inf
 def test_profiles_cover_every_era() -> None:
     versions = {p.tensorrt_llm for p in load_profiles()}
     assert {"0.7.1", "0.8.0"} <= versions
-    assert any((0, 9) <= version_key(v) < (0, 12) for v in versions)
-    assert any((0, 12) <= version_key(v) < (1,) for v in versions)
-    flat_1x = [p for p in load_profiles() if version_key(p.tensorrt_llm) >= (1,)]
+    assert any((0, 9) <= release(v) < (0, 12) for v in versions)
+    assert any((0, 12) <= release(v) < (1,) for v in versions)
+    flat_1x = [p for p in load_profiles() if release(p.tensorrt_llm) >= (1,)]
     assert flat_1x and all(p.layout == "flat" and p.engine_capable for p in flat_1x)
 
 
@@ -42,7 +43,7 @@ def test_profile_facts(profile) -> None:  # type: ignore[no-untyped-def]
         assert tag.endswith("cu" + profile.cuda.replace(".", ""))
     assert profile.sources, "every profile names its sources"
     assert series_for(profile.tensorrt_llm)
-    assert (profile.workflow == "legacy") == (version_key(profile.tensorrt_llm) < (0, 8))
+    assert (profile.workflow == "legacy") == (release(profile.tensorrt_llm) < (0, 8))
 
 
 def test_release_defaults() -> None:
@@ -55,7 +56,7 @@ def test_release_defaults() -> None:
 def test_default_is_newest_released_engine_capable() -> None:
     default = get_profile(None)
     assert default.released and default.engine_capable
-    newer = [p for p in load_profiles() if version_key(p.tensorrt_llm) > version_key(default.tensorrt_llm)]
+    newer = [p for p in load_profiles() if parse_version(p.tensorrt_llm) > parse_version(default.tensorrt_llm)]
     assert all(not p.released or not p.engine_capable for p in newer)
 
 
@@ -112,3 +113,49 @@ def test_cli_profiles_list_and_show() -> None:
     data = json.loads(shown.stdout)
     assert data["flag_series"] == "0.12" and "max_seq_len" in data["flags"]["trtllm_build"]
     assert runner.invoke(app, ["profiles", "show", "nope"]).exit_code != 0
+
+
+def test_versions_order_pre_releases_before_their_release() -> None:
+    assert parse_version("0.21.0rc1") < parse_version("0.21.0") < parse_version("0.21.1")
+    assert parse_version("0.9.0") < parse_version("0.10.0")  # numerically, not as text
+    # Range checks use the release number: a release candidate is in its release's series.
+    assert release("0.21.0rc1") == (0, 21, 0) and release("0.21.0rc1") >= (0, 21)
+    assert release("0.21.1") == (0, 21, 1)
+
+
+def test_flag_series_range_checks_use_the_release_number(tmp_path: Path) -> None:
+    flags = tmp_path / "flags.toml"
+    flags.write_text(
+        '[series."0.16"]\nmin = "0.16.0"\n[series."0.16".trtllm_build]\nuse_fused_mlp = "store_true"\n'
+        '[series."0.21"]\nmin = "0.21.0"\ninherit = "0.16"\n'
+        '[series."0.21".trtllm_build]\nuse_fused_mlp = "enable_disable"\n',
+        encoding="utf-8")
+    table = read_table(flags, FlagsFile)
+    assert table.names() == ["0.16", "0.21"]
+    assert table.series_for("0.21.0rc1") == "0.21"
+    assert table.series_for("0.21.0") == table.series_for("0.21.1") == "0.21"
+    assert table.series_for("0.20.9") == "0.16"
+    assert table.table("0.21").kind("trtllm_build", "use_fused_mlp") == "enable_disable"
+    with pytest.raises(FlagError, match="predates every known flag series"):
+        table.series_for("0.15.0")
+    with pytest.raises(FlagError, match="'latest' is not a TensorRT-LLM version"):
+        table.series_for("latest")
+
+
+def test_the_final_release_sorts_after_its_release_candidate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Same LMI release, so only the TensorRT-LLM version orders them (the names would sort the other way).
+    source = (Path(__file__).resolve().parents[1] / "profiles" / "lmi-0.33.0-trtllm-0.21.0.toml").read_text()
+    for name, version in (("lmi-0.33.0-trtllm-0.21.0rc1", "0.21.0rc1"), ("lmi-0.33.0-trtllm-0.21.0-final", "0.21.0")):
+        text = source.replace('"lmi-0.33.0-trtllm-0.21.0"', f'"{name}"').replace('"0.21.0rc1"', f'"{version}"')
+        (tmp_path / f"{name}.toml").write_text(text)
+    monkeypatch.setenv("LMI_BUILD_PROFILES_DIR", str(tmp_path))
+    assert [p.tensorrt_llm for p in load_profiles()] == ["0.21.0rc1", "0.21.0"]
+    assert get_profile(None).tensorrt_llm == "0.21.0"
+
+
+def test_profile_versions_must_be_versions(tmp_path: Path) -> None:
+    source = (Path(__file__).resolve().parents[1] / "profiles" / "lmi-0.33.0-trtllm-0.21.0.toml").read_text()
+    bad = tmp_path / "lmi-0.33.0-trtllm-0.21.0.toml"
+    bad.write_text(source.replace('tensorrt_llm = "0.21.0rc1"', 'tensorrt_llm = "twenty-one"'))
+    with pytest.raises(ProfileError, match=r"lmi-0\.33\.0-trtllm-0\.21\.0\.toml: field tensorrt_llm: .*twenty-one"):
+        load_profile_file(bad)

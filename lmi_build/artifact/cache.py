@@ -10,11 +10,11 @@ re-verifies the SHA-256 of every file before it is handed out.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 
 from lmi_build.artifact.manifest import load_manifest
 from lmi_build.errors import VerifyError
+from lmi_build.fs import link_tree, staged_directory
 from lmi_build.output import current
 from lmi_build.paths import cache_root
 
@@ -34,23 +34,20 @@ class ArtifactCache:
         final = self.entry(cache_key)
         if final.exists():
             return final
-        self.root.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".store-", dir=self.root))
         try:
-            _link_tree(artifact, staging / "artifact")
-            (staging / "artifact").rename(final)
+            # An entry another process stored meanwhile has the same content: it is kept.
+            with staged_directory(final, keep_existing=True) as staging:
+                link_tree(artifact, staging)
         except OSError as error:
             # A cache that cannot be written must never fail the build that produced the artifact.
             current().warn(f"could not store the artifact in the cache {self.root}: {error.strerror or error}")
             return None
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
         return final
 
     def restore(self, cache_key: str, output: Path, *, overwrite: bool = False) -> Path | None:
         """Copy (hard-link) the cached artifact to ``output`` after verifying it; None on a miss.
         A corrupted entry is evicted and reported, and the caller builds afresh."""
-        from lmi_build.artifact.packager import install_directory
+        from lmi_build.artifact.packager import check_output
         from lmi_build.artifact.verify import verify_local
 
         entry = self.entry(cache_key)
@@ -63,16 +60,8 @@ class ArtifactCache:
             current().warn(f"evicting a corrupted cache entry ({reason}); building afresh")
             shutil.rmtree(entry, ignore_errors=True)
             return None
-        output.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.cached-", dir=output.parent))
-        try:
-            _link_tree(entry, staging / "artifact")
-            return install_directory(staging / "artifact", output, overwrite=overwrite)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-
-
-def _link_tree(source: Path, destination: Path) -> None:
-    from lmi_build.artifact.packager import link_or_copy
-
-    shutil.copytree(source, destination, copy_function=lambda s, d: link_or_copy(Path(s), Path(d)))
+        output = output.absolute()
+        check_output(output, overwrite)  # before linking, not after
+        with staged_directory(output) as staging:
+            link_tree(entry, staging)
+        return output

@@ -20,7 +20,7 @@ class Layout(Protocol):
     def assemble(self, plan: BuildPlan, produced: Path, source_dir: Path, staging: Path) -> None:
         """Place the produced files (engine dir, checkpoint, ...) and the carried source files
         (tokenizer, generation config, chat templates, custom code) under ``staging``. Use
-        ``lmi_build.artifact.packager.link_or_copy`` for every file."""
+        ``lmi_build.fs.link_or_copy`` for every file."""
 
     def properties(self, plan: BuildPlan) -> dict[str, str]:
         """serving.properties keys this layout needs on top of the plan's options."""

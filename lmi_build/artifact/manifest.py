@@ -9,7 +9,6 @@ the pydantic model, which enforces the same schema without a jsonschema dependen
 from __future__ import annotations
 
 import json
-import os
 import platform
 import sys
 import time
@@ -31,6 +30,7 @@ from lmi_build.artifact.hygiene import (
     starts_with_root,
 )
 from lmi_build.errors import VerifyError
+from lmi_build.fs import atomic_write_text
 from lmi_build.hashing import tree_digest
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.types import ModelIdentity, TargetName
@@ -221,13 +221,9 @@ def manifest_json(manifest: Manifest) -> str:
 
 
 def write_manifest(directory: Path, manifest: Manifest, *, extra_roots: tuple[Path, ...] = ()) -> Path:
-    """Write ``lmi-build.json`` (refusing host paths), via a temp file and rename."""
+    """Write ``lmi-build.json`` (refusing host paths) atomically."""
     check_portable(manifest, directory, *extra_roots)
-    target = directory / MANIFEST_NAME
-    partial = directory / f".{MANIFEST_NAME}.partial"
-    partial.write_text(manifest_json(manifest), encoding="utf-8")
-    os.replace(partial, target)
-    return target
+    return atomic_write_text(directory / MANIFEST_NAME, manifest_json(manifest))
 
 
 def parse_manifest(text: str | bytes, origin: str) -> Manifest:

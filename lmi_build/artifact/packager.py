@@ -8,18 +8,9 @@ the new one is in place.
 
 from __future__ import annotations
 
-import errno
 import fnmatch
-import os
-import shutil
-import tempfile
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from pathlib import Path
-from typing import Literal
 
 from lmi_build.artifact.files import MANIFEST_NAME
 from lmi_build.artifact.hygiene import is_secret_key, secret_values
@@ -32,16 +23,10 @@ from lmi_build.artifact.manifest import (
     write_manifest,
 )
 from lmi_build.errors import InvalidPlan, LmiBuildError, OptionError, VerifyError
+from lmi_build.fs import link_mode, link_or_copy, replace_directory, staged_directory
 from lmi_build.planning.plan import BuildPlan
 
 PROPERTIES_NAME = "serving.properties"
-
-LinkMode = Literal["auto", "copy"]
-# "copy" forces copies even on one filesystem (benchmarks, or when the source must stay untouched).
-_link_mode: ContextVar[LinkMode] = ContextVar("lmi_build_link_mode", default="auto")
-
-# errnos meaning "hard links are not possible here", so copying is the right fallback.
-_NO_LINK = frozenset({errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EACCES})
 
 # Files carried from the source model next to the produced ones (tokenizer, chat, generation).
 CARRIED_PATTERNS = (
@@ -50,37 +35,6 @@ CARRIED_PATTERNS = (
     "preprocessor_config.json",
 )
 REMOTE_CODE_PATTERNS = ("*.py",)
-
-
-@contextmanager
-def link_mode(mode: LinkMode) -> Iterator[None]:
-    token = _link_mode.set(mode)
-    try:
-        yield
-    finally:
-        _link_mode.reset(token)
-
-
-def link_or_copy(src: Path, dst: Path) -> Literal["link", "copy"]:
-    """Place ``src`` at ``dst``: a hard link when possible (same filesystem), else a copy.
-
-    Never a symbolic link: an artifact is uploaded and moved, a link would dangle. Symlinked
-    sources (the Hugging Face cache) are followed. ``dst`` must not exist.
-    """
-    if dst.exists() or dst.is_symlink():
-        raise FileExistsError(f"refusing to overwrite {dst.name} in the artifact")
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    real = src.resolve()
-    if _link_mode.get() == "auto":
-        try:
-            os.link(real, dst)
-            return "link"
-        except OSError as error:
-            if error.errno not in _NO_LINK:
-                raise
-    shutil.copyfile(real, dst)
-    shutil.copymode(real, dst)
-    return "copy"
 
 
 def matches_any(name: str, patterns: tuple[str, ...]) -> bool:
@@ -168,25 +122,8 @@ def install_directory(staged: Path, output_dir: Path, *, overwrite: bool = False
     output_dir = output_dir.absolute()
     check_output(output_dir, overwrite)
     output_dir.parent.mkdir(parents=True, exist_ok=True)
-    _install(staged, output_dir)
+    replace_directory(staged, output_dir)
     return output_dir
-
-
-def _install(staging: Path, output_dir: Path) -> None:
-    """Move the verified staging dir to ``output_dir``; the old artifact goes only after success."""
-    if _is_empty_dir(output_dir):
-        output_dir.rmdir()
-    if not output_dir.exists():
-        os.rename(staging, output_dir)
-        return
-    aside = output_dir.with_name(f".{output_dir.name}.old-{uuid.uuid4().hex[:8]}")
-    os.rename(output_dir, aside)
-    try:
-        os.rename(staging, output_dir)
-    except BaseException:
-        os.rename(aside, output_dir)
-        raise
-    shutil.rmtree(aside, ignore_errors=True)
 
 
 def package(
@@ -211,9 +148,8 @@ def package(
     chosen = get_layout(layout)
     output_dir = output_dir.absolute()
     check_output(output_dir, overwrite)
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.staging-", dir=output_dir.parent))
-    try:
+    # The staged artifact replaces output_dir only after it passed verification (see fs.staged_directory).
+    with staged_directory(output_dir) as staging:
         start = time.perf_counter()
         with link_mode("copy" if copy else "auto"):
             chosen.assemble(plan, produced, source_dir, staging)
@@ -229,10 +165,6 @@ def package(
                                   serving_properties=properties, extra_roots=(produced, source_dir))
         write_manifest(staging, manifest, extra_roots=(produced, source_dir))
         _verify_staged(staging)
-        _install(staging, output_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return output_dir
 
 

@@ -8,7 +8,6 @@ not when a user happens to set that option.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -17,11 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from lmi_build.options.resolved import TOP_LEVEL_KEYS
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from lmi_build.tables import DATA_DIR, read_table
 
 OptionType = Literal["str", "int", "float", "bool", "enum", "int_list", "int_or_max"]
 TargetName = Literal["trtllm", "neuronx", "hf"]
@@ -29,7 +24,7 @@ TargetName = Literal["trtllm", "neuronx", "hf"]
 EngineFamily = Literal["common", "server", "deepspeed", "accelerate", "lmi-dist", "vllm", "tnx", "trtllm", "lmi-build"]
 
 TARGETS: tuple[TargetName, ...] = ("trtllm", "neuronx", "hf")
-TABLE_PATH = Path(__file__).resolve().parents[1] / "data" / "options.toml"
+TABLE_PATH = DATA_DIR / "options.toml"
 
 _TRUE = "true"
 _FALSE = "false"
@@ -268,9 +263,8 @@ class OptionTable(BaseModel):
 
 
 def load_table(path: Path = TABLE_PATH) -> OptionTable:
-    """Read and validate an option table file (pydantic errors name the entry)."""
-    with path.open("rb") as handle:
-        return OptionTable.model_validate(tomllib.load(handle))
+    """Read and validate an option table file (a one-line ``TableError`` names the file and entry)."""
+    return read_table(path, OptionTable)
 
 
 @lru_cache(maxsize=1)

@@ -6,18 +6,19 @@ from __future__ import annotations
 from functools import cache
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from lmi_build.errors import OptionError
-from lmi_build.planning.data import load_table
+from lmi_build.tables import bundled_table
 
 GIB = 1024**3
 
 
-class Accelerator(BaseModel):
+class AcceleratorRow(BaseModel):
+    """``[accelerators.<name>]``: the per-device facts."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str
     kind: Literal["gpu", "neuron"]
     description: str
     memory_gib: float
@@ -25,6 +26,36 @@ class Accelerator(BaseModel):
     runtime_overhead_gib: float
     sm: str | None = None  # GPUs: CUDA SM architecture, e.g. "sm86"
     platform: Literal["inf2", "trn1"] | None = None  # Neuron
+
+
+class Accelerator(AcceleratorRow):
+    name: str
+
+
+class InstanceRow(BaseModel):
+    """``[instances.<type>]``: which accelerator, how many devices, how much host memory."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    accelerator: str
+    devices: int  # GPUs, or NeuronCores on Neuron instances
+    host_memory_gib: float
+
+
+class InstancesFile(BaseModel):
+    """The whole of instances.toml."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    accelerators: dict[str, AcceleratorRow]
+    instances: dict[str, InstanceRow]
+
+    @model_validator(mode="after")
+    def _known_accelerators(self) -> InstancesFile:
+        for name, row in self.instances.items():
+            if row.accelerator not in self.accelerators:
+                raise ValueError(f"instance {name} names unknown accelerator {row.accelerator}")
+        return self
 
 
 class InstanceType(BaseModel):
@@ -46,16 +77,12 @@ class InstanceType(BaseModel):
 
 @cache
 def load_instances() -> dict[str, InstanceType]:
-    table = load_table("instances.toml")
-    accelerators = {name: Accelerator(name=name, **row) for name, row in table["accelerators"].items()}
+    table = bundled_table("instances.toml", InstancesFile)
+    accelerators = {name: Accelerator(name=name, **row.model_dump()) for name, row in table.accelerators.items()}
     return {
-        name: InstanceType(
-            name=name,
-            accelerator=accelerators[row["accelerator"]],
-            devices=row["devices"],
-            host_memory_gib=row["host_memory_gib"],
-        )
-        for name, row in table["instances"].items()
+        name: InstanceType(name=name, accelerator=accelerators[row.accelerator], devices=row.devices,
+                           host_memory_gib=row.host_memory_gib)
+        for name, row in table.instances.items()
     }
 
 

@@ -12,7 +12,6 @@ import json
 import math
 import os
 import resource
-import shutil
 import sys
 import time
 import warnings
@@ -24,6 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from lmi_build import output
 from lmi_build.errors import InvalidPlan, StepError, UnsupportedTarget
+from lmi_build.fs import link_or_copy, staged_directory
 from lmi_build.planning.plan import BuildPlan, HfBuild, TrtllmBuild
 from lmi_build.quantize.calibration import CalibrationSummary
 
@@ -85,7 +85,7 @@ def build_trtllm_checkpoint(plan: BuildPlan, model_dir: Path, out_dir: Path, *,
     import torch
     from modelopt.torch.export import export_tensorrt_llm_checkpoint
 
-    with _staging(out_dir) as staging:
+    with staged_directory(out_dir) as staging:
         try:
             with _vendor_stdout():
                 export_tensorrt_llm_checkpoint(
@@ -135,7 +135,7 @@ def build_hf_checkpoint(plan: BuildPlan, model_dir: Path, out_dir: Path, *,
     quant = plan.quantization
     calibration: CalibrationSummary | None = None
     notes: list[str] = []
-    with _staging(out_dir) as staging:
+    with staged_directory(out_dir) as staging:
         if quant.pre_quantized is not None:
             _pass_through(model_dir, staging)
             notes.append(f"pre-quantized ({quant.pre_quantized.method}) weights passed through unchanged")
@@ -303,41 +303,13 @@ def _fix_missing_pre_quant_scale_hf(staging: Path) -> list[str]:
 def _pass_through(model_dir: Path, staging: Path) -> None:
     for source in sorted(model_dir.iterdir()):
         if source.is_file() and (source.suffix in _PASSTHROUGH_SUFFIXES or source.name in _PASSTHROUGH_NAMES):
-            target = staging / source.name
-            try:
-                os.link(source, target)  # same bytes, no copy; the source is never modified
-            except OSError:
-                shutil.copy2(source, target)
+            link_or_copy(source, staging / source.name)  # same bytes, no copy; the source is never modified
 
 
 def _vendor_hint(plan: BuildPlan, build: TrtllmBuild) -> str:
     example = build.trtllm_example or plan.spec.model_type
     return (f"build it inside the TensorRT-LLM container with the vendor converter "
             f"(examples/{example}/convert_checkpoint.py); lmi-build's trtllm steps run it for you")
-
-
-@contextlib.contextmanager
-def _staging(out_dir: Path) -> Iterator[Path]:
-    """A fresh hidden sibling of ``out_dir``; on success it replaces ``out_dir``, on failure it is removed."""
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
-    try:
-        yield staging
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    backup = out_dir.parent / f".{out_dir.name}.previous-{os.getpid()}"
-    if out_dir.exists():
-        out_dir.rename(backup)
-    try:
-        staging.rename(out_dir)
-    except OSError:
-        if backup.exists():
-            backup.rename(out_dir)
-        raise
-    shutil.rmtree(backup, ignore_errors=True)
 
 
 # Warnings ModelOpt/transformers raise on every CPU export, that say nothing about this build:

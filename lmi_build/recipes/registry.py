@@ -8,26 +8,18 @@ and field named, so a bad recipe never reaches a plan.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
-
-from pydantic import ValidationError
 
 from lmi_build.errors import LmiBuildError, UnsupportedTarget
 from lmi_build.model.aliases import QUANT_METHODS
 from lmi_build.model.spec import ModelSpec
 from lmi_build.recipes.inference import infer_version_options
 from lmi_build.recipes.schema import Recipe
+from lmi_build.tables import read_table
 from lmi_build.types import PlanMessage
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
 
 __all__ = [
     "PlanMessage",
@@ -128,14 +120,7 @@ def _load(directory: Path) -> RecipeBook:
 
 
 def _read_recipe(path: Path) -> Recipe:
-    try:
-        data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise RecipeError(f"{path.name}: invalid TOML: {exc}", hint=f"fix {path}") from exc
-    try:
-        recipe = Recipe.model_validate(data)
-    except ValidationError as exc:
-        raise RecipeError(f"{path.name}: {_first_problem(exc)}", hint=f"fix {path}") from exc
+    recipe = read_table(path, Recipe, error=RecipeError, hint=f"fix {path}")
     for target, support in recipe.targets.items():
         for attribute, known in (("quantize", QUANTIZE_METHODS), ("prequantized", PREQUANTIZED_METHODS)):
             unknown = sorted(set(getattr(support, attribute)) - known)
@@ -150,14 +135,6 @@ def _read_recipe(path: Path) -> Recipe:
             hint=f"rename the file to {recipe.name}.toml or set name = \"{path.stem}\"",
         )
     return recipe
-
-
-def _first_problem(exc: ValidationError) -> str:
-    errors = exc.errors()
-    first = errors[0]
-    where = ".".join(str(part) for part in first["loc"]) or "(top level)"
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"field {where}: {first['msg']}{more}"
 
 
 def _index(recipes: tuple[Recipe, ...], attribute: str, directory: Path) -> dict[str, Recipe]:

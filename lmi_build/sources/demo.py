@@ -12,14 +12,13 @@ transformers; only ``with_weights=True`` imports them.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lmi_build.errors import SourceError
+from lmi_build.fs import staged_directory
 from lmi_build.hashing import sha256_text
 from lmi_build.paths import cache_root
 from lmi_build.sources.demo_text import CORPUS
@@ -253,21 +252,11 @@ def ensure_demo_model(name: str, *, with_weights: bool) -> Path:
     return full_dir
 
 
-def _publish_dir(final: Path, fill: Any) -> None:
+def _publish_dir(final: Path, fill: Callable[[Path], None]) -> None:
     """Fill a temp sibling and rename it into place, so a half-written model is never visible.
     If another process won the race, its (identical) result is kept and ours discarded."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
-    try:
-        fill(tmp)
-        try:
-            os.rename(tmp, final)
-        except OSError:
-            if not final.is_dir():
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    with staged_directory(final, keep_existing=True) as staging:
+        fill(staging)
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:

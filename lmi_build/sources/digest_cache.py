@@ -4,12 +4,13 @@ dir; it is advisory (a lost or corrupt cache only costs a re-hash)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from lmi_build.fs import atomic_write_json
 from lmi_build.hashing import sha256_files
 from lmi_build.paths import cache_root
 
@@ -25,17 +26,8 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 def _save(path: Path, data: dict[str, Any]) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{CACHE_NAME}.", dir=path.parent)
-    except OSError:
-        return  # advisory cache: failing to write it is not an error
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, sort_keys=True)
-        os.replace(tmp, path)
-    except OSError:
-        Path(tmp).unlink(missing_ok=True)  # advisory cache: failing to write it is not an error
+    with contextlib.suppress(OSError):  # advisory cache: failing to write it is not an error
+        atomic_write_json(path, data, indent=None, sort_keys=True)
 
 
 def cached_sha256(paths: list[Path], *, workers: int | None = None) -> dict[Path, str]:

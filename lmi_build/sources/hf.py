@@ -2,8 +2,10 @@
 
 Online, the file list and hashes come from the Hub's repo info (LFS sha256 / git blob ids), so
 the digest costs one API call, not a read of the weights. Offline (``HF_HUB_OFFLINE=1``), they
-come from the local cache, whose blob file names ARE those hashes. ``HF_TOKEN`` and ``HF_HOME``
-are honoured by huggingface_hub itself; the token is never printed.
+come from the local cache, whose blob file names ARE those hashes. The hub settings (``HF_HOME``,
+``HF_HUB_CACHE``, ``HF_HUB_OFFLINE``, ``HF_ENDPOINT``, ``HF_TOKEN``) are huggingface_hub's own, read
+once from its ``constants`` so lmi-build and the downloads agree; the token is never printed.
+huggingface_hub is imported only when a Hugging Face model is resolved.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, Literal
 
 from lmi_build.errors import SourceError
 from lmi_build.hashing import sha256_file, tree_digest
+from lmi_build.output import Mode, current
 from lmi_build.sources.base import ResolvedSource
 from lmi_build.sources.local import list_relative
 from lmi_build.sources.select import has_weights, select_build_files, select_plan_files
@@ -25,17 +28,32 @@ _GITSHA = re.compile(r"^[0-9a-f]{40}$")
 
 
 def hub_offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    """``HF_HUB_OFFLINE``, as huggingface_hub parsed it when it was imported."""
+    from huggingface_hub import constants
+
+    return constants.HF_HUB_OFFLINE
 
 
 def hub_cache_dir() -> Path:
-    """The hub cache, read from the environment at call time (huggingface_hub reads it at import)."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
-    if os.environ.get("HF_HOME"):
-        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "huggingface" / "hub"
+    """The hub cache (``HF_HUB_CACHE``, else ``$HF_HOME/hub``, else ``~/.cache/huggingface/hub``)."""
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE)
+
+
+def hub_endpoint() -> str:
+    """The Hub or mirror that is asked (``HF_ENDPOINT``, default https://huggingface.co)."""
+    from huggingface_hub import constants
+
+    return constants.ENDPOINT
+
+
+def _quiet_downloads() -> None:
+    """huggingface_hub draws tqdm bars on stderr; --quiet and --json runs want none."""
+    if current().mode is not Mode.HUMAN:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
 
 
 def _hub_error(exc: Exception, repo_id: str, revision: str | None) -> SourceError | None:
@@ -56,13 +74,13 @@ def _hub_error(exc: Exception, repo_id: str, revision: str | None) -> SourceErro
                            hint="download it once with network access, or unset HF_HUB_OFFLINE")
     if isinstance(exc, errors.HfHubHTTPError):
         status = exc.response.status_code if exc.response is not None else "?"
-        return SourceError(f"the Hugging Face Hub answered HTTP {status} for {name}",
+        return SourceError(f"the Hugging Face Hub ({hub_endpoint()}) answered HTTP {status} for {name}",
                            hint="retry later, or set HF_HUB_OFFLINE=1 to use the local cache")
     try:
         import requests
 
         if isinstance(exc, (requests.ConnectionError, requests.Timeout)):
-            return SourceError("cannot reach the Hugging Face Hub",
+            return SourceError(f"cannot reach the Hugging Face Hub at {hub_endpoint()}",
                                hint="check the network or proxy, or set HF_HUB_OFFLINE=1 to use the local cache")
     except ImportError:  # pragma: no cover
         pass
@@ -123,6 +141,7 @@ def _resolve_online(repo_id: str, revision: str | None, purpose: str, allow_pick
 
 def resolve_hf(repo_id: str, *, revision: str | None, purpose: Literal["plan", "build"],
                allow_pickle: bool = False) -> ResolvedSource:
+    _quiet_downloads()
     try:
         if hub_offline():
             return _resolve_offline(repo_id, revision, purpose, allow_pickle)

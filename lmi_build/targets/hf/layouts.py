@@ -14,6 +14,7 @@ from pathlib import Path
 
 from lmi_build.artifact.layout import register_layout
 from lmi_build.errors import StepError
+from lmi_build.fs import link_or_copy
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.types import PlanMessage
 
@@ -54,7 +55,6 @@ class HfLayout:
         from lmi_build.artifact.packager import (
             CARRIED_PATTERNS,
             carry_source_files,
-            link_or_copy,
             matches_any,
             trust_remote_code,
         )

@@ -7,29 +7,23 @@ The rules (buckets, GQA fallbacks, compiler flags) are those of the SDK pin in
 
 from __future__ import annotations
 
-from functools import cache
-from typing import Any, Literal
+from typing import Literal
 
 from lmi_build.errors import UnsupportedTarget
 from lmi_build.model.spec import ModelSpec
 from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning import checks
 from lmi_build.planning.context import PlanContext
-from lmi_build.planning.data import load_table
 from lmi_build.planning.memory import Workload
 from lmi_build.planning.plan import NeuronxBuild, ToolchainRef
 from lmi_build.planning.targets import ContainerFacts, TargetPlan
 from lmi_build.recipes.schema import TargetSupport
+from lmi_build.targets.neuronx.sdk import NeuronDefaults, NeuronPlatform, sdk
 from lmi_build.types import TargetName
 
 GQA_STRATEGIES = ("shard-over-heads", "shard-over-batch", "replicated-heads", "all-gather-heads")
 DEFAULT_GQA = "shard-over-heads"
 AMP = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
-
-
-@cache
-def sdk() -> dict[str, Any]:
-    return load_table("neuron_sdk.toml")
 
 
 def token_buckets(n_positions: int, first_bucket: int) -> tuple[int, ...]:
@@ -82,7 +76,7 @@ def compiler_flags(base: str, optimize_level: int | None, mixed_precision: bool,
         flags += " --enable-mixed-precision-accumulation"
     if saturate_infinity:
         flags += " --enable-saturate-infinity"
-    for required in sdk()["compiler"]["required_flags"]:
+    for required in sdk().compiler.required_flags:
         if required not in flags.split():
             flags = f"{flags} {required}" if flags else required
     return flags
@@ -108,12 +102,12 @@ class NeuronxTarget:
 
     def toolchain(self, profile: str | None) -> ToolchainRef:
         data = sdk()
-        return ToolchainRef(target="neuronx", profile=data["name"], image=data["image"] or None,
-                            versions=dict(data["versions"]))
+        return ToolchainRef(target="neuronx", profile=data.name, image=data.image or None,
+                            versions=dict(data.versions))
 
     def plan(self, ctx: PlanContext) -> TargetPlan:
         data = sdk()
-        defaults = data["defaults"]
+        defaults = data.defaults
         spec = ctx.spec
         platform = ctx.instance.accelerator.platform if ctx.instance else None
         if ctx.instance is not None and ctx.instance.accelerator.kind != "neuron":
@@ -128,18 +122,18 @@ class NeuronxTarget:
 
         n_positions = self._n_positions(ctx, defaults)
         batch, rolling = self._batch_size(ctx)
-        continuous = rolling and batch > 1 and spec.model_type in defaults["continuous_batching_model_types"]
+        continuous = rolling and batch > 1 and spec.model_type in defaults.continuous_batching_model_types
         if continuous:
             n_positions = (max(n_positions),)
         else:
-            n_positions = token_buckets(n_positions[0], defaults["first_bucket"])
+            n_positions = token_buckets(n_positions[0], defaults.first_bucket)
         top = max(n_positions)
         checks.check_total_length(ctx, top, "n_positions", "lower --n-positions to at most {limit}")
 
         contexts = ctx.int_list_opt("context_length_estimate")
         if contexts is None:
-            contexts = (continuous_batching_contexts(top, defaults["first_bucket"],
-                                                     defaults["continuous_batching_first_large_bucket"])
+            contexts = (continuous_batching_contexts(top, defaults.first_bucket,
+                                                     defaults.continuous_batching_first_large_bucket)
                         if continuous else half_buckets(n_positions))
         elif max(contexts) > top:
             ctx.findings.error("context_length_estimate",
@@ -167,7 +161,7 @@ class NeuronxTarget:
                                hint="set option.neuron_optimize_level to 1, 2 or 3")
         mixed = ctx.opt("enable_mixed_precision_accumulation") is not None
         saturate = ctx.opt("enable_saturate_infinity") is not None
-        base = ctx.request.env.get("NEURON_CC_FLAGS", data["compiler"]["container_flags"])
+        base = ctx.request.env.get("NEURON_CC_FLAGS", data.compiler.container_flags)
         unroll_raw = ctx.opt("unroll")
 
         build = NeuronxBuild(
@@ -203,11 +197,11 @@ class NeuronxTarget:
         )
 
     @staticmethod
-    def _check_tp_degree(ctx: PlanContext, tp: int, platform: str | None) -> None:
-        degrees: dict[str, list[int]] = sdk()["tp_degrees"]
+    def _check_tp_degree(ctx: PlanContext, tp: int, platform: NeuronPlatform | None) -> None:
+        degrees = sdk().tp_degrees
         if platform is not None:
-            allowed = degrees[platform]
-            where = platform
+            allowed = list(degrees[platform])
+            where: str = platform
         else:
             allowed = sorted({d for values in degrees.values() for d in values})
             where = "any Neuron platform"
@@ -220,7 +214,7 @@ class NeuronxTarget:
                                hint=f"use --tp <= {ctx.instance.devices} or a larger instance")
 
     @staticmethod
-    def _n_positions(ctx: PlanContext, defaults: dict[str, Any]) -> tuple[int, ...]:
+    def _n_positions(ctx: PlanContext, defaults: NeuronDefaults) -> tuple[int, ...]:
         given = ctx.int_list_opt("n_positions")
         if given is not None and len(given) > 1:
             # The LMI container parses option.n_positions as one int and derives the buckets itself.
@@ -231,7 +225,7 @@ class NeuronxTarget:
         if given is not None:
             return given
         limit = ctx.spec.max_position_embeddings
-        cap = int(defaults["max_n_positions"])
+        cap = defaults.max_n_positions
         return (min(limit, cap) if limit else cap,)
 
     @staticmethod

@@ -12,6 +12,7 @@ from pathlib import Path
 from lmi_build.artifact.manifest import HardwareTarget, StepTiming
 from lmi_build.building.context import BuildContext, BuildOutcome, BuildSettings
 from lmi_build.errors import LmiBuildError, SourceError
+from lmi_build.fs import link_tree
 from lmi_build.output import current
 from lmi_build.planning.plan import BuildPlan, TrtllmBuild
 from lmi_build.planning.saved import PLAN_FILE, SavedPlan
@@ -198,7 +199,7 @@ def _stop_with_checkpoint(ctx: BuildContext, profile: ContainerProfile, checkpoi
 def _write_script(ctx: BuildContext, steps: list[Step], paths: Paths, profile: ContainerProfile) -> BuildOutcome:
     """--runner script: the checkpoint, plan.json and build-engines.sh, which builds the engines on
     a GPU host; the finishing command packages them with exactly this plan."""
-    from lmi_build.artifact.packager import install_directory, link_or_copy
+    from lmi_build.artifact.packager import install_directory
     from lmi_build.targets.trtllm.steps import engine_script
 
     output = ctx.settings.output.absolute()
@@ -210,8 +211,7 @@ def _write_script(ctx: BuildContext, steps: list[Step], paths: Paths, profile: C
         if checkpoint.is_dir():  # the vendor route converts on the GPU host: no checkpoint here yet
             shutil.move(str(checkpoint), bundle / BUNDLE_CHECKPOINT)
     else:  # the bundle must be self-contained: link (or copy) the user's checkpoint into it
-        shutil.copytree(checkpoint, bundle / BUNDLE_CHECKPOINT,
-                        copy_function=lambda src, dst: link_or_copy(Path(src), Path(dst)))
+        link_tree(checkpoint, bundle / BUNDLE_CHECKPOINT)
     runner = ScriptRunner(image=profile.image)
     for step in steps:
         runner.run(step, paths, ctx.work, ctx.plan)

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from lmi_build.errors import StepError
 from lmi_build.targets.trtllm.profile_schema import ContainerProfile
-from lmi_build.targets.trtllm.profiles import version_key
+from lmi_build.versions import release
 
 RANK_FILE = re.compile(r"^(?:.+_)?rank(\d+)\.engine$")
 
@@ -69,7 +69,7 @@ def check_engine_dir(engine_dir: Path, profile: ContainerProfile, *, world_size:
     if not isinstance(build_config, dict):
         key = "builder_config" if legacy else "build_config"
         raise StepError(f"engine config.json has no '{key}'", hint="rebuild the engine with the profile's tools")
-    if version_key(profile.tensorrt_llm) >= (0, 8) and not isinstance(config.get("pretrained_config"), dict):
+    if release(profile.tensorrt_llm) >= (0, 8) and not isinstance(config.get("pretrained_config"), dict):
         raise StepError("engine config.json has no 'pretrained_config' (required since TensorRT-LLM 0.8)")
     version = str(config.get("version") or (build_config.get("tensorrt_llm_version") if legacy else "") or "")
     if version != profile.tensorrt_llm:

@@ -8,20 +8,16 @@ argv against the table (used by the step generator and by the test stand-in).
 
 from __future__ import annotations
 
-import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from packaging.version import InvalidVersion
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from lmi_build.errors import LmiBuildError
-from lmi_build.targets.trtllm.profiles import version_key
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from lmi_build.tables import load_table
+from lmi_build.versions import parse_version, release
 
 FlagKind = Literal["value", "int", "float", "store_true", "enable_disable", "dtype", "pair"]
 Tool = Literal["trtllm_build", "convert_checkpoint", "quantize", "legacy_build", "hf_convert"]
@@ -36,11 +32,18 @@ class FlagError(LmiBuildError):
     code = "flag"
 
 
-class Removal(BaseModel):
-    model_config = ConfigDict(frozen=True)
+class RemovalNote(BaseModel):
+    """What happened to a flag a series no longer has (``[series."X".removed]``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["runtime", "error"]
     message: str
+
+
+class Removal(RemovalNote):
+    """A removed flag in a resolved table, with the series that removed it."""
+
     since: str
 
 
@@ -61,7 +64,7 @@ class FlagTable(BaseModel):
         except KeyError:
             raise FlagError(f"--{flag} is not a {tool} flag of TensorRT-LLM {self.series}",
                             hint=self.removed[flag].message if flag in self.removed else
-                            "see lmi_build/trtllm/data/flags.toml") from None
+                            "see lmi_build/targets/trtllm/data/flags.toml") from None
 
     def validate_argv(self, tool: Tool, argv: list[str]) -> list[str]:
         """Problems of ``argv`` (flags only, program name excluded) for this version; empty when valid."""
@@ -110,53 +113,109 @@ def _value_problem(kind: FlagKind, values: list[str]) -> str | None:
     return None
 
 
-@lru_cache(maxsize=1)
-def _raw_series() -> dict[str, dict[str, Any]]:
-    data = tomllib.loads(FLAGS_FILE.read_text(encoding="utf-8"))
-    series: dict[str, dict[str, Any]] = data["series"]
-    return series
+class Series(BaseModel):
+    """One ``[series."X"]`` of flags.toml: the flags of each tool from release ``min`` on."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    min: str
+    inherit: str | None = None
+    sources: tuple[str, ...] = ()
+    remove: dict[Tool, tuple[str, ...]] = {}
+    removed: dict[str, RemovalNote] = {}
+    trtllm_build: dict[str, FlagKind] = {}
+    convert_checkpoint: dict[str, FlagKind] = {}
+    quantize: dict[str, FlagKind] = {}
+    legacy_build: dict[str, FlagKind] = {}
+    hf_convert: dict[str, FlagKind] = {}
+
+    @field_validator("min")
+    @classmethod
+    def _release_number(cls, value: str) -> str:
+        parse_version(value)
+        return value
+
+    def flags(self, tool: Tool) -> dict[str, FlagKind]:
+        flags: dict[str, FlagKind] = getattr(self, tool)
+        return flags
+
+
+class FlagsFile(BaseModel):
+    """The whole of flags.toml."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    series: dict[str, Series]
+
+    @model_validator(mode="after")
+    def _inherits_an_older_series(self) -> FlagsFile:
+        for name, entry in self.series.items():
+            parent = self.series.get(entry.inherit) if entry.inherit is not None else None
+            if entry.inherit is not None and parent is None:
+                raise ValueError(f"series {name} inherits unknown series {entry.inherit}")
+            if parent is not None and release(parent.min) >= release(entry.min):
+                raise ValueError(f"series {name} inherits {entry.inherit}, which is not older")
+        return self
+
+    def names(self) -> list[str]:
+        """Series names, oldest first."""
+        return sorted(self.series, key=lambda name: parse_version(self.series[name].min))
+
+    def series_for(self, version: str) -> str:
+        """The series covering ``version``. Compared by release number, so ``0.21.0rc1`` falls in
+        a series starting at ``0.21.0``: a release candidate already ships its release's tools."""
+        try:
+            wanted = release(version)
+        except InvalidVersion:
+            raise FlagError(f"'{version}' is not a TensorRT-LLM version",
+                            hint="use a PEP 440 version such as 0.12.0 or 0.21.0rc1") from None
+        chosen: str | None = None
+        for name in self.names():
+            if release(self.series[name].min) <= wanted:
+                chosen = name
+        if chosen is None:
+            raise FlagError(f"TensorRT-LLM {version} predates every known flag series",
+                            hint=f"known series: {', '.join(self.names())}")
+        return chosen
+
+    def table(self, name: str) -> FlagTable:
+        """The flags of series ``name``: its parent's, minus ``remove``, plus its own."""
+        entry = self.series[name]
+        if entry.inherit is not None:
+            base = self.table(entry.inherit)
+            tools = {tool: dict(flags) for tool, flags in base.tools.items()}
+            removed = dict(base.removed)
+            sources = list(base.sources)
+        else:
+            tools, removed, sources = {}, {}, []  # a root series
+        for tool, gone in entry.remove.items():
+            for flag in gone:
+                tools.get(tool, {}).pop(flag, None)
+        for tool in TOOLS:
+            tools.setdefault(tool, {}).update(entry.flags(tool))
+        for flag, note in entry.removed.items():
+            removed[flag] = Removal(since=name, kind=note.kind, message=note.message)
+        sources.extend(entry.sources)
+        return FlagTable(series=name, tools={t: f for t, f in tools.items() if f}, removed=removed,
+                         sources=tuple(sources))
+
+
+def flags_file() -> FlagsFile:
+    return load_table(FLAGS_FILE, FlagsFile)
 
 
 def series_names() -> list[str]:
-    raw = _raw_series()
-    return sorted(raw, key=lambda name: version_key(str(raw[name]["min"])))
+    return flags_file().names()
 
 
 def series_for(version: str) -> str:
     """The flag series that covers a TensorRT-LLM version (``"0.21.0rc1"`` -> ``"0.16"``)."""
-    wanted = version_key(version)
-    raw = _raw_series()
-    chosen: str | None = None
-    for name in series_names():
-        if version_key(str(raw[name]["min"])) <= wanted:
-            chosen = name
-    if chosen is None:
-        raise FlagError(f"TensorRT-LLM {version} predates every known flag series",
-                        hint=f"known series: {', '.join(series_names())}")
-    return chosen
+    return flags_file().series_for(version)
 
 
 @lru_cache(maxsize=32)
 def _table_for_series(name: str) -> FlagTable:
-    raw = _raw_series()[name]
-    parent = raw.get("inherit")
-    if parent is not None:
-        base = _table_for_series(str(parent))
-        tools = {tool: dict(flags) for tool, flags in base.tools.items()}
-        removed = dict(base.removed)
-        sources = list(base.sources)
-    else:
-        tools, removed, sources = {}, {}, []  # a root series
-    for tool, gone in raw.get("remove", {}).items():
-        for flag in gone:
-            tools.get(tool, {}).pop(flag, None)
-    for tool in TOOLS:
-        tools.setdefault(tool, {}).update(raw.get(tool, {}))
-    for flag, info in raw.get("removed", {}).items():
-        removed[flag] = Removal(since=name, **info)
-    sources.extend(raw.get("sources", []))
-    return FlagTable(series=name, tools={t: f for t, f in tools.items() if f}, removed=removed,
-                     sources=tuple(sources))
+    return flags_file().table(name)
 
 
 def flag_table(version: str) -> FlagTable:

@@ -26,6 +26,7 @@ from pathlib import Path, PurePosixPath
 
 from lmi_build.artifact.layout import register_layout
 from lmi_build.errors import StepError
+from lmi_build.fs import link_or_copy
 from lmi_build.planning.plan import BuildPlan, TrtllmBuild
 from lmi_build.targets.trtllm.engine_check import RANK_FILE, world_size_of
 from lmi_build.types import PlanMessage
@@ -133,8 +134,6 @@ def _check_tokenizer(directory: Path, where: str) -> list[PlanMessage]:
 
 def _carry_build_logs(produced: Path, staging: Path) -> None:
     """The vendor tools' logs (``build-logs/`` beside the engines) travel with the artifact, at its root."""
-    from lmi_build.artifact.packager import link_or_copy
-
     logs = produced / BUILD_LOGS
     if logs.is_dir():
         for log in sorted(logs.glob("*.log")):
@@ -145,7 +144,7 @@ class ToolkitLayout:
     name = "trtllm-toolkit"
 
     def assemble(self, plan: BuildPlan, produced: Path, source_dir: Path, staging: Path) -> None:
-        from lmi_build.artifact.packager import carry_source_files, link_or_copy, trust_remote_code
+        from lmi_build.artifact.packager import carry_source_files, trust_remote_code
 
         engines = _engine_files(produced)
         repo = staging / TOOLKIT_DIR
@@ -196,7 +195,7 @@ class FlatLayout:
     name = "trtllm-flat"
 
     def assemble(self, plan: BuildPlan, produced: Path, source_dir: Path, staging: Path) -> None:
-        from lmi_build.artifact.packager import carry_source_files, link_or_copy, trust_remote_code
+        from lmi_build.artifact.packager import carry_source_files, trust_remote_code
 
         for path in [produced / "config.json", *_engine_files(produced)]:
             link_or_copy(path, staging / path.name)

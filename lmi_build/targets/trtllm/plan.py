@@ -16,6 +16,7 @@ from lmi_build.planning.plan import ToolchainRef, TrtllmBuild
 from lmi_build.planning.targets import ContainerFacts, TargetPlan
 from lmi_build.recipes.schema import TargetSupport
 from lmi_build.types import TargetName
+from lmi_build.versions import release
 
 if TYPE_CHECKING:
     from lmi_build.building.context import BuildContext, BuildSettings
@@ -25,16 +26,6 @@ if TYPE_CHECKING:
 DEFAULT_MAX_INPUT_LEN = 1024
 DEFAULT_MAX_OUTPUT_LEN = 512
 DEFAULT_MAX_BATCH_SIZE = 32  # DJL's max_rolling_batch_size default, passed as trtllm-build max_batch_size
-
-
-def version_tuple(version: str) -> tuple[int, ...]:
-    parts: list[int] = []
-    for piece in version.split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts)
 
 
 class TrtllmTarget:
@@ -81,7 +72,6 @@ class TrtllmTarget:
         from lmi_build.targets.trtllm.profiles import get_profile
 
         profile = get_profile(ctx.request.profile)
-        trtllm_version = version_tuple(profile.tensorrt_llm)
         spec = ctx.spec
 
         pp = ctx.int_opt("pipeline_parallel_degree", 1) or 1
@@ -110,7 +100,7 @@ class TrtllmTarget:
         kv_reuse = bool(ctx.bool_opt("enable_kv_cache_reuse", False))
         paged_fmha = bool(ctx.bool_opt("use_paged_context_fmha", False)) or kv_reuse
         custom_all_reduce = ctx.bool_opt("use_custom_all_reduce")
-        if trtllm_version >= (0, 12):
+        if release(profile.tensorrt_llm) >= (0, 12):  # a 0.12 pre-release counts as 0.12, as in flags.py
             custom_all_reduce = self._removed_option(ctx, custom_all_reduce, profile.tensorrt_llm)
 
         rope = spec.rope

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from lmi_build.versions import parse_lmi_version, parse_version
 
 
 class ContainerProfile(BaseModel):
@@ -35,6 +37,18 @@ class ContainerProfile(BaseModel):
     # Where each fact comes from (release notes, Dockerfile path@commit).
     sources: tuple[str, ...] = ()
     notes: str = ""
+
+    @field_validator("tensorrt_llm")
+    @classmethod
+    def _pep440(cls, value: str) -> str:
+        parse_version(value)  # ordering and range checks compare it (lmi_build.versions)
+        return value
+
+    @field_validator("lmi_version")
+    @classmethod
+    def _lmi_version(cls, value: str) -> str:
+        parse_lmi_version(value)
+        return value
 
     def versions(self) -> dict[str, str]:
         found = {"tensorrt_llm": self.tensorrt_llm, "tensorrt": self.tensorrt, "cuda": self.cuda,

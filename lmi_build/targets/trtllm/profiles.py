@@ -7,19 +7,13 @@ Read without heavy imports (``plan`` and ``--help`` call this). Profiles are val
 from __future__ import annotations
 
 import os
-import sys
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from lmi_build.errors import LmiBuildError, UnsupportedTarget
+from lmi_build.tables import read_table
 from lmi_build.targets.trtllm.profile_schema import ContainerProfile
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from lmi_build.versions import parse_lmi_version, parse_version
 
 PROFILES_ENV = "LMI_BUILD_PROFILES_DIR"
 
@@ -42,35 +36,9 @@ def profiles_dir() -> Path:
     return package_root.parent / "profiles"
 
 
-def version_key(version: str) -> tuple[int, ...]:
-    """``"0.21.0rc1"`` -> ``(0, 21, 0)``: the numeric release, for ordering and range checks."""
-    parts: list[int] = []
-    for piece in version.split("."):
-        digits = ""
-        for ch in piece:
-            if not ch.isdigit():
-                break
-            digits += ch
-        if not digits:
-            break
-        parts.append(int(digits))
-        if len(digits) != len(piece):
-            break  # "0rc1": the pre-release tag ends the numeric part
-    return tuple(parts)
-
-
 def load_profile_file(path: Path) -> ContainerProfile:
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as error:
-        raise ProfileError(f"cannot read profile {path}: {error}", hint="fix the TOML syntax") from None
-    try:
-        profile = ContainerProfile.model_validate(data)
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise ProfileError(f"profile {path.name}: {where}: {first['msg']}",
-                           hint="see lmi_build/trtllm/profile_schema.py for the fields") from None
+    profile = read_table(path, ContainerProfile, error=ProfileError,
+                         hint="fix the file; lmi_build/targets/trtllm/profile_schema.py has the fields")
     if profile.name != path.stem:
         raise ProfileError(f"profile {path.name} is named '{profile.name}'",
                            hint=f"set name = \"{path.stem}\" (the file name without .toml)")
@@ -84,7 +52,9 @@ def _load_from(directory: str) -> tuple[ContainerProfile, ...]:
         raise ProfileError(f"no container profiles directory at {root}",
                            hint=f"reinstall lmi-build or set {PROFILES_ENV}")
     profiles = [load_profile_file(path) for path in sorted(root.glob("*.toml"))]
-    profiles.sort(key=lambda p: (version_key(p.tensorrt_llm), version_key(p.lmi_version), p.name))
+    # Release order: a release candidate sorts before its release (0.21.0rc1 < 0.21.0), so the
+    # default profile (the newest) is the final release once both are installed.
+    profiles.sort(key=lambda p: (parse_version(p.tensorrt_llm), parse_lmi_version(p.lmi_version), p.name))
     return tuple(profiles)
 
 

@@ -1,0 +1,43 @@
+"""The Neuron SDK pin of the LMI Neuron container (``lmi_build/data/neuron_sdk.toml``) as a model."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lmi_build.tables import bundled_table
+
+NeuronPlatform = Literal["inf2", "trn1"]
+
+
+class NeuronCompiler(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    container_flags: str  # the image's NEURON_CC_FLAGS
+    required_flags: tuple[str, ...]  # appended by transformers-neuronx when absent, in this order
+
+
+class NeuronDefaults(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_n_positions: int = Field(gt=0)
+    first_bucket: int = Field(gt=0)
+    continuous_batching_model_types: tuple[str, ...]
+    continuous_batching_first_large_bucket: int = Field(gt=0)
+
+
+class NeuronSdk(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    image: str  # empty while the exact LMI image tag is unknown
+    versions: dict[str, str]
+    compiler: NeuronCompiler
+    tp_degrees: dict[NeuronPlatform, tuple[int, ...]]
+    defaults: NeuronDefaults
+
+
+def sdk() -> NeuronSdk:
+    """The SDK pin, read once."""
+    return bundled_table("neuron_sdk.toml", NeuronSdk)
