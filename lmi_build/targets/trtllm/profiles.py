@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from lmi_build.errors import LmiBuildError, UnsupportedTarget
+from lmi_build.errors import LmiBuildError, UnknownName, UnsupportedTarget
 from lmi_build.targets.trtllm.profile_schema import ContainerProfile
 
 if sys.version_info >= (3, 11):
@@ -106,4 +106,4 @@ def get_profile(name: str | None) -> ContainerProfile:
         if profile.name == name:
             return profile
     known = ", ".join(p.name for p in profiles) or "none"
-    raise UnsupportedTarget(f"unknown container profile '{name}'", hint=f"known profiles: {known}")
+    raise UnknownName(f"unknown container profile '{name}'", hint=f"known profiles: {known}")
