@@ -11,7 +11,7 @@ from __future__ import annotations
 class LmiBuildError(Exception):
     """Base class: a clean, one-line, user-facing error."""
 
-    #: Process exit code for this kind of failure (2 is reserved for "invalid plan/artifact").
+    #: Process exit code: 1 bad input or a failed operation; 2 only for an invalid plan or artifact.
     exit_code: int = 1
     #: Stable machine-readable code, shown in --json output.
     code: str = "error"
@@ -41,10 +41,16 @@ class InvalidPlan(LmiBuildError):
 
 
 class UnsupportedTarget(LmiBuildError):
-    """The architecture, target, or combination is not supported."""
+    """The architecture, target, or combination cannot be built (a request lmi-build refuses, not an
+    invalid plan: a plan's own errors are reported in the plan and exit with 2)."""
 
-    exit_code = 2
     code = "unsupported"
+
+
+class UnknownName(LmiBuildError):
+    """A name that is not in its registry: recipe, container profile, target, artifact layout."""
+
+    code = "unknown_name"
 
 
 class SourceError(LmiBuildError):

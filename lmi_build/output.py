@@ -1,22 +1,37 @@
 """One output object for every command: human tables, ``--json`` for CI, ``--quiet`` for pipelines.
 
 Results go to stdout; progress, warnings, hints and errors go to stderr, so ``--json`` output can
-always be piped into ``jq``.
+always be piped into ``jq``. What libraries running in this process print (ModelOpt, transformers,
+torch warnings) goes to the debug channel, shown only with ``--debug`` / ``LMI_BUILD_DEBUG=1``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import logging
+import os
 import sys
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress
+    from rich.text import Text
+
+# Width of tables written to a pipe or a file: rich would use 80 (or $COLUMNS, the terminal's width,
+# which says nothing about a file), and cut profile names and image URIs across lines.
+PIPED_WIDTH = 200
+
+
+def _debug_from_env() -> bool:
+    return os.environ.get("LMI_BUILD_DEBUG", "") not in ("", "0", "false")
 
 
 class Mode(str, Enum):
@@ -30,6 +45,7 @@ class Output:
     mode: Mode = Mode.HUMAN
     _out: Console | None = field(default=None, repr=False)
     _err: Console | None = field(default=None, repr=False)
+    _capturing: bool = field(default=False, repr=False)  # inside library_output()
 
     @property
     def out(self) -> Console:
@@ -37,7 +53,10 @@ class Output:
             from rich.console import Console
 
             # No file= : rich then resolves sys.stdout at write time (pytest capture, redirections).
-            self._out = Console(soft_wrap=True)
+            console = Console(soft_wrap=True)
+            if not console.is_terminal:
+                console.width = max(console.width, PIPED_WIDTH)
+            self._out = console
         return self._out
 
     @property
@@ -73,6 +92,26 @@ class Output:
         # Errors are printed in every mode: a pipeline must see why it failed.
         self.err.print(f"[red]error:[/red] {message}", highlight=False, markup=True)
 
+    def failure(self, code: str, message: str, hint: str | None) -> None:
+        """The command failed: one line on stderr in every mode and, with ``--json``,
+        ``{"error": {code, message, hint}}`` on stdout, so a pipeline reading stdout sees it too."""
+        from rich.text import Text
+
+        if self.mode is Mode.JSON:
+            error = {"code": code, "message": message, "hint": hint}
+            sys.stdout.write(json.dumps({"error": error}, indent=2) + "\n")
+            sys.stdout.flush()
+        line = Text("error:", style="red")
+        line.append(f" {message} ({hint})" if hint else f" {message}")  # plain text: it may hold "[...]"
+        self.err.print(line, highlight=False)
+
+    def debug(self, message: str) -> None:
+        """A line for the debug log (library chatter, internals): shown only with --debug."""
+        if debugging():
+            from rich.text import Text
+
+            self.err.print(Text(f"debug: {message}", style="dim"), highlight=False)
+
     def log_line(self, prefix: str, line: str) -> None:
         """One streamed line of a vendor tool's output (shown live unless quiet/json)."""
         if self.mode is Mode.HUMAN:
@@ -82,6 +121,37 @@ class Output:
             text = Text(f"{prefix} ", style="dim")
             text.append(line)
             self.err.print(text, highlight=False)
+
+    @contextmanager
+    def library_output(self) -> Iterator[None]:
+        """Run in-process libraries (ModelOpt, transformers, torch) quietly: what they print on
+        stdout/stderr, log, or warn goes to the debug channel, line by line. This object's own
+        messages and progress bars still reach the real stderr."""
+        real_err = sys.stderr
+        console = self.err
+        sink = _DebugLines()
+        handler = _DebugLogHandler()
+        # Loggers with their own handlers (transformers' library logger, the root logger) would
+        # write to the stderr they captured when created; route them here for the duration.
+        loggers = [logging.getLogger(), *(logger for logger in logging.root.manager.loggerDict.values()
+                                          if isinstance(logger, logging.Logger) and logger.handlers)]
+        saved = [(logger, logger.handlers[:]) for logger in loggers]
+        from rich.console import Console
+
+        self._err = Console(file=real_err, soft_wrap=True)
+        self._capturing = True
+        try:
+            for logger in loggers:
+                logger.handlers = [handler]
+            with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), warnings.catch_warnings():
+                warnings.showwarning = _warning_to_debug
+                yield
+        finally:
+            sink.flush_partial()
+            for logger, handlers in saved:
+                logger.handlers = handlers
+            self._err = console
+            self._capturing = False
 
     @contextmanager
     def progress(self, unit: str = "bytes") -> Iterator[Progress | None]:
@@ -107,11 +177,61 @@ class Output:
             columns += [DownloadColumn(), TransferSpeedColumn()]
         else:
             columns += [MofNCompleteColumn(), TextColumn(unit)]
-        with Progress(*columns, TimeRemainingColumn(), console=self.err, transient=False) as progress:
+        # Inside library_output() stdout/stderr already go to the debug channel: a live display must
+        # not take them back.
+        with Progress(*columns, TimeRemainingColumn(), console=self.err, transient=False,
+                      redirect_stdout=not self._capturing, redirect_stderr=not self._capturing) as progress:
             yield progress
 
 
+class _DebugLines(io.TextIOBase):
+    """A text stream that sends every line written to it to the debug channel. Progress bars
+    (tqdm's carriage returns) count as line ends, so each update is one debug line."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._partial = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False  # libraries then print plain lines, not terminal animations
+
+    def write(self, text: str) -> int:
+        *lines, self._partial = (self._partial + text).replace("\r", "\n").split("\n")
+        for line in lines:
+            if line.strip():
+                current().debug(line.rstrip())
+        return len(text)
+
+    def flush_partial(self) -> None:
+        if self._partial.strip():
+            current().debug(self._partial.rstrip())
+        self._partial = ""
+
+
+class _DebugLogHandler(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        current().debug(f"{record.name}: {record.getMessage()}")
+
+
+def _warning_to_debug(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                      file: TextIO | None = None, line: str | None = None) -> None:
+    current().debug(f"{category.__name__}: {message} ({filename}:{lineno})")
+
+
+def identifier(value: str, style: str = "") -> Text:
+    """A table cell that must never be cut (profile name, image URI, option key). In a column with
+    ``no_wrap=True`` it stays on one line while the table can narrow other columns; past that it
+    folds onto more lines. (A plain ``no_wrap`` cell would be cropped there, silently.)"""
+    from rich.text import Text
+
+    return Text(value, style=style, no_wrap=False, overflow="fold")
+
+
 _current = Output()
+_debug = _debug_from_env()
 
 
 def current() -> Output:
@@ -122,3 +242,19 @@ def set_mode(mode: Mode) -> Output:
     global _current
     _current = Output(mode=mode)
     return _current
+
+
+def debugging() -> bool:
+    """Whether the debug channel and tracebacks are shown (--debug or LMI_BUILD_DEBUG=1)."""
+    return _debug
+
+
+def set_debugging(enabled: bool) -> None:
+    global _debug
+    _debug = enabled
+
+
+def reset() -> Output:
+    """Human mode, debug as the environment says: the state every command line starts from."""
+    set_debugging(_debug_from_env())
+    return set_mode(Mode.HUMAN)

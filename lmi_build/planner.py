@@ -60,7 +60,8 @@ def plan_request(request: PlanRequest) -> SavedPlan:
         raise OptionError("no model given",
                           hint="pass --model <dir|org/name|s3://bucket/prefix|demo:NAME> or set option.model_id")
     revision = request.revision or first.options.get("revision")
-    source = resolve_source(model_ref, purpose="plan", revision=revision, allow_pickle=request.allow_pickle)
+    source = resolve_source(model_ref, purpose="plan", revision=revision, allow_pickle=request.allow_pickle,
+                            endpoint_url=request.endpoint_url)
     spec = read_spec_file(source.path)
     build_inputs = BuildInputs(
         # A local directory is recorded absolute so the plan builds from any working directory.

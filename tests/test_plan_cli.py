@@ -55,7 +55,9 @@ def test_invalid_plan_json_exit_2(model_dir: ModelDirFactory) -> None:
 def test_other_errors_exit_1(tmp_path: Path) -> None:
     missing = run_cli("plan", "hf", "--model", str(tmp_path / "nope"), "--json")
     assert missing.returncode == 1
-    assert missing.stdout == "" and "error:" in missing.stderr and "Traceback" not in missing.stderr
+    # With --json the error is on stdout too, as the one JSON object there (and nothing else).
+    assert json.loads(missing.stdout)["error"]["code"] == "source"
+    assert "error:" in missing.stderr and "Traceback" not in missing.stderr
     unknown = run_cli("plan", "hf", "--model", str(tmp_path), "--instance-type", "g5.3xlarge")
     assert unknown.returncode == 1 and "g5.12xlarge" in unknown.stderr
 

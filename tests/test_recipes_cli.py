@@ -43,7 +43,7 @@ def test_show_human_and_json() -> None:
 
 def test_show_unknown_recipe_is_a_clean_error() -> None:
     result = _run("recipes", "show", "lama")
-    assert result.returncode == 2
+    assert result.returncode == 1  # an unknown name is bad input, not an invalid plan (2)
     assert result.stdout == ""
     assert "no recipe named 'lama'" in result.stderr and "llama" in result.stderr
     assert "Traceback" not in result.stderr

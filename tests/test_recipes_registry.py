@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from lmi_build.errors import UnsupportedTarget
+from lmi_build.errors import UnknownName, UnsupportedTarget
 from lmi_build.model.normalize import read_spec, read_spec_file
 from lmi_build.recipes.registry import RecipeBook, RecipeError, load_recipes, recipes_dir
 from lmi_build.recipes.schema import Recipe
@@ -83,7 +83,7 @@ def test_no_match_lists_supported_families(book: RecipeBook) -> None:
 
 def test_get_unknown_name_lists_recipes(book: RecipeBook) -> None:
     assert book.get("llama").name == "llama"
-    with pytest.raises(UnsupportedTarget, match="no recipe named 'lama'") as info:
+    with pytest.raises(UnknownName, match="no recipe named 'lama'") as info:
         book.get("lama")
     assert info.value.hint and "llama" in info.value.hint
 

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lmi_build.cli import app
-from lmi_build.errors import UnsupportedTarget
+from lmi_build.errors import UnknownName
 from lmi_build.tables import read_table
 from lmi_build.targets.trtllm.flags import FlagError, FlagsFile, flag_table, series_for
 from lmi_build.targets.trtllm.profiles import (
@@ -61,7 +61,7 @@ def test_default_is_newest_released_engine_capable() -> None:
 
 
 def test_unknown_profile_lists_names() -> None:
-    with pytest.raises(UnsupportedTarget) as error:
+    with pytest.raises(UnknownName) as error:
         get_profile("lmi-9.9")
     assert "lmi-0.27.0-trtllm-0.8.0" in error.value.one_line()
 

@@ -68,8 +68,8 @@ def render(info: dict[str, Any]) -> RenderableType:
 
     def section(title: str, rows: dict[str, Any]) -> Table:
         table = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False)
-        table.add_column(style="bold", no_wrap=True)
-        table.add_column()
+        table.add_column(style="bold", no_wrap=True, overflow="fold")
+        table.add_column(overflow="fold")  # ids, image URIs, paths: folded, never cut with "…"
         for key, value in rows.items():
             if value is None or value == {} or value == []:
                 continue

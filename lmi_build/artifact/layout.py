@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from lmi_build.errors import UnsupportedTarget
+from lmi_build.errors import UnknownName
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.types import PlanMessage
 
@@ -43,7 +43,7 @@ def get_layout(name: str) -> Layout:
         return _LAYOUTS[name]
     except KeyError:
         known = ", ".join(sorted(_LAYOUTS)) or "none"
-        raise UnsupportedTarget(f"unknown artifact layout '{name}'", hint=f"known layouts: {known}") from None
+        raise UnknownName(f"unknown artifact layout '{name}'", hint=f"known layouts: {known}") from None
 
 
 def _load_builtin_layouts() -> None:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from lmi_build.artifact.files import MANIFEST_NAME, walk_files
 from lmi_build.artifact.manifest import Manifest, load_manifest
-from lmi_build.errors import LmiBuildError, OptionError, UnsupportedTarget, VerifyError
+from lmi_build.errors import LmiBuildError, OptionError, UnknownName, VerifyError
 from lmi_build.hashing import sha256_files, tree_digest
 from lmi_build.types import PlanMessage
 
@@ -156,7 +156,7 @@ def check_layout(root: Path, manifest: Manifest) -> tuple[list[PlanMessage], lis
 
     try:
         layout = get_layout(manifest.layout)
-    except UnsupportedTarget:
+    except UnknownName:
         return [], [_msg("layout_unknown", f"layout '{manifest.layout}' is unknown to this lmi-build; "
                                            "its structure was not checked", "upgrade lmi-build")]
     return list(layout.check(root)), []

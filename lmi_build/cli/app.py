@@ -1,19 +1,93 @@
-"""The app factory and the options every command shares, declared once."""
+"""The app factory and the options every command shares, declared once.
+
+Every command registered on an app from ``new_app`` takes ``--json``, ``--quiet`` and ``--debug``
+(added at registration by ``with_output_options``; no command declares them). They are eager:
+click applies them before it converts any other value, so the command body and an error in a
+later flag (``--pp abc``) both see the chosen mode.
+"""
 
 from __future__ import annotations
 
-import os
-from typing import Annotated
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 import typer
 
-from lmi_build.output import Mode, set_mode
+from lmi_build.output import Mode, current, set_debugging, set_mode
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 
+CommandFunction = TypeVar("CommandFunction", bound=Callable[..., Any])
+
+
+def _json_mode(value: bool) -> None:
+    if value:
+        set_mode(Mode.JSON)
+
+
+def _quiet_mode(value: bool) -> None:
+    if value and current().mode is not Mode.JSON:  # --json wins, whichever comes first
+        set_mode(Mode.QUIET)
+
+
+def _debug_mode(value: bool) -> None:
+    if value:
+        set_debugging(True)
+
+
+JsonOpt = Annotated[bool, typer.Option(
+    "--json", is_eager=True, callback=_json_mode,
+    help="Print one JSON object on stdout (for CI); an error is {\"error\": {code, message, hint}}.")]
+QuietOpt = Annotated[bool, typer.Option(
+    "--quiet", "-q", is_eager=True, callback=_quiet_mode, help="Print nothing but errors.")]
+DebugOpt = Annotated[bool, typer.Option(
+    "--debug", is_eager=True, callback=_debug_mode,
+    help="Show tracebacks and what libraries print (also LMI_BUILD_DEBUG=1).")]
+EndpointOpt = Annotated[str | None, typer.Option(
+    "--endpoint-url",
+    help="S3 endpoint for every s3:// location (--model, --publish, artifacts), e.g. MinIO or SeaweedFS. "
+    "Default: AWS_ENDPOINT_URL, else AWS S3.")]
+
+OUTPUT_PARAMETERS = tuple(
+    inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=False, annotation=annotation)
+    for name, annotation in (("json_output", JsonOpt), ("quiet", QuietOpt), ("debug", DebugOpt))
+)
+
+
+def with_output_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``command`` with the shared output options added to its parameters. Their callbacks have
+    done their work by the time it runs, so the values are dropped before it is called."""
+    signature = inspect.signature(command, eval_str=True)  # typer reads annotations from it
+    shared = {parameter.name for parameter in OUTPUT_PARAMETERS}
+    if clash := shared & set(signature.parameters):
+        raise TypeError(f"{command.__qualname__} declares {sorted(clash)}: the output options are added for it")
+
+    @functools.wraps(command)
+    def run(**kwargs: Any) -> Any:
+        return command(**{name: value for name, value in kwargs.items() if name not in shared})
+
+    run.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*signature.parameters.values(), *OUTPUT_PARAMETERS])
+    return run
+
+
+class _App(typer.Typer):
+    """A Typer whose every command gets the output options, so none can miss or redeclare them."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Callable[[CommandFunction], CommandFunction]:
+        register = super().command(*args, **kwargs)
+
+        def decorator(function: CommandFunction) -> CommandFunction:
+            register(with_output_options(function))
+            return function
+
+        return decorator
+
 
 def new_app(help: str | None = None) -> typer.Typer:
-    return typer.Typer(
+    return _App(
         help=help,
         no_args_is_help=True,
         add_completion=False,
@@ -21,19 +95,3 @@ def new_app(help: str | None = None) -> typer.Typer:
         rich_markup_mode="rich",
         context_settings=CONTEXT_SETTINGS,
     )
-
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout (for CI).")]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")]
-
-
-def output_mode(json_output: bool, quiet: bool) -> None:
-    """Select the process-wide output mode from a command's --json/--quiet flags."""
-    set_mode(Mode.JSON if json_output else Mode.QUIET if quiet else Mode.HUMAN)
-
-
-class _Debug:
-    enabled: bool = os.environ.get("LMI_BUILD_DEBUG", "") not in ("", "0", "false")
-
-
-debug_state = _Debug()

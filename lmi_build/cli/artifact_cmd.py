@@ -6,14 +6,10 @@ from typing import Annotated
 
 import typer
 
-from lmi_build.cli.app import JsonOpt, QuietOpt, output_mode
+from lmi_build.cli.app import EndpointOpt
 from lmi_build.output import current
 
 LocationArg = Annotated[str, typer.Argument(help="Artifact directory or s3://bucket/prefix.", show_default=False)]
-EndpointOpt = Annotated[
-    str | None,
-    typer.Option("--endpoint-url", help="S3-compatible endpoint (MinIO, SeaweedFS); also AWS_ENDPOINT_URL."),
-]
 
 
 def verify_command(
@@ -33,8 +29,6 @@ def verify_command(
         typer.Option("--neuron-cc-flags", help="The neuronx-cc flags string the serving container computes."),
     ] = None,
     endpoint_url: EndpointOpt = None,
-    json_output: JsonOpt = False,
-    quiet: QuietOpt = False,
 ) -> None:
     """Check an artifact is intact, complete, and fits where it will be served.
 
@@ -48,7 +42,6 @@ def verify_command(
 
       lmi-build verify s3://models/llama-7b/trt --endpoint-url http://localhost:8333 --json
     """
-    output_mode(json_output, quiet)
     from lmi_build.artifact.verify import serving_target
     from lmi_build.storage.verify import verify
 
@@ -73,8 +66,6 @@ def verify_command(
 def inspect_command(
     location: LocationArg,
     endpoint_url: EndpointOpt = None,
-    json_output: JsonOpt = False,
-    quiet: QuietOpt = False,
 ) -> None:
     """Describe an artifact: what, from where, for what, how big, how long, by whom.
 
@@ -88,7 +79,6 @@ def inspect_command(
 
       lmi-build inspect s3://models/llama-7b/trt --json | jq .for
     """
-    output_mode(json_output, quiet)
     from lmi_build.artifact.describe import describe, render
     from lmi_build.storage.verify import load_any
 

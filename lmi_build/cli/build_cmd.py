@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from lmi_build.cli.app import JsonOpt, QuietOpt, output_mode
+from lmi_build.cli.app import EndpointOpt
 from lmi_build.cli.plan_flags import (
     AllowPickleOpt,
     CalibDataOpt,
@@ -69,8 +69,6 @@ KeepWorkOpt = Annotated[bool, typer.Option(
     "--keep-work", rich_help_panel=BUILD_PANEL, help="Keep the intermediate work directory (for debugging).")]
 PublishOpt = Annotated[str | None, typer.Option(
     "--publish", rich_help_panel=BUILD_PANEL, help="Publish the verified artifact to s3://bucket/prefix.")]
-EndpointOpt = Annotated[str | None, typer.Option(
-    "--endpoint-url", rich_help_panel=BUILD_PANEL, help="S3 endpoint (S3-compatible stores), for s3:// models and --publish.")]
 
 UntilOpt = Annotated[Until, typer.Option(
     "--until", rich_help_panel=BUILD_PANEL,
@@ -131,14 +129,12 @@ def _trtllm(
     step_timeout: TimeoutOpt = None,
     overwrite: OverwriteOpt = False, no_cache: NoCacheOpt = False, keep_work: KeepWorkOpt = False,
     copy: CopyOpt = False, publish: PublishOpt = None, endpoint_url: EndpointOpt = None,
-    json_output: JsonOpt = False, quiet: QuietOpt = False,
 ) -> None:
-    output_mode(json_output, quiet)
     shaping = PlanFlags(model=model, revision=revision, tp=tp, pp=pp, dtype=dtype, quantize=quantize,
                         max_input_len=max_input_len, max_output_len=max_output_len,
                         max_batch_size=max_batch_size, trust_remote_code=trust_remote_code, option=option,
                         properties=properties, instance_type=instance_type, profile=profile, strict=strict,
-                        calib_data=calib_data, allow_pickle=allow_pickle)
+                        calib_data=calib_data, allow_pickle=allow_pickle, endpoint_url=endpoint_url)
     settings = _settings(output=output, until=until.value, runner=runner.value, checkpoint=checkpoint,
                          engine_dir=engine_dir, trtllm_examples=trtllm_examples, step_timeout_s=step_timeout,
                          overwrite=overwrite, no_cache=no_cache, keep_work=keep_work, copy=copy, publish=publish,
@@ -156,14 +152,12 @@ def _hf(
     output: OutputOpt = Path("out"), overwrite: OverwriteOpt = False, no_cache: NoCacheOpt = False,
     keep_work: KeepWorkOpt = False, copy: CopyOpt = False, publish: PublishOpt = None,
     endpoint_url: EndpointOpt = None,
-    json_output: JsonOpt = False, quiet: QuietOpt = False,
 ) -> None:
-    output_mode(json_output, quiet)
     shaping = PlanFlags(model=model, revision=revision, tp=tp, dtype=dtype, quantize=quantize,
                         trust_remote_code=trust_remote_code, option=option, properties=properties,
                         instance_type=instance_type, strict=strict, calib_data=calib_data,
                         allow_pickle=allow_pickle, max_input_len=max_input_len, max_output_len=max_output_len,
-                        max_batch_size=max_batch_size)
+                        max_batch_size=max_batch_size, endpoint_url=endpoint_url)
     settings = _settings(output=output, overwrite=overwrite, no_cache=no_cache, keep_work=keep_work, copy=copy,
                          publish=publish, endpoint_url=endpoint_url)
     _build("hf", shaping, plan_file, settings)
@@ -201,14 +195,14 @@ def _build(target: TargetName, flags: PlanFlags, plan_file: Path | None, setting
 def _report(outcome: BuildOutcome) -> None:
     from rich.table import Table
 
-    from lmi_build.output import current
+    from lmi_build.output import current, identifier
 
     table = Table(title=f"lmi-build {outcome.plan.target}: {outcome.status}", show_header=True)
-    table.add_column("step")
-    table.add_column("seconds", justify="right")
-    table.add_column("detail")
+    table.add_column("step", no_wrap=True, overflow="fold")
+    table.add_column("seconds", justify="right", no_wrap=True)
+    table.add_column("detail", overflow="fold")  # model ids, paths: folded, never cut with "…"
     for step in outcome.steps:
-        table.add_row(step.name, f"{step.seconds:.2f}", step.detail or "")
+        table.add_row(identifier(step.name), f"{step.seconds:.2f}", identifier(step.detail or ""))
     out = current()
     out.result(outcome.to_json(), table)
     if out.human:

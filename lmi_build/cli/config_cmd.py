@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from lmi_build.cli.app import JsonOpt, QuietOpt, new_app, output_mode
-from lmi_build.output import current
+from lmi_build.cli.app import new_app
+from lmi_build.output import current, identifier
 
 config_app = new_app(help="Show how LMI options resolve, and the option reference.")
 
@@ -49,15 +49,12 @@ def show(
     ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Treat every warning as an error.")] = False,
     no_env: Annotated[bool, typer.Option("--no-env", help="Ignore OPTION_*/HF_*/SM_* variables.")] = False,
-    json_output: JsonOpt = False,
-    quiet: QuietOpt = False,
 ) -> None:
     """Print every resolved option with its value and where it came from."""
     from lmi_build.options.redact import redact, secret_values
     from lmi_build.options.resolve import OptionInputs, cli_option_pairs, resolve_options
     from lmi_build.options.spec import exact_spec
 
-    output_mode(json_output, quiet)
     env: dict[str, str] = {} if no_env else dict(os.environ)
     inputs = OptionInputs(cli=cli_option_pairs(option or []), properties_file=properties, env=env)
     resolution = resolve_options(inputs, target=_check_target(target), strict=strict)
@@ -93,13 +90,10 @@ def options(
     target: Annotated[
         str | None, typer.Option("--target", "-t", help="Only options for this target, with its defaults.")
     ] = None,
-    json_output: JsonOpt = False,
-    quiet: QuietOpt = False,
 ) -> None:
     """The LMI option reference (key, type, default, choices, targets), generated from the table."""
     from lmi_build.options.spec import all_option_specs
 
-    output_mode(json_output, quiet)
     specs = [s for s in all_option_specs() if target is None or s.applies_to(_check_target(target))]
     data = [
         {
@@ -132,12 +126,12 @@ def _options_table(rows: dict[str, dict[str, Any]]) -> Any:
     from rich.table import Table
 
     table = Table(show_edge=False, header_style="bold")
-    table.add_column("key", no_wrap=True)
+    table.add_column("key", no_wrap=True, overflow="fold")
     for column in ("value", "source", "origin", "build"):
         table.add_column(column, overflow="fold")
     for key, row in rows.items():
         build = {True: "yes", False: "", None: "?"}[row["build_relevant"]]
-        table.add_row(escape(key), escape(row["value"]), row["source"], escape(row["origin"] or ""), build)
+        table.add_row(identifier(key), escape(row["value"]), row["source"], escape(row["origin"] or ""), build)
     return table
 
 
@@ -146,7 +140,7 @@ def _reference_table(data: list[dict[str, Any]], target: str | None) -> Any:
     from rich.table import Table
 
     table = Table(show_edge=False, header_style="bold", title=f"LMI options{f' for {target}' if target else ''}")
-    table.add_column("key", no_wrap=True)
+    table.add_column("key", no_wrap=True, overflow="fold")
     for column in ("type", "default", "choices", "targets"):
         table.add_column(column, overflow="fold")
     table.add_column("description", overflow="fold", min_width=30, ratio=1)
@@ -160,7 +154,7 @@ def _reference_table(data: list[dict[str, Any]], target: str | None) -> Any:
         flags = [flag for flag, on in (("restricted", row["restricted"]), ("deprecated", row["deprecated"])) if on]
         description = row["description"] + (f" [{', '.join(flags)}]" if flags else "")
         table.add_row(
-            escape(row["key"]),
+            identifier(row["key"]),
             row["type"],
             escape(default if default is not None else ""),
             escape(", ".join(row["choices"])),

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, cast
 
 import typer
 
-from lmi_build.cli.app import JsonOpt, QuietOpt, output_mode
+from lmi_build.cli.app import EndpointOpt
 from lmi_build.cli.plan_flags import (
     AllowPickleOpt,
     CalibDataOpt,
@@ -78,13 +78,11 @@ def plan(
     strict: StrictOpt = False,
     calib_data: CalibDataOpt = None,
     allow_pickle: AllowPickleOpt = False,
+    endpoint_url: EndpointOpt = None,
     save: SaveOpt = None,
-    json_output: JsonOpt = False,
-    quiet: QuietOpt = False,
 ) -> None:
     """Resolve every build knob, validate it against the model, estimate memory and compute the
     cache key, without reading weights or building anything."""
-    output_mode(json_output, quiet)
     from lmi_build.planner import plan_request
     from lmi_build.planning.render import report_plan
 
@@ -93,7 +91,7 @@ def plan(
                       n_positions=n_positions, context_length_estimate=context_length_estimate,
                       trust_remote_code=trust_remote_code, option=option, properties=properties,
                       instance_type=instance_type, profile=profile, strict=strict, calib_data=calib_data,
-                      allow_pickle=allow_pickle)
+                      allow_pickle=allow_pickle, endpoint_url=endpoint_url)
     saved = plan_request(flags.request(cast("TargetName", target.value)))
     report_plan(saved.plan)
     if save is not None:

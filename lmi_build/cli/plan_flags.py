@@ -107,6 +107,7 @@ def plan_request(
     strict: bool = False,
     calib_data: Path | None = None,
     allow_pickle: bool = False,
+    endpoint_url: str | None = None,
     env: Mapping[str, str] | None = None,
 ) -> PlanRequest:
     """The planner's input from the shared flags (``env`` defaults to this process's environment)."""
@@ -133,6 +134,7 @@ def plan_request(
         strict=strict,
         calib_data=calib_data,
         allow_pickle=allow_pickle,
+        endpoint_url=endpoint_url,
         env=dict(os.environ if env is None else env),
     )
 
@@ -160,6 +162,7 @@ class PlanFlags:
     strict: bool = False
     calib_data: Path | None = None
     allow_pickle: bool = False
+    endpoint_url: str | None = None
 
     def request(self, target: TargetName) -> PlanRequest:
         return plan_request(target, **{f.name: getattr(self, f.name) for f in fields(self)})
@@ -173,7 +176,7 @@ class PlanFlags:
 # Flags whose spelling is not "--" + the parameter name with dashes.
 _FLAG_NAMES = {"option": "--option"}
 # With --plan these only say where the planned inputs are now; the plan's digests decide.
-LOCATION_FLAGS = frozenset({"--model", "--calib-data"})
+LOCATION_FLAGS = frozenset({"--model", "--calib-data", "--endpoint-url"})
 
 
 def load_plan_for(target: TargetName, plan_file: Path, flags: PlanFlags) -> SavedPlan:

@@ -6,29 +6,32 @@ from typing import Annotated
 
 import typer
 
-from lmi_build.cli.app import JsonOpt, QuietOpt, new_app, output_mode
-from lmi_build.output import current
+from lmi_build.cli.app import new_app
+from lmi_build.output import current, identifier
 
 profiles_app = new_app(help="LMI TensorRT-LLM container profiles (image, versions, layout, defaults).")
 
 
 @profiles_app.command("list")
-def list_command(json_output: JsonOpt = False, quiet: QuietOpt = False) -> None:
+def list_command() -> None:
     """List every container profile, oldest TensorRT-LLM first; * marks the default.
 
     Example: lmi-build profiles list --json | jq -r '.[].name'
     """
-    output_mode(json_output, quiet)
     from rich.table import Table
 
     from lmi_build.targets.trtllm.profiles import get_profile, load_profiles
 
     profiles = load_profiles()
     default = get_profile(None).name
-    table = Table("name", "TensorRT-LLM", "TensorRT", "CUDA", "layout", "workflow")
+    table = Table()
+    # A name is copied into --profile: it stays on one line, and folds (never is cut) past that.
+    table.add_column("name", no_wrap=True, overflow="fold")
+    for column in ("TensorRT-LLM", "TensorRT", "CUDA", "layout", "workflow"):
+        table.add_column(column, overflow="fold")
     for p in profiles:
-        table.add_row(("* " if p.name == default else "  ") + p.name, p.tensorrt_llm, p.tensorrt, p.cuda,
-                      p.layout, p.workflow)
+        table.add_row(identifier(("* " if p.name == default else "  ") + p.name), p.tensorrt_llm, p.tensorrt,
+                      p.cuda, p.layout, p.workflow)
     data = [{**p.model_dump(mode="json"), "default": p.name == default} for p in profiles]
     current().result(data, table)
 
@@ -36,14 +39,11 @@ def list_command(json_output: JsonOpt = False, quiet: QuietOpt = False) -> None:
 @profiles_app.command("show")
 def show_command(
     name: Annotated[str, typer.Argument(help="Profile name (see `lmi-build profiles list`).", show_default=False)],
-    json_output: JsonOpt = False,
-    quiet: QuietOpt = False,
 ) -> None:
     """Show one profile: versions, defaults, the trtllm-build flags of its TensorRT-LLM, and sources.
 
     Example: lmi-build profiles show lmi-0.27.0-trtllm-0.8.0
     """
-    output_mode(json_output, quiet)
     from lmi_build.targets.trtllm.flags import flag_table
     from lmi_build.targets.trtllm.profiles import get_profile
 

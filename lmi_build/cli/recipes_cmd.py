@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from lmi_build.cli.app import JsonOpt, QuietOpt, new_app, output_mode
-from lmi_build.output import current
+from lmi_build.cli.app import new_app
+from lmi_build.output import current, identifier
 
 if TYPE_CHECKING:  # the pydantic models load when a recipes command runs, not for --help
     from rich.console import RenderableType
@@ -36,11 +36,10 @@ def register(app: typer.Typer) -> None:
     app.add_typer(recipes_app, name="recipes")
 
 
-def list_recipes(json_output: JsonOpt = False, quiet: QuietOpt = False) -> None:
+def list_recipes() -> None:
     """List every recipe (architecture family) and what each target supports for it."""
     from lmi_build.recipes.registry import load_recipes
 
-    output_mode(json_output, quiet)
     book = load_recipes()
     data = {"directory": str(book.directory), "recipes": [_recipe_json(r) for r in book]}
     current().result(data, _list_table(book.all()))
@@ -48,13 +47,10 @@ def list_recipes(json_output: JsonOpt = False, quiet: QuietOpt = False) -> None:
 
 def show_recipe(
     name: str = typer.Argument(..., help="Recipe name, as in `lmi-build recipes list` (e.g. llama)."),
-    json_output: JsonOpt = False,
-    quiet: QuietOpt = False,
 ) -> None:
     """Show one recipe: matched architectures, per-target quantization, options and version inference."""
     from lmi_build.recipes.registry import load_recipes
 
-    output_mode(json_output, quiet)
     recipe = load_recipes().get(name)
     current().result(_recipe_json(recipe), _show(recipe))
 
@@ -74,14 +70,14 @@ def _list_table(recipes: tuple[Recipe, ...]) -> RenderableType:
     from rich.table import Table
 
     table = Table(title="lmi-build recipes (cell: supported, quantization methods lmi-build applies)")
-    table.add_column("recipe", style="bold")
-    table.add_column("architectures")
+    table.add_column("recipe", style="bold", no_wrap=True, overflow="fold")
+    table.add_column("architectures", no_wrap=True, overflow="fold")  # one class name per line
     for target in TARGETS:
-        table.add_column(target)
+        table.add_column(target, overflow="fold")
     for recipe in recipes:
         table.add_row(
-            recipe.name,
-            "\n".join(recipe.architectures or recipe.model_types),
+            identifier(recipe.name),
+            identifier("\n".join(recipe.architectures or recipe.model_types)),
             *(_support_cell(recipe.targets.get(target)) for target in TARGETS),  # type: ignore[call-overload]
         )
     return table
@@ -92,15 +88,17 @@ def _show(recipe: Recipe) -> RenderableType:
     from rich.table import Table
 
     head = Table.grid(padding=(0, 2))
+    head.add_column(no_wrap=True)
+    head.add_column(overflow="fold")
     head.add_row("[bold]recipe[/bold]", f"{recipe.name} (version {recipe.version})")
     head.add_row("[bold]description[/bold]", recipe.description)
     head.add_row("[bold]architectures[/bold]", ", ".join(recipe.architectures) or "-")
     head.add_row("[bold]model types[/bold]", ", ".join(recipe.model_types) or "-")
 
     targets = Table(title="targets")
-    targets.add_column("")
+    targets.add_column("", no_wrap=True)
     for target in TARGETS:
-        targets.add_column(target)
+        targets.add_column(target, overflow="fold")
     supports = [recipe.targets.get(t) for t in TARGETS]  # type: ignore[call-overload]
     rows: list[tuple[str, Any]] = [
         ("supported", lambda s: "yes"),
@@ -122,13 +120,13 @@ def _show(recipe: Recipe) -> RenderableType:
     for option in recipe.version_options:
         table = Table(title=f"{option.key} ({', '.join(option.targets)}; "
                             f"{'required' if option.required else f'default {option.default}'})")
-        table.add_column("value")
-        table.add_column("inferred when")
+        table.add_column("value", no_wrap=True, overflow="fold")
+        table.add_column("inferred when", overflow="fold")
         for rule in option.infer:
             conditions = [f"{k} = {v}" for k, v in rule.when.items()]
             conditions += [f"{k} contains '{v}'" for k, v in rule.contains.items()]
             conditions += [f"no {k}" for k in rule.absent]
-            table.add_row(rule.value, ", ".join(conditions))
+            table.add_row(identifier(rule.value), ", ".join(conditions))
         table.caption = f"choices: {', '.join(option.choices)}; set with --option {option.name}=VALUE"
         parts.append(table)
     return Group(*parts)

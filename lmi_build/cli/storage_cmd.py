@@ -7,12 +7,8 @@ from typing import Annotated
 
 import typer
 
-from lmi_build.cli.app import JsonOpt, QuietOpt, output_mode
+from lmi_build.cli.app import EndpointOpt
 
-EndpointOpt = Annotated[
-    str | None,
-    typer.Option("--endpoint-url", help="S3-compatible endpoint (default: AWS_ENDPOINT_URL, else AWS S3)."),
-]
 WorkersOpt = Annotated[int, typer.Option("--workers", min=1, max=64, help="Parallel transfers (files and parts).")]
 
 PUBLISH_HELP = """Upload an artifact to S3, verified, with its manifest last (the commit marker).
@@ -51,13 +47,10 @@ def register(app: typer.Typer) -> None:
         sse_kms_key_id: Annotated[str | None, typer.Option("--sse-kms-key-id", help="Encrypt objects with this KMS key (SSE-KMS).")] = None,
         tarball: Annotated[bool, typer.Option("--tarball", help="Upload one model.tar.gz (SageMaker compressed model data) instead of files.")] = False,
         workers: WorkersOpt = 8,
-        json_output: JsonOpt = False,
-        quiet: QuietOpt = False,
     ) -> None:
         from lmi_build.output import current
         from lmi_build.storage.publish import publish
 
-        output_mode(json_output, quiet)
         out = current()
         summary = publish(artifact_dir, url, endpoint_url=endpoint_url, delete_local=delete_local,
                           expected_bucket_owner=expected_bucket_owner, sse_kms_key_id=sse_kms_key_id,
@@ -71,13 +64,10 @@ def register(app: typer.Typer) -> None:
         dest: Annotated[Path, typer.Argument(help="Local directory to create.")],
         endpoint_url: EndpointOpt = None,
         workers: WorkersOpt = 8,
-        json_output: JsonOpt = False,
-        quiet: QuietOpt = False,
     ) -> None:
         from lmi_build.output import current
         from lmi_build.storage.pull import pull
 
-        output_mode(json_output, quiet)
         out = current()
         summary = pull(url, dest, endpoint_url=endpoint_url, workers=workers, output=out)
         data = {"url": url, "dest": str(dest), **summary.model_dump()}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from lmi_build.output import current
+from lmi_build.output import current, identifier
 from lmi_build.planning.instances import GIB
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.types import PlanMessage
@@ -58,8 +58,9 @@ def _table(title: str) -> Table:
     from rich.table import Table
 
     table = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False)
-    table.add_column(style="bold")
-    table.add_column()
+    table.add_column(style="bold", no_wrap=True, overflow="fold")
+    # Values hold model ids, image URIs, paths: wrapped at spaces, a long one folded, never cut ("…").
+    table.add_column(overflow="fold")
     return table
 
 
@@ -77,7 +78,7 @@ def _model_table(plan: BuildPlan) -> Table:
     }
     for key, value in rows.items():
         if value is not None:
-            table.add_row(key, str(value))
+            table.add_row(key, identifier(str(value)))
     return table
 
 
@@ -86,7 +87,7 @@ def _mapping_table(title: str, values: dict[str, Any]) -> Table:
     for key, value in values.items():
         if value is None or value == {} or value == ():
             continue
-        table.add_row(key, _short(value))
+        table.add_row(identifier(key), identifier(_short(value)))
     return table
 
 
@@ -102,11 +103,11 @@ def _options_table(plan: BuildPlan) -> Table:
     from rich.table import Table
 
     table = Table(title="serving.properties", title_justify="left", box=None, pad_edge=False)
-    table.add_column("key", style="bold")
-    table.add_column("value")
-    table.add_column("source", style="dim")
+    table.add_column("key", style="bold", no_wrap=True, overflow="fold")
+    table.add_column("value", overflow="fold")
+    table.add_column("source", style="dim", no_wrap=True, overflow="fold")
     for key, value in plan.options.items():
-        table.add_row(key, value, plan.option_sources.get(key, ""))
+        table.add_row(identifier(key), identifier(value), plan.option_sources.get(key, ""))
     return table
 
 

@@ -34,6 +34,7 @@ class PlanRequest:
     strict: bool = False
     calib_data: Path | None = None
     allow_pickle: bool = False
+    endpoint_url: str | None = None  # S3 endpoint of an s3:// model (None: AWS_ENDPOINT_URL, else AWS)
     env: Mapping[str, str] = field(default_factory=dict)
 
     def flag_options(self) -> dict[str, tuple[str, str]]:

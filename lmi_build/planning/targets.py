@@ -16,7 +16,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Literal, Protocol, cast
 
-from lmi_build.errors import OptionError, UnsupportedTarget
+from lmi_build.errors import UnknownName
 from lmi_build.model.spec import ModelSpec
 from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning.context import PlanContext
@@ -73,7 +73,7 @@ def load_target(name: str) -> object:
     that loading one target does not load the others' data tables)."""
     package = TARGET_PACKAGES.get(name)  # type: ignore[call-overload]
     if package is None:
-        raise UnsupportedTarget(f"unknown target '{name}'", hint=f"use one of: {', '.join(TARGET_PACKAGES)}")
+        raise UnknownName(f"unknown target '{name}'", hint=f"use one of: {', '.join(TARGET_PACKAGES)}")
     return importlib.import_module(package).TARGET
 
 
@@ -90,5 +90,5 @@ def container_facts(name: str) -> ContainerFacts:
         if name in profiles:
             return profiles[name]
         known += profiles
-    raise OptionError(f"unknown container profile '{name}'",
+    raise UnknownName(f"unknown container profile '{name}'",
                       hint=f"use one of: {', '.join(sorted(known))} (lmi-build profiles list)")

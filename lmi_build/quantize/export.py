@@ -10,12 +10,9 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import resource
 import sys
 import time
-import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -87,7 +84,7 @@ def build_trtllm_checkpoint(plan: BuildPlan, model_dir: Path, out_dir: Path, *,
 
     with staged_directory(out_dir) as staging:
         try:
-            with _vendor_stdout():
+            with _quiet_libraries():
                 export_tensorrt_llm_checkpoint(
                     model,
                     build.modelopt_decoder,
@@ -144,11 +141,12 @@ def build_hf_checkpoint(plan: BuildPlan, model_dir: Path, out_dir: Path, *,
             import torch
 
             if quant.method is None:
-                model.save_pretrained(str(staging), safe_serialization=True)
+                with _quiet_libraries():
+                    model.save_pretrained(str(staging), safe_serialization=True)
             else:
                 from modelopt.torch.export import export_hf_checkpoint
 
-                with _vendor_stdout():
+                with _quiet_libraries():
                     export_hf_checkpoint(model, dtype=getattr(torch, build.dtype), export_dir=staging)
                 notes = _fix_missing_pre_quant_scale_hf(staging)
         _check_hf(staging, plan, build)
@@ -177,15 +175,17 @@ def _prepare_model(plan: BuildPlan, model_dir: Path, dtype: str,
     trust = (plan.options.get("option.trust_remote_code") or "").lower() == "true"
     quant = plan.quantization
     modelopt_quant.set_deterministic(quant.calibration.seed if quant.calibration else 1234)
-    model = modelopt_quant.load_model(model_dir, dtype, trust)
+    with _quiet_libraries():  # "Loading checkpoint shards", deprecation notices
+        model = modelopt_quant.load_model(model_dir, dtype, trust)
     if quant.method is None:
         return model, None
     batches = None
     if quant.calibration is not None:
-        tokenizer = calib.load_tokenizer(model_dir, trust)
+        with _quiet_libraries():
+            tokenizer = calib.load_tokenizer(model_dir, trust)
         batches = calib.build_batches(quant.calibration, tokenizer, calib_file)
     output.current().info(f"quantizing with {quant.method} ({quant.quant_algo})")
-    with _vendor_stdout():
+    with _quiet_libraries():
         modelopt_quant.quantize(model, quant, batches)
     return model, batches.summary() if batches is not None else None
 
@@ -312,28 +312,11 @@ def _vendor_hint(plan: BuildPlan, build: TrtllmBuild) -> str:
             f"(examples/{example}/convert_checkpoint.py); lmi-build's trtllm steps run it for you")
 
 
-# Warnings ModelOpt/transformers raise on every CPU export, that say nothing about this build:
-# lmi-build never imports tensorrt_llm (ModelOpt then writes the config "manually", which is the
-# documented path), and transformers 4.57 renamed torch_dtype.
-_EXPECTED_WARNINGS = (
-    r"Cannot export tensorrt_llm checkpoint config",
-    r"`torch_dtype` is deprecated",
-    r"Quant-aware reverse weight conversion skipped",
-)
-
-
-@contextlib.contextmanager
-def _vendor_stdout() -> Iterator[None]:
-    """ModelOpt prints progress to stdout; stdout belongs to results (``--json``)."""
-    target = sys.stderr if output.current().mode.value != "quiet" else open(os.devnull, "w")  # noqa: SIM115
-    try:
-        with contextlib.redirect_stdout(target), warnings.catch_warnings():
-            for message in _EXPECTED_WARNINGS:
-                warnings.filterwarnings("ignore", message=message)
-            yield
-    finally:
-        if target is not sys.stderr:
-            target.close()
+def _quiet_libraries() -> contextlib.AbstractContextManager[None]:
+    """ModelOpt and transformers print, log and warn as they work (ranks, quantizer counts,
+    deprecations, tied weights): all of it goes to the debug log (--debug), never to stdout, which
+    belongs to results (``--json``), nor to the console."""
+    return output.current().library_output()
 
 
 def _files(directory: Path) -> list[str]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from lmi_build.errors import LmiBuildError, UnsupportedTarget
+from lmi_build.errors import LmiBuildError, UnknownName, UnsupportedTarget
 from lmi_build.model.aliases import QUANT_METHODS
 from lmi_build.model.spec import ModelSpec
 from lmi_build.recipes.inference import infer_version_options
@@ -73,7 +73,7 @@ class RecipeBook:
     def get(self, name: str) -> Recipe:
         recipe = self._by_name.get(name)
         if recipe is None:
-            raise UnsupportedTarget(
+            raise UnknownName(
                 f"no recipe named '{name}'",
                 hint=f"known recipes: {', '.join(self.names())} (see: lmi-build recipes list)",
             )

@@ -10,7 +10,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from lmi_build.errors import LmiBuildError, UnsupportedTarget
+from lmi_build.errors import LmiBuildError, UnknownName, UnsupportedTarget
 from lmi_build.tables import read_table
 from lmi_build.targets.trtllm.profile_schema import ContainerProfile
 from lmi_build.versions import parse_lmi_version, parse_version
@@ -76,4 +76,4 @@ def get_profile(name: str | None) -> ContainerProfile:
         if profile.name == name:
             return profile
     known = ", ".join(p.name for p in profiles) or "none"
-    raise UnsupportedTarget(f"unknown container profile '{name}'", hint=f"known profiles: {known}")
+    raise UnknownName(f"unknown container profile '{name}'", hint=f"known profiles: {known}")
