@@ -154,17 +154,18 @@ def _plan_quantization(
     options: ResolvedOptions,
     findings: Findings,
 ) -> QuantizationPlan:
-    from lmi_build.planning.quantization import canonical_method, plan_quantization, split_messages
+    from lmi_build.planning.quantization import plan_quantization, split_messages
 
     support = recipe.targets[request.target]
     route = target.checkpoint_route(support, spec, options)
-    plan, messages = plan_quantization(request.quantize, options, spec, request.target, request.calib_data,
+    # --quantize is option.quantize from the CLI layer: resolution checked it against the table.
+    plan, messages = plan_quantization(None, options, spec, request.target, request.calib_data,
                                        checkpoint_route=route)
     errors, warnings = split_messages(messages)
     findings.add_errors(errors)
     findings.add_warnings(warnings)
 
-    method = canonical_method(request.quantize if request.quantize is not None else options.get("quantize"))
+    method = options.text_value("quantize")
     reported = any(m.code in ("quantize_unknown", "quantize_target") for m in errors)
     if method is not None and spec.pre_quantization is None and method not in support.quantize and not reported:
         elsewhere = [name for name, other in recipe.targets.items() if method in other.quantize]
