@@ -8,6 +8,22 @@ from pathlib import Path
 
 from lmi_build.types import TargetName
 
+# The dedicated flags that set an option: flag -> serving.properties key. Their help text and
+# bounds come from these keys' table entries (lmi_build/cli/option_flags.py is generated from both).
+FLAG_KEYS: dict[str, str] = {
+    "--tp": "option.tensor_parallel_degree",
+    "--pp": "option.pipeline_parallel_degree",
+    "--dtype": "option.dtype",
+    "--quantize": "option.quantize",
+    "--max-input-len": "option.max_input_len",
+    "--max-output-len": "option.max_output_len",
+    "--max-batch-size": "option.max_rolling_batch_size",
+    "--n-positions": "option.n_positions",
+    "--context-length-estimate": "option.context_length_estimate",
+    "--revision": "option.revision",
+    "--trust-remote-code": "option.trust_remote_code",
+}
+
 
 @dataclass(frozen=True)
 class PlanRequest:
@@ -38,21 +54,17 @@ class PlanRequest:
 
     def flag_options(self) -> dict[str, tuple[str, str]]:
         """The dedicated flags as option pairs: serving.properties key -> (value, flag)."""
-        pairs: dict[str, tuple[str, str]] = {}
-        for key, value, flag in (
-            ("option.tensor_parallel_degree", self.tp, "--tp"),
-            ("option.pipeline_parallel_degree", self.pp, "--pp"),
-            ("option.dtype", self.dtype, "--dtype"),
-            ("option.quantize", self.quantize, "--quantize"),
-            ("option.max_input_len", self.max_input_len, "--max-input-len"),
-            ("option.max_output_len", self.max_output_len, "--max-output-len"),
-            ("option.max_rolling_batch_size", self.max_batch_size, "--max-batch-size"),
-            ("option.n_positions", self.n_positions, "--n-positions"),
-            ("option.context_length_estimate", self.context_length_estimate, "--context-length-estimate"),
-            ("option.revision", self.revision, "--revision"),
-        ):
-            if value is not None:
-                pairs[key] = (str(value), flag)
-        if self.trust_remote_code:
-            pairs["option.trust_remote_code"] = ("true", "--trust-remote-code")
-        return pairs
+        given: dict[str, object] = {
+            "--tp": self.tp,
+            "--pp": self.pp,
+            "--dtype": self.dtype,
+            "--quantize": self.quantize,
+            "--max-input-len": self.max_input_len,
+            "--max-output-len": self.max_output_len,
+            "--max-batch-size": self.max_batch_size,
+            "--n-positions": self.n_positions,
+            "--context-length-estimate": self.context_length_estimate,
+            "--revision": self.revision,
+            "--trust-remote-code": "true" if self.trust_remote_code else None,  # a switch: only ever on
+        }
+        return {FLAG_KEYS[flag]: (str(value), flag) for flag, value in given.items() if value is not None}
