@@ -188,7 +188,9 @@ def _plan_quantization(
 def _version_options(ctx: PlanContext) -> None:
     from lmi_build.recipes.registry import infer_version_options
 
-    values, messages = infer_version_options(ctx.recipe, ctx.spec, ctx.target, ctx.options.as_properties())
+    # A value that did not parse was reported by resolution: it counts as not given (no second error).
+    given = {key: item.value for key, item in ctx.options.values.items() if item.typed is not None}
+    values, messages = infer_version_options(ctx.recipe, ctx.spec, ctx.target, given)
     ctx.findings.add_warnings(m for m in messages if m.code in VERSION_WARNINGS)
     ctx.findings.add_errors(m for m in messages if m.code not in VERSION_WARNINGS)
     ctx.version_options = dict(values)

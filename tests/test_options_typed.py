@@ -144,3 +144,10 @@ def test_a_saved_plan_reads_back_typed(plan_model: Planner) -> None:
     assert options.int_value("tensor_parallel_degree") == 2 and options.int_value("max_input_len") == 2048
     assert options.bool_value("trust_remote_code") is True
     assert options.as_properties() == plan.options  # typing never changes the written text
+
+
+def test_a_recipe_version_option_is_reported_once(plan_model: Planner) -> None:
+    baichuan = "baichuan-inc--Baichuan2-13B-Chat"
+    assert plan_model("trtllm", baichuan, trust_remote_code=True).valid
+    plan = plan_model("trtllm", baichuan, trust_remote_code=True, option=("option.baichuan_model_version=v9",))
+    assert [m.code for m in plan.errors] == ["invalid_value"]  # not model_version_invalid as well

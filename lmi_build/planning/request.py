@@ -40,7 +40,7 @@ class PlanRequest:
     max_input_len: int | None = None
     max_output_len: int | None = None
     max_batch_size: int | None = None
-    n_positions: str | None = None  # "4096" or a bucket list "1024,4096"
+    n_positions: str | None = None  # one total length, "4096" (option.n_positions is one int)
     context_length_estimate: str | None = None  # "256,512"
     trust_remote_code: bool = False
     option: tuple[str, ...] = ()  # raw "key=value" pairs from --option
