@@ -94,10 +94,9 @@ def run_case(name: str, model_dir: Path, work_dir: Path, calib_size: int, calib_
 
 
 def resolved_options_of(plan: Any) -> Any:
-    from lmi_build.options.resolved import ResolvedOptions, ResolvedValue, Source
+    from lmi_build.options.resolve import written_options
 
-    return ResolvedOptions(values={k: ResolvedValue(key=k, value=v, source=Source(plan.option_sources.get(k, "cli")))
-                                   for k, v in plan.options.items()})
+    return written_options(plan.options, {k: plan.option_sources.get(k, "cli") for k in plan.options})
 
 
 def _child(argv: list[str], log_dir: Path) -> tuple[float, int, str]:

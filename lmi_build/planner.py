@@ -155,17 +155,18 @@ def _plan_quantization(
     options: ResolvedOptions,
     findings: Findings,
 ) -> QuantizationPlan:
-    from lmi_build.planning.quantization import canonical_method, plan_quantization, split_messages
+    from lmi_build.planning.quantization import plan_quantization, split_messages
 
     support = recipe.targets[request.target]
     route = target.checkpoint_route(support, spec, options)
-    plan, messages = plan_quantization(request.quantize, options, spec, request.target, request.calib_data,
+    # --quantize is option.quantize from the CLI layer: resolution checked it against the table.
+    plan, messages = plan_quantization(None, options, spec, request.target, request.calib_data,
                                        checkpoint_route=route)
     errors, warnings = split_messages(messages)
     findings.add_errors(errors)
     findings.add_warnings(warnings)
 
-    method = canonical_method(request.quantize if request.quantize is not None else options.get("quantize"))
+    method = options.text_value("quantize")
     reported = any(m.code in ("quantize_unknown", "quantize_target") for m in errors)
     if method is not None and spec.pre_quantization is None and method not in support.quantize and not reported:
         elsewhere = [name for name, other in recipe.targets.items() if method in other.quantize]
@@ -188,7 +189,9 @@ def _plan_quantization(
 def _version_options(ctx: PlanContext) -> None:
     from lmi_build.recipes.registry import infer_version_options
 
-    values, messages = infer_version_options(ctx.recipe, ctx.spec, ctx.target, ctx.options.as_properties())
+    # A value that did not parse was reported by resolution: it counts as not given (no second error).
+    given = {key: item.value for key, item in ctx.options.values.items() if item.typed is not None}
+    values, messages = infer_version_options(ctx.recipe, ctx.spec, ctx.target, given)
     ctx.findings.add_warnings(m for m in messages if m.code in VERSION_WARNINGS)
     ctx.findings.add_errors(m for m in messages if m.code not in VERSION_WARNINGS)
     ctx.version_options = dict(values)

@@ -104,10 +104,11 @@ def tiny_gpt2(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def resolved_options(values: dict[str, str]) -> Any:
-    from lmi_build.options.resolved import ResolvedOptions, ResolvedValue, Source
+    """Options as resolution types them (a value that does not parse raises: resolution's to report)."""
+    from lmi_build.options.resolve import written_options
 
     full = {k if k.startswith("option.") else f"option.{k}": v for k, v in values.items()}
-    return ResolvedOptions(values={k: ResolvedValue(key=k, value=v, source=Source.CLI) for k, v in full.items()})
+    return written_options(full, dict.fromkeys(full, "cli"))
 
 
 def make_build_plan(model_dir: Path, *, target: str = "trtllm", method: str | None = None,

@@ -13,9 +13,11 @@ import pytest
 from lmi_build.errors import OptionError, SourceError
 from lmi_build.model.normalize import read_spec
 from lmi_build.model.spec import ModelSpec
+from lmi_build.options.resolve import OptionInputs, option_spec, resolve_options
 from lmi_build.planning import calibration_text
 from lmi_build.planning.plan import QuantizationPlan
 from lmi_build.planning.quantization import (
+    KV_CACHE_ALGOS,
     METHODS,
     OPTION_KEYS,
     canonical_method,
@@ -51,6 +53,16 @@ def _plan(method: str | None, options: dict[str, str] | None = None, *, spec: Mo
 
 def _codes(messages: list[PlanMessage]) -> list[str]:
     return [m.code for m in messages]
+
+
+def _resolution_errors(options: dict[str, str]) -> list[PlanMessage]:
+    """A value that does not parse is resolution's error, reported there once; the planner only
+    ever sees typed values (``resolved_options`` refuses such a value outright)."""
+    inputs = OptionInputs(cli={f"option.{key}": (value, f"--option {key}") for key, value in options.items()})
+    errors = resolve_options(inputs, target="trtllm").errors
+    with pytest.raises(ValueError):
+        resolved_options(options)
+    return errors
 
 
 @pytest.mark.parametrize(("method", "algo", "calib_size", "group"), [
@@ -110,9 +122,9 @@ def test_smoothquant_options() -> None:
 
 @pytest.mark.parametrize("alpha", ["0", "1.5", "-0.1", "high"])
 def test_smoothquant_alpha_out_of_range(alpha: str) -> None:
-    _, errors, _ = _plan("smoothquant", {"smoothquant_alpha": alpha})
-    assert _codes(errors) == ["smoothquant_alpha"]
-    assert alpha in errors[0].message
+    errors = _resolution_errors({"quantize": "smoothquant", "smoothquant_alpha": alpha})
+    assert _codes(errors) == ["invalid_value"]
+    assert alpha in errors[0].message and errors[0].message.startswith("option.smoothquant_alpha=")
 
 
 def test_per_token_is_recorded_with_a_warning_on_the_modelopt_route() -> None:
@@ -143,16 +155,18 @@ def test_vendor_route_refuses_modelopt_only_methods() -> None:
 def test_awq_options() -> None:
     plan, errors, _ = _plan("awq", {"awq_format": "int4_awq", "awq_calib_size": "12", "calib_size": "99"})
     assert errors == [] and plan.calibration is not None and plan.calibration.size == 12
-    assert _codes(_plan("awq", {"awq_format": "int8_awq"})[1]) == ["awq_format"]
+    errors = _resolution_errors({"quantize": "awq", "awq_format": "int8_awq"})
+    assert _codes(errors) == ["invalid_value"] and "option.awq_format=int8_awq" in errors[0].message
 
 
 def test_table_defaults_neither_override_nor_warn() -> None:
-    from lmi_build.options.resolved import ResolvedOptions, ResolvedValue, Source
+    from lmi_build.options.resolve import resolved_value
+    from lmi_build.options.resolved import ResolvedOptions, Source
 
     values = {
-        "option.awq_calib_size": ResolvedValue(key="option.awq_calib_size", value="32", source=Source.DEFAULT),
-        "option.smoothquant_alpha": ResolvedValue(key="option.smoothquant_alpha", value="0.8", source=Source.DEFAULT),
-        "option.calib_size": ResolvedValue(key="option.calib_size", value="8", source=Source.CLI),
+        "option.awq_calib_size": resolved_value("option.awq_calib_size", "32", Source.DEFAULT),
+        "option.smoothquant_alpha": resolved_value("option.smoothquant_alpha", "0.8", Source.DEFAULT),
+        "option.calib_size": resolved_value("option.calib_size", "8", Source.CLI),
     }
     plan, messages = plan_quantization("awq", ResolvedOptions(values=values), _spec(), "trtllm", None)
     assert messages == [] and plan.calibration is not None and plan.calibration.size == 8
@@ -169,7 +183,8 @@ def test_options_of_another_method_are_warned_about() -> None:
 @pytest.mark.parametrize(("key", "value"), [("calib_size", "0"), ("calib_size", "many"), ("calib_max_seq_len", "4"),
                                             ("calib_batch_size", "-1"), ("calib_seed", "-3")])
 def test_invalid_calibration_options(key: str, value: str) -> None:
-    assert _codes(_plan("fp8", {key: value})[1]) == [key]
+    errors = _resolution_errors({"quantize": "fp8", key: value})
+    assert _codes(errors) == ["invalid_value"] and f"option.{key}={value}" in errors[0].message
 
 
 def test_calibration_options_and_capping() -> None:
@@ -184,7 +199,8 @@ def test_calibration_options_and_capping() -> None:
     assert plan.calibration is not None and plan.calibration.size == available
 
 
-@pytest.mark.parametrize(("value", "algo"), [("fp8", "FP8"), ("INT8", "INT8"), ("auto", None), ("fp16", None)])
+@pytest.mark.parametrize(("value", "algo"), [("fp8", "FP8"), ("int8", "INT8"), ("auto", None), ("fp16", None),
+                                            ("bf16", None)])
 def test_kv_cache_dtype(value: str, algo: str | None) -> None:
     plan, errors, _ = _plan("int8_wo", {"kv_cache_dtype": value})
     assert errors == [] and plan.kv_cache_quant_algo == algo
@@ -193,7 +209,11 @@ def test_kv_cache_dtype(value: str, algo: str | None) -> None:
 
 
 def test_kv_cache_dtype_errors() -> None:
-    assert _codes(_plan("fp8", {"kv_cache_dtype": "int4"})[1]) == ["kv_cache_dtype"]
+    for value in ("int4", "INT8"):  # the table's choices are case-sensitive, as the container's
+        errors = _resolution_errors({"quantize": "fp8", "kv_cache_dtype": value})
+        assert _codes(errors) == ["invalid_value"] and f"option.kv_cache_dtype={value}" in errors[0].message
+    assert "expected int8 (values are case-sensitive)" in _resolution_errors({"kv_cache_dtype": "INT8"})[0].message
+    assert set(KV_CACHE_ALGOS) == set(option_spec("kv_cache_dtype").choices)  # type: ignore[union-attr]
     assert _codes(_plan(None, {"kv_cache_dtype": "fp8"})[1]) == ["kv_cache_needs_quantize"]
 
 

@@ -63,7 +63,9 @@ def carry_source_files(source_dir: Path, staging: Path, *, trust_remote_code: bo
 
 
 def trust_remote_code(plan: BuildPlan) -> bool:
-    return plan.options.get("option.trust_remote_code", "false").strip().lower() == "true"
+    from lmi_build.options.resolve import written_options
+
+    return bool(written_options(plan.options).bool_value("trust_remote_code"))
 
 
 def _property_order(key: str) -> tuple[int, str]:

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from lmi_build.cli.option_flags import HELP, MAXIMUM, MINIMUM
+
 if TYPE_CHECKING:  # the planner's pydantic models load only when a command runs, not for --help
     from lmi_build.planning.request import PlanRequest
     from lmi_build.planning.saved import SavedPlan
@@ -26,37 +28,37 @@ ModelOpt = Annotated[str | None, typer.Option(
     help="Local directory, Hugging Face id (org/name[@rev]), s3://bucket/prefix or demo:NAME. "
     "Default: option.model_id / HF_MODEL_ID.")]
 RevisionOpt = Annotated[str | None, typer.Option(
-    "--revision", rich_help_panel=MODEL_PANEL, help="Hugging Face revision (branch, tag or commit).")]
+    "--revision", rich_help_panel=MODEL_PANEL, help=HELP["--revision"])]
 TrustRemoteCodeOpt = Annotated[bool, typer.Option(
-    "--trust-remote-code", rich_help_panel=MODEL_PANEL,
-    help="Allow models that need their own Python code (auto_map). Review the code first.")]
+    "--trust-remote-code", rich_help_panel=MODEL_PANEL, help=HELP["--trust-remote-code"])]
 AllowPickleOpt = Annotated[bool, typer.Option(
     "--allow-pickle", rich_help_panel=MODEL_PANEL,
     help="Accept pickle (*.bin) weights when no safetensors exist (pickle can run code).")]
 
+# The flags that set an option take their help and bounds from its table entry (option_flags.py
+# is generated from the option table and PlanRequest's FLAG_KEYS).
 TpOpt = Annotated[str | None, typer.Option(
-    "--tp", rich_help_panel=KNOBS_PANEL,
-    help="Tensor-parallel degree, or 'max' (all devices of --instance-type).")]
+    "--tp", rich_help_panel=KNOBS_PANEL, help=HELP["--tp"])]
 PpOpt = Annotated[int | None, typer.Option(
-    "--pp", min=1, rich_help_panel=KNOBS_PANEL, help="Pipeline-parallel degree (trtllm).")]
+    "--pp", min=MINIMUM.get("--pp"), max=MAXIMUM.get("--pp"), rich_help_panel=KNOBS_PANEL, help=HELP["--pp"])]
 DtypeOpt = Annotated[str | None, typer.Option(
-    "--dtype", rich_help_panel=KNOBS_PANEL, help="fp16 (default), bf16, fp32 or auto (the config's).")]
+    "--dtype", rich_help_panel=KNOBS_PANEL, help=HELP["--dtype"])]
 QuantizeOpt = Annotated[str | None, typer.Option(
-    "--quantize", rich_help_panel=KNOBS_PANEL,
-    help="smoothquant, awq, gptq, fp8, int8_wo, int4_wo (trtllm/hf); int8 (neuronx).")]
+    "--quantize", rich_help_panel=KNOBS_PANEL, help=HELP["--quantize"])]
 MaxInputLenOpt = Annotated[int | None, typer.Option(
-    "--max-input-len", min=1, rich_help_panel=KNOBS_PANEL, help="Longest prompt in tokens (default 1024).")]
+    "--max-input-len", min=MINIMUM.get("--max-input-len"), max=MAXIMUM.get("--max-input-len"),
+    rich_help_panel=KNOBS_PANEL, help=HELP["--max-input-len"])]
 MaxOutputLenOpt = Annotated[int | None, typer.Option(
-    "--max-output-len", min=1, rich_help_panel=KNOBS_PANEL, help="Most generated tokens (default 512).")]
+    "--max-output-len", min=MINIMUM.get("--max-output-len"), max=MAXIMUM.get("--max-output-len"),
+    rich_help_panel=KNOBS_PANEL, help=HELP["--max-output-len"])]
 MaxBatchSizeOpt = Annotated[int | None, typer.Option(
-    "--max-batch-size", min=1, rich_help_panel=KNOBS_PANEL,
-    help="Concurrent sequences (option.max_rolling_batch_size).")]
+    "--max-batch-size", min=MINIMUM.get("--max-batch-size"), max=MAXIMUM.get("--max-batch-size"),
+    rich_help_panel=KNOBS_PANEL, help=HELP["--max-batch-size"])]
 NPositionsOpt = Annotated[int | None, typer.Option(
-    "--n-positions", min=1, rich_help_panel=KNOBS_PANEL,
-    help="neuronx: total sequence length; token buckets double from 128 up to it.")]
+    "--n-positions", min=MINIMUM.get("--n-positions"), max=MAXIMUM.get("--n-positions"),
+    rich_help_panel=KNOBS_PANEL, help=HELP["--n-positions"])]
 ContextLengthEstimateOpt = Annotated[str | None, typer.Option(
-    "--context-length-estimate", rich_help_panel=KNOBS_PANEL,
-    help="neuronx: prompt buckets, comma separated (e.g. 256,512). Default: half of each token bucket.")]
+    "--context-length-estimate", rich_help_panel=KNOBS_PANEL, help=HELP["--context-length-estimate"])]
 InstanceTypeOpt = Annotated[str | None, typer.Option(
     "--instance-type", rich_help_panel=KNOBS_PANEL,
     help="Serving instance (e.g. g5.12xlarge, inf2.24xlarge): resolves tp=max, checks memory fit.")]

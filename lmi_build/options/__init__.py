@@ -17,14 +17,17 @@ from lmi_build.options.resolve import (
     OptionResolution,
     cli_option_pairs,
     resolve_options,
+    resolved_value,
+    written_options,
 )
-from lmi_build.options.resolved import ResolvedOptions, ResolvedValue, Source
+from lmi_build.options.resolved import OptionValue, ResolvedOptions, ResolvedValue, Source
 from lmi_build.options.spec import OptionSpec, all_option_specs, option_spec
 
 __all__ = [
     "OptionInputs",
     "OptionResolution",
     "OptionSpec",
+    "OptionValue",
     "PropertiesFile",
     "PropertyLine",
     "ResolvedOptions",
@@ -38,5 +41,7 @@ __all__ = [
     "read_properties",
     "read_properties_with_lines",
     "resolve_options",
+    "resolved_value",
     "write_properties",
+    "written_options",
 ]

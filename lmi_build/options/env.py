@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from lmi_build.options.booleans import SPELLING as BOOL_SPELLING
+from lmi_build.options.booleans import bool_text, parse_bool
 from lmi_build.options.spec import canonical_key
 from lmi_build.types import PlanMessage
 
@@ -105,11 +107,6 @@ def env_key(name: str) -> str | None:
     return None
 
 
-def _parse_bool(text: str) -> bool | None:
-    lowered = text.strip().lower()
-    return {"true": True, "false": False}.get(lowered)
-
-
 def translate_env(env: Mapping[str, str], *, target: str) -> EnvOptions:
     """The options an environment sets, each with the variable it came from."""
     errors: list[PlanMessage] = []
@@ -126,17 +123,17 @@ def translate_env(env: Mapping[str, str], *, target: str) -> EnvOptions:
         if lmi_name in lmi:
             continue  # the LMI variable is set: the compatibility variable is ignored
         if compat.invert_bool:
-            parsed = _parse_bool(value)
+            parsed = parse_bool(value)
             if parsed is None:
                 errors.append(
                     PlanMessage(
                         code="invalid_value",
-                        message=f"{compat.name}={value}: expected true or false",
-                        hint=f"set {compat.name}=true or false, or {lmi_name} directly",
+                        message=f"{compat.name}={value}: expected {BOOL_SPELLING}",
+                        hint=f"set {compat.name}={BOOL_SPELLING}, or {lmi_name} directly",
                     )
                 )
                 continue
-            value = "false" if parsed else "true"
+            value = bool_text(not parsed)
         lmi[lmi_name] = (value, origin)
 
     # OPTION_* first, then other LMI names, then the fallbacks: the first of each key wins.

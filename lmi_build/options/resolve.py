@@ -27,7 +27,7 @@ from lmi_build.errors import OptionError
 from lmi_build.options.env import translate_env
 from lmi_build.options.properties import read_properties_with_lines
 from lmi_build.options.redact import is_secret_key, redact, secret_values
-from lmi_build.options.resolved import ResolvedOptions, ResolvedValue, Source
+from lmi_build.options.resolved import OptionValue, ResolvedOptions, ResolvedValue, Source
 from lmi_build.options.spec import (
     TARGETS,
     OptionSpec,
@@ -48,6 +48,8 @@ __all__ = [
     "cli_option_pairs",
     "option_spec",
     "resolve_options",
+    "resolved_value",
+    "written_options",
 ]
 
 _EXPLICIT = (Source.CLI, Source.PROPERTIES, Source.ENV)
@@ -113,6 +115,26 @@ def cli_option_pairs(values: list[str]) -> dict[str, tuple[str, str]]:
     return pairs
 
 
+def resolved_value(key: str, text: str, source: Source, origin: str | None = None) -> ResolvedValue:
+    """A value that needs no resolution (a planner-derived value, a saved plan's written text),
+    typed by its table entry like every resolved one; a key the table does not know stays text.
+    ``ValueError`` when ``text`` does not parse: such a value comes from code, not from a user."""
+    key = full_key(key)
+    spec = exact_spec(key)
+    if spec is None:
+        return ResolvedValue(key=key, value=text, typed=text, source=source, origin=origin)
+    return ResolvedValue(key=key, value=spec.normalize(text), typed=spec.parse(text), source=source, origin=origin)
+
+
+def written_options(values: Mapping[str, str], sources: Mapping[str, str] | None = None) -> ResolvedOptions:
+    """A plan's written options (serving.properties text, as a saved plan holds them) typed again
+    by their table entries, for the steps that run a plan. ``sources``: key -> Source value."""
+    sources = sources or {}
+    return ResolvedOptions(values={
+        key: resolved_value(key, text, Source(sources.get(key, Source.DERIVED.value))) for key, text in values.items()
+    })
+
+
 def resolve_options(inputs: OptionInputs, *, target: str, strict: bool = False) -> OptionResolution:
     """Layer the inputs (see the module docstring), expand aliases, apply defaults, validate."""
     if target not in TARGETS:
@@ -136,8 +158,9 @@ def resolve_options(inputs: OptionInputs, *, target: str, strict: bool = False) 
     current = {key: candidate.value for key, candidate in merged.items()}
     for key in sorted(merged, key=_order):
         candidate = merged[key]
-        value = _check(candidate, target, current, notes)
-        values[key] = ResolvedValue(key=key, value=value, source=candidate.source, origin=candidate.origin)
+        text, typed = _check(candidate, target, current, notes)
+        values[key] = ResolvedValue(key=key, value=text, typed=typed, source=candidate.source,
+                                    origin=candidate.origin)
 
     errors, warnings = notes.errors, notes.warnings
     if strict:
@@ -259,12 +282,15 @@ def _apply_table_defaults(merged: dict[str, _Candidate], target: str) -> None:
 
 
 # ------------------------------------------------------------------------------ checking
-def _check(candidate: _Candidate, target: str, current: Mapping[str, str], notes: _Messages) -> str:
-    """Report what is wrong with one resolved value; return its canonical spelling."""
+def _check(
+    candidate: _Candidate, target: str, current: Mapping[str, str], notes: _Messages
+) -> tuple[str, OptionValue | None]:
+    """Report what is wrong with one resolved value; return its canonical spelling and its typed
+    value (None when it does not parse: reported here, once, so no reader needs to)."""
     key, value, origin = candidate.key, candidate.value, candidate.origin
-    if candidate.source is Source.DEFAULT:
-        return value  # the table validated its own defaults when it loaded
     spec = exact_spec(key)
+    if candidate.source is Source.DEFAULT and spec is not None:
+        return value, spec.parse(value)  # the table validated its own defaults when it loaded
     if is_secret_key(key):
         notes.warn(
             "secret_option",
@@ -277,11 +303,11 @@ def _check(candidate: _Candidate, target: str, current: Mapping[str, str], notes
             f"unknown option {key} ({origin}); it is kept and passed through to serving.properties",
             _suggestion(key),
         )
-        return value
-    problem = spec.problem(value)
+        return value, value  # passed through as text: nothing downstream reads a key it does not know
+    typed, problem = spec.read(value)
     if problem is not None:
         notes.error("invalid_value", f"{key}={notes.show(key, value)}: {problem} (from {origin})", _valid(spec))
-        return value
+        return value, None
     if candidate.source in _EXPLICIT or candidate.source is Source.RECIPE:
         if spec.targets and not spec.applies_to(target):
             notes.warn(
@@ -292,7 +318,7 @@ def _check(candidate: _Candidate, target: str, current: Mapping[str, str], notes
         elif spec.active_when and not spec.is_active(current):
             condition = " and ".join(f"{k} is {' or '.join(v)}" for k, v in spec.active_when.items())
             notes.warn("option_inactive", f"{key} ({origin}) has no effect unless {condition}", None)
-    return spec.normalize(value)
+    return spec.normalize(value), typed
 
 
 def _valid(spec: OptionSpec) -> str:

@@ -15,7 +15,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from lmi_build.options.resolved import TOP_LEVEL_KEYS
+from lmi_build.options.booleans import SPELLING as BOOL_SPELLING
+from lmi_build.options.booleans import bool_text, parse_bool
+from lmi_build.options.resolved import TOP_LEVEL_KEYS, OptionValue
 from lmi_build.tables import DATA_DIR, read_table
 
 OptionType = Literal["str", "int", "float", "bool", "enum", "int_list", "int_or_max"]
@@ -25,9 +27,6 @@ EngineFamily = Literal["common", "server", "deepspeed", "accelerate", "lmi-dist"
 
 TARGETS: tuple[TargetName, ...] = ("trtllm", "neuronx", "hf")
 TABLE_PATH = DATA_DIR / "options.toml"
-
-_TRUE = "true"
-_FALSE = "false"
 
 
 class KeyDeprecation(BaseModel):
@@ -139,40 +138,49 @@ class OptionSpec(BaseModel):
 
     def problem(self, value: str) -> str | None:
         """Why ``value`` is invalid for this option, or None when it is valid."""
+        return self.read(value)[1]
+
+    def read(self, value: str) -> tuple[OptionValue | None, str | None]:
+        """``(typed value, None)`` for a valid ``value``, ``(None, why not)`` otherwise.
+
+        The one parser of option text: resolution types every value with it, once, and every
+        reader downstream gets the typed value ("max" stays a string for int_or_max)."""
         text = value.strip()
         if self.type == "str":
-            return None
+            return value, None
         if self.type == "enum":
             if value in self.choices:
-                return None
+                return value, None
             folded = {choice.lower(): choice for choice in self.choices}
             if text.lower() in folded:
-                return f"expected {folded[text.lower()]} (values are case-sensitive)"
-            return f"expected {self.expected()}"
+                return None, f"expected {folded[text.lower()]} (values are case-sensitive)"
+            return None, f"expected {self.expected()}"
         if self.type == "bool":
-            return None if text.lower() in (_TRUE, _FALSE) else f"expected {self.expected()}"
+            flag = parse_bool(text)
+            return (flag, None) if flag is not None else (None, f"expected {self.expected()}")
         if self.type == "int_or_max" and text == "max":
-            return None
+            return text, None
         if self.type == "int_list":
             items = [item.strip() for item in text.split(",")]
             if not text or not all(_is_int(item) and int(item) > 0 for item in items):
-                return f"expected {self.expected()}"
-            return None
-        number: float
+                return None, f"expected {self.expected()}"
+            return tuple(int(item) for item in items), None
+        number: int | float
         if self.type in ("int", "int_or_max"):
             if not _is_int(text):
-                return f"expected {self.expected()}"
+                return None, f"expected {self.expected()}"
             number = int(text)
             if self.type == "int_or_max" and not (number >= 1 or number == -1):
-                return "expected a positive integer, -1 (all devices) or \"max\""
+                return None, "expected a positive integer, -1 (all devices) or \"max\""
         else:
             try:
                 number = float(text)
             except ValueError:
-                return f"expected {self.expected()}"
+                return None, f"expected {self.expected()}"
             if number != number or number in (float("inf"), float("-inf")):
-                return f"expected {self.expected()}"
-        return self._bounds_problem(number)
+                return None, f"expected {self.expected()}"
+        problem = self._bounds_problem(number)
+        return (None, problem) if problem is not None else (number, None)
 
     def _bounds_problem(self, number: float) -> str | None:
         if self.minimum is not None:
@@ -184,31 +192,24 @@ class OptionSpec(BaseModel):
             return f"must be at most {_show(self.maximum)}"
         return None
 
-    def parse(self, value: str) -> str | int | float | bool | tuple[int, ...]:
-        """The typed value of a valid ``value`` ("max" stays a string for int_or_max)."""
-        if (problem := self.problem(value)) is not None:
+    def parse(self, value: str) -> OptionValue:
+        """The typed value of a valid ``value``; ``ValueError`` names the problem otherwise."""
+        typed, problem = self.read(value)
+        if problem is not None or typed is None:
             raise ValueError(f"{self.key}={value}: {problem}")
-        text = value.strip()
-        if self.type == "bool":
-            return text.lower() == _TRUE
-        if self.type == "int" or (self.type == "int_or_max" and text != "max"):
-            return int(text)
-        if self.type == "float":
-            return float(text)
-        if self.type == "int_list":
-            return tuple(int(item) for item in text.split(","))
-        return self.normalize(value)
+        return typed
 
     def normalize(self, value: str) -> str:
         """The canonical spelling of a valid value: stripped, booleans lower-case.
 
-        Java's ``Boolean.parseBoolean`` and DJL's Python side both read ``true``/``false``;
-        a canonical spelling keeps equal settings equal in the cache key."""
+        Java's ``Boolean.parseBoolean`` and DJL's Python side both read ``true``/``false``
+        (see ``booleans``); a canonical spelling keeps equal settings equal in the cache key."""
         if self.type == "str":
             return value
         text = value.strip()
         if self.type == "bool":
-            return text.lower()
+            flag = parse_bool(text)
+            return bool_text(flag) if flag is not None else text.lower()
         if self.type == "int_list":
             return ",".join(item.strip() for item in text.split(","))
         return text
@@ -218,7 +219,7 @@ _EXPECTED: dict[str, str] = {
     "str": "a string",
     "int": "an integer",
     "float": "a number",
-    "bool": "true or false",
+    "bool": BOOL_SPELLING,
     "int_list": "positive integers separated by commas (e.g. 256,512,1024)",
     "int_or_max": 'an integer or "max"',
 }

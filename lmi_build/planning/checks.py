@@ -6,27 +6,20 @@ from __future__ import annotations
 from lmi_build.options.resolved import Source, _full_key
 from lmi_build.planning.context import PlanContext
 
-# LMI option.dtype spellings -> the TensorRT-LLM / torch dtype name.
-DTYPES = {
-    "fp16": "float16", "float16": "float16", "half": "float16",
-    "bf16": "bfloat16", "bfloat16": "bfloat16",
-    "fp32": "float32", "float32": "float32", "float": "float32",
-}
+# option.dtype (one of the option table's choices) -> the TensorRT-LLM / torch dtype name; the
+# table's int8 is LMI-Dist's alone.
+DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 # rope_scaling types whose max_position_embeddings is already the extended length.
 _PRE_EXTENDED_ROPE = frozenset({"llama3", "yarn", "longrope", "su"})
 _USER_SOURCES = (Source.CLI, Source.PROPERTIES, Source.ENV, Source.ALIAS)
 
 
 def resolve_dtype(ctx: PlanContext) -> str:
-    raw = (ctx.opt("dtype") or "fp16").strip().lower()
-    if raw == "auto":
-        configured = (ctx.spec.torch_dtype or "").lower()
-        # fp32 checkpoints are served in fp16 (what the LMI containers do with dtype=auto on GPU).
-        return configured if configured in ("float16", "bfloat16") else "float16"
-    found = DTYPES.get(raw)
+    dtype = ctx.text_value("dtype") or "fp16"
+    found = DTYPES.get(dtype)
     if found is None:
-        ctx.findings.error("dtype", f"option.dtype={raw} is not a dtype lmi-build can build",
-                           hint="use --dtype fp16, bf16, fp32 or auto")
+        ctx.findings.error("dtype", f"option.dtype={dtype} is not a dtype lmi-build can build",
+                           hint=f"use --dtype {', '.join(DTYPES)}")
         return "float16"
     return found
 
@@ -38,8 +31,8 @@ def lmi_dtype(dtype: str) -> str:
 
 def resolve_tp(ctx: PlanContext, *, pp: int = 1, unit: str = "GPU") -> int:
     """option.tensor_parallel_degree as an int; ``max`` = the instance's devices / pp."""
-    raw = (ctx.opt("tensor_parallel_degree") or "1").strip().lower()
-    if raw == "max":
+    requested = ctx.value("tensor_parallel_degree")
+    if requested == "max":
         if ctx.instance is None and not ctx.user_set("tensor_parallel_degree"):
             # The container's own default is "max"; ahead of time the device count is unknown.
             ctx.findings.warn("tp_default",
@@ -56,7 +49,13 @@ def resolve_tp(ctx: PlanContext, *, pp: int = 1, unit: str = "GPU") -> int:
         tp = max(1, ctx.instance.devices // max(1, pp))
         ctx.derive("tensor_parallel_degree", tp, f"max on {ctx.instance.name} ({ctx.instance.devices} {unit}s)")
         return tp
-    return ctx.int_opt("tensor_parallel_degree", 1) or 1
+    if requested == -1:
+        ctx.findings.error("tp_all_devices",
+                           "tensor_parallel_degree=-1 (all devices, as HF Accelerate reads it) cannot be planned "
+                           "ahead of time",
+                           hint="pass --tp <n>, or --tp max with --instance-type")
+        return 1
+    return requested if isinstance(requested, int) else 1  # None: resolution reported the value
 
 
 def check_tp_heads(ctx: PlanContext, tp: int) -> None:
@@ -86,9 +85,9 @@ def max_positions(ctx: PlanContext) -> int | None:
     if spec.position_embedding in ("alibi", "relative") or spec.max_position_embeddings is None:
         return None
     base = spec.max_position_embeddings
-    scaling_type = (ctx.opt("rotary_scaling_type") or (spec.rope.scaling_type if spec.rope else None) or "").lower()
-    factor = ctx.float_opt("rotary_scaling_factor") if ctx.opt("rotary_scaling_factor") else (
-        spec.rope.scaling_factor if spec.rope else None)
+    configured = (spec.rope.scaling_type or "").lower() if spec.rope else ""
+    scaling_type = ctx.text_value("rotary_scaling_type") or configured
+    factor = ctx.float_value("rotary_scaling_factor") or (spec.rope.scaling_factor if spec.rope else None)
     if scaling_type and factor and factor > 1 and scaling_type not in _PRE_EXTENDED_ROPE:
         return int(base * factor)
     return base
@@ -106,13 +105,12 @@ def check_total_length(ctx: PlanContext, total: int, what: str, hint: str) -> No
 def check_common(ctx: PlanContext) -> None:
     """Checks that do not depend on the target's knobs."""
     spec = ctx.spec
-    trust = ctx.bool_opt("trust_remote_code", False)
-    if spec.requires_remote_code and not trust:
+    if spec.requires_remote_code and not ctx.bool_value("trust_remote_code"):
         ctx.findings.error("remote_code",
                            f"{spec.architecture} needs the model's own Python code (auto_map), which is not trusted",
                            hint="review the repository's code, then pass --trust-remote-code")
-    has_type = ctx.opt("rotary_scaling_type") is not None
-    has_factor = ctx.opt("rotary_scaling_factor") is not None
+    has_type = ctx.is_set("rotary_scaling_type")
+    has_factor = ctx.is_set("rotary_scaling_factor")
     if has_type != has_factor:
         given, missing = ("rotary_scaling_type", "rotary_scaling_factor") if has_type else (
             "rotary_scaling_factor", "rotary_scaling_type")

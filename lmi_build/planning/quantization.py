@@ -15,9 +15,8 @@ checkpoint routes:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -28,6 +27,7 @@ from lmi_build.planning.plan import CalibrationPlan, QuantizationPlan
 from lmi_build.types import PlanMessage
 
 Route = Literal["modelopt", "vendor"]
+_N = TypeVar("_N", int, float)
 
 
 class QuantMethod(BaseModel):
@@ -138,12 +138,11 @@ ALIASES: dict[str, str] = {
     "int4_weight_only": "int4_wo",
     "w4a16_gptq": "gptq",
 }
-NO_QUANTIZATION = frozenset({"", "none", "false", "null"})
-AWQ_FORMATS = ("int4_awq",)
-KV_CACHE_ALGOS: dict[str, str | None] = {
-    "auto": None, "none": None, "fp16": None, "float16": None, "bf16": None, "bfloat16": None,
-    "fp8": "FP8", "int8": "INT8",
-}
+# Method names that ask for no quantization (an explicit ``method`` argument; option.quantize
+# itself is one of the option table's choices or unset).
+NO_QUANTIZATION = frozenset({"", "none"})
+# option.kv_cache_dtype (one of the option table's choices) -> the KV-cache quant_algo.
+KV_CACHE_ALGOS: dict[str, str | None] = {"auto": None, "fp16": None, "bf16": None, "fp8": "FP8", "int8": "INT8"}
 DEFAULT_SMOOTHQUANT_ALPHA = 0.8
 DEFAULT_CALIB_MAX_SEQ_LEN = 512
 DEFAULT_CALIB_SEED = 1234
@@ -253,21 +252,21 @@ def plan_quantization(
     *,
     checkpoint_route: Route = "modelopt",
 ) -> tuple[QuantizationPlan, list[PlanMessage]]:
-    """Resolve the quantization step. ``method`` (from --quantize) wins over option.quantize.
+    """Resolve the quantization step. ``method`` (a METHODS name or alias) wins over option.quantize.
 
     Returns the plan and its messages; messages whose code is in ``WARNING_CODES`` are warnings,
     every other one is an error (use ``split_messages``). Already includes
     ``prequantized_problem``; recipe support checks stay with the planner.
     """
     messages: list[PlanMessage] = []
-    requested = method if method is not None else options.get("quantize")
+    requested = method if method is not None else options.text_value("quantize")
     name = canonical_method(requested)
 
     if spec.pre_quantization is not None:
         return _plan_prequantized(spec, spec.pre_quantization, target, name, messages)
 
     if name is None:
-        kv = _kv_cache_algo(options, messages)
+        kv = _kv_cache_algo(options)
         if kv is not None:
             messages.append(PlanMessage(
                 code="kv_cache_needs_quantize",
@@ -299,11 +298,10 @@ def plan_quantization(
     quant_algo: str | None = entry.quant_algo
     alpha = per_token = per_channel = mqa = None
     if entry.name == "smoothquant":
-        alpha = float(_number(options, "smoothquant_alpha", float, DEFAULT_SMOOTHQUANT_ALPHA, messages,
-                              lambda v: 0 < v <= 1, "a number with 0 < alpha <= 1"))
-        per_token = _flag(options, "smoothquant_per_token", messages)
-        per_channel = _flag(options, "smoothquant_per_channel", messages)
-        mqa = _flag(options, "multi_query_mode", messages)
+        alpha = _or(options.float_value("smoothquant_alpha"), DEFAULT_SMOOTHQUANT_ALPHA)
+        per_token = bool(options.bool_value("smoothquant_per_token"))
+        per_channel = bool(options.bool_value("smoothquant_per_channel"))
+        mqa = bool(options.bool_value("multi_query_mode"))
         if checkpoint_route == "vendor":
             quant_algo = vendor_smoothquant_algo(per_channel, per_token)
         elif per_token or (_given(options, "smoothquant_per_channel") and not per_channel):
@@ -335,16 +333,7 @@ def plan_quantization(
     if entry.group_size is not None:
         _check_group_shapes(entry, spec, messages)
 
-    if entry.name == "awq":
-        awq_format = (options.get("awq_format") or AWQ_FORMATS[0]).strip().lower()
-        if awq_format not in AWQ_FORMATS:
-            messages.append(PlanMessage(
-                code="awq_format",
-                message=f"option.awq_format={awq_format} is not supported",
-                hint=f"use option.awq_format={AWQ_FORMATS[0]}",
-            ))
-
-    kv = _kv_cache_algo(options, messages)
+    kv = _kv_cache_algo(options)
     calibration = None
     if entry.calibration or kv is not None:
         calibration = _plan_calibration(entry, options, calib_file, messages)
@@ -410,13 +399,11 @@ def _plan_calibration(
     if entry.name == "awq" and "awq_calib_size" in options and (_given(options, "awq_calib_size")
                                                                  or not _given(options, "calib_size")):
         size_key = "awq_calib_size"
-    size = int(_number(options, size_key, int, default_size, messages, lambda v: v > 0, "a positive integer"))
-    max_seq_len = int(_number(options, "calib_max_seq_len", int, DEFAULT_CALIB_MAX_SEQ_LEN, messages,
-                              lambda v: v >= 8, "an integer >= 8"))
-    batch_size = int(_number(options, "calib_batch_size", int, entry.default_calib_batch_size, messages,
-                             lambda v: v > 0, "a positive integer"))
-    seed = int(_number(options, "calib_seed", int, DEFAULT_CALIB_SEED, messages, lambda v: v >= 0,
-                       "a non-negative integer"))
+    # The option table bounds each of these (sizes >= 1, calib_max_seq_len >= 8, calib_seed >= 0).
+    size = _or(options.int_value(size_key), default_size)
+    max_seq_len = _or(options.int_value("calib_max_seq_len"), DEFAULT_CALIB_MAX_SEQ_LEN)
+    batch_size = _or(options.int_value("calib_batch_size"), entry.default_calib_batch_size)
+    seed = _or(options.int_value("calib_seed"), DEFAULT_CALIB_SEED)
     try:
         text = calibration_text.load(calib_file)
     except LmiBuildError as exc:
@@ -450,19 +437,9 @@ def _check_group_shapes(entry: QuantMethod, spec: ModelSpec, messages: list[Plan
         ))
 
 
-def _kv_cache_algo(options: ResolvedOptions, messages: list[PlanMessage]) -> str | None:
-    value = options.get("kv_cache_dtype")
-    if value is None:
-        return None
-    key = value.strip().lower()
-    if key not in KV_CACHE_ALGOS:
-        messages.append(PlanMessage(
-            code="kv_cache_dtype",
-            message=f"option.kv_cache_dtype={value} is not supported",
-            hint=f"use one of: {', '.join(KV_CACHE_ALGOS)}",
-        ))
-        return None
-    return KV_CACHE_ALGOS[key]
+def _kv_cache_algo(options: ResolvedOptions) -> str | None:
+    dtype = options.text_value("kv_cache_dtype")
+    return KV_CACHE_ALGOS[dtype] if dtype is not None else None
 
 
 def _warn_ignored(options: ResolvedOptions, method: str | None, messages: list[PlanMessage]) -> None:
@@ -483,38 +460,6 @@ def _given(options: ResolvedOptions, key: str) -> bool:
     return key in options and options.source_of(key) not in (Source.DEFAULT, Source.RECIPE, Source.DERIVED)
 
 
-def _flag(options: ResolvedOptions, key: str, messages: list[PlanMessage]) -> bool:
-    value = options.get(key)
-    if value is None:
-        return False
-    lowered = value.strip().lower()
-    if lowered in ("true", "1", "yes"):
-        return True
-    if lowered in ("false", "0", "no"):
-        return False
-    messages.append(PlanMessage(code=key, message=f"option.{key}={value} is not a boolean",
-                                hint=f"use option.{key}=true or false"))
-    return False
-
-
-def _number(
-    options: ResolvedOptions,
-    key: str,
-    kind: type[int] | type[float],
-    default: int | float,
-    messages: list[PlanMessage],
-    valid: Callable[[float], bool],
-    expected: str,
-) -> int | float:
-    value = options.get(key)
-    if value is None:
-        return default
-    try:
-        number = kind(value.strip())
-    except ValueError:
-        number = None
-    if number is None or not valid(number):
-        messages.append(PlanMessage(code=key, message=f"option.{key}={value} must be {expected}",
-                                    hint=f"set option.{key} to {expected}, or leave it unset (default {default})"))
-        return default
-    return number
+def _or(value: _N | None, default: _N) -> _N:
+    """``value``, or ``default`` when the option is unset (or its text did not parse: reported)."""
+    return default if value is None else value

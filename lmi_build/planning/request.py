@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lmi_build.options.flag_keys import FLAG_KEYS
 from lmi_build.types import TargetName
 
 
@@ -24,7 +25,7 @@ class PlanRequest:
     max_input_len: int | None = None
     max_output_len: int | None = None
     max_batch_size: int | None = None
-    n_positions: str | None = None  # "4096" or a bucket list "1024,4096"
+    n_positions: str | None = None  # one total length, "4096" (option.n_positions is one int)
     context_length_estimate: str | None = None  # "256,512"
     trust_remote_code: bool = False
     option: tuple[str, ...] = ()  # raw "key=value" pairs from --option
@@ -39,21 +40,17 @@ class PlanRequest:
 
     def flag_options(self) -> dict[str, tuple[str, str]]:
         """The dedicated flags as option pairs: serving.properties key -> (value, flag)."""
-        pairs: dict[str, tuple[str, str]] = {}
-        for key, value, flag in (
-            ("option.tensor_parallel_degree", self.tp, "--tp"),
-            ("option.pipeline_parallel_degree", self.pp, "--pp"),
-            ("option.dtype", self.dtype, "--dtype"),
-            ("option.quantize", self.quantize, "--quantize"),
-            ("option.max_input_len", self.max_input_len, "--max-input-len"),
-            ("option.max_output_len", self.max_output_len, "--max-output-len"),
-            ("option.max_rolling_batch_size", self.max_batch_size, "--max-batch-size"),
-            ("option.n_positions", self.n_positions, "--n-positions"),
-            ("option.context_length_estimate", self.context_length_estimate, "--context-length-estimate"),
-            ("option.revision", self.revision, "--revision"),
-        ):
-            if value is not None:
-                pairs[key] = (str(value), flag)
-        if self.trust_remote_code:
-            pairs["option.trust_remote_code"] = ("true", "--trust-remote-code")
-        return pairs
+        given: dict[str, object] = {
+            "--tp": self.tp,
+            "--pp": self.pp,
+            "--dtype": self.dtype,
+            "--quantize": self.quantize,
+            "--max-input-len": self.max_input_len,
+            "--max-output-len": self.max_output_len,
+            "--max-batch-size": self.max_batch_size,
+            "--n-positions": self.n_positions,
+            "--context-length-estimate": self.context_length_estimate,
+            "--revision": self.revision,
+            "--trust-remote-code": "true" if self.trust_remote_code else None,  # a switch: only ever on
+        }
+        return {FLAG_KEYS[flag]: (str(value), flag) for flag, value in given.items() if value is not None}

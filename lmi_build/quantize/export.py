@@ -169,10 +169,11 @@ def build_hf_checkpoint(plan: BuildPlan, model_dir: Path, out_dir: Path, *,
 def _prepare_model(plan: BuildPlan, model_dir: Path, dtype: str,
                    calib_file: Path | None) -> tuple[Any, CalibrationSummary | None]:
     """Load in the target dtype (calibration must see the dtype that is exported) and quantize."""
+    from lmi_build.options.resolve import written_options
     from lmi_build.quantize import calibration as calib
     from lmi_build.quantize import modelopt_quant
 
-    trust = (plan.options.get("option.trust_remote_code") or "").lower() == "true"
+    trust = bool(written_options(plan.options).bool_value("trust_remote_code"))
     quant = plan.quantization
     modelopt_quant.set_deterministic(quant.calibration.seed if quant.calibration else 1234)
     with _quiet_libraries():  # "Loading checkpoint shards", deprecation notices

@@ -54,8 +54,8 @@ class HfTarget:
         checks.check_kv_heads_gpu(ctx, tp)
         dtype = checks.resolve_dtype(ctx)
 
-        max_input, max_output = ctx.int_opt("max_input_len"), ctx.int_opt("max_output_len")
-        max_model_len = ctx.int_opt("max_model_len")
+        max_input, max_output = ctx.int_value("max_input_len"), ctx.int_value("max_output_len")
+        max_model_len = ctx.int_value("max_model_len")
         if max_input is not None and max_output is not None:
             checks.check_total_length(
                 ctx, max_input + max_output, f"max_input_len + max_output_len ({max_input} + {max_output})",
@@ -67,7 +67,7 @@ class HfTarget:
         else:
             limit = checks.max_positions(ctx)
             seq_len = min(limit, DEFAULT_MAX_SEQ_LEN) if limit else DEFAULT_MAX_SEQ_LEN
-        batch = ctx.int_opt("max_rolling_batch_size", DEFAULT_MAX_BATCH_SIZE) or DEFAULT_MAX_BATCH_SIZE
+        batch = ctx.int_value("max_rolling_batch_size") or DEFAULT_MAX_BATCH_SIZE
 
         quantizing = ctx.quantization.method is not None and ctx.quantization.pre_quantized is None
         build = HfBuild(tp=tp, dtype=dtype, export_format="modelopt_hf" if quantizing else "hf")

@@ -21,8 +21,7 @@ from lmi_build.recipes.schema import TargetSupport
 from lmi_build.targets.neuronx.sdk import NeuronDefaults, NeuronPlatform, sdk
 from lmi_build.types import TargetName
 
-GQA_STRATEGIES = ("shard-over-heads", "shard-over-batch", "replicated-heads", "all-gather-heads")
-DEFAULT_GQA = "shard-over-heads"
+DEFAULT_GQA = "shard-over-heads"  # TNX's own default; option.group_query_attention's choices are the table's
 AMP = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
 
 
@@ -130,7 +129,8 @@ class NeuronxTarget:
         top = max(n_positions)
         checks.check_total_length(ctx, top, "n_positions", "lower --n-positions to at most {limit}")
 
-        contexts = ctx.int_list_opt("context_length_estimate")
+        given_contexts = ctx.int_list_value("context_length_estimate")
+        contexts = tuple(sorted(set(given_contexts))) if given_contexts is not None else None
         if contexts is None:
             contexts = (continuous_batching_contexts(top, defaults.first_bucket,
                                                      defaults.continuous_batching_first_large_bucket)
@@ -141,11 +141,7 @@ class NeuronxTarget:
                                hint=f"keep every --context-length-estimate <= {top}, or raise --n-positions")
         self._check_io_lengths(ctx, top)
 
-        requested = ctx.opt("group_query_attention")
-        if requested is not None and requested not in GQA_STRATEGIES:
-            ctx.findings.error("gqa_strategy", f"option.group_query_attention={requested} is not a TNX strategy",
-                               hint=f"use one of: {', '.join(GQA_STRATEGIES)}")
-            requested = None
+        requested = ctx.text_value("group_query_attention")
         wanted = requested or DEFAULT_GQA
         gqa = effective_gqa(wanted, batch_size=batch, tp=tp, kv_heads=spec.num_kv_heads, head_dim=spec.head_dim)
         if gqa != wanted:
@@ -155,14 +151,11 @@ class NeuronxTarget:
                               hint="choose a tp that divides the KV heads to keep KV sharded, "
                               "or accept the replicated KV cache (more memory per core)")
 
-        level = ctx.int_opt("neuron_optimize_level")
-        if level is not None and level not in (1, 2, 3):
-            ctx.findings.error("option_value", f"option.neuron_optimize_level={level} is not 1, 2 or 3",
-                               hint="set option.neuron_optimize_level to 1, 2 or 3")
-        mixed = ctx.opt("enable_mixed_precision_accumulation") is not None
-        saturate = ctx.opt("enable_saturate_infinity") is not None
+        level = ctx.int_value("neuron_optimize_level")  # the table bounds it to 1..3
+        # DJL adds each precision flag whenever its option is set, even to false.
+        mixed = ctx.is_set("enable_mixed_precision_accumulation")
+        saturate = ctx.is_set("enable_saturate_infinity")
         base = ctx.request.env.get("NEURON_CC_FLAGS", data.compiler.container_flags)
-        unroll_raw = ctx.opt("unroll")
 
         build = NeuronxBuild(
             tp=tp,
@@ -173,7 +166,7 @@ class NeuronxTarget:
             continuous_batching=continuous,
             gqa_requested=requested,
             gqa_effective=gqa,
-            unroll=None if unroll_raw in (None, "None", "none") else ctx.int_opt("unroll"),
+            unroll=ctx.int_value("unroll"),
             neuron_optimize_level=level,
             on_device_embedding=True,  # DJL turns it on whenever it partitions (compiles ahead)
             compiler_flags=compiler_flags(base, level, mixed, saturate),
@@ -215,15 +208,9 @@ class NeuronxTarget:
 
     @staticmethod
     def _n_positions(ctx: PlanContext, defaults: NeuronDefaults) -> tuple[int, ...]:
-        given = ctx.int_list_opt("n_positions")
-        if given is not None and len(given) > 1:
-            # The LMI container parses option.n_positions as one int and derives the buckets itself.
-            ctx.findings.error("option_value", f"option.n_positions={ctx.opt('n_positions')} is a list",
-                               hint=f"give one total length, e.g. --n-positions {max(given)}; "
-                               "the token buckets are derived from it")
-            return (max(given),)
+        given = ctx.int_value("n_positions")  # one int, as the container reads it; it derives the buckets
         if given is not None:
-            return given
+            return (given,)
         limit = ctx.spec.max_position_embeddings
         cap = defaults.max_n_positions
         return (min(limit, cap) if limit else cap,)
@@ -232,19 +219,19 @@ class NeuronxTarget:
     def _batch_size(ctx: PlanContext) -> tuple[int, bool]:
         """(batch size, rolling batch on). TNX rolling batch is off unless option.rolling_batch
         enables it; --max-batch-size (max_rolling_batch_size set by the user) turns it on."""
-        rolling = (ctx.opt("rolling_batch") or "disable").lower()
+        rolling = ctx.text_value("rolling_batch") or "disable"
         if rolling == "disable" and ctx.user_set("max_rolling_batch_size"):
             ctx.derive("rolling_batch", "auto", "max_rolling_batch_size given")
             rolling = "auto"
         if rolling != "disable":
-            return ctx.int_opt("max_rolling_batch_size", 1) or 1, True
-        return ctx.int_opt("batch_size", 1) or 1, False
+            return ctx.int_value("max_rolling_batch_size") or 1, True
+        return ctx.int_value("batch_size") or 1, False
 
     @staticmethod
     def _check_io_lengths(ctx: PlanContext, top: int) -> None:
         if not (ctx.user_set("max_input_len") and ctx.user_set("max_output_len")):
             return
-        max_input, max_output = ctx.int_opt("max_input_len"), ctx.int_opt("max_output_len")
+        max_input, max_output = ctx.int_value("max_input_len"), ctx.int_value("max_output_len")
         if max_input is not None and max_output is not None and max_input + max_output > top:
             ctx.findings.error("n_positions_short",
                                f"max_input_len + max_output_len = {max_input + max_output} exceeds n_positions {top}",

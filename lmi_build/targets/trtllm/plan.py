@@ -55,9 +55,8 @@ class TrtllmTarget:
             return "vendor"
         # ModelOpt only exports per-tensor-activation SmoothQuant (W8A8_SQ_PER_CHANNEL); the
         # container's *_PLUGIN variants for per_token/per_channel come from convert_checkpoint.py.
-        if options.get("quantize") == "smoothquant" and any(
-            (options.get(key) or "").strip().lower() == "true"
-            for key in ("smoothquant_per_token", "smoothquant_per_channel")
+        if options.value("quantize") == "smoothquant" and any(
+            options.bool_value(key) for key in ("smoothquant_per_token", "smoothquant_per_channel")
         ):
             return "vendor"
         return "modelopt"
@@ -74,7 +73,7 @@ class TrtllmTarget:
         profile = get_profile(ctx.request.profile)
         spec = ctx.spec
 
-        pp = ctx.int_opt("pipeline_parallel_degree", 1) or 1
+        pp = ctx.int_value("pipeline_parallel_degree") or 1
         tp = checks.resolve_tp(ctx, pp=pp)
         checks.check_tp_heads(ctx, tp)
         checks.check_kv_heads_gpu(ctx, tp)
@@ -83,30 +82,28 @@ class TrtllmTarget:
                                hint=f"use --pp <= {spec.num_layers}")
         dtype = checks.resolve_dtype(ctx)
 
-        max_input = ctx.int_opt("max_input_len", DEFAULT_MAX_INPUT_LEN) or DEFAULT_MAX_INPUT_LEN
-        max_output = ctx.int_opt("max_output_len", DEFAULT_MAX_OUTPUT_LEN) or DEFAULT_MAX_OUTPUT_LEN
+        max_input = ctx.int_value("max_input_len") or DEFAULT_MAX_INPUT_LEN
+        max_output = ctx.int_value("max_output_len") or DEFAULT_MAX_OUTPUT_LEN
         checks.check_total_length(
             ctx, max_input + max_output, f"max_input_len + max_output_len ({max_input} + {max_output})",
             "lower --max-input-len/--max-output-len so that they sum to at most {limit}",
         )
-        batch = ctx.int_opt("max_rolling_batch_size", DEFAULT_MAX_BATCH_SIZE) or DEFAULT_MAX_BATCH_SIZE
-        tokens_per_block = ctx.int_opt("tokens_per_block")
-        release_default = _int_or_none(profile.defaults.get("tokens_per_block"))
+        batch = ctx.int_value("max_rolling_batch_size") or DEFAULT_MAX_BATCH_SIZE
+        release_default = profile.defaults.get("tokens_per_block")
         if ctx.options.source_of("tokens_per_block") in (None, Source.DEFAULT) and release_default:
             # The container's release default; serving.properties must say what the engine has.
-            tokens_per_block = release_default
             ctx.derive("tokens_per_block", release_default, f"profile {profile.name} default")
+        tokens_per_block = ctx.int_value("tokens_per_block")
 
-        kv_reuse = bool(ctx.bool_opt("enable_kv_cache_reuse", False))
-        paged_fmha = bool(ctx.bool_opt("use_paged_context_fmha", False)) or kv_reuse
-        custom_all_reduce = ctx.bool_opt("use_custom_all_reduce")
+        kv_reuse = bool(ctx.bool_value("enable_kv_cache_reuse"))
+        paged_fmha = bool(ctx.bool_value("use_paged_context_fmha")) or kv_reuse
+        custom_all_reduce = ctx.bool_value("use_custom_all_reduce")
         if release(profile.tensorrt_llm) >= (0, 12):  # a 0.12 pre-release counts as 0.12, as in flags.py
             custom_all_reduce = self._removed_option(ctx, custom_all_reduce, profile.tensorrt_llm)
 
         rope = spec.rope
-        scaling_type = ctx.opt("rotary_scaling_type") or (rope.scaling_type if rope else None)
-        scaling_factor = ctx.float_opt("rotary_scaling_factor") if ctx.opt("rotary_scaling_factor") else (
-            rope.scaling_factor if rope else None)
+        scaling_type = ctx.text_value("rotary_scaling_type") or (rope.scaling_type if rope else None)
+        scaling_factor = ctx.float_value("rotary_scaling_factor") or (rope.scaling_factor if rope else None)
 
         versions = ctx.version_options
         build = TrtllmBuild(
@@ -117,18 +114,18 @@ class TrtllmTarget:
             max_output_len=max_output,
             max_seq_len=max_input + max_output,
             max_batch_size=batch,
-            max_num_tokens=ctx.int_opt("max_num_tokens"),
-            max_beam_width=ctx.int_opt("max_beam_width", 1) or 1,
+            max_num_tokens=ctx.int_value("max_num_tokens"),
+            max_beam_width=ctx.int_value("max_beam_width") or 1,
             tokens_per_block=tokens_per_block,
             gemm_plugin=dtype,
             gpt_attention_plugin=dtype,
             use_paged_context_fmha=paged_fmha,
-            use_fused_mlp=ctx.bool_opt("use_fused_mlp"),
-            multi_block_mode=ctx.bool_opt("multi_block_mode"),
+            use_fused_mlp=ctx.bool_value("use_fused_mlp"),
+            multi_block_mode=ctx.bool_value("multi_block_mode"),
             use_custom_all_reduce=custom_all_reduce,
             enable_kv_cache_reuse=kv_reuse,
-            rotary_base=ctx.float_opt("rotary_base") or (rope.theta if rope and spec.position_embedding == "rope" else None),
-            rotary_dim=ctx.int_opt("rotary_dim") or (rope.rotary_dim if rope else None),
+            rotary_base=ctx.float_value("rotary_base") or (rope.theta if rope and spec.position_embedding == "rope" else None),
+            rotary_dim=ctx.int_value("rotary_dim") or (rope.rotary_dim if rope else None),
             rotary_scaling_type=scaling_type,
             rotary_scaling_factor=scaling_factor,
             model_version={key.removeprefix("option."): value for key, value in versions.items()},
@@ -170,10 +167,6 @@ class TrtllmTarget:
                               "(the all-reduce strategy is chosen at run time)",
                               hint="remove option.use_custom_all_reduce")
         return None
-
-
-def _int_or_none(value: str | None) -> int | None:
-    return int(value) if value not in (None, "") and str(value).isdigit() else None
 
 
 TRTLLM = TrtllmTarget()

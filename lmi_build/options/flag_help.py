@@ -1,0 +1,114 @@
+"""Help text and bounds of the CLI flags that set an option, from those options' table entries.
+
+``python -m lmi_build.options.flag_help`` writes them to ``lmi_build/cli/option_flags.py``, which
+the flag declarations read; ``tests/test_options_flag_help.py`` fails when that file and the table
+drift apart. (Why a generated file rather than reading the table when the CLI starts: see there.)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from lmi_build.options.spec import TARGETS, OptionSpec, exact_spec
+
+GENERATED_PATH = Path(__file__).resolve().parents[1] / "cli" / "option_flags.py"
+
+_HEADER = '''"""Help text and bounds of the flags that set an LMI option: GENERATED from the option table
+(lmi_build/data/options.toml) by `python -m lmi_build.options.flag_help`; do not edit.
+
+Generated, not read from the table here, because every `lmi-build` start imports this module
+(`--help` included): reading options.toml would add about 20 ms (tomllib's import, then the
+parse) to the ~70 ms of `import lmi_build.cli`, where these literals take ~0.2 ms (measured with
+`python -X importtime -c "import lmi_build.cli"`). tests/test_options_flag_help.py fails on drift.
+"""
+
+from __future__ import annotations
+
+'''
+
+
+@dataclass(frozen=True)
+class FlagFacts:
+    help: str
+    minimum: int | None = None  # for typer's min= / max= (integer flags only)
+    maximum: int | None = None
+
+
+def flag_facts(flag_keys: Mapping[str, str]) -> dict[str, FlagFacts]:
+    """Each flag's facts from the table entry of the option it sets (``flag -> key``)."""
+    facts: dict[str, FlagFacts] = {}
+    for flag, key in flag_keys.items():
+        spec = exact_spec(key)
+        if spec is None:
+            raise ValueError(f"{flag} sets {key}, which the option table does not have")
+        integer = spec.type in ("int", "int_or_max")
+        minimum = spec.minimum if integer else None
+        if minimum is not None and spec.exclusive_minimum:
+            minimum += 1
+        facts[flag] = FlagFacts(
+            help=help_text(spec),
+            minimum=int(minimum) if minimum is not None else None,
+            maximum=int(spec.maximum) if integer and spec.maximum is not None else None,
+        )
+    return facts
+
+
+def help_text(spec: OptionSpec) -> str:
+    """The table's description, its choices and its default on each target it applies to."""
+    parts = [spec.description.rstrip(".") + "."]
+    if spec.choices:
+        parts.append(f"One of: {', '.join(spec.choices)}.")
+    if (default := _default_text(spec)) is not None:
+        parts.append(f"Default: {default}.")
+    parts.append(f"Sets {spec.key}.")
+    return " ".join(parts).replace("[", "\\[")  # the CLI's help is rich markup
+
+
+def _default_text(spec: OptionSpec) -> str | None:
+    if spec.derived_default is not None:
+        return spec.derived_default
+    targets = [target for target in TARGETS if spec.applies_to(target)]
+    defaults = {target: spec.default_for(target) for target in targets}
+    values = [value for value in defaults.values() if value is not None]
+    if not values:
+        return None
+    common = max(sorted(set(values)), key=values.count)
+    exceptions = [f"{target}: {value}" for target, value in defaults.items() if value not in (common, None)]
+    if exceptions:
+        return "; ".join([common, *exceptions])
+    if values.count(common) == len(TARGETS):
+        return common
+    return f"{common} ({', '.join(target for target, value in defaults.items() if value == common)})"
+
+
+def render(flag_keys: Mapping[str, str]) -> str:
+    """The source of ``lmi_build/cli/option_flags.py``."""
+    facts = flag_facts(flag_keys)
+    return _HEADER + "".join([
+        _literal("HELP: dict[str, str]", {flag: item.help for flag, item in facts.items()}),
+        _literal("MINIMUM: dict[str, int]", {f: item.minimum for f, item in facts.items() if item.minimum is not None}),
+        _literal("MAXIMUM: dict[str, int]", {f: item.maximum for f, item in facts.items() if item.maximum is not None}),
+    ])
+
+
+def _literal(name: str, values: Mapping[str, str | int]) -> str:
+    if not values:
+        return f"{name} = {{}}\n"
+    # JSON strings are Python string literals too, in the double quotes the code base uses.
+    items = "".join(f"    {json.dumps(key)}: {json.dumps(value, ensure_ascii=False)},\n" for key, value in values.items())
+    return f"{name} = {{\n{items}}}\n"
+
+
+def main() -> None:
+    from lmi_build.options.flag_keys import FLAG_KEYS
+
+    GENERATED_PATH.write_text(render(FLAG_KEYS), encoding="utf-8")
+    print(f"wrote {GENERATED_PATH}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""The flags that set an option take their help text and bounds from its table entry, through the
+generated lmi_build/cli/option_flags.py, which must match the table and stay cheap to import."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+import typer.main
+from typer.testing import CliRunner
+
+from lmi_build.cli import app
+from lmi_build.cli import option_flags as generated
+from lmi_build.options.flag_help import GENERATED_PATH, help_text, render
+from lmi_build.options.spec import exact_spec, option_spec
+from lmi_build.options.flag_keys import FLAG_KEYS
+from lmi_build.planning.request import PlanRequest
+
+
+def test_the_generated_module_matches_the_table() -> None:
+    assert GENERATED_PATH.read_text(encoding="utf-8") == render(FLAG_KEYS), (
+        "lmi_build/cli/option_flags.py is stale: run `python -m lmi_build.options.flag_help`")
+
+
+def test_every_flag_that_sets_an_option_is_covered() -> None:
+    # FLAG_KEYS is what PlanRequest.flag_options maps: every dedicated flag, and only those.
+    request = PlanRequest(target="neuronx", tp="2", pp=1, dtype="fp16", quantize="int8", max_input_len=1,
+                          max_output_len=1, max_batch_size=1, n_positions="128", context_length_estimate="64",
+                          revision="main", trust_remote_code=True)
+    assert {flag for _, flag in request.flag_options().values()} == set(FLAG_KEYS) == set(generated.HELP)
+    assert all(exact_spec(key) is not None for key in FLAG_KEYS.values())
+
+
+def _plan_params() -> dict[str, Any]:
+    command = typer.main.get_command(app).commands["plan"]  # type: ignore[attr-defined]
+    return {opt: param for param in command.params for opt in param.opts}
+
+
+@pytest.mark.parametrize("flag", sorted(FLAG_KEYS))
+def test_flag_help_and_bounds_are_the_table_entry(flag: str) -> None:
+    spec = exact_spec(FLAG_KEYS[flag])
+    assert spec is not None
+    param = _plan_params()[flag]
+    assert param.help == help_text(spec) and spec.description.rstrip(".") in param.help
+    if spec.type == "int" and spec.minimum is not None:
+        assert param.min == spec.minimum
+    if spec.maximum is not None and spec.type == "int":
+        assert param.max == spec.maximum
+    if spec.type != "int":
+        assert param.min is None and param.max is None
+
+
+def _plan_help() -> str:
+    result = CliRunner().invoke(app, ["plan", "--help"], env={"COLUMNS": "400"})  # wide: rich elides long help
+    assert result.exit_code == 0
+    # Rich wraps the help column inside a box: drop the box and rejoin the words.
+    return " ".join(result.output.replace("│", " ").split())
+
+
+def test_plan_help_shows_the_table_defaults_and_choices() -> None:
+    text = _plan_help()
+    max_input_len = option_spec("max_input_len")
+    dtype = option_spec("dtype")
+    quantize = option_spec("quantize")
+    assert max_input_len is not None and dtype is not None and quantize is not None
+    assert f"Default: {max_input_len.default} (trtllm). Sets option.max_input_len." in text
+    assert f"One of: {', '.join(dtype.choices)}. Default: {dtype.default}. Sets option.dtype." in text
+    assert f"One of: {', '.join(quantize.choices)}. Sets option.quantize." in text
+    assert "Default: 1; trtllm: max. Sets option.tensor_parallel_degree." in text  # per-target defaults
+    # The old hand-written help advertised "auto", which the table (and so the planner) refuses.
+    assert not re.search(r"--dtype\s+<str>\s+fp16 \(default\)", text)
+
+
+def test_the_bounds_are_enforced_by_the_flag() -> None:
+    result = CliRunner().invoke(app, ["plan", "hf", "--model", "demo:tiny-llama", "--max-input-len", "0"])
+    message = " ".join(result.output.replace("│", " ").split())
+    assert result.exit_code == 2 and "'--max-input-len': Input should be greater than or equal to 1" in message
+
+
+def test_cli_start_reads_no_table() -> None:
+    """The help text is a literal module: `import lmi_build.cli` loads neither tomllib (the table
+    file) nor pydantic (the table's models) nor the options package."""
+    probe = ("import json, sys, lmi_build.cli; print(json.dumps(sorted(m for m in "
+             "('tomllib', 'tomli', 'pydantic', 'lmi_build.options', 'lmi_build.planning.request') if m in sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == []
