@@ -23,8 +23,6 @@ BOOLEAN_PARSING = re.compile("|".join([
 
 # Strings that are not option values, each read with its owner's own vocabulary.
 NOT_OPTIONS = {
-    ("sources/hf.py", 'os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")'):
-        "HF_HUB_OFFLINE is huggingface_hub's variable; this is huggingface_hub's own vocabulary",
     ("artifact/verify.py", 'manifest.toolchain.found.get("stand_in") == "true"'):
         "a manifest field lmi-build writes itself, not an option",
 }
