@@ -333,3 +333,21 @@ def test_cli_verify_for_container_profiles(engine_artifact: Path) -> None:
     result = runner.invoke(app, ["verify", str(engine_artifact), "--for-container", "lmi-9.9.9"])
     assert result.exit_code == 1
     assert "unknown container profile 'lmi-9.9.9'" in str(result.exception) + result.stderr
+
+
+def test_verify_entries_is_the_one_file_check(tmp_path: Path) -> None:
+    """verify, publish and pull share verify_entries: missing, resized, rewritten and linked files."""
+    from lmi_build.artifact.files import list_files, verify_entries
+
+    for name in ("a.bin", "b.bin", "c.bin", "d.bin"):
+        (tmp_path / name).write_bytes(name.encode() * 100)
+    entries = list_files(tmp_path)
+    assert verify_entries(tmp_path, entries) == []
+    (tmp_path / "a.bin").unlink()
+    (tmp_path / "b.bin").write_bytes(b"short")
+    (tmp_path / "c.bin").write_bytes(b"x" * 500)  # same size, other content
+    (tmp_path / "d.bin").unlink()
+    (tmp_path / "d.bin").symlink_to(tmp_path / "c.bin")  # a link is never an artifact file
+    kinds = {p.entry.path: p.kind for p in verify_entries(tmp_path, entries)}
+    assert kinds == {"a.bin": "missing", "b.bin": "size", "c.bin": "sha256", "d.bin": "missing"}
+    assert {p.entry.path for p in verify_entries(tmp_path, entries, rehash=False)} == {"a.bin", "b.bin", "d.bin"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -43,3 +44,38 @@ def list_files(root: Path) -> list[FileEntry]:
         FileEntry(path=p.relative_to(root).as_posix(), size=p.stat().st_size, sha256=hashes[p])
         for p in paths
     ]
+
+
+class EntryProblem(BaseModel):
+    """One manifest entry that the files on disk do not match."""
+
+    model_config = ConfigDict(frozen=True)
+
+    entry: FileEntry
+    kind: Literal["missing", "size", "sha256"]
+    found_size: int | None = None
+    found_sha256: str | None = None
+
+
+def verify_entries(root: Path, entries: list[FileEntry], *, rehash: bool = True,
+                   workers: int = 8) -> list[EntryProblem]:
+    """Check files under ``root`` against manifest entries: present as regular files (no links),
+    the recorded size, and (with ``rehash``) the recorded SHA-256, hashed in parallel. The one
+    check behind verify, publish (before uploading) and pull (resume, and after downloading).
+    ``entry.path`` must already be validated as relative and inside the artifact."""
+    problems: list[EntryProblem] = []
+    to_hash: dict[Path, FileEntry] = {}
+    for entry in entries:
+        path = root / entry.path
+        if path.is_symlink() or not path.is_file():
+            problems.append(EntryProblem(entry=entry, kind="missing"))
+            continue
+        size = path.stat().st_size
+        if size != entry.size:
+            problems.append(EntryProblem(entry=entry, kind="size", found_size=size))
+        elif rehash:
+            to_hash[path] = entry
+    for path, digest in sha256_files(list(to_hash), workers=workers).items():
+        if digest != to_hash[path].sha256:
+            problems.append(EntryProblem(entry=to_hash[path], kind="sha256", found_sha256=digest))
+    return problems

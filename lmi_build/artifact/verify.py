@@ -13,10 +13,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from lmi_build.artifact.files import MANIFEST_NAME, walk_files
+from lmi_build.artifact.files import MANIFEST_NAME, verify_entries, walk_files
 from lmi_build.artifact.manifest import Manifest, load_manifest
 from lmi_build.errors import LmiBuildError, OptionError, UnknownName, VerifyError
-from lmi_build.hashing import sha256_files, tree_digest
+from lmi_build.hashing import tree_digest
 from lmi_build.types import PlanMessage
 
 # Versions an artifact of each target is bound to: a different one in the container cannot load it.
@@ -118,24 +118,17 @@ def check_files(root: Path, manifest: Manifest, *, rehash: bool) -> tuple[list[P
     if tree_digest((f.path, f.sha256) for f in manifest.files) != manifest.content_digest:
         errors.append(_msg("manifest_digest", "the manifest's content_digest does not match its own file list",
                            "the manifest was edited: rebuild the artifact"))
-    to_hash: dict[Path, str] = {}
-    for entry in manifest.files:
-        path = root / entry.path
-        if path.is_symlink() or not path.is_file():
+    for problem in verify_entries(root, list(manifest.files), rehash=rehash):
+        entry = problem.entry
+        if problem.kind == "missing":
             errors.append(_msg("file_missing", f"missing file {entry.path} ({entry.size} bytes in the manifest)",
                                "the artifact is incomplete: re-download or rebuild it"))
-            continue
-        size = path.stat().st_size
-        if size != entry.size:
-            errors.append(_msg("file_size", f"{entry.path} is {size} bytes, the manifest says {entry.size}",
+        elif problem.kind == "size":
+            errors.append(_msg("file_size", f"{entry.path} is {problem.found_size} bytes, the manifest says {entry.size}",
                                "the file was changed or replaced: re-download or rebuild the artifact"))
-        elif rehash:
-            to_hash[path] = entry.sha256
-    for path, digest in sha256_files(list(to_hash)).items():
-        if digest != to_hash[path]:
-            rel = path.relative_to(root).as_posix()
-            errors.append(_msg("file_hash", f"{rel} content changed: sha256 {digest[:12]}… "
-                                            f"but the manifest says {to_hash[path][:12]}…",
+        else:
+            errors.append(_msg("file_hash", f"{entry.path} content changed: sha256 {(problem.found_sha256 or '')[:12]}… "
+                                            f"but the manifest says {entry.sha256[:12]}…",
                                "the file was modified after the build: re-download or rebuild the artifact"))
     listed = {entry.path for entry in manifest.files}
     try:

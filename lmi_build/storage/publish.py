@@ -25,9 +25,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lmi_build.artifact.files import MANIFEST_NAME, FileEntry
+from lmi_build.artifact.files import MANIFEST_NAME, FileEntry, verify_entries
 from lmi_build.errors import PublishError
-from lmi_build.hashing import sha256_file, sha256_files
+from lmi_build.hashing import sha256_file
 from lmi_build.output import Output, current
 from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors
 from lmi_build.storage.paths import inside
@@ -60,21 +60,18 @@ def sha256_bytes(data: bytes) -> str:
 
 def verify_local_files(root: Path, entries: list[FileEntry], *, workers: int = 8) -> None:
     """Raise PublishError naming the first file that is missing or differs from the manifest."""
-    paths: dict[Path, FileEntry] = {}
     for entry in entries:
-        path = inside(root, entry.path)
-        if not path.is_file():
+        inside(root, entry.path)  # a manifest path must never lead outside the artifact
+    for problem in verify_entries(root, entries, workers=workers):
+        entry = problem.entry
+        if problem.kind == "missing":
             raise PublishError(f"{entry.path} is listed in {MANIFEST_NAME} but missing from {root}",
                                hint="the artifact is incomplete: rebuild it")
-        if path.stat().st_size != entry.size:
-            raise PublishError(f"{entry.path} has {path.stat().st_size} bytes, {MANIFEST_NAME} says {entry.size}",
+        if problem.kind == "size":
+            raise PublishError(f"{entry.path} has {problem.found_size} bytes, {MANIFEST_NAME} says {entry.size}",
                                hint="the artifact is corrupted: rebuild it")
-        paths[path] = entry
-    hashes = sha256_files(list(paths), workers=workers)
-    for path, entry in paths.items():
-        if hashes[path] != entry.sha256:
-            raise PublishError(f"{entry.path} does not match its sha256 in {MANIFEST_NAME}",
-                               hint="the artifact is corrupted: rebuild it")
+        raise PublishError(f"{entry.path} does not match its sha256 in {MANIFEST_NAME}",
+                           hint="the artifact is corrupted: rebuild it")
 
 
 def write_tarball(artifact_dir: Path, entries: list[FileEntry], destination: Path) -> None:

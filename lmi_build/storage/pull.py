@@ -14,12 +14,12 @@ import tarfile
 import time
 from pathlib import Path
 
-from lmi_build.artifact.files import MANIFEST_NAME, FileEntry
+from lmi_build.artifact.files import MANIFEST_NAME, FileEntry, verify_entries
 from lmi_build.errors import PublishError
-from lmi_build.hashing import sha256_file, sha256_files
+from lmi_build.hashing import sha256_file
 from lmi_build.output import Output, current
 from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors
-from lmi_build.storage.paths import inside, safe_relpath
+from lmi_build.storage.paths import safe_relpath
 from lmi_build.storage.remote import TARBALL_NAME, RemoteManifest, checked_entries, fetch_remote_manifest
 from lmi_build.storage.s3url import S3Url, parse_s3_url
 from lmi_build.storage.transfer import Download, TransferSummary, download_all, list_sizes
@@ -27,13 +27,8 @@ from lmi_build.storage.transfer import Download, TransferSummary, download_all, 
 
 def _verified(root: Path, entries: list[FileEntry], *, workers: int) -> set[str]:
     """Paths of entries already present under root with the right size and SHA-256."""
-    candidates: dict[Path, FileEntry] = {}
-    for entry in entries:
-        path = inside(root, entry.path)
-        if path.is_file() and path.stat().st_size == entry.size:
-            candidates[path] = entry
-    hashes = sha256_files(list(candidates), workers=workers)
-    return {entry.path for path, entry in candidates.items() if hashes[path] == entry.sha256}
+    wrong = {problem.entry.path for problem in verify_entries(root, entries, workers=workers)}
+    return {entry.path for entry in entries if entry.path not in wrong}
 
 
 def _remove_strays(root: Path, keep: set[str]) -> None:
@@ -94,16 +89,15 @@ def _download_files(client: object, target: S3Url, found: RemoteManifest, entrie
         output.info(f"{len(present)} of {len(entries)} files already downloaded, kept")
     download_all(client, target.bucket, [Download(target.key(e.path), partial / e.path, e.size) for e in todo],
                  workers=workers, output=output, label=f"pull {target}")
-    fetched = {partial / e.path: e for e in todo}
-    hashes = sha256_files(list(fetched), workers=workers)
-    for path, entry in fetched.items():
-        if hashes[path] != entry.sha256:
-            path.unlink()
-            raise PublishError(
-                f"s3://{target.bucket}/{target.key(entry.path)} does not match the manifest "
-                f"(sha256 {hashes[path][:12]}…, expected {entry.sha256[:12]}…)",
-                hint="the remote artifact is corrupted: publish it again",
-            )
+    for problem in verify_entries(partial, todo, workers=workers):
+        path = partial / problem.entry.path
+        path.unlink(missing_ok=True)
+        seen = f"sha256 {(problem.found_sha256 or '')[:12]}…" if problem.kind == "sha256" else problem.kind
+        raise PublishError(
+            f"s3://{target.bucket}/{target.key(problem.entry.path)} does not match the manifest "
+            f"({seen}, expected {problem.entry.sha256[:12]}…)",
+            hint="the remote artifact is corrupted: publish it again",
+        )
     return sum(e.size for e in todo), len(present)
 
 
