@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 from lmi_build.cli import app
 from lmi_build.cli import option_flags as generated
 from lmi_build.options.flag_help import GENERATED_PATH, help_text, render
-from lmi_build.options.spec import exact_spec, option_spec
 from lmi_build.options.flag_keys import FLAG_KEYS
+from lmi_build.options.spec import exact_spec, option_spec
 from lmi_build.planning.request import PlanRequest
 
 
