@@ -193,13 +193,21 @@ class _FileSink:
     def __init__(self, item: Download) -> None:
         self.item = item
         self.temp = item.path.parent / f".{item.path.name}.lmi-build-download"
-        self.fd = os.open(self.temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+        self.fd = -1  # opened by the first part to start: a model of thousands of files must not open them all
         self.digest = hashlib.sha256()
         self.lock = threading.Lock()
         self.hashed = 0  # bytes [0, hashed) are in the digest
         self.ready: dict[int, int] = {}  # written parts not yet hashed: start -> end
         self.hashing = False  # one worker at a time extends the digest
         self.closed = False
+
+    def open(self) -> int:
+        with self.lock:
+            if self.fd < 0 and not self.closed:
+                self.item.path.parent.mkdir(parents=True, exist_ok=True)
+                flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+                self.fd = os.open(self.temp, flags, 0o644)
+            return self.fd
 
     def part_written(self, start: int, end: int) -> bool:
         """Record [start, end) as written; hash what became contiguous. True when this call
@@ -243,7 +251,8 @@ class _FileSink:
 
     def abandon(self) -> None:
         with self.lock:
-            if self.closed:
+            if self.closed or self.fd < 0:
+                self.closed = True
                 return
             self.closed = True
         os.close(self.fd)
@@ -302,6 +311,7 @@ def _fetch_part(client: Any, bucket: str, sink: _FileSink, start: int, end: int,
     (up to DOWNLOAD_ATTEMPTS GETs, as s3transfer) from the first byte not yet written; a write
     error (disk full) is not. The part is hashed only once complete, so what the digest covers is
     exactly what the file holds."""
+    fd = sink.open()
     buffer = _thread_buffer(READ_CHUNK)
     retryable = _retryable()
     offset = start
@@ -328,7 +338,7 @@ def _fetch_part(client: Any, bucket: str, sink: _FileSink, start: int, end: int,
                         raise IncompleteReadError(actual_bytes=offset - start, expected_bytes=end - start)
                     break
                 for written in range(0, count, WRITE_CHUNK):
-                    os.pwrite(sink.fd, buffer[written:min(count, written + WRITE_CHUNK)], offset + written)
+                    os.pwrite(fd, buffer[written:min(count, written + WRITE_CHUNK)], offset + written)
                 offset += count
                 pending += count
                 if pending >= _Progress.STEP:
@@ -369,7 +379,6 @@ def download_all(client: Any, bucket: str, downloads: Sequence[Download], *, wor
         try:
             jobs: list[tuple[_FileSink, int, int]] = []
             for item in downloads:
-                item.path.parent.mkdir(parents=True, exist_ok=True)
                 sink = _FileSink(item)
                 sinks.append(sink)
                 # Parts in file order, files one after the other: the digest of each file can follow
