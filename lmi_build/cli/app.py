@@ -37,3 +37,25 @@ class _Debug:
 
 
 debug_state = _Debug()
+
+
+def _version(value: bool) -> None:
+    if value:
+        from lmi_build import __version__
+
+        print(f"lmi-build {__version__}")
+        raise typer.Exit()
+
+
+# The root options; their help texts are also in lmi_build.cli.commands.ROOT_OPTIONS (static --help).
+def root_callback(
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show tracebacks (also LMI_BUILD_DEBUG=1).")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    if debug:
+        debug_state.enabled = True
