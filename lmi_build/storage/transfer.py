@@ -1,9 +1,10 @@
-"""Parallel uploads and downloads through s3transfer (boto3's transfer manager), with progress.
+"""Parallel uploads (s3transfer, boto3's transfer manager) and downloads (ranged GETs, see
+``download_all``), with progress.
 
-One transfer manager runs all files of a publish/pull, so small files and the parts of big ones
-share the same ``workers`` threads. On any failure (or Ctrl-C) the manager cancels what is in
-flight; s3transfer writes downloads to a temporary name and renames them only when complete,
-so an interrupted file never looks finished.
+All files of a publish/pull share the same ``workers`` threads, small files and the parts of big
+ones alike. On any failure (or Ctrl-C) what is in flight is cancelled; a download is written to a
+temporary name and renamed only when complete (and verified), so an interrupted file never looks
+finished.
 """
 
 from __future__ import annotations
