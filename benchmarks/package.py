@@ -17,11 +17,15 @@ import json
 import shutil
 import struct
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's lmi_build and benchmarks
+
+from benchmarks import record_comparison
 from lmi_build.artifact.manifest import BuildRecord
 from lmi_build.artifact.packager import package
 from lmi_build.artifact.verify import verify_local
@@ -120,6 +124,9 @@ def main() -> None:
             "ratio_to_baseline": {name: round(value / base, 3) for name, value in best.items()},
             "throughput_gib_s": {name: round(total / value / 1024**3, 2) for name, value in best.items()},
         }
+        for name, value in best.items():
+            if name != "cp -r + sha256sum":
+                record_comparison("package", f"{name} {total / 1024**3:.1f} GiB", value, "cp -r + sha256sum", base)
         if args.json:
             print(json.dumps(report, indent=2))
         else:

@@ -18,6 +18,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks import record_comparison  # noqa: E402 - needs the repo root on sys.path
+
 FIXTURE = REPO / "tests" / "fixtures" / "hf-configs" / "meta-llama--Llama-2-7b-hf"
 _PROBE = """
 import sys
@@ -73,6 +77,8 @@ def main() -> None:
         print(f"{'command':32s} {'median':>9s} {'vs hf':>7s}   ({args.repeat} runs each)")
         for name, value in medians.items():
             print(f"{name:32s} {value * 1000:7.0f}ms {value / baseline:6.2f}x")
+            if name.startswith("lmi-build"):
+                record_comparison("startup", name, value, f"{Path(hf).name} --help", baseline)
         for probe_args in (["--help"], ["plan", "hf", "--model", str(model), "--json"]):
             heavy = heavy_imports(probe_args)
             if heavy:

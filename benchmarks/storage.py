@@ -25,6 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import record_comparison
 from lmi_build.output import Mode, Output
 from lmi_build.sources.resolve import resolve_source
 from lmi_build.storage.publish import publish
@@ -114,6 +115,13 @@ def main() -> None:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(results, indent=2))
+    size = f"{results['bytes'] / 1024**3:.1f} GiB"
+    record_comparison("storage", f"publish {size}", results["publish_seconds"], "s5cmd cp (upload)",
+                      results["s5cmd_upload_seconds"])
+    record_comparison("storage", f"pull {size} (SHA-256 verified)", results["pull_seconds"], "s5cmd cp (download)",
+                      results["s5cmd_download_seconds"])
+    record_comparison("storage", f"local digest {size}", results["digest_first_seconds"], "sha256sum",
+                      results["sha256sum_seconds"])
 
 
 if __name__ == "__main__":

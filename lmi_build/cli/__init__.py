@@ -1,5 +1,11 @@
 """The `lmi-build` command line. This file only wires command groups together; each command
-lives in its own module, and heavy libraries are imported inside the command functions."""
+lives in its own module, and heavy libraries are imported inside the command functions.
+
+Start-up is kept short on purpose (benchmarks/startup.py): importing this package loads neither
+typer nor rich. ``main()`` answers ``--help`` and ``--version`` from a static table, and for any
+other command line builds a typer app holding only the command it names. ``app`` (the full app,
+every command registered) is built on first access, for tests and ``typer.testing``.
+"""
 
 from __future__ import annotations
 
@@ -7,52 +13,32 @@ import importlib
 import sys
 from collections.abc import Sequence
 from types import ModuleType
-from typing import Annotated
-
-import typer
+from typing import TYPE_CHECKING, Any
 
 from lmi_build import __version__
-from lmi_build.cli.app import new_app
-from lmi_build.errors import LmiBuildError
-from lmi_build.output import Mode, current, debugging, reset, set_debugging, set_mode
+from lmi_build.cli import commands
 
-app = new_app(
-    help="Compile LLMs ahead of time and package them for the LMI (DJL Serving) containers.\n\n"
-    "Inputs are the ones the container takes (serving.properties, OPTION_* env, HF ids, s3://)."
-)
+if TYPE_CHECKING:
+    import typer
 
 
-def _version(value: bool) -> None:
-    if value:
-        print(f"lmi-build {__version__}")
-        raise typer.Exit()
+def build_app(modules: tuple[str, ...] = commands.COMMAND_MODULES) -> typer.Typer:
+    """The typer app with the commands of ``modules`` registered (all by default)."""
+    from lmi_build.cli.app import new_app, root_callback
 
-
-@app.callback()
-def _root(
-    debug: Annotated[
-        bool, typer.Option("--debug", help="Show tracebacks and what libraries print (also LMI_BUILD_DEBUG=1).")
-    ] = False,
-    version: Annotated[
-        bool,
-        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
-    ] = False,
-) -> None:
-    # Runs before the subcommand's flags are parsed: every command line starts from human output,
-    # and the command's own --json/--quiet/--debug then apply.
-    reset()
-    if debug:
-        set_debugging(True)
-
-
-def _register() -> None:
+    app = new_app(help=commands.APP_HELP)
+    app.callback()(root_callback)
     # One line per command module. Keep these modules light: no torch/transformers at import.
-    from lmi_build.cli import commands
+    commands.register(app, modules)
+    return app
 
-    commands.register(app)
 
-
-_register()
+def __getattr__(name: str) -> Any:
+    if name == "app":  # built once, on first use: `from lmi_build.cli import app`
+        app = build_app()
+        globals()["app"] = app
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -60,14 +46,26 @@ def main(argv: Sequence[str] | None = None) -> None:
     line on stderr (and, with --json, ``{"error": ...}`` on stdout) and exit status 1, or 2 for an
     invalid plan or artifact; --debug shows the traceback instead."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if args in (["--help"], ["-h"], []):
+        sys.stdout.write(commands.top_level_help())
+        sys.exit(0 if args else 1)  # no command given: the help, and a usage error's status
+    if args == ["--version"]:
+        print(f"lmi-build {__version__}")
+        return
     sys.exit(_run(args))
 
 
 def _run(args: list[str]) -> int:
+    import typer
+
+    from lmi_build.errors import LmiBuildError
+    from lmi_build.output import Mode, current, debugging, set_mode
+
     errors = _click_exceptions()
     no_args_is_help = getattr(errors, "NoArgsIsHelpError", ())
+    app = build_app(commands.modules_for(args))
     try:
-        status = app(args=args, prog_name="lmi-build", standalone_mode=False)
+        status = app(args=args, prog_name=commands.prog_name(), standalone_mode=False)
     except LmiBuildError as error:
         if debugging():
             raise

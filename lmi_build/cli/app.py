@@ -15,7 +15,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from lmi_build.output import Mode, current, set_debugging, set_mode
+from lmi_build.output import Mode, current, reset, set_debugging, set_mode
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 
@@ -95,3 +95,28 @@ def new_app(help: str | None = None) -> typer.Typer:
         rich_markup_mode="rich",
         context_settings=CONTEXT_SETTINGS,
     )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from lmi_build import __version__
+
+        print(f"lmi-build {__version__}")
+        raise typer.Exit()
+
+
+# The root options; their help texts are also in lmi_build.cli.commands.ROOT_OPTIONS (static --help).
+def root_callback(
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show tracebacks and what libraries print (also LMI_BUILD_DEBUG=1).")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    # Runs before the subcommand's flags are parsed: every command line starts from human output,
+    # and the command's own --json/--quiet/--debug then apply.
+    reset()
+    if debug:
+        set_debugging(True)

@@ -16,13 +16,12 @@ from pathlib import Path
 
 from lmi_build.artifact.files import MANIFEST_NAME, FileEntry, verify_entries
 from lmi_build.errors import PublishError
-from lmi_build.hashing import sha256_file
 from lmi_build.output import Output, current
 from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors
 from lmi_build.storage.paths import safe_relpath
 from lmi_build.storage.remote import TARBALL_NAME, RemoteManifest, checked_entries, fetch_remote_manifest
 from lmi_build.storage.s3url import S3Url, parse_s3_url
-from lmi_build.storage.transfer import Download, TransferSummary, download_all, list_sizes
+from lmi_build.storage.transfer import ChecksumMismatch, Download, TransferSummary, download_all, list_sizes
 
 
 def _verified(root: Path, entries: list[FileEntry], *, workers: int) -> set[str]:
@@ -32,7 +31,7 @@ def _verified(root: Path, entries: list[FileEntry], *, workers: int) -> set[str]
 
 
 def _remove_strays(root: Path, keep: set[str]) -> None:
-    """Delete files of an earlier, different attempt (and s3transfer temp files) from the partial dir."""
+    """Delete files of an earlier, different attempt (and unfinished downloads) from the partial dir."""
     for dirpath, _dirnames, filenames in os.walk(root):
         for name in filenames:
             path = Path(dirpath) / name
@@ -87,17 +86,16 @@ def _download_files(client: object, target: S3Url, found: RemoteManifest, entrie
                                    hint="the remote artifact is corrupted: publish it again")
     if present:
         output.info(f"{len(present)} of {len(entries)} files already downloaded, kept")
-    download_all(client, target.bucket, [Download(target.key(e.path), partial / e.path, e.size) for e in todo],
-                 workers=workers, output=output, label=f"pull {target}")
-    for problem in verify_entries(partial, todo, workers=workers):
-        path = partial / problem.entry.path
-        path.unlink(missing_ok=True)
-        seen = f"sha256 {(problem.found_sha256 or '')[:12]}…" if problem.kind == "sha256" else problem.kind
+    # Each file is hashed while it downloads and gets its name only when it matches the manifest.
+    downloads = [Download(target.key(e.path), partial / e.path, e.size, e.sha256) for e in todo]
+    try:
+        download_all(client, target.bucket, downloads, workers=workers, output=output, label=f"pull {target}")
+    except ChecksumMismatch as bad:
         raise PublishError(
-            f"s3://{target.bucket}/{target.key(problem.entry.path)} does not match the manifest "
-            f"({seen}, expected {problem.entry.sha256[:12]}…)",
+            f"s3://{target.bucket}/{bad.item.key} does not match the manifest "
+            f"(sha256 {bad.actual[:12]}…, expected {str(bad.item.sha256)[:12]}…)",
             hint="the remote artifact is corrupted: publish it again",
-        )
+        ) from None
     return sum(e.size for e in todo), len(present)
 
 
@@ -110,12 +108,16 @@ def _download_tarball(client: object, target: S3Url, found: RemoteManifest, entr
     key = target.key(TARBALL_NAME)
     if key not in sizes:
         raise PublishError(f"s3://{target.bucket}/{key} is missing", hint="publish it again with --tarball")
+    if not found.tarball_sha256:
+        raise PublishError(f"s3://{target.bucket}/{key} has no recorded sha256",
+                           hint="publish it again with --tarball")
     try:
-        download_all(client, target.bucket, [Download(key, archive, sizes[key])], workers=workers,
-                     output=output, label=f"pull {target}")
-        if sha256_file(archive) != found.tarball_sha256:
+        try:
+            download_all(client, target.bucket, [Download(key, archive, sizes[key], found.tarball_sha256)],
+                         workers=workers, output=output, label=f"pull {target}")
+        except ChecksumMismatch:
             raise PublishError(f"s3://{target.bucket}/{key} does not match its recorded sha256",
-                               hint="the remote artifact is corrupted: publish it again")
+                               hint="the remote artifact is corrupted: publish it again") from None
         _extract_tarball(archive, partial)
     finally:
         archive.unlink(missing_ok=True)

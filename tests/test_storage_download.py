@@ -1,0 +1,172 @@
+"""The downloader behind ``pull`` (ranged GETs hashed while they land) against a real SeaweedFS:
+out-of-order parts, a corrupted multi-part object, a connection cut mid-body, an interrupted pull."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lmi_build.errors import PublishError
+from lmi_build.output import Mode, Output
+from lmi_build.storage import transfer
+from lmi_build.storage.publish import publish
+from lmi_build.storage.pull import pull
+from tests.fixtures_s3 import S3Server, make_artifact, tree_bytes
+
+pytestmark = pytest.mark.s3
+QUIET = Output(mode=Mode.QUIET)
+SMALL_PART = 64 * 1024  # many parts per file, finishing out of order over 8 workers
+
+
+def _files() -> dict[str, bytes]:
+    return {
+        "weights/rank0.safetensors": os.urandom(SMALL_PART * 7 + 123),
+        "weights/rank1.safetensors": os.urandom(SMALL_PART * 5),
+        "config.json": b'{"architecture": "LlamaForCausalLM"}',
+        "empty.txt": b"",
+    }
+
+
+def _leftovers(root: Path) -> list[str]:
+    return sorted(p.name for p in root.rglob("*") if p.name.endswith(".lmi-build-download"))
+
+
+def test_parts_hashed_out_of_order_round_trip(tmp_path: Path, s3_env: S3Server, s3_bucket: str,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    artifact = make_artifact(tmp_path / "art", _files())
+    url = f"s3://{s3_bucket}/parts"
+    publish(artifact, url, output=QUIET)
+    monkeypatch.setattr(transfer, "PART_SIZE", SMALL_PART)
+    summary = pull(url, tmp_path / "out", workers=8, output=Output(mode=Mode.HUMAN))  # with the progress bar
+    assert tree_bytes(tmp_path / "out") == tree_bytes(artifact)
+    assert summary.bytes >= sum(len(v) for v in _files().values())
+    assert _leftovers(tmp_path) == []
+
+
+def test_corrupted_multipart_object_is_refused_and_nothing_lands(tmp_path: Path, s3_env: S3Server, s3_bucket: str,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    files = _files()
+    artifact = make_artifact(tmp_path / "art", files)
+    url = f"s3://{s3_bucket}/bad"
+    publish(artifact, url, output=QUIET)
+    # Same size, one byte changed in a middle part, written behind lmi-build's back.
+    changed = bytearray(files["weights/rank0.safetensors"])
+    changed[SMALL_PART * 3 + 5] ^= 0xFF
+    s3_env.client().put_object(Bucket=s3_bucket, Key="bad/weights/rank0.safetensors", Body=bytes(changed))
+    monkeypatch.setattr(transfer, "PART_SIZE", SMALL_PART)
+    with pytest.raises(PublishError, match=r"rank0\.safetensors does not match the manifest"):
+        pull(url, tmp_path / "out", output=QUIET)
+    assert not (tmp_path / "out").exists()
+    partial = tmp_path / ".out.lmi-build-partial"
+    assert not (partial / "weights/rank0.safetensors").exists(), "a file that failed its hash must not get its name"
+    assert _leftovers(tmp_path) == []
+    # The good files that did land are kept; publishing again repairs the prefix and the pull completes.
+    publish(artifact, url, output=QUIET)
+    pull(url, tmp_path / "out", output=QUIET)
+    assert tree_bytes(tmp_path / "out") == tree_bytes(artifact)
+
+
+class _CuttingProxy:
+    """A TCP proxy in front of the S3 server that cuts the first ``cuts`` responses carrying
+    a body after ``after`` bytes: a real connection reset in the middle of a GET."""
+
+    def __init__(self, upstream: str, *, cuts: int, after: int) -> None:
+        host, port = upstream.removeprefix("http://").split(":")
+        self.upstream = (host, int(port))
+        self.cuts, self.after = cuts, after
+        self.lock = threading.Lock()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.endpoint = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.upstream)
+            threading.Thread(target=self._pump, args=(client, server, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, True), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket, downstream: bool) -> None:
+        sent = 0
+        cut = False
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                if downstream and not cut and sent + len(data) > self.after:
+                    with self.lock:
+                        if self.cuts > 0:
+                            self.cuts -= 1
+                            cut = True
+                    if cut:
+                        sink.sendall(data[: max(0, self.after - sent)])
+                        break
+                sink.sendall(data)
+                sent += len(data)
+        for end in (source, sink):
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+            end.close()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture
+def cutting_proxy(s3_env: S3Server) -> Iterator[_CuttingProxy]:
+    proxy = _CuttingProxy(s3_env.endpoint, cuts=3, after=200_000)
+    try:
+        yield proxy
+    finally:
+        proxy.close()
+
+
+def test_connection_cut_mid_body_is_retried(tmp_path: Path, s3_env: S3Server, s3_bucket: str,
+                                            cutting_proxy: _CuttingProxy, monkeypatch: pytest.MonkeyPatch) -> None:
+    big = {"weights/rank0.safetensors": os.urandom(3 * 1024 * 1024)}
+    artifact = make_artifact(tmp_path / "art", big)
+    url = f"s3://{s3_bucket}/cut"
+    publish(artifact, url, output=QUIET)
+    monkeypatch.setattr(transfer, "PART_SIZE", 1024 * 1024)
+    pull(url, tmp_path / "out", endpoint_url=cutting_proxy.endpoint, workers=2, output=QUIET)
+    assert cutting_proxy.cuts == 0, "the proxy should have cut connections"
+    assert tree_bytes(tmp_path / "out") == tree_bytes(artifact)
+
+
+def test_killed_pull_leaves_no_named_partial_file_and_resumes(tmp_path: Path, s3_env: S3Server,
+                                                              s3_bucket: str) -> None:
+    files = {f"shard{i}.safetensors": os.urandom(1024 * 1024) for i in range(4)}
+    artifact = make_artifact(tmp_path / "art", files)
+    url = f"s3://{s3_bucket}/slow"
+    publish(artifact, url, output=QUIET)
+    dest = tmp_path / "out"
+    partial = tmp_path / ".out.lmi-build-partial"
+    env = {**os.environ, "LMI_BUILD_S3_MAX_BANDWIDTH": str(512 * 1024)}  # ~8 s for the whole artifact
+    proc = subprocess.Popen([sys.executable, "-m", "lmi_build", "pull", url, str(dest), "--workers", "1", "--quiet"],
+                            env=env, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (partial.is_dir() and any(
+            p.is_file() and not p.name.startswith(".") for p in partial.iterdir())):
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert not dest.exists()
+    named = {p.name for p in partial.iterdir() if not p.name.startswith(".")}
+    assert named and named < set(files), named  # some files finished, not all
+    for name in named:  # whatever has its name is complete and correct
+        assert (partial / name).read_bytes() == files[name]
+    summary = pull(url, dest, output=QUIET)
+    assert summary.skipped == len(named)
+    assert tree_bytes(dest) == tree_bytes(artifact)
+    assert _leftovers(tmp_path) == []
