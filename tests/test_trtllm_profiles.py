@@ -49,7 +49,7 @@ def test_profile_facts(profile) -> None:  # type: ignore[no-untyped-def]
 def test_release_defaults() -> None:
     assert get_profile("lmi-0.28.0-trtllm-0.9.0").defaults["tokens_per_block"] == "128"
     assert get_profile("lmi-0.29.0-trtllm-0.11.0").defaults["max_batch_size"] == "256"
-    assert get_profile("lmi-0.29.0-trtllm-0.11.0").defaults["max_num_tokens"] == "8192"
+    assert get_profile("lmi-0.29.0-trtllm-0.11.0").defaults["max_num_tokens"] == "16384"  # LMI 0.29 JIT default
     assert get_profile("lmi-0.33.0-trtllm-0.21.0").defaults["max_batch_size"] == "2048"
 
 
@@ -81,7 +81,9 @@ def test_profiles_dir_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 @pytest.mark.parametrize(("version", "flag", "present"), [
-    ("0.8.0", "max_output_len", True), ("0.8.0", "max_seq_len", False), ("0.8.0", "world_size", True),
+    ("0.8.0", "max_output_len", True), ("0.8.0", "max_seq_len", False), ("0.8.0", "world_size", False),
+    ("0.8.0", "tp_size", False), ("0.8.0", "pp_size", False), ("0.8.0", "multiple_profiles", False),
+    ("0.9.0", "multiple_profiles", True),
     ("0.9.0", "world_size", False), ("0.9.0", "auto_parallel", True),
     ("0.11.0", "max_seq_len", True), ("0.11.0", "max_output_len", True), ("0.11.0", "use_custom_all_reduce", True),
     ("0.11.0", "multi_block_mode", True), ("0.11.0", "strongly_typed", False),

@@ -7,7 +7,6 @@ every mismatch is refused here with a message naming both sides. No torch import
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,6 +16,7 @@ from lmi_build.artifact.files import MANIFEST_NAME, verify_entries, walk_files
 from lmi_build.artifact.manifest import Manifest, load_manifest
 from lmi_build.errors import LmiBuildError, OptionError, UnknownName, VerifyError
 from lmi_build.hashing import tree_digest
+from lmi_build.planning.gpus import normalize_sm, sm_number, sm_requirements
 from lmi_build.types import PlanMessage
 
 # Versions an artifact of each target is bound to: a different one in the container cannot load it.
@@ -28,11 +28,6 @@ BINDING_VERSIONS: dict[str, tuple[str, ...]] = {
 VERSION_LABELS = {"tensorrt_llm": "TensorRT-LLM", "tensorrt": "TensorRT", "neuronx_cc": "neuronx-cc"}
 TARGET_LABELS = {"trtllm": "TensorRT-LLM engines", "neuronx": "Neuron NEFFs", "hf": "a Hugging Face checkpoint"}
 
-# Common GPU names -> SM, so `--gpu a10g` works as well as `--gpu sm86`.
-GPU_SM = {"v100": "sm70", "t4": "sm75", "a100": "sm80", "a10": "sm86", "a10g": "sm86", "l4": "sm89",
-          "l40": "sm89", "l40s": "sm89", "h100": "sm90", "h200": "sm90", "b200": "sm100"}
-# Minimum SM of quantization formats that need hardware support (FP8 tensor cores, FP4).
-MIN_SM_FOR_QUANT = {"FP8": 89, "NVFP4": 100}
 # TP degrees the Neuron runtime accepts per platform (facts §5).
 NEURON_TP = {"inf2": (1, 2, 4, 8, 24), "trn1": (1, 2, 8, 32)}
 
@@ -59,23 +54,6 @@ class VerifyReport(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
-
-
-def normalize_sm(value: str) -> str:
-    """'sm90', 'sm_90', '90', '9.0', 'compute_90', 'h100' -> 'sm90'."""
-    text = value.strip().lower()
-    if text in GPU_SM:
-        return GPU_SM[text]
-    match = re.fullmatch(r"(?:sm_?|compute_?)?(\d{2,3})", text) or re.fullmatch(r"(\d{1,2})\.(\d)", text)
-    if match is None:
-        raise OptionError(f"'{value}' is not a GPU SM architecture",
-                          hint=f"use e.g. sm80, sm86, sm90, or a GPU name: {', '.join(sorted(GPU_SM))}")
-    digits = "".join(match.groups())
-    return f"sm{digits}"
-
-
-def _sm_number(sm: str) -> int:
-    return int(sm.removeprefix("sm"))
 
 
 def serving_target(
@@ -213,11 +191,11 @@ def check_compatibility(manifest: Manifest, target: ServingTarget) -> tuple[list
                 errors.append(_msg("gpu_sm", f"engines built for {normalize_sm(built_sm)}, serving GPU is "
                                    f"{target.gpu_sm}; TensorRT engines run only on the SM they were built on",
                                    f"rebuild on a {target.gpu_sm} GPU"))
-        quant_algo = str((manifest.plan.get("quantization") or {}).get("quant_algo") or "")
-        for prefix, minimum in MIN_SM_FOR_QUANT.items():
-            if quant_algo.startswith(prefix) and _sm_number(target.gpu_sm) < minimum:
-                errors.append(_msg("gpu_quant", f"artifact is quantized {quant_algo}, which needs sm{minimum} or "
-                                   f"newer; serving GPU is {target.gpu_sm}", "choose a newer GPU or another quantization"))
+        quantization = manifest.plan.get("quantization") or {}
+        for what, minimum in sm_requirements(quantization.get("quant_algo"), quantization.get("kv_cache_quant_algo")):
+            if sm_number(target.gpu_sm) < minimum:
+                errors.append(_msg("gpu_quant", f"artifact is quantized {what}, which needs sm{minimum} or newer; "
+                                   f"serving GPU is {target.gpu_sm}", "choose a newer GPU or another quantization"))
 
     if target.neuron_platform is not None:
         platform = target.neuron_platform

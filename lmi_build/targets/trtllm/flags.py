@@ -47,6 +47,20 @@ class Removal(RemovalNote):
     since: str
 
 
+class Limits(BaseModel):
+    """Constraints the version's tools assert on their values (``[series."X".limits]``); unset: none known."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # examples/<model>/build.py asserts tokens_per_block >= this whenever --enable_context_fmha is set.
+    context_fmha_min_tokens_per_block: int | None = None
+    # The storage types hf_llama_convert.py (legacy SmoothQuant) accepts.
+    hf_convert_storage_types: tuple[str, ...] | None = None
+
+    def merged(self, newer: Limits) -> Limits:
+        return Limits(**{**self.model_dump(), **newer.model_dump(exclude_unset=True)})
+
+
 class FlagTable(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -54,6 +68,13 @@ class FlagTable(BaseModel):
     tools: dict[str, dict[str, FlagKind]]
     removed: dict[str, Removal]
     sources: tuple[str, ...]
+    # Recipe example name -> its directory under the checkout's examples/ (moves between releases).
+    examples: dict[str, str] = {}
+    limits: Limits = Limits()
+
+    def example_dir(self, example: str) -> str:
+        """Where ``examples/<example>`` lives in this version (e.g. ``models/core/llama`` from 0.19)."""
+        return self.examples.get(example, example)
 
     def has(self, tool: Tool, flag: str) -> bool:
         return flag in self.tools.get(tool, {})
@@ -123,6 +144,8 @@ class Series(BaseModel):
     sources: tuple[str, ...] = ()
     remove: dict[Tool, tuple[str, ...]] = {}
     removed: dict[str, RemovalNote] = {}
+    examples: dict[str, str] = {}
+    limits: Limits = Limits()
     trtllm_build: dict[str, FlagKind] = {}
     convert_checkpoint: dict[str, FlagKind] = {}
     quantize: dict[str, FlagKind] = {}
@@ -186,8 +209,11 @@ class FlagsFile(BaseModel):
             tools = {tool: dict(flags) for tool, flags in base.tools.items()}
             removed = dict(base.removed)
             sources = list(base.sources)
-        else:
-            tools, removed, sources = {}, {}, []  # a root series
+            examples = {**base.examples, **entry.examples}
+            limits = base.limits.merged(entry.limits)
+        else:  # a root series
+            tools, removed, sources = {}, {}, []
+            examples, limits = dict(entry.examples), entry.limits
         for tool, gone in entry.remove.items():
             for flag in gone:
                 tools.get(tool, {}).pop(flag, None)
@@ -197,7 +223,7 @@ class FlagsFile(BaseModel):
             removed[flag] = Removal(since=name, kind=note.kind, message=note.message)
         sources.extend(entry.sources)
         return FlagTable(series=name, tools={t: f for t, f in tools.items() if f}, removed=removed,
-                         sources=tuple(sources))
+                         sources=tuple(sources), examples=examples, limits=limits)
 
 
 def flags_file() -> FlagsFile:

@@ -22,9 +22,6 @@ if TYPE_CHECKING:
     from lmi_build.building.context import BuildContext, BuildSettings
     from lmi_build.planning.saved import SavedPlan
 
-# LMI defaults of the TensorRT-LLM container (seed 000) when neither user nor recipe sets them.
-DEFAULT_MAX_INPUT_LEN = 1024
-DEFAULT_MAX_OUTPUT_LEN = 512
 DEFAULT_MAX_BATCH_SIZE = 32  # DJL's max_rolling_batch_size default, passed as trtllm-build max_batch_size
 
 
@@ -68,9 +65,12 @@ class TrtllmTarget:
         return ToolchainRef(target="trtllm", profile=found.name, image=found.image, versions=found.versions())
 
     def plan(self, ctx: PlanContext) -> TargetPlan:
+        from lmi_build.targets.trtllm.flags import flag_table
+        from lmi_build.targets.trtllm.lengths import resolve_lengths
         from lmi_build.targets.trtllm.profiles import get_profile
 
         profile = get_profile(ctx.request.profile)
+        table = flag_table(profile.tensorrt_llm)
         spec = ctx.spec
 
         pp = ctx.int_value("pipeline_parallel_degree") or 1
@@ -82,18 +82,19 @@ class TrtllmTarget:
                                hint=f"use --pp <= {spec.num_layers}")
         dtype = checks.resolve_dtype(ctx)
 
-        max_input = ctx.int_value("max_input_len") or DEFAULT_MAX_INPUT_LEN
-        max_output = ctx.int_value("max_output_len") or DEFAULT_MAX_OUTPUT_LEN
-        checks.check_total_length(
-            ctx, max_input + max_output, f"max_input_len + max_output_len ({max_input} + {max_output})",
-            "lower --max-input-len/--max-output-len so that they sum to at most {limit}",
-        )
+        lengths = resolve_lengths(ctx, profile)
+        max_input, max_output = lengths.max_input_len, lengths.max_output_len
         batch = ctx.int_value("max_rolling_batch_size") or DEFAULT_MAX_BATCH_SIZE
-        release_default = profile.defaults.get("tokens_per_block")
-        if ctx.options.source_of("tokens_per_block") in (None, Source.DEFAULT) and release_default:
-            # The container's release default; serving.properties must say what the engine has.
-            ctx.derive("tokens_per_block", release_default, f"profile {profile.name} default")
-        tokens_per_block = ctx.int_value("tokens_per_block")
+        for knob in ("tokens_per_block", "max_num_tokens"):
+            release_default = profile.defaults.get(knob)
+            if ctx.options.source_of(knob) in (None, Source.DEFAULT) and release_default:
+                # The container's release default; serving.properties must say what the engine has.
+                ctx.derive(knob, release_default, f"profile {profile.name} default")
+        tokens_per_block = self._tokens_per_block(ctx, table.limits.context_fmha_min_tokens_per_block,
+                                                  profile.tensorrt_llm)
+        if profile.workflow == "legacy":
+            self._check_legacy_storage(ctx, dtype, table.limits.hf_convert_storage_types, profile.tensorrt_llm)
+        self._check_gpu_quantization(ctx)
 
         kv_reuse = bool(ctx.bool_value("enable_kv_cache_reuse"))
         paged_fmha = bool(ctx.bool_value("use_paged_context_fmha")) or kv_reuse
@@ -112,7 +113,7 @@ class TrtllmTarget:
             dtype=dtype,
             max_input_len=max_input,
             max_output_len=max_output,
-            max_seq_len=max_input + max_output,
+            max_seq_len=lengths.max_seq_len,
             max_batch_size=batch,
             max_num_tokens=ctx.int_value("max_num_tokens"),
             max_beam_width=ctx.int_value("max_beam_width") or 1,
@@ -155,9 +156,61 @@ class TrtllmTarget:
             build=build,
             toolchain=ToolchainRef(target="trtllm", profile=profile.name, image=profile.image,
                                    versions=profile.versions()),
-            workload=Workload(batch_size=batch, seq_len=max_input + max_output, tp=tp, pp=pp),
+            workload=Workload(batch_size=batch, seq_len=lengths.max_seq_len, tp=tp, pp=pp),
             dtype=dtype,
         )
+
+    @staticmethod
+    def _tokens_per_block(ctx: PlanContext, minimum: int | None, version: str) -> int | None:
+        """The KV-cache block size; a default below what the version's build script asserts is raised."""
+        value = ctx.int_value("tokens_per_block")
+        if minimum is None or value is None or value >= minimum:
+            return value
+        what = (f"TensorRT-LLM {version}'s build.py asserts tokens_per_block >= {minimum} with context FMHA "
+                "(which in-flight batching needs)")
+        if ctx.user_set("tokens_per_block"):
+            ctx.findings.error("tokens_per_block_min", f"tokens_per_block={value}: {what}",
+                               hint=f"set option.tokens_per_block to {minimum} or more")
+            return value
+        ctx.findings.warn("tokens_per_block_fitted", f"the default tokens_per_block={value} raised to {minimum}: {what}",
+                          hint=f"set option.tokens_per_block (>= {minimum}) to choose it yourself")
+        ctx.derive("tokens_per_block", minimum, f"TensorRT-LLM {version} minimum with context FMHA")
+        return minimum
+
+    @staticmethod
+    def _check_legacy_storage(ctx: PlanContext, dtype: str, storage_types: tuple[str, ...] | None,
+                              version: str) -> None:
+        """0.7.x SmoothQuant converts with hf_llama_convert.py, whose --storage-type has no bf16."""
+        storage = checks.lmi_dtype(dtype)
+        if ctx.value("quantize") == "smoothquant" and storage_types is not None and storage not in storage_types:
+            ctx.findings.error("smoothquant_dtype",
+                               f"SmoothQuant with TensorRT-LLM {version} converts with hf_llama_convert.py, which "
+                               f"stores only {', '.join(storage_types)}, not {storage}",
+                               hint="plan with --dtype fp16, or pick a profile with TensorRT-LLM >= 0.8")
+
+    @staticmethod
+    def _check_gpu_quantization(ctx: PlanContext) -> None:
+        """FP8 (weights or KV cache) needs an SM the target GPU may not have: refuse a known GPU without it,
+        say what is needed when the GPU is unknown (``planning.gpus``, the table verify uses too)."""
+        from lmi_build.planning.gpus import sm_number, sm_requirements
+
+        quant = ctx.quantization
+        needs = sm_requirements(quant.quant_algo, quant.kv_cache_quant_algo)
+        if not needs:
+            return
+        instance = ctx.instance
+        if instance is None or instance.accelerator.sm is None:
+            for what, minimum in needs:
+                ctx.findings.warn("gpu_requirement", f"{what} quantization runs only on GPUs of sm{minimum} or newer "
+                                  "(L4, L40S, H100, H200: g6, g6e, p5)",
+                                  hint="pass --instance-type to check the target GPU at plan time")
+            return
+        accelerator = instance.accelerator
+        for what, minimum in needs:
+            if sm_number(instance.accelerator.sm) < minimum:
+                ctx.findings.error("gpu_quant", f"{what} quantization needs sm{minimum} or newer; {instance.name} has "
+                                   f"{accelerator.description} ({accelerator.sm})",
+                                   hint="pick an instance with an sm89+ GPU (g6, g6e, p5) or another quantization")
 
     @staticmethod
     def _removed_option(ctx: PlanContext, value: bool | None, version: str) -> None:

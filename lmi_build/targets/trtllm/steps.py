@@ -143,7 +143,8 @@ def _checkpoint_steps(plan: BuildPlan, build: TrtllmBuild, table: FlagTable) -> 
     if method in ("awq", "fp8", "gptq") and quant.pre_quantized is None:
         return [_quantize_script_step(build, table, method, quant.group_size,
                                       quant.calibration.size if quant.calibration else None)]
-    args = _Args(table, "convert_checkpoint", ["python3", f"{{examples}}/{example}/convert_checkpoint.py"])
+    args = _Args(table, "convert_checkpoint",
+                 ["python3", f"{{examples}}/{table.example_dir(example)}/convert_checkpoint.py"])
     args.add("model_dir", "{model}")
     args.add("output_dir", "{checkpoint}")
     args.add("dtype", build.dtype)
@@ -175,12 +176,19 @@ def _checkpoint_steps(plan: BuildPlan, build: TrtllmBuild, table: FlagTable) -> 
                  inputs=["model", "examples"], outputs=["checkpoint"], timeout_s=CHECKPOINT_TIMEOUT_S)]
 
 
+# The vendor converter opens ONE .safetensors file of a pre-quantized GPTQ model (safe_open), not the
+# directory; AutoGPTQ saves it as model.safetensors (the build checks the file is there).
+GPTQ_FILE = "model.safetensors"
+
+
 def _prequantized_args(args: _Args, method: str, table: FlagTable) -> None:
     if method == "gptq":
         args.add("use_weight_only")
         args.add("weight_only_precision", "int4_gptq")
         args.add("per_group")
-        args.add("quant_ckpt_path", "{model}")
+        # --ammo_quant_ckpt_path at 0.8/0.9, --quant_ckpt_path later (flags.toml).
+        flag = "quant_ckpt_path" if args.has("quant_ckpt_path") else "ammo_quant_ckpt_path"
+        args.add(flag, f"{{model}}/{GPTQ_FILE}")
     elif method == "awq":
         if not args.has("use_autoawq"):
             raise UnsupportedTarget(f"AutoAWQ checkpoints need TensorRT-LLM >= 0.16 (this profile has {table.series})",
@@ -272,19 +280,20 @@ def _legacy_steps(plan: BuildPlan, build: TrtllmBuild, table: FlagTable, warning
         raise UnsupportedTarget("pre-quantized checkpoints cannot be built with TensorRT-LLM 0.7",
                                 hint="pick a profile with TensorRT-LLM >= 0.16")
     steps: list[Step] = []
-    args = _Args(table, "legacy_build", ["python3", f"{{examples}}/{example}/build.py"])
+    example_dir = table.example_dir(example)
+    args = _Args(table, "legacy_build", ["python3", f"{{examples}}/{example_dir}/build.py"])
     if quant.method == "smoothquant":
-        convert = _Args(table, "hf_convert", ["python3", f"{{examples}}/{example}/hf_llama_convert.py"])
+        convert = _Args(table, "hf_convert", ["python3", f"{{examples}}/{example_dir}/hf_llama_convert.py"])
         convert.add("i", "{model}")
         convert.add("o", "{checkpoint}")
         convert.add("sq", quant.smoothquant_alpha if quant.smoothquant_alpha is not None else 0.8)
         convert.add("tensor-parallelism", build.tp)
-        convert.add("storage-type", {"bfloat16": "bf16", "float32": "fp32"}.get(build.dtype, "fp16"))
+        convert.add("storage-type", _legacy_storage_type(build.dtype, table))
         # The legacy converter's short options are single-dash (-i -o -sq), its long ones double-dash.
         convert_argv = convert.argv[:2] + [a[1:] if a in ("--i", "--o", "--sq") else a for a in convert.argv[2:]]
         steps.append(Step(name="checkpoint", argv=convert_argv, where="container", tool="hf_convert",
                           inputs=["model", "examples"], outputs=["checkpoint"], timeout_s=CHECKPOINT_TIMEOUT_S))
-        args.add("bin_model_dir", f"{{checkpoint}}/{build.tp}-gpu")
+        args.add("ft_model_dir", f"{{checkpoint}}/{build.tp}-gpu")
         args.add("use_smooth_quant")
         if quant.per_token:
             args.add("per_token")
@@ -352,6 +361,16 @@ def _legacy_steps(plan: BuildPlan, build: TrtllmBuild, table: FlagTable, warning
                       inputs=["model", "examples", *(["checkpoint"] if steps else [])], outputs=["engine"],
                       timeout_s=BUILD_TIMEOUT_S))
     return steps
+
+
+def _legacy_storage_type(dtype: str, table: FlagTable) -> str:
+    """hf_llama_convert.py's --storage-type for ``dtype``; the plan refuses the ones it lacks (bf16)."""
+    storage = {"float16": "fp16", "float32": "fp32", "bfloat16": "bf16"}[dtype]
+    allowed = table.limits.hf_convert_storage_types
+    if allowed is not None and storage not in allowed:
+        raise UnsupportedTarget(f"hf_llama_convert.py of TensorRT-LLM {table.series} stores only "
+                                f"{', '.join(allowed)}, not {storage}", hint="plan with --dtype fp16")
+    return storage
 
 
 def engine_script(runner: ScriptRunner, paths: Paths, *, header: str = "") -> str:

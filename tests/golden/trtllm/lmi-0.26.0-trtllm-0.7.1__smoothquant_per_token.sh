@@ -73,7 +73,7 @@ if [ "$RUNNER" = docker ]; then
       -v "${CHECKPOINT_DIR}:/work/checkpoint:ro" \
       -v "${ENGINE_DIR}:/work/engine" \
       -v "${TRTLLM_EXAMPLES}:/work/trtllm-examples:ro" 763104351884.dkr.ecr.us-west-2.amazonaws.com/djl-inference:0.26.0-tensorrtllm0.7.1-cu122 python3 /work/trtllm-examples/llama/build.py \
-      --bin_model_dir /work/checkpoint/1-gpu \
+      --ft_model_dir /work/checkpoint/1-gpu \
       --use_smooth_quant \
       --per_token \
       --per_channel \
@@ -92,11 +92,11 @@ if [ "$RUNNER" = docker ]; then
       --paged_kv_cache \
       --remove_input_padding \
       --enable_context_fmha \
-      --tokens_per_block 64 \
+      --tokens_per_block 128 \
       --rotary_base 10000.0
 else
   run_step engine python3 "${TRTLLM_EXAMPLES}/llama/build.py" \
-      --bin_model_dir "${CHECKPOINT_DIR}/1-gpu" \
+      --ft_model_dir "${CHECKPOINT_DIR}/1-gpu" \
       --use_smooth_quant \
       --per_token \
       --per_channel \
@@ -115,6 +115,6 @@ else
       --paged_kv_cache \
       --remove_input_padding \
       --enable_context_fmha \
-      --tokens_per_block 64 \
+      --tokens_per_block 128 \
       --rotary_base 10000.0
 fi

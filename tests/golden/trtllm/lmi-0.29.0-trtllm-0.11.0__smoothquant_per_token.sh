@@ -86,12 +86,13 @@ if [ "$RUNNER" = docker ]; then
       --max_input_len 1024 \
       --max_seq_len 1536 \
       --max_beam_width 1 \
+      --max_num_tokens 16384 \
       --gemm_plugin float16 \
       --gpt_attention_plugin float16 \
       --context_fmha enable \
       --paged_kv_cache enable \
       --remove_input_padding enable \
-      --tokens_per_block 64 \
+      --tokens_per_block 128 \
       --multi_block_mode disable \
       --use_custom_all_reduce disable
 else
@@ -103,12 +104,13 @@ else
       --max_input_len 1024 \
       --max_seq_len 1536 \
       --max_beam_width 1 \
+      --max_num_tokens 16384 \
       --gemm_plugin float16 \
       --gpt_attention_plugin float16 \
       --context_fmha enable \
       --paged_kv_cache enable \
       --remove_input_padding enable \
-      --tokens_per_block 64 \
+      --tokens_per_block 128 \
       --multi_block_mode disable \
       --use_custom_all_reduce disable
 fi

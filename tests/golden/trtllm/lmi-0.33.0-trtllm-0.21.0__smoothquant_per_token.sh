@@ -45,7 +45,7 @@ if [ "$RUNNER" = docker ]; then
       --user "$(id -u):$(id -g)" \
       -v "${MODEL_DIR}:/work/model:ro" \
       -v "${CHECKPOINT_DIR}:/work/checkpoint" \
-      -v "${TRTLLM_EXAMPLES}:/work/trtllm-examples:ro" 763104351884.dkr.ecr.us-west-2.amazonaws.com/djl-inference:0.33.0-tensorrtllm0.21.0-cu128 python3 /work/trtllm-examples/llama/convert_checkpoint.py \
+      -v "${TRTLLM_EXAMPLES}:/work/trtllm-examples:ro" 763104351884.dkr.ecr.us-west-2.amazonaws.com/djl-inference:0.33.0-tensorrtllm0.21.0-cu128 python3 /work/trtllm-examples/models/core/llama/convert_checkpoint.py \
       --model_dir /work/model \
       --output_dir /work/checkpoint \
       --dtype float16 \
@@ -56,7 +56,7 @@ if [ "$RUNNER" = docker ]; then
       --per_token \
       --per_channel
 else
-  run_step checkpoint python3 "${TRTLLM_EXAMPLES}/llama/convert_checkpoint.py" \
+  run_step checkpoint python3 "${TRTLLM_EXAMPLES}/models/core/llama/convert_checkpoint.py" \
       --model_dir "${MODEL_DIR}" \
       --output_dir "${CHECKPOINT_DIR}" \
       --dtype float16 \
@@ -84,8 +84,9 @@ if [ "$RUNNER" = docker ]; then
       --workers "${WORKERS}" \
       --max_batch_size 32 \
       --max_input_len 1024 \
-      --max_seq_len 1536 \
+      --max_seq_len 4096 \
       --max_beam_width 1 \
+      --max_num_tokens 8192 \
       --gemm_plugin float16 \
       --gpt_attention_plugin float16 \
       --tokens_per_block 32
@@ -96,8 +97,9 @@ else
       --workers "${WORKERS}" \
       --max_batch_size 32 \
       --max_input_len 1024 \
-      --max_seq_len 1536 \
+      --max_seq_len 4096 \
       --max_beam_width 1 \
+      --max_num_tokens 8192 \
       --gemm_plugin float16 \
       --gpt_attention_plugin float16 \
       --tokens_per_block 32
