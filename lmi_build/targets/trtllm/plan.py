@@ -21,6 +21,7 @@ from lmi_build.versions import release
 if TYPE_CHECKING:
     from lmi_build.building.context import BuildContext, BuildSettings
     from lmi_build.planning.saved import SavedPlan
+    from lmi_build.targets.trtllm.profile_schema import ContainerProfile
 
 DEFAULT_MAX_BATCH_SIZE = 32  # DJL's max_rolling_batch_size default, passed as trtllm-build max_batch_size
 
@@ -136,6 +137,7 @@ class TrtllmTarget:
             trtllm_example=ctx.support.trtllm_example,
         )
 
+        self._check_steps(ctx, build, profile)
         ctx.derive("engine", self.engine, "trtllm target")
         if profile.layout == "flat":
             # The TensorRT-LLM 1.x LMI handler is only picked when these are explicit.
@@ -159,6 +161,22 @@ class TrtllmTarget:
             workload=Workload(batch_size=batch, seq_len=lengths.max_seq_len, tp=tp, pp=pp),
             dtype=dtype,
         )
+
+    @staticmethod
+    def _check_steps(ctx: PlanContext, build: TrtllmBuild, profile: ContainerProfile) -> None:
+        """A plan is valid only if its vendor steps can be generated for the profile's TensorRT-LLM:
+        the same generator the build runs, so `valid` never names a route the tools lack."""
+        from lmi_build.errors import LmiBuildError
+        from lmi_build.targets.trtllm.steps import StepInputs, plan_steps
+
+        if ctx.findings.errors:
+            return  # the knobs are already wrong; the steps would only repeat it
+        sources = {key: item.source.value for key, item in ctx.options.values.items()}
+        try:
+            plan_steps(StepInputs(build=build, quantization=ctx.quantization, recipe=ctx.recipe.name,
+                                  option_sources=sources), profile)
+        except LmiBuildError as error:
+            ctx.findings.error("trtllm_route", error.message, hint=error.hint)
 
     @staticmethod
     def _tokens_per_block(ctx: PlanContext, minimum: int | None, version: str) -> int | None:

@@ -14,7 +14,7 @@ from typing import cast
 from pydantic import BaseModel, ConfigDict
 
 from lmi_build.errors import UnsupportedTarget
-from lmi_build.planning.plan import BuildPlan, TrtllmBuild
+from lmi_build.planning.plan import BuildPlan, QuantizationPlan, TrtllmBuild
 from lmi_build.runners.script import ScriptRunner
 from lmi_build.runners.step import Dir, Paths, Step
 from lmi_build.targets.trtllm.flags import FlagError, FlagTable, Tool, flag_table
@@ -41,6 +41,9 @@ CHECKPOINT_TIMEOUT_S = 3 * 3600
 BUILD_TIMEOUT_S = 4 * 3600
 # The legacy (0.7.x) scripts and the SmoothQuant converter exist for the Llama example only here.
 LEGACY_EXAMPLES = ("llama",)
+# Encoder-decoder examples build two engines (encoder; decoder with --max_input_len 1, T5 without context
+# FMHA: examples/enc_dec/README.md) in a layout this target does not write: refused, never one wrong engine.
+ENCODER_DECODER_EXAMPLES = ("enc_dec",)
 
 
 class StepPlan(BaseModel):
@@ -51,20 +54,40 @@ class StepPlan(BaseModel):
     flag_series: str
 
 
-def _build_of(plan: BuildPlan) -> TrtllmBuild:
-    if not isinstance(plan.build, TrtllmBuild):
-        raise UnsupportedTarget(f"plan target is '{plan.target}', not trtllm",
-                                hint="plan with --target trtllm")
-    return plan.build
+class StepInputs(BaseModel):
+    """What the steps are generated from: a saved plan's parts, or the planner's while it plans
+    (so a plan is only valid when its steps can be generated)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    build: TrtllmBuild
+    quantization: QuantizationPlan
+    recipe: str
+    option_sources: dict[str, str] = {}  # "option.<key>" -> Source value ("cli", "default", ...)
+
+    @classmethod
+    def of(cls, plan: BuildPlan) -> StepInputs:
+        if not isinstance(plan.build, TrtllmBuild):
+            raise UnsupportedTarget(f"plan target is '{plan.target}', not trtllm",
+                                    hint="plan with --target trtllm")
+        return cls(build=plan.build, quantization=plan.quantization, recipe=plan.recipe,
+                   option_sources=plan.option_sources)
 
 
-def plan_steps(plan: BuildPlan, profile: ContainerProfile) -> StepPlan:
+def plan_steps(plan: BuildPlan | StepInputs, profile: ContainerProfile) -> StepPlan:
     """The ordered steps for ``plan`` on ``profile`` plus the warnings about dropped flags."""
-    build = _build_of(plan)
+    if isinstance(plan, BuildPlan):
+        plan = StepInputs.of(plan)
+    build = plan.build
     if not profile.engine_capable:
         raise UnsupportedTarget(f"profile {profile.name} (TensorRT-LLM {profile.tensorrt_llm}) cannot build engines",
                                 hint="pick an engine-capable profile (lmi-build profiles list)")
     table = flag_table(profile.tensorrt_llm)
+    if build.trtllm_example in ENCODER_DECODER_EXAMPLES:
+        raise UnsupportedTarget(f"encoder-decoder models ({build.trtllm_architecture}) need an encoder and a decoder "
+                                f"engine; lmi-build does not build that pair for profile {profile.name}",
+                                hint="serve this model with `lmi-build hf` (no engine), or build it with the "
+                                     "vendor's examples/enc_dec scripts")
     warnings: list[str] = []
     if profile.workflow == "legacy":
         steps = _legacy_steps(plan, build, table, warnings)
@@ -79,7 +102,7 @@ def plan_steps(plan: BuildPlan, profile: ContainerProfile) -> StepPlan:
     return StepPlan(steps=steps, warnings=warnings, flag_series=table.series)
 
 
-def engine_steps(plan: BuildPlan, profile: ContainerProfile) -> list[Step]:
+def engine_steps(plan: BuildPlan | StepInputs, profile: ContainerProfile) -> list[Step]:
     """The steps, with each dropped-flag warning printed once (``lmi_build.output``)."""
     from lmi_build.output import current
 
@@ -124,7 +147,7 @@ def _dtype_value(dtype: str | None) -> str:
 
 # ---- >= 0.8: checkpoint (ModelOpt on the host, or the vendor scripts in the container) ----
 
-def _checkpoint_steps(plan: BuildPlan, build: TrtllmBuild, table: FlagTable) -> list[Step]:
+def _checkpoint_steps(plan: StepInputs, build: TrtllmBuild, table: FlagTable) -> list[Step]:
     quant = plan.quantization
     if build.checkpoint_route == "modelopt" and quant.pre_quantized is None:
         return [Step(
@@ -221,12 +244,12 @@ def _quantize_script_step(build: TrtllmBuild, table: FlagTable, method: str, gro
 
 # ---- >= 0.8: trtllm-build ----
 
-def _user_set(plan: BuildPlan, flag: str) -> bool:
+def _user_set(plan: StepInputs, flag: str) -> bool:
     """Whether the value came from the user (not an LMI/recipe default): only then is dropping it news."""
     return plan.option_sources.get(f"option.{flag}", "default") not in ("default", "recipe")
 
 
-def _trtllm_build_step(plan: BuildPlan, build: TrtllmBuild, table: FlagTable, warnings: list[str]) -> Step:
+def _trtllm_build_step(plan: StepInputs, build: TrtllmBuild, table: FlagTable, warnings: list[str]) -> Step:
     args = _Args(table, "trtllm_build", ["trtllm-build"])
     args.add("checkpoint_dir", "{checkpoint}")
     args.add("output_dir", "{engine}")
@@ -269,7 +292,7 @@ def _trtllm_build_step(plan: BuildPlan, build: TrtllmBuild, table: FlagTable, wa
 
 # ---- 0.7.x: examples/<model>/build.py (+ hf_llama_convert.py / quantize.py) ----
 
-def _legacy_steps(plan: BuildPlan, build: TrtllmBuild, table: FlagTable, warnings: list[str]) -> list[Step]:
+def _legacy_steps(plan: StepInputs, build: TrtllmBuild, table: FlagTable, warnings: list[str]) -> list[Step]:
     example = build.trtllm_example
     if example not in LEGACY_EXAMPLES:
         raise UnsupportedTarget(f"TensorRT-LLM {table.series} legacy builds support only {', '.join(LEGACY_EXAMPLES)} "
