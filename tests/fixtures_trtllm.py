@@ -64,3 +64,28 @@ def write_model_dir(directory: Path) -> Path:
     (directory / "generation_config.json").write_text("{}")
     (directory / "chat_template.jinja").write_text("{{ messages }}")
     return directory
+
+
+EXAMPLE_SCRIPT_STANDIN = STANDINS / "trtllm-example-script"
+# The scripts lmi-build's steps call, under each recipe example's directory (0.7.x: llama only).
+_CONVERTERS = ("convert_checkpoint.py",)
+_LEGACY_SCRIPTS = ("build.py", "hf_llama_convert.py")
+
+
+def standin_examples(directory: Path, version: str) -> Path:
+    """A fake ``examples/`` tree of TensorRT-LLM ``version`` whose scripts are all links to the
+    STAND-IN (tests/standins/trtllm-example-script), at the paths that version has them."""
+    from lmi_build.recipes.registry import load_recipes
+    from lmi_build.targets.trtllm.flags import flag_table
+
+    table = flag_table(version)
+    examples = {r.targets["trtllm"].trtllm_example for r in load_recipes() if "trtllm" in r.targets}
+    scripts = [(table.example_dir(name), script) for name in sorted(e for e in examples if e)
+               for script in _CONVERTERS]
+    scripts += [("llama", script) for script in _LEGACY_SCRIPTS] + [("quantization", "quantize.py")]
+    for folder, script in scripts:
+        (directory / folder).mkdir(parents=True, exist_ok=True)
+        link = directory / folder / script
+        if not link.exists():
+            link.symlink_to(EXAMPLE_SCRIPT_STANDIN)
+    return directory

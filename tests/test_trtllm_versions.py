@@ -172,3 +172,11 @@ def test_every_valid_fixture_plan_renders_a_script(profile_name: str, plan_model
         assert subprocess.run(["sh", "-n", str(script)], check=False).returncode == 0, fixture
         valid += 1
     assert valid >= 3
+
+
+def test_smoothquant_per_token_is_not_a_credential() -> None:
+    # option.smoothquant_per_token ends in "_token": the SmoothQuant per-token route packages it.
+    from lmi_build.options.redact import is_secret_key
+
+    assert not is_secret_key("option.smoothquant_per_token")
+    assert is_secret_key("option.hf_token") and is_secret_key("option.auth_token") and is_secret_key("token")

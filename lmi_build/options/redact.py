@@ -14,9 +14,10 @@ from lmi_build.options.env import SECRET_ENV_VARS
 
 REDACTED = "***"
 
-# Whole last word of the key: "tokens_per_block" and "max_tokens" are not secrets.
+# Whole last word of the key: "tokens_per_block" and "max_tokens" are not secrets, nor is a
+# "per_token" switch (option.smoothquant_per_token, which SmoothQuant builds write).
 _SECRET_KEY = re.compile(
-    r"(?:^|[._])(?:hf_token|token|auth_token|access_token|session_token|secret|secret_key|"
+    r"(?:^|[._])(?:hf_token|(?<!per_)token|auth_token|access_token|session_token|secret|secret_key|"
     r"secret_access_key|access_key_id|password|passwd|api_key|credentials?)$",
     re.IGNORECASE,
 )

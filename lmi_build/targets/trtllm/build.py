@@ -18,6 +18,7 @@ from lmi_build.planning.plan import BuildPlan, TrtllmBuild
 from lmi_build.planning.saved import PLAN_FILE, SavedPlan
 from lmi_build.runners import LOG_DIR, Paths, ScriptRunner, Step, make_runner
 from lmi_build.targets.trtllm.profile_schema import ContainerProfile
+from lmi_build.targets.trtllm.steps import DEFAULT_EXAMPLES
 
 BUNDLE_CHECKPOINT = "checkpoint"
 BUNDLE_ENGINE = "engine"
@@ -53,6 +54,8 @@ def build(ctx: BuildContext) -> None:
                          examples=settings.trtllm_examples.absolute() if settings.trtllm_examples else None)
 
     if settings.engine_dir is None:
+        if settings.checkpoint is None:
+            _check_prequantized_file(plan, ctx.source.path)
         steps = engine_steps(plan, profile)
         if settings.step_timeout_s is not None:
             steps = [step.model_copy(update={"timeout_s": settings.step_timeout_s}) for step in steps]
@@ -62,14 +65,16 @@ def build(ctx: BuildContext) -> None:
             with ctx.record.timed(step.name, detail=plan.quantization.quant_algo or "ModelOpt export"):
                 _run_host_step(step, ctx, paths)
         if settings.until == "checkpoint":
-            ctx.stopped = _stop_with_checkpoint(ctx, profile, checkpoint, "checkpoint written (--until checkpoint)")
+            ctx.stopped = _stop_with_checkpoint(ctx, profile, checkpoint, "checkpoint written (--until checkpoint)",
+                                                vendor)
             return
         if settings.runner == "script":
             ctx.stopped = _write_script(ctx, vendor, paths, profile)
             return
         available, why = toolchain_available(settings.runner, profile, vendor)
         if not available:
-            ctx.stopped = _stop_with_checkpoint(ctx, profile, checkpoint, f"no TensorRT-LLM toolchain here: {why}")
+            ctx.stopped = _stop_with_checkpoint(ctx, profile, checkpoint, f"no TensorRT-LLM toolchain here: {why}",
+                                                vendor)
             return
         runner = make_runner(settings.runner, image=profile.image)
         for step in vendor:
@@ -126,6 +131,21 @@ def check_checkpoint(directory: Path, plan: BuildPlan, *, legacy: bool = False) 
                           hint="convert it again for this plan (drop --checkpoint), or plan for that checkpoint")
 
 
+def _check_prequantized_file(plan: BuildPlan, model: Path) -> None:
+    """The vendor converter reads a pre-quantized GPTQ model from ONE .safetensors file (steps.GPTQ_FILE):
+    refuse a model that does not have it before anything runs, naming what it has instead."""
+    from lmi_build.targets.trtllm.steps import GPTQ_FILE
+
+    pre = plan.quantization.pre_quantized
+    if pre is None or pre.method != "gptq" or (model / GPTQ_FILE).is_file():
+        return
+    found = sorted(p.name for p in model.glob("*.safetensors"))
+    raise SourceError(f"TensorRT-LLM converts a pre-quantized GPTQ model from one {GPTQ_FILE}; {model} has "
+                      f"{', '.join(found) or 'no .safetensors file'}",
+                      hint=f"save the quantized model as a single {GPTQ_FILE} (AutoGPTQ save_quantized, "
+                           "max_shard_size large enough), or start from the unquantized model")
+
+
 def _run_host_step(step: Step, ctx: BuildContext, paths: Paths) -> None:
     """A step implemented in Python on this host (the ModelOpt checkpoint export). Called here,
     not through a runner, because it also needs the user's calibration file: the plan only
@@ -146,7 +166,7 @@ def _keep_logs(work: Path, engine: Path) -> None:
 
 
 def finish_command(plan_file: Path, *, output: Path, checkpoint: Path | None = None,
-                   engine_dir: Path | None = None, runner: str | None = None) -> str:
+                   engine_dir: Path | None = None, runner: str | None = None, examples: str | None = None) -> str:
     """``lmi-build trtllm --plan ...``: the command that finishes a build stopped early, shell-quoted."""
     parts = ["lmi-build", "trtllm", "--plan", str(plan_file)]
     if checkpoint is not None:
@@ -155,6 +175,8 @@ def finish_command(plan_file: Path, *, output: Path, checkpoint: Path | None = N
         parts += ["--engine-dir", str(engine_dir)]
     if runner is not None:
         parts += ["--runner", runner]
+    if examples is not None:
+        parts += ["--trtllm-examples", examples]
     parts += ["--output", str(output)]
     return shlex.join(parts)
 
@@ -164,8 +186,17 @@ def artifact_output(output: Path) -> Path:
     return output.with_name(f"{output.name}-artifact")
 
 
+def container_conversion(steps: list[Step], version: str) -> str | None:
+    """The vendor conversion a GPU host must run before trtllm-build, in words (None: nothing to convert)."""
+    scripts = [step.argv[1].replace("{examples}", "examples") for step in steps
+               if step.where == "container" and len(step.argv) > 1 and step.argv[1].startswith("{examples}/")]
+    if not scripts:
+        return None
+    return f"{' then '.join(scripts)} of TensorRT-LLM {version} (a checkout at that tag: --trtllm-examples)"
+
+
 def _stop_with_checkpoint(ctx: BuildContext, profile: ContainerProfile, checkpoint: Path,
-                          reason: str) -> BuildOutcome:
+                          reason: str, vendor: list[Step]) -> BuildOutcome:
     """Exit 3 or --until checkpoint: the checkpoint (with plan.json beside its config.json) goes
     to --output; with --checkpoint the user's directory stays as it is and --output gets plan.json."""
     from lmi_build.artifact.packager import install_directory
@@ -178,20 +209,24 @@ def _stop_with_checkpoint(ctx: BuildContext, profile: ContainerProfile, checkpoi
             "container, so there is no checkpoint to stop after",
             hint="build with --runner docker on a GPU host, or --runner script for a bundle that converts there",
             code="checkpoint_in_container")
+    conversion = container_conversion(vendor, profile.tensorrt_llm) if ctx.settings.checkpoint is None else None
     if converted_here:
         staged = checkpoint
     else:  # the user's --checkpoint stays where it is, or the container converts on the GPU host
         staged = ctx.work / "plan-only"
         staged.mkdir()
-        reason += "; the GPU host converts the checkpoint with the container's scripts" \
-            if ctx.settings.checkpoint is None else ""
+        if conversion is not None:
+            reason += f"; the GPU host must run {conversion}"
     ctx.saved.save(staged / PLAN_FILE)
     install_directory(staged, output, overwrite=ctx.settings.overwrite)
     finished_from = output if converted_here else ctx.settings.checkpoint
     # The same runner the user chose: run as printed on a host that has what that runner needs.
     runner = ctx.settings.runner if ctx.settings.runner != "local" else None
+    examples = None
+    if conversion is not None and not converted_here:
+        examples = str(ctx.settings.trtllm_examples.absolute()) if ctx.settings.trtllm_examples else DEFAULT_EXAMPLES
     finish = finish_command(output / PLAN_FILE, checkpoint=finished_from.absolute() if finished_from else None,
-                            runner=runner, output=artifact_output(output))
+                            runner=runner, output=artifact_output(output), examples=examples)
     return BuildOutcome(plan=ctx.plan, status="checkpoint", output=output, steps=list(ctx.record.steps),
                         next_command=finish, message=f"stopped after the TensorRT-LLM checkpoint: {reason}")
 
