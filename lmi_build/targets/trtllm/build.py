@@ -83,6 +83,7 @@ def build(ctx: BuildContext) -> None:
         _keep_logs(ctx.work, engine)
 
     info = check_engine_dir(engine, profile, world_size=plan.build.world_size)
+    _check_engine_is_the_plans(engine, plan)
     sm, name = gpu_sm()
     ctx.record.hardware = HardwareTarget(gpu_sm=sm, gpu_name=name)
     ctx.record.toolchain = {"tensorrt_llm": info.version}
@@ -129,6 +130,19 @@ def check_checkpoint(directory: Path, plan: BuildPlan, *, legacy: bool = False) 
     if mismatches:
         raise SourceError(f"--checkpoint {directory} is not this plan's checkpoint: " + "; ".join(mismatches),
                           hint="convert it again for this plan (drop --checkpoint), or plan for that checkpoint")
+
+
+def _check_engine_is_the_plans(engine: Path, plan: BuildPlan) -> None:
+    """The engine must be what serving.properties will say (lengths, batch, block size, plugins,
+    quantization, world size): an --engine-dir built for another plan is refused, naming both sides."""
+    from lmi_build.errors import StepError
+    from lmi_build.targets.trtllm.engine_check import read_engine_config
+    from lmi_build.targets.trtllm.engine_match import engine_mismatches, expectation_from_plan
+
+    mismatches = engine_mismatches(read_engine_config(engine), expectation_from_plan(plan))
+    if mismatches:
+        raise StepError(f"engine {engine} was not built for this plan: " + "; ".join(mismatches),
+                        hint="rebuild the engine with this plan's build-engines.sh, or plan for that engine")
 
 
 def _check_prequantized_file(plan: BuildPlan, model: Path) -> None:

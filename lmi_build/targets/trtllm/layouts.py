@@ -25,7 +25,7 @@ from contextvars import ContextVar
 from pathlib import Path, PurePosixPath
 
 from lmi_build.artifact.layout import register_layout
-from lmi_build.errors import StepError
+from lmi_build.errors import LmiBuildError, StepError
 from lmi_build.fs import link_or_copy
 from lmi_build.planning.plan import BuildPlan, TrtllmBuild
 from lmi_build.targets.trtllm.engine_check import RANK_FILE, world_size_of
@@ -125,6 +125,26 @@ def _check_engine_dir(engine_dir: Path, where: str, legacy_ok: bool) -> list[Pla
     return problems
 
 
+def _check_engine_properties(artifact_dir: Path, engine_dir: Path) -> list[PlanMessage]:
+    """verify: the engine is what the artifact's serving.properties says (engine_match)."""
+    from lmi_build.options.properties import read_properties
+    from lmi_build.targets.trtllm.engine_match import engine_mismatches, expectation_from_properties
+
+    properties_file, config_file = artifact_dir / "serving.properties", engine_dir / "config.json"
+    if not properties_file.is_file() or not config_file.is_file():
+        return []  # reported by the other checks
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+        expected = expectation_from_properties(read_properties(properties_file))
+    except (OSError, ValueError, LmiBuildError):
+        return []  # unreadable: reported by the engine config and properties checks
+    if not isinstance(config, dict):
+        return []
+    return [PlanMessage(code="engine_properties", message=f"engine and serving.properties disagree: {problem}",
+                        hint="rebuild the artifact, or fix serving.properties to match the engine")
+            for problem in engine_mismatches(config, expected)]
+
+
 def _check_tokenizer(directory: Path, where: str) -> list[PlanMessage]:
     if any((directory / name).is_file() for name in TOKENIZER_FILES):
         return []
@@ -171,6 +191,7 @@ class ToolkitLayout:
             return [PlanMessage(code="layout", message=f"no {TOOLKIT_DIR}/ directory",
                                 hint="point the container one level above tensorrt_llm/")]
         problems = _check_engine_dir(repo / ENGINE_SUBDIR, f"{TOOLKIT_DIR}/{ENGINE_SUBDIR}/", legacy_ok=True)
+        problems += _check_engine_properties(artifact_dir, repo / ENGINE_SUBDIR)
         problems += _check_tokenizer(repo, f"{TOOLKIT_DIR}/")
         if not (repo / "tokenizer_config.json").is_file():
             problems.append(PlanMessage(code="tokenizer_config",
@@ -213,7 +234,8 @@ class FlatLayout:
         return found
 
     def check(self, artifact_dir: Path) -> list[PlanMessage]:
-        return _check_engine_dir(artifact_dir, "", legacy_ok=False) + _check_tokenizer(artifact_dir, "")
+        return (_check_engine_dir(artifact_dir, "", legacy_ok=False) + _check_engine_properties(artifact_dir, artifact_dir)
+                + _check_tokenizer(artifact_dir, ""))
 
 
 TOOLKIT = register_layout(ToolkitLayout())
