@@ -91,6 +91,7 @@ def test_flat_layout(trtllm_plan: TrtllmPlanner, tmp_path: Path, standin_path: C
     for line in ("option.entryPoint=djl_python.lmi_trtllm.trtllm_async_service", "option.async_mode=true",
                  "option.rolling_batch=disable"):
         assert line in props
+    assert "engine=Python" in props and "engine=MPI" not in props and "option.mpi_mode" not in props
     layout = get_layout("trtllm-flat")
     assert layout.check(out) == []
     (out / "tokenizer.json").unlink()

@@ -180,3 +180,13 @@ def test_smoothquant_per_token_is_not_a_credential() -> None:
 
     assert not is_secret_key("option.smoothquant_per_token")
     assert is_secret_key("option.hf_token") and is_secret_key("option.auth_token") and is_secret_key("token")
+
+
+@pytest.mark.parametrize(("profile", "engine"), [("lmi-0.33.0-trtllm-0.21.0", "Python"),
+                                                 ("djl-nightly-trtllm-1.0.0", "Python"),
+                                                 ("lmi-0.30.0-trtllm-0.12.0", "MPI")])
+def test_serving_engine_per_layout_at_tp2(profile: str, engine: str, plan_model: Any) -> None:
+    # Flat (LLM API): one Python process whose LLM(...) starts the ranks; toolkit: one MPI rank per GPU.
+    plan = plan_model("trtllm", LLAMA, profile=profile, tp="2")
+    assert plan.valid and plan.options["engine"] == engine
+    assert "option.mpi_mode" not in plan.options

@@ -29,6 +29,7 @@ from lmi_build.errors import LmiBuildError, StepError
 from lmi_build.fs import link_or_copy
 from lmi_build.planning.plan import BuildPlan, TrtllmBuild
 from lmi_build.targets.trtllm.engine_check import RANK_FILE, world_size_of
+from lmi_build.targets.trtllm.plan import FLAT_ENGINE
 from lmi_build.types import PlanMessage
 
 BUILD_LOGS = "build-logs"
@@ -226,7 +227,7 @@ class FlatLayout:
 
     def properties(self, plan: BuildPlan) -> dict[str, str]:
         build = _build(plan)
-        found = {"engine": "MPI", "option.entryPoint": "djl_python.lmi_trtllm.trtllm_async_service",
+        found = {"engine": FLAT_ENGINE, "option.entryPoint": "djl_python.lmi_trtllm.trtllm_async_service",
                  "option.async_mode": "true", "option.rolling_batch": "disable",
                  "option.tensor_parallel_degree": str(build.tp)}
         if build.pp > 1:

@@ -23,6 +23,13 @@ if TYPE_CHECKING:
     from lmi_build.planning.saved import SavedPlan
     from lmi_build.targets.trtllm.profile_schema import ContainerProfile
 
+# The flat (LLM API) layout is served by ONE Python process whose LLM(...) starts its own MPI ranks.
+# engine=MPI would be engine=Python + option.mpi_mode=true: every rank would construct LLM(...) with
+# tp=N, which fails at tp > 1. DJL 0.33 sets mpi_mode only for rolling_batch=trtllm
+# (djl-serving wlm LmiConfigRecommender.java setMpiMode, :85 at 0.33.0-dlc; rolling_batch=auto with the
+# trtllm feature becomes disable + async_mode=true), and its trtllm async-service test configs set no MPI
+# engine (tests/integration/llm/prepare.py build_trtllm_handler_model); shared/docs/lmi-facts.md §3.
+FLAT_ENGINE = "Python"
 DEFAULT_MAX_BATCH_SIZE = 32  # DJL's max_rolling_batch_size default, passed as trtllm-build max_batch_size
 
 
@@ -138,7 +145,10 @@ class TrtllmTarget:
         )
 
         self._check_steps(ctx, build, profile)
-        ctx.derive("engine", self.engine, "trtllm target")
+        if profile.layout == "flat":
+            ctx.derive("engine", FLAT_ENGINE, f"profile {profile.name}: one LLM API process (not engine=MPI)")
+        else:
+            ctx.derive("engine", self.engine, "trtllm target")
         if profile.layout == "flat":
             # The TensorRT-LLM 1.x LMI handler is only picked when these are explicit.
             ctx.derive("entryPoint", "djl_python.lmi_trtllm.trtllm_async_service", f"profile {profile.name}")
