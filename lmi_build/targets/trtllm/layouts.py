@@ -30,6 +30,7 @@ from lmi_build.fs import link_or_copy
 from lmi_build.planning.plan import BuildPlan, TrtllmBuild
 from lmi_build.targets.trtllm.engine_check import RANK_FILE, world_size_of
 from lmi_build.targets.trtllm.plan import FLAT_ENGINE
+from lmi_build.targets.trtllm.triton import config_pbtxt
 from lmi_build.types import PlanMessage
 
 BUILD_LOGS = "build-logs"
@@ -67,38 +68,6 @@ def _engine_files(produced: Path) -> list[Path]:
         raise StepError(f"{produced} is not an engine directory (config.json and rank*.engine expected)",
                         hint="run the engine build first")
     return files
-
-
-def config_pbtxt(plan: BuildPlan, gpt_model_path: str) -> str:
-    """The Triton tensorrtllm_backend model config the toolkit reads (inflight fused batching)."""
-    build = _build(plan)
-    options = plan.options
-    parameters = {
-        "max_beam_width": str(build.max_beam_width),
-        "FORCE_CPU_ONLY_INPUT_TENSORS": "no",
-        "gpt_model_type": "inflight_fused_batching",
-        "gpt_model_path": gpt_model_path,
-        "batch_scheduler_policy": options.get("option.batch_scheduler_policy", "max_utilization"),
-        "kv_cache_free_gpu_mem_fraction": options.get("option.kv_cache_free_gpu_mem_fraction", "0.9"),
-        "enable_kv_cache_reuse": "true" if build.enable_kv_cache_reuse else "false",
-        "exclude_input_in_output": "true",
-    }
-    if "option.max_tokens_in_paged_kv_cache" in options:
-        parameters["max_tokens_in_paged_kv_cache"] = options["option.max_tokens_in_paged_kv_cache"]
-    lines = ['name: "tensorrt_llm"', 'backend: "tensorrtllm"', f"max_batch_size: {build.max_batch_size}", "",
-             "model_transaction_policy {", "  decoupled: true", "}", ""]
-    for section, tensors in (("input", (("input_ids", "TYPE_INT32", "[ -1 ]"), ("input_lengths", "TYPE_INT32", "[ 1 ]"),
-                                        ("request_output_len", "TYPE_INT32", "[ 1 ]"))),
-                             ("output", (("output_ids", "TYPE_INT32", "[ -1, -1 ]"),
-                                         ("sequence_length", "TYPE_INT32", "[ -1 ]")))):
-        lines.append(f"{section} [")
-        body = [f'  {{\n    name: "{name}"\n    data_type: {dtype}\n    dims: {dims}\n  }}' for name, dtype, dims in tensors]
-        lines.append(",\n".join(body))
-        lines.append("]")
-    lines += ["instance_group [", "  {", "    count: 1", "    kind: KIND_CPU", "  }", "]"]
-    for key, value in parameters.items():
-        lines.append(f'parameters: {{\n  key: "{key}"\n  value: {{\n    string_value: "{value}"\n  }}\n}}')
-    return "\n".join(lines) + "\n"
 
 
 def read_pbtxt_parameter(text: str, key: str) -> str | None:
@@ -177,7 +146,8 @@ class ToolkitLayout:
         carry_source_files(source_dir, repo, trust_remote_code=trust_remote_code(plan))
         _carry_build_logs(produced, staging)
         gpt_model_path = str(PurePosixPath(_container_model_dir.get()) / TOOLKIT_DIR / ENGINE_SUBDIR)
-        (repo / "config.pbtxt").write_text(config_pbtxt(plan, gpt_model_path), encoding="utf-8")
+        backend = plan.toolchain.versions.get("tensorrt_llm", "")  # tensorrtllm_backend is released with it
+        (repo / "config.pbtxt").write_text(config_pbtxt(plan, gpt_model_path, backend), encoding="utf-8")
 
     def properties(self, plan: BuildPlan) -> dict[str, str]:
         build = _build(plan)
