@@ -1,5 +1,6 @@
-"""The real TensorRT-LLM engine build of demo:tiny-llama. Runs only where the real trtllm-build
-(not the stand-in) and an NVIDIA GPU exist; skips with the reason elsewhere."""
+"""The real TensorRT-LLM engine build of demo:tiny-llama: once with the host's own TensorRT-LLM, and
+once per profile whose TensorRT-LLM the host has. Runs only where the real trtllm-build (not the
+stand-in) and an NVIDIA GPU exist; skips with the reason elsewhere."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from lmi_build.planning.plan import BuildPlan
+from lmi_build.targets.trtllm.profiles import load_profiles
 
 STANDINS = (Path(__file__).resolve().parent / "standins").resolve()
 
@@ -50,3 +52,47 @@ def test_real_engine_build_of_tiny_llama(tmp_path: Path, plan_model: Callable[..
     info = check_engine_dir(paths.engine, host, world_size=1)
     assert not info.stand_in
     assert gpu_sm()[0] is not None
+
+
+def _host_trtllm_version() -> str | None:
+    """The TensorRT-LLM version installed beside the real trtllm-build (None without one)."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("tensorrt_llm")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+@pytest.mark.trtllm
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("profile", [p.name for p in load_profiles() if p.engine_capable])
+def test_real_engine_build_per_profile(profile: str, tmp_path: Path) -> None:
+    """One plan per profile, built for real through the CLI (local runner) where this host's
+    TensorRT-LLM is the profile's; vendor example scripts come from $TRTLLM_EXAMPLES."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from lmi_build.targets.trtllm.profiles import get_profile
+
+    reason = _why_not()
+    if reason:
+        pytest.skip(reason)
+    wanted, host = get_profile(profile).tensorrt_llm, _host_trtllm_version()
+    if host != wanted:
+        pytest.skip(f"this host has TensorRT-LLM {host}, the profile {profile} needs {wanted}")
+    examples = os.environ.get("TRTLLM_EXAMPLES")
+    args = ["trtllm", "--model", "demo:tiny-llama", "--profile", profile, "--tp", "1", "--max-input-len", "64",
+            "--max-output-len", "64", "--output", str(tmp_path / "artifact"), "--json"]
+    if examples:
+        args += ["--trtllm-examples", examples]
+    result = subprocess.run([sys.executable, "-m", "lmi_build", *args], capture_output=True, text=True, timeout=3600,
+                            check=False)
+    if result.returncode != 0 and "needs the examples directory" in result.stderr:
+        pytest.skip("set TRTLLM_EXAMPLES to a TensorRT-LLM checkout's examples/ at the profile's tag")
+    assert result.returncode == 0, result.stderr
+    outcome = json.loads(result.stdout)
+    assert outcome["status"] == "artifact" and not outcome.get("stand_in")
