@@ -94,6 +94,8 @@ def test_script_bundle_runs_as_printed_and_packages(tmp_path: Path) -> None:
     script = (bundle / "build-engines.sh").read_text()
     assert "models/core/gpt/convert_checkpoint.py" in script and "trtllm-build" in script
     assert not (bundle / "checkpoint").exists()  # converted on the GPU host, by the script
+    assert "runs examples/models/core/gpt/convert_checkpoint.py of TensorRT-LLM 0.21.0rc1" in outcome["message"]
+    assert "set MODEL_DIR" in outcome["message"] and "TRTLLM_EXAMPLES" in outcome["message"]
     # On the "GPU host": the stand-ins on PATH, a TensorRT-LLM checkout where the script expects it.
     standin_examples(bundle / "TensorRT-LLM" / "examples", get_profile(profile).tensorrt_llm)
     gpu_env = {**_env(profile), "RUNNER": "local"}

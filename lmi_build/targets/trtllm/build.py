@@ -206,7 +206,7 @@ def container_conversion(steps: list[Step], version: str) -> str | None:
                if step.where == "container" and len(step.argv) > 1 and step.argv[1].startswith("{examples}/")]
     if not scripts:
         return None
-    return f"{' then '.join(scripts)} of TensorRT-LLM {version} (a checkout at that tag: --trtllm-examples)"
+    return f"{' then '.join(scripts)} of TensorRT-LLM {version}"
 
 
 def _stop_with_checkpoint(ctx: BuildContext, profile: ContainerProfile, checkpoint: Path,
@@ -230,7 +230,7 @@ def _stop_with_checkpoint(ctx: BuildContext, profile: ContainerProfile, checkpoi
         staged = ctx.work / "plan-only"
         staged.mkdir()
         if conversion is not None:
-            reason += f"; the GPU host must run {conversion}"
+            reason += f"; the GPU host must run {conversion} (a checkout at that tag: --trtllm-examples)"
     ctx.saved.save(staged / PLAN_FILE)
     install_directory(staged, output, overwrite=ctx.settings.overwrite)
     finished_from = output if converted_here else ctx.settings.checkpoint
@@ -276,4 +276,14 @@ def _write_script(ctx: BuildContext, steps: list[Step], paths: Paths, profile: C
     run_script = f"(cd {shlex.quote(str(output))} && ./{BUNDLE_SCRIPT})"
     return BuildOutcome(plan=ctx.plan, status="script", output=output, steps=list(ctx.record.steps),
                         next_command=f"{run_script} && {package_cmd}",
-                        message="checkpoint, plan.json and engine-build script written; run the script on a GPU host")
+                        message=_script_message(steps, paths, profile))
+
+
+def _script_message(steps: list[Step], paths: Paths, profile: ContainerProfile) -> str:
+    """What the bundle holds and, when the GPU host converts, what it needs there besides the bundle."""
+    conversion = container_conversion(steps, profile.tensorrt_llm)
+    if conversion is None:
+        return "checkpoint, plan.json and engine-build script written; run the script on a GPU host"
+    return (f"plan.json and engine-build script written; on the GPU host the script runs {conversion}: "
+            f"set MODEL_DIR to the model there (default {paths.get('model')}) and TRTLLM_EXAMPLES to the checkout's "
+            f"examples/ (default {DEFAULT_EXAMPLES})")
