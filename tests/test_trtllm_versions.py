@@ -140,6 +140,10 @@ def test_fp8_needs_sm89_at_plan_time(plan_model: Any) -> None:
         error = next(e for e in plan.errors if e.code == "gpu_quant")
         assert "sm89" in error.message and instance in error.message and gpu in error.message
     assert plan_model("trtllm", LLAMA, quantize="fp8", tp="1", instance_type="p5.48xlarge").valid
+    by_name = plan_model("trtllm", LLAMA, quantize="fp8", tp="1", gpu="a10g")
+    assert any("--gpu a10g (sm86)" in e.message for e in by_name.errors if e.code == "gpu_quant")
+    assert plan_model("trtllm", LLAMA, quantize="fp8", tp="1", gpu="sm90").valid
+    assert "gpu" in codes(plan_model("trtllm", LLAMA, tp="1", gpu="hopper"))  # not a GPU: named, not a traceback
     unknown = plan_model("trtllm", LLAMA, quantize="fp8", tp="1")
     assert unknown.valid and "gpu_requirement" in warning_codes(unknown)
     kv = plan_model("trtllm", LLAMA, quantize="fp8", tp="1", option=("kv_cache_dtype=fp8",),

@@ -13,6 +13,7 @@ from lmi_build.cli.plan_flags import (
     CalibDataOpt,
     ContextLengthEstimateOpt,
     DtypeOpt,
+    GpuOpt,
     InstanceTypeOpt,
     MaxBatchSizeOpt,
     MaxInputLenOpt,
@@ -74,6 +75,7 @@ def plan(
     option: OptionOpt = None,
     properties: PropertiesOpt = None,
     instance_type: InstanceTypeOpt = None,
+    gpu: GpuOpt = None,
     profile: ProfileOpt = None,
     strict: StrictOpt = False,
     calib_data: CalibDataOpt = None,
@@ -91,7 +93,7 @@ def plan(
                       n_positions=n_positions, context_length_estimate=context_length_estimate,
                       trust_remote_code=trust_remote_code, option=option, properties=properties,
                       instance_type=instance_type, profile=profile, strict=strict, calib_data=calib_data,
-                      allow_pickle=allow_pickle, endpoint_url=endpoint_url)
+                      allow_pickle=allow_pickle, endpoint_url=endpoint_url, gpu=gpu)
     saved = plan_request(flags.request(cast("TargetName", target.value)))
     report_plan(saved.plan)
     if save is not None:

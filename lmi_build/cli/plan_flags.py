@@ -62,6 +62,9 @@ ContextLengthEstimateOpt = Annotated[str | None, typer.Option(
 InstanceTypeOpt = Annotated[str | None, typer.Option(
     "--instance-type", rich_help_panel=KNOBS_PANEL,
     help="Serving instance (e.g. g5.12xlarge, inf2.24xlarge): resolves tp=max, checks memory fit.")]
+GpuOpt = Annotated[str | None, typer.Option(
+    "--gpu", rich_help_panel=KNOBS_PANEL,
+    help="trtllm: the serving GPU (a10g, a100, l4, h100, or an SM such as sm90): FP8 needs sm89+.")]
 ProfileOpt = Annotated[str | None, typer.Option(
     "--profile", rich_help_panel=KNOBS_PANEL,
     help="trtllm: container profile (a profiles/*.toml name). Default: the newest engine-capable one.")]
@@ -111,6 +114,7 @@ def plan_request(
     allow_pickle: bool = False,
     endpoint_url: str | None = None,
     env: Mapping[str, str] | None = None,
+    gpu: str | None = None,
 ) -> PlanRequest:
     """The planner's input from the shared flags (``env`` defaults to this process's environment)."""
     from lmi_build.planning.request import PlanRequest
@@ -132,6 +136,7 @@ def plan_request(
         option=tuple(option or ()),
         properties=properties,
         instance_type=instance_type,
+        gpu=gpu,
         profile=profile,
         strict=strict,
         calib_data=calib_data,
@@ -165,6 +170,7 @@ class PlanFlags:
     calib_data: Path | None = None
     allow_pickle: bool = False
     endpoint_url: str | None = None
+    gpu: str | None = None
 
     def request(self, target: TargetName) -> PlanRequest:
         return plan_request(target, **{f.name: getattr(self, f.name) for f in fields(self)})

@@ -31,6 +31,7 @@ class PlanRequest:
     option: tuple[str, ...] = ()  # raw "key=value" pairs from --option
     properties: Path | None = None
     instance_type: str | None = None
+    gpu: str | None = None  # the serving GPU (name or SM, e.g. a10g, sm90): hardware rules at plan time
     profile: str | None = None  # trtllm container profile name
     strict: bool = False
     calib_data: Path | None = None

@@ -218,27 +218,37 @@ class TrtllmTarget:
 
     @staticmethod
     def _check_gpu_quantization(ctx: PlanContext) -> None:
-        """FP8 (weights or KV cache) needs an SM the target GPU may not have: refuse a known GPU without it,
-        say what is needed when the GPU is unknown (``planning.gpus``, the table verify uses too)."""
-        from lmi_build.planning.gpus import sm_number, sm_requirements
+        """FP8 (weights or KV cache) needs an SM the target GPU may not have: refuse a known GPU without it
+        (--gpu, or --instance-type's GPU), say what is needed when the GPU is unknown (``planning.gpus``,
+        the table verify uses too)."""
+        from lmi_build.errors import OptionError
+        from lmi_build.planning.gpus import normalize_sm, sm_number, sm_requirements
 
         quant = ctx.quantization
         needs = sm_requirements(quant.quant_algo, quant.kv_cache_quant_algo)
+        gpu: tuple[str, str] | None = None  # (sm, how the user named it)
+        if ctx.request.gpu:
+            try:
+                gpu = (normalize_sm(ctx.request.gpu), f"--gpu {ctx.request.gpu}")
+            except OptionError as error:
+                ctx.findings.error("gpu", error.message, hint=error.hint)
+                return
+        elif ctx.instance is not None and ctx.instance.accelerator.sm is not None:
+            accelerator = ctx.instance.accelerator
+            gpu = (accelerator.sm or "", f"{ctx.instance.name} has {accelerator.description}")
         if not needs:
             return
-        instance = ctx.instance
-        if instance is None or instance.accelerator.sm is None:
+        if gpu is None:
             for what, minimum in needs:
                 ctx.findings.warn("gpu_requirement", f"{what} quantization runs only on GPUs of sm{minimum} or newer "
                                   "(L4, L40S, H100, H200: g6, g6e, p5)",
-                                  hint="pass --instance-type to check the target GPU at plan time")
+                                  hint="pass --gpu or --instance-type to check the target GPU at plan time")
             return
-        accelerator = instance.accelerator
+        sm, named = gpu
         for what, minimum in needs:
-            if sm_number(instance.accelerator.sm) < minimum:
-                ctx.findings.error("gpu_quant", f"{what} quantization needs sm{minimum} or newer; {instance.name} has "
-                                   f"{accelerator.description} ({accelerator.sm})",
-                                   hint="pick an instance with an sm89+ GPU (g6, g6e, p5) or another quantization")
+            if sm_number(sm) < minimum:
+                ctx.findings.error("gpu_quant", f"{what} quantization needs sm{minimum} or newer; {named} ({sm})",
+                                   hint="pick an sm89+ GPU (L4, L40S, H100: g6, g6e, p5) or another quantization")
 
     @staticmethod
     def _removed_option(ctx: PlanContext, value: bool | None, version: str) -> None:
