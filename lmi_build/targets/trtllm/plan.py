@@ -147,14 +147,12 @@ class TrtllmTarget:
         self._check_steps(ctx, build, profile)
         if profile.layout == "flat":
             ctx.derive("engine", FLAT_ENGINE, f"profile {profile.name}: one LLM API process (not engine=MPI)")
-        else:
-            ctx.derive("engine", self.engine, "trtllm target")
-        if profile.layout == "flat":
             # The TensorRT-LLM 1.x LMI handler is only picked when these are explicit.
             ctx.derive("entryPoint", "djl_python.lmi_trtllm.trtllm_async_service", f"profile {profile.name}")
             ctx.derive("async_mode", "true", f"profile {profile.name}")
             ctx.derive("rolling_batch", "disable", f"profile {profile.name}")
         else:
+            ctx.derive("engine", self.engine, "trtllm target")
             ctx.derive("rolling_batch", "trtllm", "trtllm target")
         ctx.derive("tensor_parallel_degree", tp, "resolved tp")
         if pp > 1:
