@@ -13,7 +13,9 @@ AWQ_CONFIG = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point":
 
 
 def test_llama_trtllm_defaults(plan_model: Planner) -> None:
-    plan = plan_model("trtllm", LLAMA)
+    # The LMI defaults as the toolkit-era containers build them (0.30); the default profile (0.21, LLM
+    # API) takes max_seq_len from the model and serves with engine=Python (issue 10), checked below.
+    plan = plan_model("trtllm", LLAMA, profile="lmi-0.30.0-trtllm-0.12.0")
     assert plan.valid, plan.errors
     assert isinstance(plan.build, TrtllmBuild)
     assert (plan.build.tp, plan.build.max_input_len, plan.build.max_output_len) == (1, 1024, 512)
@@ -25,6 +27,10 @@ def test_llama_trtllm_defaults(plan_model: Planner) -> None:
     assert "tp_default" in warning_codes(plan)
     assert plan.toolchain.profile and plan.toolchain.versions["tensorrt_llm"]
     assert plan.cache_key.startswith("sha256:") and len(plan.cache_key) == 71
+    default = plan_model("trtllm", LLAMA)
+    assert isinstance(default.build, TrtllmBuild) and default.valid, default.errors
+    assert (default.build.max_input_len, default.build.max_seq_len) == (1024, 4096)  # Llama-2's 4096 positions
+    assert default.options["engine"] == "Python"
 
 
 def test_tp_must_divide_heads(plan_model: Planner) -> None:

@@ -63,7 +63,8 @@ def test_a_malformed_instances_table_is_refused(tmp_path: Path, old: str, new: s
     ('inherit = "0.8"', 'inherit = "0.6"', "series 0.9 inherits unknown series 0.6"),
     ('min = "0.9.0"', 'min = "0.7.5"', "series 0.9 inherits 0.8, which is not older"),
     ('min = "0.9.0"', 'min = "nine"', "field series.0.9.min: Value error, Invalid version: 'nine'"),
-    ('world_size = { kind = "error"', 'world_size = { kind = "fatal"', "field series.0.9.removed.world_size.kind"),
+    ('max_output_len = { kind = "error"', 'max_output_len = { kind = "fatal"',
+     "field series.0.12.removed.max_output_len.kind"),
 ])
 def test_a_malformed_flags_table_is_refused(tmp_path: Path, old: str, new: str, field: str) -> None:
     assert field in _refused(_broken_copy(tmp_path, FLAGS_FILE, old, new), FlagsFile)
