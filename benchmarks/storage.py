@@ -2,7 +2,12 @@
 re-publish of an unchanged artifact, and the local-directory digest (first and cached run) vs
 ``sha256sum``.
 
-    python benchmarks/storage.py --size-gb 2 --workers 8
+    python benchmarks/storage.py --size-gb 2 --workers 8 --repeat 3
+
+Pull and ``s5cmd cp`` downloads run alternately ``--repeat`` times and the medians are compared:
+the machine may be shared, and whichever runs first right after the uploads pays for the
+writeback they left behind. Each download also reports the client's CPU seconds (user+system):
+on a machine where the server shares the cores, pull needs s5cmd's CPU plus SHA-256 of every byte.
 
 Disk use: about 3x the artifact size at peak (artifact, server copy, one pulled copy); every
 directory is removed at the end. Page cache is warm for every measurement (nothing here can
@@ -14,7 +19,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,6 +46,19 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, result
 
 
+def cpu_seconds() -> float:
+    """User+system CPU of this process and its finished children so far."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def timed_cpu(fn: Callable[[], Any]) -> tuple[float, float]:
+    """(wall seconds, client CPU seconds) of one call."""
+    cpu = cpu_seconds()
+    wall, _ = timed(fn)
+    return wall, cpu_seconds() - cpu
+
+
 def write_random(path: Path, size: int) -> None:
     block = 16 * 1024 * 1024
     with open(path, "wb") as handle:
@@ -54,6 +74,7 @@ def main() -> None:
     parser.add_argument("--size-gb", type=float, default=2.0)
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--repeat", type=int, default=3, help="alternate pull and s5cmd download this many times")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="lmi-storage-bench-"))
@@ -97,13 +118,21 @@ def main() -> None:
         results["republish_seconds"] = round(seconds, 2)
         results["republish_skipped"] = summary.skipped
 
-        pulled = work / "pulled"
-        results["pull_seconds"] = round(timed(lambda: pull(url, pulled, workers=args.workers, output=quiet))[0], 2)
-        shutil.rmtree(pulled)
-        s5_dir = work / "s5-pulled"
-        results["s5cmd_download_seconds"] = round(timed(lambda: subprocess.run(
-            [*s5_args, "cp", f"s3://{bucket}/s5/*", f"{s5_dir}/"], check=True, env=env, capture_output=True))[0], 2)
-        shutil.rmtree(s5_dir)
+        pulled, s5_dir = work / "pulled", work / "s5-pulled"
+        pulls: list[tuple[float, float]] = []
+        s5_downloads: list[tuple[float, float]] = []
+        for _ in range(max(1, args.repeat)):
+            pulls.append(timed_cpu(lambda: pull(url, pulled, workers=args.workers, output=quiet)))
+            shutil.rmtree(pulled)
+            s5_downloads.append(timed_cpu(lambda: subprocess.run(
+                [*s5_args, "cp", f"s3://{bucket}/s5/*", f"{s5_dir}/"], check=True, env=env, capture_output=True)))
+            shutil.rmtree(s5_dir)
+        results["pull_runs_seconds"] = [round(wall, 2) for wall, _ in pulls]
+        results["s5cmd_download_runs_seconds"] = [round(wall, 2) for wall, _ in s5_downloads]
+        results["pull_seconds"] = round(statistics.median(wall for wall, _ in pulls), 2)
+        results["s5cmd_download_seconds"] = round(statistics.median(wall for wall, _ in s5_downloads), 2)
+        results["pull_cpu_seconds"] = round(statistics.median(cpu for _, cpu in pulls), 2)
+        results["s5cmd_download_cpu_seconds"] = round(statistics.median(cpu for _, cpu in s5_downloads), 2)
 
         results["publish_vs_s5cmd"] = round(results["publish_seconds"] / results["s5cmd_upload_seconds"], 2)
         results["pull_vs_s5cmd"] = round(results["pull_seconds"] / results["s5cmd_download_seconds"], 2)
@@ -118,8 +147,11 @@ def main() -> None:
     size = f"{results['bytes'] / 1024**3:.1f} GiB"
     record_comparison("storage", f"publish {size}", results["publish_seconds"], "s5cmd cp (upload)",
                       results["s5cmd_upload_seconds"])
-    record_comparison("storage", f"pull {size} (SHA-256 verified)", results["pull_seconds"], "s5cmd cp (download)",
-                      results["s5cmd_download_seconds"])
+    runs = f"median of {len(results['pull_runs_seconds'])}"
+    record_comparison("storage", f"pull {size} (SHA-256 verified, {runs})", results["pull_seconds"],
+                      "s5cmd cp (download)", results["s5cmd_download_seconds"])
+    record_comparison("storage", f"pull {size}: client CPU", results["pull_cpu_seconds"],
+                      "s5cmd cp (download): client CPU", results["s5cmd_download_cpu_seconds"])
     record_comparison("storage", f"local digest {size}", results["digest_first_seconds"], "sha256sum",
                       results["sha256sum_seconds"])
 

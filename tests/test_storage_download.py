@@ -170,3 +170,27 @@ def test_killed_pull_leaves_no_named_partial_file_and_resumes(tmp_path: Path, s3
     assert summary.skipped == len(named)
     assert tree_bytes(dest) == tree_bytes(artifact)
     assert _leftovers(tmp_path) == []
+
+
+def test_file_the_disk_cannot_hold_is_an_error_and_leaves_nothing(tmp_path: Path, s3_env: S3Server,
+                                                                  s3_bucket: str) -> None:
+    """The file's blocks are reserved before it is mapped: a file that cannot be written (here over a
+    real RLIMIT_FSIZE, as on a full disk) fails as an OSError, not a crash, and no partial file stays."""
+    import hashlib
+    import resource
+
+    body = os.urandom(3 * 1024 * 1024)
+    s3_env.client().put_object(Bucket=s3_bucket, Key="big.bin", Body=body)
+    item = transfer.Download("big.bin", tmp_path / "out" / "big.bin", len(body), hashlib.sha256(body).hexdigest())
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of the default kill
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1024 * 1024, hard))
+    try:
+        with pytest.raises(OSError):
+            transfer.download_all(s3_env.client(), s3_bucket, [item], workers=2, output=QUIET)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == []
+    transfer.download_all(s3_env.client(), s3_bucket, [item], workers=2, output=QUIET)  # and works with room
+    assert (tmp_path / "out" / "big.bin").read_bytes() == body

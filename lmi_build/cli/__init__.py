@@ -10,6 +10,7 @@ every command registered) is built on first access, for tests and ``typer.testin
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -56,6 +57,10 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _run(args: list[str]) -> int:
+    # pydantic looks for plugins in every installed distribution's entry points when the first
+    # model is built (~20 ms with torch and transformers installed). lmi-build's models are its own
+    # plan and manifest records, not a place for validation plugins; a value the user set wins.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     import typer
 
     from lmi_build.errors import LmiBuildError
