@@ -38,7 +38,8 @@ COMMANDS = (
                                    "it into place."),
     Command("config", "config_cmd", "Show how LMI options resolve, and the option reference."),
     Command("recipes", "recipes_cmd", "Supported architectures: targets, quantization, restricted options."),
-    Command("profiles", "profiles_cmd", "LMI TensorRT-LLM container profiles (image, versions, layout, defaults)."),
+    Command("profiles", "profiles_cmd", "LMI container profiles, TensorRT-LLM and Neuron (image, versions, layout, "
+                                        "defaults)."),
 )
 COMMAND_MODULES = tuple(dict.fromkeys(command.module for command in COMMANDS))
 

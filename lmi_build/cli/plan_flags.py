@@ -64,7 +64,8 @@ InstanceTypeOpt = Annotated[str | None, typer.Option(
     help="Serving instance (e.g. g5.12xlarge, inf2.24xlarge): resolves tp=max, checks memory fit.")]
 ProfileOpt = Annotated[str | None, typer.Option(
     "--profile", rich_help_panel=KNOBS_PANEL,
-    help="trtllm: container profile (a profiles/*.toml name). Default: the newest engine-capable one.")]
+    help="Container profile (`lmi-build profiles list`). Default: trtllm the newest engine-capable one, "
+    "neuronx the newest published Neuron image.")]
 CalibDataOpt = Annotated[Path | None, typer.Option(
     "--calib-data", rich_help_panel=KNOBS_PANEL,
     help="Calibration text file (one sample per line or JSONL) instead of the built-in set.")]

@@ -93,20 +93,26 @@ class NeuronxTarget:
         self.preflight(None, None)
 
     def container_profiles(self) -> dict[str, ContainerFacts]:
-        return {}  # no container profiles of its own yet
+        from lmi_build.targets.neuronx.profiles import load_profiles
+
+        return {profile.name: ContainerFacts(versions=profile.versions()) for profile in load_profiles()}
 
     def checkpoint_route(self, support: TargetSupport, spec: ModelSpec,
                          options: ResolvedOptions) -> Literal["modelopt", "vendor"]:
         return "vendor"  # TNX compiles from the HF checkpoint itself
 
     def toolchain(self, profile: str | None) -> ToolchainRef:
-        data = sdk()
-        return ToolchainRef(target="neuronx", profile=data.name, image=data.image or None,
-                            versions=dict(data.versions))
+        from lmi_build.targets.neuronx.profiles import get_profile
+
+        found = get_profile(profile)
+        return ToolchainRef(target="neuronx", profile=found.name, image=found.image or None,
+                            versions=found.versions())
 
     def plan(self, ctx: PlanContext) -> TargetPlan:
-        data = sdk()
-        defaults = data.defaults
+        from lmi_build.targets.neuronx.profiles import get_profile
+
+        profile = get_profile(ctx.request.profile)
+        defaults = sdk().defaults
         spec = ctx.spec
         platform = ctx.instance.accelerator.platform if ctx.instance else None
         if ctx.instance is not None and ctx.instance.accelerator.kind != "neuron":
@@ -155,7 +161,7 @@ class NeuronxTarget:
         # DJL adds each precision flag whenever its option is set, even to false.
         mixed = ctx.is_set("enable_mixed_precision_accumulation")
         saturate = ctx.is_set("enable_saturate_infinity")
-        base = ctx.request.env.get("NEURON_CC_FLAGS", data.compiler.container_flags)
+        base = ctx.request.env.get("NEURON_CC_FLAGS", profile.neuron_cc_flags)
 
         build = NeuronxBuild(
             tp=tp,
@@ -184,7 +190,7 @@ class NeuronxTarget:
             ctx.derive("quantize", "static_int8", "neuronx int8 weights")
         return TargetPlan(
             build=build,
-            toolchain=self.toolchain(None),
+            toolchain=self.toolchain(profile.name),
             workload=Workload(batch_size=batch, seq_len=top, tp=tp, preallocated=True),
             dtype=dtype,
         )
