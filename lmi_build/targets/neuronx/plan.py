@@ -7,7 +7,7 @@ The rules (buckets, GQA fallbacks, compiler flags) are those of the SDK pin in
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from lmi_build.errors import UnsupportedTarget
 from lmi_build.model.spec import ModelSpec
@@ -20,6 +20,9 @@ from lmi_build.planning.targets import ContainerFacts, TargetPlan
 from lmi_build.recipes.schema import TargetSupport
 from lmi_build.targets.neuronx.sdk import NeuronDefaults, NeuronPlatform, sdk
 from lmi_build.types import TargetName
+
+if TYPE_CHECKING:
+    from lmi_build.targets.neuronx.profiles import Loader, NeuronProfile
 
 DEFAULT_GQA = "shard-over-heads"  # TNX's own default; option.group_query_attention's choices are the table's
 AMP = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
@@ -63,22 +66,71 @@ def effective_gqa(requested: str, *, batch_size: int, tp: int, kv_heads: int, he
     return effective
 
 
-def compiler_flags(base: str, optimize_level: int | None, mixed_precision: bool, saturate_infinity: bool) -> str:
+def compiler_flags(base: str, optimize_level: int | None, mixed_precision: bool, saturate_infinity: bool,
+                   *, properties_built: int = 1) -> str:
     """NEURON_CC_FLAGS as the LMI container hands them to neuronx-cc, byte for byte (the NEFF cache
     key hashes this string). DJL appends ``-O<n>`` and the two precision flags whenever the option
-    is set (even to false), in its field order; transformers-neuronx then appends each required
-    flag that is absent."""
+    is set (even to false), in its field order, each time it builds its properties object (twice
+    with a speculative draft model: ``properties_built=2``); transformers-neuronx then appends each
+    required flag that is absent."""
     flags = base
-    if optimize_level is not None:
-        flags += f" -O{optimize_level}"
-    if mixed_precision:
-        flags += " --enable-mixed-precision-accumulation"
-    if saturate_infinity:
-        flags += " --enable-saturate-infinity"
+    for _ in range(properties_built):
+        if optimize_level is not None:
+            flags += f" -O{optimize_level}"
+        if mixed_precision:
+            flags += " --enable-mixed-precision-accumulation"
+        if saturate_infinity:
+            flags += " --enable-saturate-infinity"
     for required in sdk().compiler.required_flags:
         if required not in flags.split():
             flags = f"{flags} {required}" if flags else required
     return flags
+
+
+def choose_loader(profile: NeuronProfile, *, model_type: str, rolling: bool, set_options: set[str]) -> Loader:
+    """The model loader DJL picks in ``profile``'s release when option.model_loader is unset:
+    0.30+ transformers-neuronx; 0.26 optimum-neuron unless rolling batch is on; 0.27 optimum-neuron
+    for its model types (llama/mistral only with rolling batch) unless a TNX-only option is set."""
+    if profile.default_loader == "tnx":
+        return "tnx"
+    if profile.tnx_switch == "rolling_batch":
+        return "tnx" if rolling else "optimum"
+    rules = sdk().loader_rules
+    if model_type not in rules.optimum_model_types:
+        return "tnx"
+    if model_type in rules.optimum_needs_rolling_batch and not rolling:
+        return "tnx"
+    if set_options & set(rules.tnx_only_options):
+        return "tnx"
+    return "optimum"
+
+
+def tnx_kwargs(*, batch: int, amp: str, tp: int, n_positions: int, continuous: bool,
+               given_contexts: tuple[int, ...] | None, contexts: tuple[int, ...]) -> dict[str, Any]:
+    """``NeuronAutoModelForCausalLM.from_pretrained`` kwargs as DJL builds them: n_positions as one
+    int (TNX derives the buckets), context_length_estimate only when given, both as lists under
+    continuous batching (DJL then fills the context estimates itself)."""
+    kwargs: dict[str, Any] = {"batch_size": batch, "amp": amp, "tp_degree": tp, "n_positions": n_positions}
+    if given_contexts is not None:
+        kwargs["context_length_estimate"] = list(given_contexts)
+    if continuous:
+        kwargs["n_positions"] = [n_positions]
+        kwargs["context_length_estimate"] = list(contexts)
+    return kwargs
+
+
+def neuron_config(*, continuous: bool, batch: int, gqa_requested: str | None, quantized: bool,
+                  amp: str) -> dict[str, Any]:
+    """The NeuronConfig keys DJL passes, only those it sets (ML:179-225); on_device_embedding is on
+    because DJL turns it on whenever it partitions (compiles ahead)."""
+    config: dict[str, Any] = {"on_device_embedding": True}
+    if continuous:
+        config["continuous_batching"] = {"batch_size_for_shared_caches": batch}
+    if gqa_requested is not None:
+        config["group_query_attention"] = gqa_requested
+    if quantized:
+        config["quant"] = {"dequant_dtype": amp}
+    return config
 
 
 class NeuronxTarget:
@@ -162,10 +214,14 @@ class NeuronxTarget:
         mixed = ctx.is_set("enable_mixed_precision_accumulation")
         saturate = ctx.is_set("enable_saturate_infinity")
         base = ctx.request.env.get("NEURON_CC_FLAGS", profile.neuron_cc_flags)
+        built = 2 if ctx.is_set("speculative_draft_model") else 1
+        set_options = {key.removeprefix("option.") for key in ctx.options.values if ctx.user_set(key)}
+        loader = choose_loader(profile, model_type=spec.model_type, rolling=rolling, set_options=set_options)
+        amp = AMP[dtype]
 
         build = NeuronxBuild(
             tp=tp,
-            amp=AMP[dtype],
+            amp=amp,
             n_positions=n_positions,
             context_length_estimate=contexts,
             batch_size=batch,
@@ -175,8 +231,14 @@ class NeuronxTarget:
             unroll=ctx.int_value("unroll"),
             neuron_optimize_level=level,
             on_device_embedding=True,  # DJL turns it on whenever it partitions (compiles ahead)
-            compiler_flags=compiler_flags(base, level, mixed, saturate),
+            compiler_flags=compiler_flags(base, level, mixed, saturate, properties_built=built),
             platform=platform,
+            loader=loader,
+            tnx_kwargs=tnx_kwargs(batch=batch, amp=amp, tp=tp, n_positions=top, continuous=continuous,
+                                  given_contexts=contexts if given_contexts is not None else None,
+                                  contexts=contexts),
+            neuron_config=neuron_config(continuous=continuous, batch=batch, gqa_requested=requested,
+                                        quantized=ctx.quantization.method == "int8", amp=amp),
         )
 
         ctx.derive("engine", self.engine, "neuronx target")

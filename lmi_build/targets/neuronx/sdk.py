@@ -27,6 +27,14 @@ class NeuronDefaults(BaseModel):
     continuous_batching_first_large_bucket: int = Field(gt=0)
 
 
+class LoaderRules(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    optimum_model_types: tuple[str, ...]
+    optimum_needs_rolling_batch: tuple[str, ...]
+    tnx_only_options: tuple[str, ...]
+
+
 class NeuronSdk(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -36,6 +44,7 @@ class NeuronSdk(BaseModel):
     compiler: NeuronCompiler
     tp_degrees: dict[NeuronPlatform, tuple[int, ...]]
     defaults: NeuronDefaults
+    loader_rules: LoaderRules
 
 
 def sdk() -> NeuronSdk:
