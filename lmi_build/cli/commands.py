@@ -28,6 +28,9 @@ class Command(NamedTuple):
 COMMANDS = (
     Command("trtllm", "build_cmd", "Build TensorRT-LLM engines for the LMI TensorRT-LLM container (checkpoint on this "
                                    "host, engines by the profile's TensorRT-LLM)."),
+    Command("neuronx", "build_cmd", "Compile NEFFs for the LMI Neuron container (transformers-neuronx, exactly as "
+                                    "the container would) and package the precompiled layout it loads without "
+                                    "compiling."),
     Command("hf", "build_cmd", "Build a Hugging Face checkpoint artifact (optionally quantized with ModelOpt)."),
     Command("plan", "plan_cmd", "Resolve every build knob, validate it against the model, estimate memory and "
                                 "compute the cache key, without reading weights or building anything."),

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from lmi_build.errors import UnsupportedTarget
 from lmi_build.model.spec import ModelSpec
 from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning import checks
@@ -22,6 +21,8 @@ from lmi_build.targets.neuronx.sdk import NeuronDefaults, NeuronPlatform, sdk
 from lmi_build.types import TargetName
 
 if TYPE_CHECKING:
+    from lmi_build.building.context import BuildContext, BuildSettings
+    from lmi_build.planning.saved import SavedPlan
     from lmi_build.targets.neuronx.profiles import Loader, NeuronProfile
 
 DEFAULT_GQA = "shard-over-heads"  # TNX's own default; option.group_query_attention's choices are the table's
@@ -137,12 +138,15 @@ class NeuronxTarget:
     name: TargetName = "neuronx"
     engine = "Python"
 
-    def preflight(self, saved: object, settings: object) -> None:
-        raise UnsupportedTarget("lmi-build cannot build target 'neuronx' yet",
-                                hint="buildable targets: hf, trtllm; `lmi-build plan neuronx` still validates")
+    def preflight(self, saved: SavedPlan, settings: BuildSettings) -> None:
+        from lmi_build.targets.neuronx.build import preflight
 
-    def build(self, ctx: object) -> None:
-        self.preflight(None, None)
+        preflight(saved, settings)
+
+    def build(self, ctx: BuildContext) -> None:
+        from lmi_build.targets.neuronx.build import build
+
+        build(ctx)
 
     def container_profiles(self) -> dict[str, ContainerFacts]:
         from lmi_build.targets.neuronx.profiles import load_profiles
