@@ -249,13 +249,28 @@ def check_compatibility(manifest: Manifest, target: ServingTarget) -> tuple[list
                                  f"{target.devices}; {target.devices - world} stay idle",
                                  f"rebuild with tp={target.devices} to use them all"))
 
-    if target.compiler_flags is not None and kind == "neuronx":
+    served_flags = target.compiler_flags
+    if served_flags is None and kind == "neuronx" and target.container is not None:
+        served_flags = _container_flags(target.container, manifest.serving_properties)
+    if served_flags is not None and kind == "neuronx":
         built_flags = build.get("compiler_flags")
-        if built_flags is not None and built_flags != target.compiler_flags:
+        if built_flags is not None and built_flags != served_flags:
             errors.append(_msg("compiler_flags", f"NEFFs compiled with flags '{built_flags}', container uses "
-                               f"'{target.compiler_flags}'; the NEFF cache key differs, so it would recompile",
+                               f"'{served_flags}'; the NEFF cache key differs, so it would recompile",
                                "rebuild with the container's NEURON_CC_FLAGS"))
     return errors, warnings
+
+
+def _container_flags(container: str, properties: dict[str, str]) -> str | None:
+    """The flags string the named container profile computes for these serving.properties; None
+    for a container this lmi-build has no profile of (its versions were given some other way)."""
+    from lmi_build.planning.targets import container_facts
+
+    try:
+        computes = container_facts(container).compiler_flags
+    except UnknownName:
+        return None
+    return computes(properties) if computes is not None else None
 
 
 def summarize(manifest: Manifest, location: str) -> dict[str, Any]:

@@ -7,6 +7,8 @@ The rules (buckets, GQA fallbacks, compiler flags) are those of the SDK pin in
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 from lmi_build.model.spec import ModelSpec
@@ -88,6 +90,16 @@ def compiler_flags(base: str, optimize_level: int | None, mixed_precision: bool,
     return flags
 
 
+def serving_compiler_flags(container_flags: str, properties: Mapping[str, str]) -> str:
+    """The flags string a container whose NEURON_CC_FLAGS is ``container_flags`` computes for these
+    serving.properties (what verify compares an artifact's flags with)."""
+    level = properties.get("option.neuron_optimize_level")
+    return compiler_flags(container_flags, int(level) if level and level.isdigit() else None,
+                          "option.enable_mixed_precision_accumulation" in properties,
+                          "option.enable_saturate_infinity" in properties,
+                          properties_built=2 if properties.get("option.speculative_draft_model") else 1)
+
+
 def choose_loader(profile: NeuronProfile, *, model_type: str, rolling: bool, set_options: set[str]) -> Loader:
     """The model loader DJL picks in ``profile``'s release when option.model_loader is unset:
     0.30+ transformers-neuronx; 0.26 optimum-neuron unless rolling batch is on; 0.27 optimum-neuron
@@ -151,7 +163,9 @@ class NeuronxTarget:
     def container_profiles(self) -> dict[str, ContainerFacts]:
         from lmi_build.targets.neuronx.profiles import load_profiles
 
-        return {profile.name: ContainerFacts(versions=profile.versions()) for profile in load_profiles()}
+        return {profile.name: ContainerFacts(versions=profile.versions(),
+                                             compiler_flags=partial(serving_compiler_flags, profile.neuron_cc_flags))
+                for profile in load_profiles()}
 
     def checkpoint_route(self, support: TargetSupport, spec: ModelSpec,
                          options: ResolvedOptions) -> Literal["modelopt", "vendor"]:
