@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from lmi_build.artifact.manifest import load_manifest
 from lmi_build.cli import app
 from lmi_build.runners import docker_argv
-from lmi_build.targets.neuronx.steps import compile_step, neuronx_paths
+from lmi_build.targets.neuronx.steps import compile_step, host_neuron_devices, neuronx_paths
 from tests.fixtures_neuronx import STANDIN_PYTHON, write_neuron_model
 
 ARGS = ["--tp", "2", "--n-positions", "4096", "--context-length-estimate", "256,512,1024,2048"]
@@ -123,10 +123,24 @@ def test_legacy_and_optimum_layouts_are_refused_not_faked(tmp_path: Path) -> Non
     assert code == 1 and "optimum loader" in output
 
 
-def test_docker_runner_mounts_and_image(tmp_path: Path) -> None:
+def test_docker_without_neuron_devices_is_refused(tmp_path: Path) -> None:
+    code, output = _run("--model", str(write_neuron_model(tmp_path / "llama")), *ARGS, "--runner", "docker",
+                        "--output", str(tmp_path / "o"))
+    assert code == 1 and "Neuron devices (/dev/neuron*)" in output  # this host has none
+
+
+def test_docker_runner_devices_mounts_and_image(tmp_path: Path) -> None:
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for name in ("neuron1", "neuron0", "null"):
+        (dev / name).touch()
+    devices = host_neuron_devices(dev)
+    assert devices == (f"--device={dev}/neuron0", f"--device={dev}/neuron1")
     paths = neuronx_paths(driver=tmp_path / "driver", model=tmp_path / "model", compiled=tmp_path / "compiled",
                           cache=tmp_path / "cache")
-    argv = docker_argv(compile_step("python3"), paths, "djl-inference:0.30.0-neuronx-sdk2.20.1", workers=1)
+    argv = docker_argv(compile_step("python3"), paths, "djl-inference:0.30.0-neuronx-sdk2.20.1", workers=1,
+                       devices=devices)
+    assert "--gpus" not in argv and argv[3:5] == list(devices)
     assert f"{tmp_path / 'model'}:/work/model:ro" in argv and f"{tmp_path / 'compiled'}:/work/compiled" in argv
     image = argv.index("djl-inference:0.30.0-neuronx-sdk2.20.1")
     assert argv[image + 1:] == ["python3", "/work/driver/lmi_neuronx_compile.py", "--kwargs",

@@ -83,6 +83,13 @@ def preflight(saved: SavedPlan, settings: BuildSettings) -> None:
         raise UnsupportedTarget(f"{profile.name} has no published container image to compile in",
                                 hint=f"use --runner local or --runner script on a host with Neuron SDK "
                                      f"{profile.neuron_sdk}, or a published profile")
+    if settings.runner == "docker":
+        from lmi_build.targets.neuronx.steps import host_neuron_devices
+
+        if not host_neuron_devices():
+            raise UnsupportedTarget("--runner docker needs this host's Neuron devices (/dev/neuron*): "
+                                    "transformers-neuronx loads the NEFFs onto them while compiling",
+                                    hint="run on an inf2/trn1 host, or use --runner script for a bundle to run there")
     if settings.runner == "local":
         found = probe_sdk(neuron_python()).get("neuronx_cc")
         if found != profile.neuronx_cc:
@@ -94,7 +101,7 @@ def preflight(saved: SavedPlan, settings: BuildSettings) -> None:
 
 def build(ctx: BuildContext) -> None:
     from lmi_build.targets.neuronx.cache_tree import remove_unusable
-    from lmi_build.targets.neuronx.steps import compile_step, neuronx_paths, write_driver
+    from lmi_build.targets.neuronx.steps import compile_step, host_neuron_devices, neuronx_paths, write_driver
 
     plan, settings = ctx.plan, ctx.settings
     assert isinstance(plan.build, NeuronxBuild)
@@ -113,7 +120,7 @@ def build(ctx: BuildContext) -> None:
             return
         python = neuron_python() if settings.runner == "local" else "python3"
         step = compile_step(python, timeout_s=settings.step_timeout_s)
-        runner = make_runner(settings.runner, image=profile.image)
+        runner = make_runner(settings.runner, image=profile.image, devices=host_neuron_devices())
         result = runner.run(step, paths, ctx.work, plan)
         ctx.record.steps.append(StepTiming(name="compile", seconds=result.seconds,
                                            detail=f"{runner.kind} runner, {profile.name}"))
@@ -151,14 +158,14 @@ def _write_bundle(ctx: BuildContext, profile: NeuronProfile) -> BuildOutcome:
     """--runner script: driver/, the model, plan.json and build-neffs.sh; run on a Neuron host, then
     package the compiled/ it writes with exactly this plan."""
     from lmi_build.artifact.packager import install_directory
-    from lmi_build.targets.neuronx.steps import compile_step, neff_script, neuronx_paths
+    from lmi_build.targets.neuronx.steps import SCRIPT_DEVICES, compile_step, neff_script, neuronx_paths
 
     output = ctx.settings.output.absolute()
     bundle = ctx.work / "bundle"
     bundle.mkdir()
     shutil.move(str(ctx.work / "driver"), bundle / "driver")
     link_tree(ctx.source.path, bundle / "model")  # self-contained: hard links where possible
-    runner = ScriptRunner(image=profile.image or None)
+    runner = ScriptRunner(image=profile.image or None, devices=SCRIPT_DEVICES)
     relative = neuronx_paths(driver=Path("driver"), model=Path("model"), compiled=Path("compiled"),
                              cache=Path("neuron-cache"))
     runner.run(compile_step("python3", timeout_s=ctx.settings.step_timeout_s), relative, ctx.work, ctx.plan)

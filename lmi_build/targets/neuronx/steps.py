@@ -29,6 +29,16 @@ DIRS = {
 }
 
 
+# build-neffs.sh gives the container the host's Neuron devices; override with NEURON_DOCKER_DEVICES
+# (e.g. "--device=/dev/neuron0 --device=/dev/neuron1") for more than one device.
+SCRIPT_DEVICES = ("${NEURON_DOCKER_DEVICES:---device=/dev/neuron0}",)
+
+
+def host_neuron_devices(dev: Path = Path("/dev")) -> tuple[str, ...]:
+    """docker arguments for every Neuron device of this host (TNX loads the NEFFs onto them)."""
+    return tuple(f"--device={path}" for path in sorted(dev.glob("neuron[0-9]*")))
+
+
 def neuronx_paths(*, driver: Path, model: Path | None, compiled: Path, cache: Path) -> Paths:
     return Paths(DIRS, driver=driver, model=model, compiled=compiled, cache=cache)
 
