@@ -100,3 +100,17 @@ def test_cache_tree_entries(tmp_path: Path) -> None:
     assert remove_unusable(root) == sorted(problems)
     assert check_tree(root) == [] and good.is_dir()
     assert check_tree(tmp_path / "empty") == [("empty", "no neuronxcc-*/MODULE_* entries")]
+
+
+def test_stand_in_artifact_is_inspectable_but_never_published(tmp_path: Path,
+                                                                neuron_standin: Callable[..., None]) -> None:
+    neuron_standin()
+    artifact = _build(tmp_path)
+    inspected = CliRunner().invoke(app, ["inspect", str(artifact), "--json"])
+    assert inspected.exit_code == 0, inspected.output
+    assert '"neuronx-tnx"' in inspected.stdout and "2.15.141.0" in inspected.stdout
+    from lmi_build.errors import PublishError
+    from lmi_build.storage.publish import publish
+
+    with pytest.raises(PublishError, match="STAND-IN"):
+        publish(artifact, "s3://bucket/never")  # refused before any S3 call

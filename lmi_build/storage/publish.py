@@ -129,6 +129,10 @@ def publish(
         raise PublishError(f"artifact directory {artifact_dir} does not exist", hint="build it first, or check the path")
     manifest_path = artifact_dir / MANIFEST_NAME
     manifest = load_manifest(artifact_dir)
+    if manifest.toolchain.found.get("stand_in") == "true":
+        # A stand-in's output is structurally valid and servable by nothing: it never leaves this host.
+        raise PublishError(f"{artifact_dir} was built by a STAND-IN compiler, not the real {manifest.target} toolchain",
+                           hint="build it with the real toolchain before publishing")
     manifest_bytes = manifest_path.read_bytes()
     entries = checked_entries(manifest, str(manifest_path), PublishError)
     owner_args = {"ExpectedBucketOwner": expected_bucket_owner} if expected_bucket_owner else {}
