@@ -88,3 +88,17 @@ def _build(plan: object) -> NeuronxBuild:
     build = getattr(plan, "build", None)
     assert isinstance(build, NeuronxBuild), getattr(plan, "errors", plan)
     return build
+
+
+def test_rolling_batch_auto_resolution(plan_model: Planner) -> None:
+    p033 = "lmi-0.33.0-neuronx-sdk2.21.1"
+    vllm = plan_model("neuronx", LLAMA, tp="2", max_batch_size=16, profile=p033)
+    assert _build(vllm).loader == "vllm" and vllm.options["option.rolling_batch"] == "vllm"
+    small = plan_model("neuronx", LLAMA, tp="2", max_batch_size=8, profile=p033)
+    assert _build(small).loader == "tnx" and small.options["option.rolling_batch"] == "tnx"
+    # 0.30's image has no vllm-neuronx: TNX continuous batching.
+    assert _build(plan_model("neuronx", LLAMA, tp="2", max_batch_size=16, profile=P030)).loader == "tnx"
+    # A static batch size > 1 turns rolling batch off.
+    static = plan_model("neuronx", LLAMA, tp="2", option=("option.rolling_batch=auto", "option.batch_size=4"))
+    assert static.options["option.rolling_batch"] == "disable"
+    assert _build(static).batch_size == 4 and not _build(static).continuous_batching

@@ -100,6 +100,17 @@ def serving_compiler_flags(container_flags: str, properties: Mapping[str, str]) 
                           properties_built=2 if properties.get("option.speculative_draft_model") else 1)
 
 
+def resolve_auto_rolling_batch(profile: NeuronProfile, *, batch_size: int, user_max_rolling: int | None) -> str:
+    """What DJL's Java side makes of rolling_batch=auto on Neuron (LmiConfigRecommender.java:47-83):
+    off when batch_size > 1; vLLM when the image has vllm-neuronx and the user set
+    max_rolling_batch_size >= 12; transformers-neuronx otherwise."""
+    if batch_size > 1:
+        return "disable"
+    if profile.vllm_neuronx and user_max_rolling is not None and user_max_rolling >= sdk().defaults.vllm_min_batch:
+        return "vllm"
+    return "tnx"
+
+
 def choose_loader(profile: NeuronProfile, *, model_type: str, rolling: bool, set_options: set[str]) -> Loader:
     """The model loader DJL picks in ``profile``'s release when option.model_loader is unset:
     0.30+ transformers-neuronx; 0.26 optimum-neuron unless rolling batch is on; 0.27 optimum-neuron
@@ -197,6 +208,14 @@ class NeuronxTarget:
 
         n_positions = self._n_positions(ctx, defaults)
         batch, rolling = self._batch_size(ctx)
+        resolved_rolling = None
+        if rolling and (ctx.text_value("rolling_batch") or "auto") == "auto":
+            user_max = ctx.int_value("max_rolling_batch_size") if ctx.user_set("max_rolling_batch_size") else None
+            resolved_rolling = resolve_auto_rolling_batch(profile, batch_size=ctx.int_value("option.batch_size") or 1,
+                                                          user_max_rolling=user_max)
+            if resolved_rolling == "disable":  # "batch_size" alone is the top-level DJL key, not this one
+                rolling, batch = False, ctx.int_value("option.batch_size") or 1
+            ctx.derive("rolling_batch", resolved_rolling, f"rolling_batch=auto as {profile.name} resolves it")
         continuous = rolling and batch > 1 and spec.model_type in defaults.continuous_batching_model_types
         if continuous:
             n_positions = (max(n_positions),)
@@ -234,7 +253,8 @@ class NeuronxTarget:
         base = ctx.request.env.get("NEURON_CC_FLAGS", profile.neuron_cc_flags)
         built = 2 if ctx.is_set("speculative_draft_model") else 1
         set_options = {key.removeprefix("option.") for key in ctx.options.values if ctx.user_set(key)}
-        loader = choose_loader(profile, model_type=spec.model_type, rolling=rolling, set_options=set_options)
+        loader: Loader = "vllm" if resolved_rolling == "vllm" else choose_loader(
+            profile, model_type=spec.model_type, rolling=rolling, set_options=set_options)
         amp = AMP[dtype]
 
         build = NeuronxBuild(
@@ -311,7 +331,7 @@ class NeuronxTarget:
             rolling = "auto"
         if rolling != "disable":
             return ctx.int_value("max_rolling_batch_size") or 1, True
-        return ctx.int_value("batch_size") or 1, False
+        return ctx.int_value("option.batch_size") or 1, False
 
     @staticmethod
     def _check_io_lengths(ctx: PlanContext, top: int) -> None:
