@@ -172,6 +172,13 @@ def test_script_bundle_runs_and_its_finish_command_packages(tmp_path: Path) -> N
     assert "[STAND-IN]" in done.stdout
     argv = shlex.split(package)
     assert argv[:2] == ["lmi-build", "neuronx"]
+    # NEFFs from another compiler are refused, naming both versions; nothing is written.
+    version = bundle / "compiled" / "VERSION"
+    version.write_text("2.16.372.0")
+    code, output = _run(*argv[2:])
+    assert code == 1 and "neuronx-cc 2.16.372.0, lmi-0.30.0-neuronx-sdk2.20.1 has 2.15.141.0" in output
+    assert not Path(argv[argv.index("--output") + 1]).exists()
+    version.write_text("2.15.141.0")
     packaged = CliRunner().invoke(app, argv[1:])
     assert packaged.exit_code == 0, packaged.output
     artifact = Path(argv[argv.index("--output") + 1])

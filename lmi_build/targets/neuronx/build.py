@@ -130,6 +130,11 @@ def build(ctx: BuildContext) -> None:
         if logs.is_dir():
             shutil.copytree(logs, compiled / LOG_DIR, dirs_exist_ok=True)
     info = inspect_compiled(compiled)
+    if info.neuronx_cc != profile.neuronx_cc:
+        # The container's compile cache would not match: it would compile again at start-up (or fail).
+        raise SourceError(f"{compiled} was compiled by neuronx-cc {info.neuronx_cc}, {profile.name} has "
+                          f"{profile.neuronx_cc}", hint=f"compile with Neuron SDK {profile.neuron_sdk} "
+                          "(the profile's image), or plan for the profile of that compiler (--profile)")
     ctx.record.toolchain["neuronx_cc"] = info.neuronx_cc or ""
     ctx.record.hardware = HardwareTarget(neuron_platform=plan.build.platform)
     if info.stand_in:
