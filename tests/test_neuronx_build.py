@@ -19,6 +19,7 @@ from lmi_build.artifact.manifest import load_manifest
 from lmi_build.cli import app
 from lmi_build.runners import docker_argv
 from lmi_build.targets.neuronx.steps import compile_step, host_neuron_devices, neuronx_paths
+from tests.fixtures_hub import OfflineHub, tiny_model_files
 from tests.fixtures_neuronx import STANDIN_PYTHON, write_neuron_model
 
 ARGS = ["--tp", "2", "--n-positions", "4096", "--context-length-estimate", "256,512,1024,2048"]
@@ -184,3 +185,33 @@ def test_script_bundle_runs_and_its_finish_command_packages(tmp_path: Path) -> N
     artifact = Path(argv[argv.index("--output") + 1])
     assert load_manifest(artifact).toolchain.found["stand_in"] == "true"
     assert _verify(artifact)["valid"] is True
+
+
+def test_cache_tree_layout_for_an_s3_compiled_graph_path(tmp_path: Path, neuron_standin: Callable[..., None],
+                                                         offline_hub: OfflineHub) -> None:
+    neuron_standin()
+    offline_hub.add_repo("lmi-test/tiny-llama", tiny_model_files())
+    out = tmp_path / "cache-artifact"
+    graph = "s3://models/tiny-llama-neffs/"
+    code, output = _run("--model", "lmi-test/tiny-llama", "--tp", "2", "--n-positions", "256",
+                        "--option", f"option.compiled_graph_path={graph}", "--output", str(out))
+    assert code == 0, output
+    modules = sorted(out.glob("neuronxcc-2.15.141.0/MODULE_*"))
+    assert modules and all((m / "model.neff").is_file() and (m / "model.done").is_file() for m in modules)
+    assert all(m.name.endswith("+ede6753c") for m in modules)  # the container's flags string
+    assert not (out / "compiled").exists() and not (out / "config.json").exists()
+    properties = (out / "serving.properties").read_text()
+    assert "option.model_id=lmi-test/tiny-llama" in properties
+    assert f"option.compiled_graph_path={graph}" in properties
+    assert load_manifest(out).layout == "neuronx-cache"
+    assert _verify(out)["valid"] is True
+
+
+def test_local_compiled_graph_path_and_local_models_are_plan_errors(tmp_path: Path) -> None:
+    model = write_neuron_model(tmp_path / "llama")
+    code, output = _run("--model", str(model), *ARGS, "--option", "option.compiled_graph_path=/opt/ml/neffs",
+                        "--output", str(tmp_path / "o"))
+    assert code == 2 and "is a local directory" in output
+    code, output = _run("--model", str(model), *ARGS, "--option", "option.compiled_graph_path=s3://b/p/",
+                        "--output", str(tmp_path / "o"))
+    assert code == 2 and "not a model the container can fetch" in output

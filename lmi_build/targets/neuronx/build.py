@@ -27,12 +27,14 @@ from lmi_build.targets.neuronx.profiles import NeuronProfile, get_profile
 NEURON_PYTHON_ENV = "LMI_BUILD_NEURON_PYTHON"
 STAND_IN_MARKER = "STAND-IN"  # a file a stand-in compiler leaves in compiled/; the real SDK never does
 BUNDLE_SCRIPT = "build-neffs.sh"
+CACHE_DIR = "neuron-cache"
+CACHE_LAYOUT = "neuronx-cache"
 PROBE_TIMEOUT_S = 120
 
 
 @dataclass(frozen=True)
 class CompiledInfo:
-    neuronx_cc: str | None  # compiled/VERSION
+    neuronx_cc: str | None  # compiled/VERSION, or the cache tree's neuronxcc-<version> directory
     stand_in: bool
 
 
@@ -106,12 +108,13 @@ def build(ctx: BuildContext) -> None:
     plan, settings = ctx.plan, ctx.settings
     assert isinstance(plan.build, NeuronxBuild)
     profile = get_profile(plan.toolchain.profile)
-    ctx.layout = profile.layout
+    ctx.layout = plan.build.layout
+    cache_layout = plan.build.layout == CACHE_LAYOUT
     if settings.compiled_dir is not None:
-        compiled = settings.compiled_dir.absolute()
+        produced = settings.compiled_dir.absolute()
     else:
         compiled = ctx.work / "compiled"
-        cache = ctx.work / "neuron-cache"
+        cache = ctx.work / CACHE_DIR
         driver = ctx.work / "driver"
         write_driver(driver, plan, profile)
         paths = neuronx_paths(driver=driver, model=ctx.source.path, compiled=compiled, cache=cache)
@@ -124,15 +127,16 @@ def build(ctx: BuildContext) -> None:
         result = runner.run(step, paths, ctx.work, plan)
         ctx.record.steps.append(StepTiming(name="compile", seconds=result.seconds,
                                            detail=f"{runner.kind} runner, {profile.name}"))
-        for entry in remove_unusable(cache):  # build-local: never shipped, but never trusted either
+        for entry in remove_unusable(cache):  # never shipped nor trusted: the container would replay it
             current().warn(f"removed unusable compile-cache entry {entry}")
+        produced = cache if cache_layout else compiled
         logs = ctx.work / LOG_DIR
-        if logs.is_dir():
+        if logs.is_dir() and not cache_layout:
             shutil.copytree(logs, compiled / LOG_DIR, dirs_exist_ok=True)
-    info = inspect_compiled(compiled)
+    info = inspect_cache(produced) if cache_layout else inspect_compiled(produced)
     if info.neuronx_cc != profile.neuronx_cc:
         # The container's compile cache would not match: it would compile again at start-up (or fail).
-        raise SourceError(f"{compiled} was compiled by neuronx-cc {info.neuronx_cc}, {profile.name} has "
+        raise SourceError(f"{produced} was compiled by neuronx-cc {info.neuronx_cc}, {profile.name} has "
                           f"{profile.neuronx_cc}", hint=f"compile with Neuron SDK {profile.neuron_sdk} "
                           "(the profile's image), or plan for the profile of that compiler (--profile)")
     ctx.record.toolchain["neuronx_cc"] = info.neuronx_cc or ""
@@ -141,7 +145,7 @@ def build(ctx: BuildContext) -> None:
         ctx.record.toolchain["stand_in"] = "true"
         current().warn("the NEFFs were written by a STAND-IN Neuron compiler: this is not a real compile")
     ctx.stand_in = info.stand_in
-    ctx.produced = compiled
+    ctx.produced = produced
 
 
 def inspect_compiled(compiled: Path) -> CompiledInfo:
@@ -152,6 +156,18 @@ def inspect_compiled(compiled: Path) -> CompiledInfo:
                           hint="compile first (lmi-build neuronx, or the bundle's build-neffs.sh)")
     return CompiledInfo(neuronx_cc=version_file.read_text(encoding="utf-8").strip() or None,
                         stand_in=(compiled / STAND_IN_MARKER).exists())
+
+
+def inspect_cache(cache: Path) -> CompiledInfo:
+    """A compile-cache tree: one neuronxcc-<version>[+hash] directory names the compiler."""
+    from lmi_build.targets.neuronx.cache_tree import compiler_dirs
+
+    compilers = compiler_dirs(cache)
+    if len(compilers) != 1:
+        raise SourceError(f"{cache} holds {len(compilers)} neuronxcc-* compiler directories, not one",
+                          hint="give the neuron-cache directory of one compile (build-neffs.sh writes it)")
+    version = compilers[0].removeprefix("neuronxcc-").split("+", 1)[0]
+    return CompiledInfo(neuronx_cc=version, stand_in=(cache / STAND_IN_MARKER).exists())
 
 
 def finish_command(plan_file: Path, *, compiled_dir: Path, output: Path) -> str:
@@ -181,7 +197,9 @@ def _write_bundle(ctx: BuildContext, profile: NeuronProfile) -> BuildOutcome:
     ctx.saved.save(bundle / PLAN_FILE)
     install_directory(bundle, output, overwrite=ctx.settings.overwrite)
     artifact = output.with_name(f"{output.name}-artifact")
-    package_cmd = finish_command(output / PLAN_FILE, compiled_dir=output / "compiled", output=artifact)
+    assert isinstance(ctx.plan.build, NeuronxBuild)
+    produced = CACHE_DIR if ctx.plan.build.layout == CACHE_LAYOUT else "compiled"
+    package_cmd = finish_command(output / PLAN_FILE, compiled_dir=output / produced, output=artifact)
     run_script = f"(cd {shlex.quote(str(output))} && ./{BUNDLE_SCRIPT})"
     return BuildOutcome(plan=ctx.plan, status="script", output=output, steps=list(ctx.record.steps),
                         next_command=f"{run_script} && {package_cmd}",

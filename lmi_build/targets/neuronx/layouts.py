@@ -163,4 +163,58 @@ def _block_vs_properties(block: dict[str, Any], properties: dict[str, str]) -> l
     return problems
 
 
+class CacheTreeLayout:
+    """``neuronx-cache``: the compile-cache tree itself, for ``option.compiled_graph_path=s3://...``
+    (facts §5: an s3:// value only acts as NEURON_COMPILE_CACHE_URL; the local-directory form is
+    loaded with model.load and needs flat NEFFs instead). The container compiles nothing when the
+    HLO and flags match, so serving.properties names the original weights (option.model_id) and
+    carries the planned knobs; publish the artifact to the compiled_graph_path URL::
+
+        neuronxcc-<version>[+<hash>]/MODULE_<hlo hash>+<flags hash>/{model.neff, model.done, ...}
+        serving.properties
+    """
+
+    name = "neuronx-cache"
+
+    def assemble(self, plan: BuildPlan, produced: Path, source_dir: Path, staging: Path) -> None:
+        from lmi_build.targets.neuronx.cache_tree import check_tree, module_dirs
+
+        problems = check_tree(produced)
+        if problems:
+            name, why = problems[0]
+            raise StepError(f"compile-cache entry {name} is {why}", hint="compile again; never ship such entries")
+        for module in module_dirs(produced):
+            target = staging / module.relative_to(produced)
+            target.mkdir(parents=True)
+            for file in sorted(module.iterdir()):
+                if file.is_file():
+                    link_or_copy(file, target / file.name)
+
+    def properties(self, plan: BuildPlan) -> dict[str, str]:
+        values = TnxPrecompiledLayout().properties(plan)
+        values["option.model_id"] = plan.model.id  # the container fetches the original weights
+        if plan.model.revision:
+            values["option.revision"] = plan.model.revision
+        return values
+
+    def check(self, artifact_dir: Path) -> list[PlanMessage]:
+        from lmi_build.options.properties import read_properties
+        from lmi_build.targets.neuronx.cache_tree import check_tree
+
+        problems = [PlanMessage(code="neuron_cache_entry", message=f"compile-cache entry {entry}: {why}",
+                                hint="rebuild the artifact") for entry, why in check_tree(artifact_dir)]
+        properties_file = artifact_dir / "serving.properties"
+        properties = read_properties(properties_file) if properties_file.is_file() else {}
+        graph = properties.get("option.compiled_graph_path", "")
+        if not graph.startswith("s3://"):
+            problems.append(PlanMessage(code="neuron_graph_path",
+                                        message=f"option.compiled_graph_path is '{graph}', not an s3:// URL",
+                                        hint="a cache tree is read only through an s3:// compiled_graph_path"))
+        if not properties.get("option.model_id"):
+            problems.append(PlanMessage(code="neuron_model_id", message="serving.properties has no option.model_id",
+                                        hint="the cache tree is served next to the original weights: name them"))
+        return problems
+
+
 register_layout(TnxPrecompiledLayout())
+register_layout(CacheTreeLayout())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from lmi_build.model.spec import ModelSpec
@@ -272,6 +273,7 @@ class NeuronxTarget:
             compiler_flags=compiler_flags(base, level, mixed, saturate, properties_built=built),
             platform=platform,
             loader=loader,
+            layout=self._layout(ctx, profile),
             tnx_kwargs=tnx_kwargs(batch=batch, amp=amp, tp=tp, n_positions=top, continuous=continuous,
                                   given_contexts=contexts if given_contexts is not None else None,
                                   contexts=contexts),
@@ -311,6 +313,28 @@ class NeuronxTarget:
             ctx.findings.error("instance_devices",
                                f"tp={tp} needs {tp} NeuronCores, {ctx.instance.name} has {ctx.instance.devices}",
                                hint=f"use --tp <= {ctx.instance.devices} or a larger instance")
+
+    @staticmethod
+    def _layout(ctx: PlanContext, profile: NeuronProfile) -> Literal["neuronx-tnx", "neuronx-legacy", "neuronx-cache"]:
+        """option.compiled_graph_path=s3://... asks for a compile-cache tree the container reads
+        through NEURON_COMPILE_CACHE_URL beside the original weights; otherwise the profile's
+        precompiled layout."""
+        graph = ctx.text_value("compiled_graph_path")
+        if not graph:
+            return profile.layout
+        if not graph.startswith("s3://"):
+            ctx.findings.error("compiled_graph_path_local",
+                               f"option.compiled_graph_path={graph} is a local directory: DJL then loads flat NEFFs "
+                               "from it (model.load), which a compile-cache tree cannot satisfy",
+                               hint="give the s3:// URL the artifact will be published to, or leave it unset "
+                                    "for the self-contained precompiled layout")
+        ref = ctx.request.model or ctx.text_value("model_id") or ""
+        if ref.startswith("demo:") or (ref and not ref.startswith("s3://") and Path(ref).expanduser().exists()):
+            ctx.findings.error("compiled_graph_path_model",
+                               f"a compile-cache artifact is served next to the original weights, but {ref} is "
+                               "not a model the container can fetch",
+                               hint="plan with the Hugging Face id or the s3:// URL the container will load")
+        return "neuronx-cache"
 
     @staticmethod
     def _n_positions(ctx: PlanContext, defaults: NeuronDefaults) -> tuple[int, ...]:
