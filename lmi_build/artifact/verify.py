@@ -159,6 +159,11 @@ def _versions_differ(built: str, served: str) -> bool:
     return built.strip().lstrip("v") != served.strip().lstrip("v")
 
 
+def built_by_stand_in(manifest: Manifest) -> bool:
+    """Whether a test stand-in of the vendor compiler wrote the artifact's engines or NEFFs."""
+    return manifest.toolchain.found.get("stand_in") == "true"
+
+
 def check_compatibility(manifest: Manifest, target: ServingTarget) -> tuple[list[PlanMessage], list[PlanMessage]]:
     """Refuse every mismatch between what the artifact is bound to and the serving target."""
     errors: list[PlanMessage] = []
@@ -166,7 +171,7 @@ def check_compatibility(manifest: Manifest, target: ServingTarget) -> tuple[list
     kind = manifest.target
     what = TARGET_LABELS.get(kind, kind)
     build = manifest.plan.get("build") or {}
-    if manifest.toolchain.found.get("stand_in") == "true":
+    if built_by_stand_in(manifest):
         # Written by a test stand-in of the vendor compiler: structurally valid, never servable,
         # so checking it against a serving target is an error; a plain integrity check warns.
         stand_in = _msg("stand_in", f"the {what} were written by a STAND-IN compiler, not a real build",
@@ -315,5 +320,5 @@ def verify_local(path: Path, *, target: ServingTarget | None = None, rehash: boo
     return report(errors, warnings, summarize(manifest, str(path)))
 
 
-__all__ = ["MANIFEST_NAME", "ServingTarget", "VerifyReport", "check_compatibility", "normalize_sm",
+__all__ = ["MANIFEST_NAME", "ServingTarget", "VerifyReport", "built_by_stand_in", "check_compatibility", "normalize_sm",
            "report", "serving_target", "summarize", "verify_local"]
