@@ -58,7 +58,7 @@ def run_plan(saved: SavedPlan, settings: BuildSettings) -> BuildOutcome:
                 output_dir=output, record=record, overwrite=settings.overwrite, copy=settings.copy)
         outcome = BuildOutcome(plan=plan, status="artifact", output=output, steps=_steps_of(output),
                                stand_in=ctx.stand_in,
-                               message="artifact built from STAND-IN engines (not a real TensorRT-LLM build)"
+                               message=f"artifact built from STAND-IN compiler output (not a real {plan.target} build)"
                                if ctx.stand_in else "artifact built and verified")
         if settings.use_cache and not ctx.stand_in:
             _store_in_cache(plan, output)
@@ -136,8 +136,8 @@ def _maybe_publish(outcome: BuildOutcome, settings: BuildSettings) -> BuildOutco
     if settings.publish is None:
         return outcome
     if outcome.stand_in:
-        raise UnsupportedTarget("refusing to publish an artifact built from STAND-IN engines",
-                                hint="build with the real TensorRT-LLM toolchain")
+        raise UnsupportedTarget("refusing to publish an artifact built from STAND-IN compiler output",
+                                hint=f"build with the real {outcome.plan.target} toolchain")
     from lmi_build.storage.publish import publish
 
     summary = publish(outcome.output, settings.publish, endpoint_url=settings.endpoint_url)

@@ -137,6 +137,11 @@ def _versions_differ(built: str, served: str) -> bool:
     return built.strip().lstrip("v") != served.strip().lstrip("v")
 
 
+def built_by_stand_in(manifest: Manifest) -> bool:
+    """Whether a test stand-in of the vendor compiler wrote the artifact's engines or NEFFs."""
+    return manifest.toolchain.found.get("stand_in") == "true"
+
+
 def check_compatibility(manifest: Manifest, target: ServingTarget) -> tuple[list[PlanMessage], list[PlanMessage]]:
     """Refuse every mismatch between what the artifact is bound to and the serving target."""
     errors: list[PlanMessage] = []
@@ -144,7 +149,7 @@ def check_compatibility(manifest: Manifest, target: ServingTarget) -> tuple[list
     kind = manifest.target
     what = TARGET_LABELS.get(kind, kind)
     build = manifest.plan.get("build") or {}
-    if manifest.toolchain.found.get("stand_in") == "true":
+    if built_by_stand_in(manifest):
         # Written by a test stand-in of the vendor compiler: structurally valid, never servable,
         # so checking it against a serving target is an error; a plain integrity check warns.
         stand_in = _msg("stand_in", f"the {what} were written by a STAND-IN compiler, not a real build",
@@ -227,13 +232,28 @@ def check_compatibility(manifest: Manifest, target: ServingTarget) -> tuple[list
                                  f"{target.devices}; {target.devices - world} stay idle",
                                  f"rebuild with tp={target.devices} to use them all"))
 
-    if target.compiler_flags is not None and kind == "neuronx":
+    served_flags = target.compiler_flags
+    if served_flags is None and kind == "neuronx" and target.container is not None:
+        served_flags = _container_flags(target.container, manifest.serving_properties)
+    if served_flags is not None and kind == "neuronx":
         built_flags = build.get("compiler_flags")
-        if built_flags is not None and built_flags != target.compiler_flags:
+        if built_flags is not None and built_flags != served_flags:
             errors.append(_msg("compiler_flags", f"NEFFs compiled with flags '{built_flags}', container uses "
-                               f"'{target.compiler_flags}'; the NEFF cache key differs, so it would recompile",
+                               f"'{served_flags}'; the NEFF cache key differs, so it would recompile",
                                "rebuild with the container's NEURON_CC_FLAGS"))
     return errors, warnings
+
+
+def _container_flags(container: str, properties: dict[str, str]) -> str | None:
+    """The flags string the named container profile computes for these serving.properties; None
+    for a container this lmi-build has no profile of (its versions were given some other way)."""
+    from lmi_build.planning.targets import container_facts
+
+    try:
+        computes = container_facts(container).compiler_flags
+    except UnknownName:
+        return None
+    return computes(properties) if computes is not None else None
 
 
 def summarize(manifest: Manifest, location: str) -> dict[str, Any]:
@@ -278,5 +298,5 @@ def verify_local(path: Path, *, target: ServingTarget | None = None, rehash: boo
     return report(errors, warnings, summarize(manifest, str(path)))
 
 
-__all__ = ["MANIFEST_NAME", "ServingTarget", "VerifyReport", "check_compatibility", "normalize_sm",
+__all__ = ["MANIFEST_NAME", "ServingTarget", "VerifyReport", "built_by_stand_in", "check_compatibility", "normalize_sm",
            "report", "serving_target", "summarize", "verify_local"]

@@ -33,6 +33,7 @@ class BuildSettings:
     copy: bool = False  # copy files into the artifact instead of hard-linking them
     checkpoint: Path | None = None  # trtllm: reuse this TensorRT-LLM checkpoint
     engine_dir: Path | None = None  # trtllm: package engines built elsewhere (e.g. by the script)
+    compiled_dir: Path | None = None  # neuronx: package NEFFs compiled elsewhere (e.g. by build-neffs.sh)
     trtllm_examples: Path | None = None  # trtllm vendor route: a TensorRT-LLM checkout at the profile's tag
     step_timeout_s: int | None = None  # overrides each vendor step's own timeout
     publish: str | None = None

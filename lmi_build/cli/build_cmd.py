@@ -1,4 +1,4 @@
-"""``lmi-build trtllm`` and ``lmi-build hf``: plan, then run the plan into an artifact.
+"""``lmi-build trtllm``, ``lmi-build neuronx`` and ``lmi-build hf``: plan, then run the plan into an artifact.
 
 Both commands take exactly the ``plan`` flags (declared once in ``plan_flags``) plus the build
 flags below, so a plan that ``lmi-build plan`` accepts is the plan that gets built.
@@ -16,6 +16,7 @@ from lmi_build.cli.app import EndpointOpt
 from lmi_build.cli.plan_flags import (
     AllowPickleOpt,
     CalibDataOpt,
+    ContextLengthEstimateOpt,
     DtypeOpt,
     GpuOpt,
     InstanceTypeOpt,
@@ -23,6 +24,7 @@ from lmi_build.cli.plan_flags import (
     MaxInputLenOpt,
     MaxOutputLenOpt,
     ModelOpt,
+    NPositionsOpt,
     OptionOpt,
     PlanFileOpt,
     PlanFlags,
@@ -90,6 +92,25 @@ ExamplesOpt = Annotated[Path | None, typer.Option(
     "--trtllm-examples", rich_help_panel=BUILD_PANEL,
     help="TensorRT-LLM examples/ checkout at the profile's tag (vendor conversion scripts only).")]
 
+NeuronRunnerOpt = Annotated[RunnerChoice, typer.Option(
+    "--runner", rich_help_panel=BUILD_PANEL,
+    help="Where the NEFF compile runs: local (this host's Neuron SDK, or $LMI_BUILD_NEURON_PYTHON), docker (the "
+    "profile's LMI Neuron image), script (write build-neffs.sh + plan.json for a Neuron host; nothing runs).")]
+CompiledDirOpt = Annotated[Path | None, typer.Option(
+    "--compiled-dir", rich_help_panel=BUILD_PANEL,
+    help="Package NEFFs already compiled (the compiled/ that build-neffs.sh wrote) instead of compiling.")]
+NeuronTimeoutOpt = Annotated[int | None, typer.Option(
+    "--step-timeout", min=1, rich_help_panel=BUILD_PANEL,
+    help="Seconds the NEFF compile may run before it is killed (default: 4 h).")]
+
+NEURONX_EPILOG = """[bold]Examples[/bold]
+
+  lmi-build neuronx --model meta-llama/Llama-2-7b-hf --tp 2 --n-positions 4096 --context-length-estimate 256,512,1024,2048 --runner docker --output ./out/llama2-inf2
+
+  lmi-build neuronx --model ./llama --tp 2 --runner script --output ./bundle   # then run bundle/build-neffs.sh on a Neuron host
+
+Exit status: 0 done, 2 invalid plan, 1 other errors."""
+
 TRTLLM_EPILOG = """[bold]Examples[/bold]
 
   lmi-build trtllm --model meta-llama/Llama-2-7b-hf --tp 2 --max-input-len 2048 --quantize awq --output ./out
@@ -113,6 +134,9 @@ def register(app: typer.Typer) -> None:
     app.command("trtllm", epilog=TRTLLM_EPILOG,
                 help="Build TensorRT-LLM engines for the LMI TensorRT-LLM container (checkpoint on this host, "
                 "engines by the profile's TensorRT-LLM).")(_trtllm)
+    app.command("neuronx", epilog=NEURONX_EPILOG,
+                help="Compile NEFFs for the LMI Neuron container (transformers-neuronx, exactly as the container "
+                "would) and package the precompiled layout it loads without compiling.")(_neuronx)
     app.command("hf", epilog=HF_EPILOG,
                 help="Build a Hugging Face checkpoint artifact (optionally quantized with ModelOpt).")(_hf)
 
@@ -142,6 +166,28 @@ def _trtllm(
                          overwrite=overwrite, no_cache=no_cache, keep_work=keep_work, copy=copy, publish=publish,
                          endpoint_url=endpoint_url)
     _build("trtllm", shaping, plan_file, settings)
+
+
+def _neuronx(
+    model: ModelOpt = None, revision: RevisionOpt = None, tp: TpOpt = None, dtype: DtypeOpt = None,
+    quantize: QuantizeOpt = None, max_batch_size: MaxBatchSizeOpt = None, n_positions: NPositionsOpt = None,
+    context_length_estimate: ContextLengthEstimateOpt = None, trust_remote_code: TrustRemoteCodeOpt = False,
+    option: OptionOpt = None, properties: PropertiesOpt = None, instance_type: InstanceTypeOpt = None,
+    profile: ProfileOpt = None, strict: StrictOpt = False, plan_file: PlanFileOpt = None,
+    output: OutputOpt = Path("out"), runner: NeuronRunnerOpt = RunnerChoice.local,
+    compiled_dir: CompiledDirOpt = None, step_timeout: NeuronTimeoutOpt = None,
+    overwrite: OverwriteOpt = False, no_cache: NoCacheOpt = False, keep_work: KeepWorkOpt = False,
+    copy: CopyOpt = False, publish: PublishOpt = None, endpoint_url: EndpointOpt = None,
+) -> None:
+    shaping = PlanFlags(model=model, revision=revision, tp=tp, dtype=dtype, quantize=quantize,
+                        max_batch_size=max_batch_size, n_positions=n_positions,
+                        context_length_estimate=context_length_estimate, trust_remote_code=trust_remote_code,
+                        option=option, properties=properties, instance_type=instance_type, profile=profile,
+                        strict=strict, endpoint_url=endpoint_url)
+    settings = _settings(output=output, runner=runner.value, compiled_dir=compiled_dir, step_timeout_s=step_timeout,
+                         overwrite=overwrite, no_cache=no_cache, keep_work=keep_work, copy=copy, publish=publish,
+                         endpoint_url=endpoint_url)
+    _build("neuronx", shaping, plan_file, settings)
 
 
 def _hf(

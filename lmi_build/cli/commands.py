@@ -28,6 +28,9 @@ class Command(NamedTuple):
 COMMANDS = (
     Command("trtllm", "build_cmd", "Build TensorRT-LLM engines for the LMI TensorRT-LLM container (checkpoint on this "
                                    "host, engines by the profile's TensorRT-LLM)."),
+    Command("neuronx", "build_cmd", "Compile NEFFs for the LMI Neuron container (transformers-neuronx, exactly as "
+                                    "the container would) and package the precompiled layout it loads without "
+                                    "compiling."),
     Command("hf", "build_cmd", "Build a Hugging Face checkpoint artifact (optionally quantized with ModelOpt)."),
     Command("plan", "plan_cmd", "Resolve every build knob, validate it against the model, estimate memory and "
                                 "compute the cache key, without reading weights or building anything."),
@@ -38,7 +41,8 @@ COMMANDS = (
                                    "it into place."),
     Command("config", "config_cmd", "Show how LMI options resolve, and the option reference."),
     Command("recipes", "recipes_cmd", "Supported architectures: targets, quantization, restricted options."),
-    Command("profiles", "profiles_cmd", "LMI TensorRT-LLM container profiles (image, versions, layout, defaults)."),
+    Command("profiles", "profiles_cmd", "LMI container profiles, TensorRT-LLM and Neuron (image, versions, layout, "
+                                        "defaults)."),
 )
 COMMAND_MODULES = tuple(dict.fromkeys(command.module for command in COMMANDS))
 

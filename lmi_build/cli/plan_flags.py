@@ -67,7 +67,8 @@ GpuOpt = Annotated[str | None, typer.Option(
     help="trtllm: the serving GPU (a10g, a100, l4, h100, or an SM such as sm90): FP8 needs sm89+.")]
 ProfileOpt = Annotated[str | None, typer.Option(
     "--profile", rich_help_panel=KNOBS_PANEL,
-    help="trtllm: container profile (a profiles/*.toml name). Default: the newest engine-capable one.")]
+    help="Container profile (`lmi-build profiles list`). Default: trtllm the newest engine-capable one, "
+    "neuronx the newest published Neuron image.")]
 CalibDataOpt = Annotated[Path | None, typer.Option(
     "--calib-data", rich_help_panel=KNOBS_PANEL,
     help="Calibration text file (one sample per line or JSONL) instead of the built-in set.")]

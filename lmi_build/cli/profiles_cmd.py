@@ -1,38 +1,52 @@
-"""`lmi-build profiles list|show`: the LMI TensorRT-LLM containers lmi-build can build for."""
+"""`lmi-build profiles list|show`: the LMI containers lmi-build can build for (TensorRT-LLM and Neuron)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from lmi_build.cli.app import new_app
 from lmi_build.output import current, identifier
 
-profiles_app = new_app(help="LMI TensorRT-LLM container profiles (image, versions, layout, defaults).")
+if TYPE_CHECKING:
+    from lmi_build.targets.neuronx.profiles import NeuronProfile
+
+profiles_app = new_app(help="LMI container profiles, TensorRT-LLM and Neuron (image, versions, layout, defaults).")
 
 
 @profiles_app.command("list")
 def list_command() -> None:
-    """List every container profile, oldest TensorRT-LLM first; * marks the default.
+    """List every container profile, TensorRT-LLM then Neuron, oldest first; * marks each kind's default.
 
-    Example: lmi-build profiles list --json | jq -r '.[].name'
+    Example: lmi-build profiles list --json | jq -r '.[] | select(.kind == "neuronx") | .name'
     """
     from rich.table import Table
 
+    from lmi_build.targets.neuronx.profiles import get_profile as get_neuron_profile
+    from lmi_build.targets.neuronx.profiles import load_profiles as load_neuron_profiles
     from lmi_build.targets.trtllm.profiles import get_profile, load_profiles
 
     profiles = load_profiles()
     default = get_profile(None).name
+    neuron_profiles = load_neuron_profiles()
+    neuron_default = get_neuron_profile(None).name
     table = Table()
     # A name is copied into --profile: it stays on one line, and folds (never is cut) past that.
     table.add_column("name", no_wrap=True, overflow="fold")
-    for column in ("TensorRT-LLM", "TensorRT", "CUDA", "layout", "workflow"):
+    for column in ("kind", "compiler", "runtime", "layout", "workflow / loader"):
         table.add_column(column, overflow="fold")
     for p in profiles:
-        table.add_row(identifier(("* " if p.name == default else "  ") + p.name), p.tensorrt_llm, p.tensorrt,
-                      p.cuda, p.layout, p.workflow)
-    data = [{**p.model_dump(mode="json"), "default": p.name == default} for p in profiles]
+        table.add_row(identifier(("* " if p.name == default else "  ") + p.name), "trtllm",
+                      f"TensorRT-LLM {p.tensorrt_llm}", f"TensorRT {p.tensorrt}, CUDA {p.cuda}", p.layout, p.workflow)
+    for n in neuron_profiles:
+        marker = "* " if n.name == neuron_default else "  "
+        table.add_row(identifier(marker + n.name), "neuronx", f"neuronx-cc {n.neuronx_cc}",
+                      f"Neuron SDK {n.neuron_sdk}, TNX {n.transformers_neuronx}"
+                      + ("" if n.released else " (unreleased: no image)"), n.layout, n.default_loader)
+    data = [{"kind": "trtllm", **p.model_dump(mode="json"), "default": p.name == default} for p in profiles]
+    data += [{"kind": "neuronx", **n.model_dump(mode="json"), "default": n.name == neuron_default}
+             for n in neuron_profiles]
     current().result(data, table)
 
 
@@ -44,9 +58,14 @@ def show_command(
 
     Example: lmi-build profiles show lmi-0.27.0-trtllm-0.8.0
     """
+    from lmi_build.targets.neuronx.profiles import load_profiles as load_neuron_profiles
     from lmi_build.targets.trtllm.flags import flag_table
     from lmi_build.targets.trtllm.profiles import get_profile
 
+    neuron = next((n for n in load_neuron_profiles() if n.name == name), None)
+    if neuron is not None:
+        _show_neuron(neuron)
+        return
     profile = get_profile(name)
     table = flag_table(profile.tensorrt_llm)
     data = {**profile.model_dump(mode="json"), "flag_series": table.series,
@@ -60,6 +79,21 @@ def show_command(
     for tool, flags in table.tools.items():
         lines.append(f"    {tool}: " + " ".join(f"--{f}" for f in sorted(flags)))
     lines += [f"  removed: --{k} ({v.message})" for k, v in table.removed.items()]
+    if profile.notes:
+        lines.append(f"  notes: {profile.notes}")
+    lines += [f"  source: {s}" for s in profile.sources]
+    current().result(data, "\n".join(lines))
+
+
+def _show_neuron(profile: NeuronProfile) -> None:
+    data = {"kind": "neuronx", **profile.model_dump(mode="json"), "cache_dir": profile.cache_dir_name}
+    lines = [f"[bold]{profile.name}[/bold]  {profile.image or '(no published image)'}"]
+    lines += [f"  {key}: {value}" for key, value in profile.versions().items()]
+    lines += [f"  NEURON_CC_FLAGS: {profile.neuron_cc_flags}", f"  compile cache: {profile.cache_dir_name}/",
+              f"  default loader: {profile.default_loader} (switch to TNX: {profile.tnx_switch})",
+              f"  layout: {profile.layout}   released: {profile.released}"]
+    if profile.inferred:
+        lines.append(f"  inferred (not checked against a source): {', '.join(profile.inferred)}")
     if profile.notes:
         lines.append(f"  notes: {profile.notes}")
     lines += [f"  source: {s}" for s in profile.sources]

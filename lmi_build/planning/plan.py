@@ -91,6 +91,14 @@ class NeuronxBuild(BaseModel):
     on_device_embedding: bool = False
     compiler_flags: str  # byte-identical to what the serving container computes (NEFF cache key)
     platform: Literal["inf2", "trn1"] | None = None
+    loader: Literal["tnx", "optimum", "nxdi", "vllm"] = "tnx"  # the model loader DJL picks
+    # The artifact layout: the profile's precompiled layout, or "neuronx-cache" (a compile-cache
+    # tree for option.compiled_graph_path=s3://..., served next to the original weights).
+    layout: Literal["neuronx-tnx", "neuronx-legacy", "neuronx-cache"] = "neuronx-tnx"
+    # What the compile step passes, exactly as DJL's TNX loader would: from_pretrained kwargs and
+    # the NeuronConfig keys (only those DJL sets).
+    tnx_kwargs: dict[str, Any] = {}
+    neuron_config: dict[str, Any] = {}
 
 
 class HfBuild(BaseModel):

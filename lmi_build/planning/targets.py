@@ -13,6 +13,7 @@ the layer order stays one-way (docs/DESIGN.md). A new target adds one line to ``
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal, Protocol, cast
 
@@ -32,6 +33,9 @@ class ContainerFacts:
 
     versions: dict[str, str]  # toolchain versions an artifact is bound to ("tensorrt_llm", "neuronx_cc", ...)
     engine_capable: bool = True  # False: the container cannot load compiled engines
+    # Neuron: the neuronx-cc flags string this container computes for an artifact's
+    # serving.properties (its NEURON_CC_FLAGS plus what DJL and TNX append); compared byte for byte.
+    compiler_flags: Callable[[Mapping[str, str]], str] | None = None
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ from lmi_build.runners.step import Paths, Step, StepResult, bind
 
 RunnerKind = Literal["local", "docker", "script"]
 LOG_DIR = "build-logs"
+# How a container gets its accelerators: every GPU by default; a Neuron build passes its devices.
+GPU_DEVICE_ARGS: tuple[str, ...] = ("--gpus", "all")
 
 
 class Runner(Protocol):
@@ -142,14 +144,17 @@ class DockerRunner(_ExecutingRunner):
     kind: RunnerKind = "docker"
     image: str = ""
     docker: str = "docker"
+    devices: tuple[str, ...] = GPU_DEVICE_ARGS
 
     def _argv(self, step: Step, paths: Paths, plan: BuildPlan | None) -> list[str]:
         gpus = self.gpus if self.gpus is not None else gpu_count()
-        return docker_argv(step, paths, self.image, workers=workers_for(plan, gpus), docker=self.docker)
+        return docker_argv(step, paths, self.image, workers=workers_for(plan, gpus), docker=self.docker,
+                           devices=self.devices)
 
 
-def docker_argv(step: Step, paths: Paths, image: str, *, workers: int, docker: str = "docker") -> list[str]:
-    argv = [docker, "run", "--rm", "--gpus", "all", "--ipc=host", "--ulimit", "memlock=-1",
+def docker_argv(step: Step, paths: Paths, image: str, *, workers: int, docker: str = "docker",
+                devices: tuple[str, ...] = GPU_DEVICE_ARGS) -> list[str]:
+    argv = [docker, "run", "--rm", *devices, "--ipc=host", "--ulimit", "memlock=-1",
             "--user", f"{os.getuid()}:{os.getgid()}"]
     for name in paths.names():
         path = paths.get(name)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lmi_build.planning.plan import BuildPlan
-from lmi_build.runners.executing import RunnerKind
+from lmi_build.runners.executing import GPU_DEVICE_ARGS, RunnerKind
 from lmi_build.runners.step import Paths, Step, StepResult, bind
 
 
@@ -18,6 +18,9 @@ class ScriptRunner:
 
     kind: RunnerKind = "script"
     image: str | None = None  # set: the script runs the steps in this container with docker
+    # docker arguments giving the container its accelerators, written as they are (a shell
+    # expansion such as ${NEURON_DOCKER_DEVICES:-...} stays live in the script)
+    devices: tuple[str, ...] = GPU_DEVICE_ARGS
     lines: list[str] = field(default_factory=list)
 
     def run(self, step: Step, paths: Paths, work_dir: Path, plan: BuildPlan | None) -> StepResult:
@@ -47,7 +50,7 @@ class ScriptRunner:
 
     def _in_container(self, step: Step, paths: Paths) -> list[str]:
         assert self.image is not None
-        command = ["docker", "run", "--rm", "--gpus", "all", "--ipc=host", "--ulimit", "memlock=-1",
+        command = ["docker", "run", "--rm", *self.devices, "--ipc=host", "--ulimit", "memlock=-1",
                    "--user", '"$(id -u):$(id -g)"']
         for name in paths.names():
             if name in step.inputs or name in step.outputs:

@@ -121,6 +121,7 @@ def publish(
 ) -> TransferSummary:
     """Upload the artifact at ``artifact_dir`` to ``url``; the manifest goes last (commit marker)."""
     from lmi_build.artifact.manifest import load_manifest
+    from lmi_build.artifact.verify import built_by_stand_in
 
     output = output or current()
     started = time.monotonic()
@@ -129,6 +130,10 @@ def publish(
         raise PublishError(f"artifact directory {artifact_dir} does not exist", hint="build it first, or check the path")
     manifest_path = artifact_dir / MANIFEST_NAME
     manifest = load_manifest(artifact_dir)
+    if built_by_stand_in(manifest):
+        # A stand-in's output is structurally valid and servable by nothing: it never leaves this host.
+        raise PublishError(f"{artifact_dir} was built by a STAND-IN compiler, not the real {manifest.target} toolchain",
+                           hint="build it with the real toolchain before publishing")
     manifest_bytes = manifest_path.read_bytes()
     entries = checked_entries(manifest, str(manifest_path), PublishError)
     owner_args = {"ExpectedBucketOwner": expected_bucket_owner} if expected_bucket_owner else {}

@@ -1,5 +1,5 @@
-"""The ``neuronx`` target: NEFFs for the LMI Neuron containers (planning; the compile step is
-not built yet, so ``build`` refuses with a one-line error)."""
+"""The ``neuronx`` target: NEFFs for the LMI Neuron containers (planning exactly as DJL computes
+it, the compile through the shared runners, the precompiled layouts the containers load)."""
 
 from lmi_build.targets.neuronx.plan import NEURONX as TARGET
 

@@ -7,9 +7,11 @@ The rules (buckets, GQA fallbacks, compiler flags) are those of the SDK pin in
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
-from lmi_build.errors import UnsupportedTarget
 from lmi_build.model.spec import ModelSpec
 from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning import checks
@@ -20,6 +22,11 @@ from lmi_build.planning.targets import ContainerFacts, TargetPlan
 from lmi_build.recipes.schema import TargetSupport
 from lmi_build.targets.neuronx.sdk import NeuronDefaults, NeuronPlatform, sdk
 from lmi_build.types import TargetName
+
+if TYPE_CHECKING:
+    from lmi_build.building.context import BuildContext, BuildSettings
+    from lmi_build.planning.saved import SavedPlan
+    from lmi_build.targets.neuronx.profiles import Loader, NeuronProfile
 
 DEFAULT_GQA = "shard-over-heads"  # TNX's own default; option.group_query_attention's choices are the table's
 AMP = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
@@ -63,50 +70,131 @@ def effective_gqa(requested: str, *, batch_size: int, tp: int, kv_heads: int, he
     return effective
 
 
-def compiler_flags(base: str, optimize_level: int | None, mixed_precision: bool, saturate_infinity: bool) -> str:
+def compiler_flags(base: str, optimize_level: int | None, mixed_precision: bool, saturate_infinity: bool,
+                   *, properties_built: int = 1) -> str:
     """NEURON_CC_FLAGS as the LMI container hands them to neuronx-cc, byte for byte (the NEFF cache
     key hashes this string). DJL appends ``-O<n>`` and the two precision flags whenever the option
-    is set (even to false), in its field order; transformers-neuronx then appends each required
-    flag that is absent."""
+    is set (even to false), in its field order, each time it builds its properties object (twice
+    with a speculative draft model: ``properties_built=2``); transformers-neuronx then appends each
+    required flag that is absent."""
     flags = base
-    if optimize_level is not None:
-        flags += f" -O{optimize_level}"
-    if mixed_precision:
-        flags += " --enable-mixed-precision-accumulation"
-    if saturate_infinity:
-        flags += " --enable-saturate-infinity"
+    for _ in range(properties_built):
+        if optimize_level is not None:
+            flags += f" -O{optimize_level}"
+        if mixed_precision:
+            flags += " --enable-mixed-precision-accumulation"
+        if saturate_infinity:
+            flags += " --enable-saturate-infinity"
     for required in sdk().compiler.required_flags:
         if required not in flags.split():
             flags = f"{flags} {required}" if flags else required
     return flags
 
 
+def serving_compiler_flags(container_flags: str, properties: Mapping[str, str]) -> str:
+    """The flags string a container whose NEURON_CC_FLAGS is ``container_flags`` computes for these
+    serving.properties (what verify compares an artifact's flags with)."""
+    level = properties.get("option.neuron_optimize_level")
+    return compiler_flags(container_flags, int(level) if level and level.isdigit() else None,
+                          "option.enable_mixed_precision_accumulation" in properties,
+                          "option.enable_saturate_infinity" in properties,
+                          properties_built=2 if properties.get("option.speculative_draft_model") else 1)
+
+
+def resolve_auto_rolling_batch(profile: NeuronProfile, *, batch_size: int, user_max_rolling: int | None) -> str:
+    """What DJL's Java side makes of rolling_batch=auto on Neuron (LmiConfigRecommender.java:47-83):
+    off when batch_size > 1; vLLM when the image has vllm-neuronx and the user set
+    max_rolling_batch_size >= 12; transformers-neuronx otherwise."""
+    if batch_size > 1:
+        return "disable"
+    if profile.vllm_neuronx and user_max_rolling is not None and user_max_rolling >= sdk().defaults.vllm_min_batch:
+        return "vllm"
+    return "tnx"
+
+
+def choose_loader(profile: NeuronProfile, *, model_type: str, rolling: bool, set_options: set[str]) -> Loader:
+    """The model loader DJL picks in ``profile``'s release when option.model_loader is unset:
+    0.30+ transformers-neuronx; 0.26 optimum-neuron unless rolling batch is on; 0.27 optimum-neuron
+    for its model types (llama/mistral only with rolling batch) unless a TNX-only option is set."""
+    if profile.default_loader == "tnx":
+        return "tnx"
+    if profile.tnx_switch == "rolling_batch":
+        return "tnx" if rolling else "optimum"
+    rules = sdk().loader_rules
+    if model_type not in rules.optimum_model_types:
+        return "tnx"
+    if model_type in rules.optimum_needs_rolling_batch and not rolling:
+        return "tnx"
+    if set_options & set(rules.tnx_only_options):
+        return "tnx"
+    return "optimum"
+
+
+def tnx_kwargs(*, batch: int, amp: str, tp: int, n_positions: int, continuous: bool,
+               given_contexts: tuple[int, ...] | None, contexts: tuple[int, ...]) -> dict[str, Any]:
+    """``NeuronAutoModelForCausalLM.from_pretrained`` kwargs as DJL builds them: n_positions as one
+    int (TNX derives the buckets), context_length_estimate only when given, both as lists under
+    continuous batching (DJL then fills the context estimates itself)."""
+    kwargs: dict[str, Any] = {"batch_size": batch, "amp": amp, "tp_degree": tp, "n_positions": n_positions}
+    if given_contexts is not None:
+        kwargs["context_length_estimate"] = list(given_contexts)
+    if continuous:
+        kwargs["n_positions"] = [n_positions]
+        kwargs["context_length_estimate"] = list(contexts)
+    return kwargs
+
+
+def neuron_config(*, continuous: bool, batch: int, gqa_requested: str | None, quantized: bool,
+                  amp: str) -> dict[str, Any]:
+    """The NeuronConfig keys DJL passes, only those it sets (ML:179-225); on_device_embedding is on
+    because DJL turns it on whenever it partitions (compiles ahead)."""
+    config: dict[str, Any] = {"on_device_embedding": True}
+    if continuous:
+        config["continuous_batching"] = {"batch_size_for_shared_caches": batch}
+    if gqa_requested is not None:
+        config["group_query_attention"] = gqa_requested
+    if quantized:
+        config["quant"] = {"dequant_dtype": amp}
+    return config
+
+
 class NeuronxTarget:
     name: TargetName = "neuronx"
     engine = "Python"
 
-    def preflight(self, saved: object, settings: object) -> None:
-        raise UnsupportedTarget("lmi-build cannot build target 'neuronx' yet",
-                                hint="buildable targets: hf, trtllm; `lmi-build plan neuronx` still validates")
+    def preflight(self, saved: SavedPlan, settings: BuildSettings) -> None:
+        from lmi_build.targets.neuronx.build import preflight
 
-    def build(self, ctx: object) -> None:
-        self.preflight(None, None)
+        preflight(saved, settings)
+
+    def build(self, ctx: BuildContext) -> None:
+        from lmi_build.targets.neuronx.build import build
+
+        build(ctx)
 
     def container_profiles(self) -> dict[str, ContainerFacts]:
-        return {}  # no container profiles of its own yet
+        from lmi_build.targets.neuronx.profiles import load_profiles
+
+        return {profile.name: ContainerFacts(versions=profile.versions(),
+                                             compiler_flags=partial(serving_compiler_flags, profile.neuron_cc_flags))
+                for profile in load_profiles()}
 
     def checkpoint_route(self, support: TargetSupport, spec: ModelSpec,
                          options: ResolvedOptions) -> Literal["modelopt", "vendor"]:
         return "vendor"  # TNX compiles from the HF checkpoint itself
 
     def toolchain(self, profile: str | None) -> ToolchainRef:
-        data = sdk()
-        return ToolchainRef(target="neuronx", profile=data.name, image=data.image or None,
-                            versions=dict(data.versions))
+        from lmi_build.targets.neuronx.profiles import get_profile
+
+        found = get_profile(profile)
+        return ToolchainRef(target="neuronx", profile=found.name, image=found.image or None,
+                            versions=found.versions())
 
     def plan(self, ctx: PlanContext) -> TargetPlan:
-        data = sdk()
-        defaults = data.defaults
+        from lmi_build.targets.neuronx.profiles import get_profile
+
+        profile = get_profile(ctx.request.profile)
+        defaults = sdk().defaults
         spec = ctx.spec
         platform = ctx.instance.accelerator.platform if ctx.instance else None
         if ctx.instance is not None and ctx.instance.accelerator.kind != "neuron":
@@ -121,6 +209,14 @@ class NeuronxTarget:
 
         n_positions = self._n_positions(ctx, defaults)
         batch, rolling = self._batch_size(ctx)
+        resolved_rolling = None
+        if rolling and (ctx.text_value("rolling_batch") or "auto") == "auto":
+            user_max = ctx.int_value("max_rolling_batch_size") if ctx.user_set("max_rolling_batch_size") else None
+            resolved_rolling = resolve_auto_rolling_batch(profile, batch_size=ctx.int_value("option.batch_size") or 1,
+                                                          user_max_rolling=user_max)
+            if resolved_rolling == "disable":  # "batch_size" alone is the top-level DJL key, not this one
+                rolling, batch = False, ctx.int_value("option.batch_size") or 1
+            ctx.derive("rolling_batch", resolved_rolling, f"rolling_batch=auto as {profile.name} resolves it")
         continuous = rolling and batch > 1 and spec.model_type in defaults.continuous_batching_model_types
         if continuous:
             n_positions = (max(n_positions),)
@@ -155,11 +251,16 @@ class NeuronxTarget:
         # DJL adds each precision flag whenever its option is set, even to false.
         mixed = ctx.is_set("enable_mixed_precision_accumulation")
         saturate = ctx.is_set("enable_saturate_infinity")
-        base = ctx.request.env.get("NEURON_CC_FLAGS", data.compiler.container_flags)
+        base = ctx.request.env.get("NEURON_CC_FLAGS", profile.neuron_cc_flags)
+        built = 2 if ctx.is_set("speculative_draft_model") else 1
+        set_options = {key.removeprefix("option.") for key in ctx.options.values if ctx.user_set(key)}
+        loader: Loader = "vllm" if resolved_rolling == "vllm" else choose_loader(
+            profile, model_type=spec.model_type, rolling=rolling, set_options=set_options)
+        amp = AMP[dtype]
 
         build = NeuronxBuild(
             tp=tp,
-            amp=AMP[dtype],
+            amp=amp,
             n_positions=n_positions,
             context_length_estimate=contexts,
             batch_size=batch,
@@ -169,8 +270,15 @@ class NeuronxTarget:
             unroll=ctx.int_value("unroll"),
             neuron_optimize_level=level,
             on_device_embedding=True,  # DJL turns it on whenever it partitions (compiles ahead)
-            compiler_flags=compiler_flags(base, level, mixed, saturate),
+            compiler_flags=compiler_flags(base, level, mixed, saturate, properties_built=built),
             platform=platform,
+            loader=loader,
+            layout=self._layout(ctx, profile),
+            tnx_kwargs=tnx_kwargs(batch=batch, amp=amp, tp=tp, n_positions=top, continuous=continuous,
+                                  given_contexts=contexts if given_contexts is not None else None,
+                                  contexts=contexts),
+            neuron_config=neuron_config(continuous=continuous, batch=batch, gqa_requested=requested,
+                                        quantized=ctx.quantization.method == "int8", amp=amp),
         )
 
         ctx.derive("engine", self.engine, "neuronx target")
@@ -184,7 +292,7 @@ class NeuronxTarget:
             ctx.derive("quantize", "static_int8", "neuronx int8 weights")
         return TargetPlan(
             build=build,
-            toolchain=self.toolchain(None),
+            toolchain=self.toolchain(profile.name),
             workload=Workload(batch_size=batch, seq_len=top, tp=tp, preallocated=True),
             dtype=dtype,
         )
@@ -207,6 +315,28 @@ class NeuronxTarget:
                                hint=f"use --tp <= {ctx.instance.devices} or a larger instance")
 
     @staticmethod
+    def _layout(ctx: PlanContext, profile: NeuronProfile) -> Literal["neuronx-tnx", "neuronx-legacy", "neuronx-cache"]:
+        """option.compiled_graph_path=s3://... asks for a compile-cache tree the container reads
+        through NEURON_COMPILE_CACHE_URL beside the original weights; otherwise the profile's
+        precompiled layout."""
+        graph = ctx.text_value("compiled_graph_path")
+        if not graph:
+            return profile.layout
+        if not graph.startswith("s3://"):
+            ctx.findings.error("compiled_graph_path_local",
+                               f"option.compiled_graph_path={graph} is a local directory: DJL then loads flat NEFFs "
+                               "from it (model.load), which a compile-cache tree cannot satisfy",
+                               hint="give the s3:// URL the artifact will be published to, or leave it unset "
+                                    "for the self-contained precompiled layout")
+        ref = ctx.request.model or ctx.text_value("model_id") or ""
+        if ref.startswith("demo:") or (ref and not ref.startswith("s3://") and Path(ref).expanduser().exists()):
+            ctx.findings.error("compiled_graph_path_model",
+                               f"a compile-cache artifact is served next to the original weights, but {ref} is "
+                               "not a model the container can fetch",
+                               hint="plan with the Hugging Face id or the s3:// URL the container will load")
+        return "neuronx-cache"
+
+    @staticmethod
     def _n_positions(ctx: PlanContext, defaults: NeuronDefaults) -> tuple[int, ...]:
         given = ctx.int_value("n_positions")  # one int, as the container reads it; it derives the buckets
         if given is not None:
@@ -225,7 +355,7 @@ class NeuronxTarget:
             rolling = "auto"
         if rolling != "disable":
             return ctx.int_value("max_rolling_batch_size") or 1, True
-        return ctx.int_value("batch_size") or 1, False
+        return ctx.int_value("option.batch_size") or 1, False
 
     @staticmethod
     def _check_io_lengths(ctx: PlanContext, top: int) -> None:

@@ -25,6 +25,15 @@ class NeuronDefaults(BaseModel):
     first_bucket: int = Field(gt=0)
     continuous_batching_model_types: tuple[str, ...]
     continuous_batching_first_large_bucket: int = Field(gt=0)
+    vllm_min_batch: int = Field(gt=0)
+
+
+class LoaderRules(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    optimum_model_types: tuple[str, ...]
+    optimum_needs_rolling_batch: tuple[str, ...]
+    tnx_only_options: tuple[str, ...]
 
 
 class NeuronSdk(BaseModel):
@@ -36,6 +45,7 @@ class NeuronSdk(BaseModel):
     compiler: NeuronCompiler
     tp_degrees: dict[NeuronPlatform, tuple[int, ...]]
     defaults: NeuronDefaults
+    loader_rules: LoaderRules
 
 
 def sdk() -> NeuronSdk:

@@ -1,0 +1,206 @@
+"""Build the ``neuronx`` target: the driver compiles the NEFFs with the plan's TNX kwargs in the
+profile's image (``docker``), on this host when its Neuron SDK is the profile's (``local``), or a
+self-contained ``build-neffs.sh`` + ``plan.json`` bundle runs it on a Neuron host (``script``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from lmi_build.artifact.manifest import HardwareTarget, StepTiming
+from lmi_build.building.context import BuildContext, BuildOutcome, BuildSettings
+from lmi_build.errors import SourceError, UnsupportedTarget
+from lmi_build.fs import link_tree
+from lmi_build.output import current
+from lmi_build.planning.plan import NeuronxBuild
+from lmi_build.planning.saved import PLAN_FILE, SavedPlan
+from lmi_build.runners import LOG_DIR, ScriptRunner, make_runner
+from lmi_build.targets.neuronx.profiles import NeuronProfile, get_profile
+
+# The Python with the Neuron SDK that --runner local uses (default: the one running lmi-build).
+NEURON_PYTHON_ENV = "LMI_BUILD_NEURON_PYTHON"
+STAND_IN_MARKER = "STAND-IN"  # a file a stand-in compiler leaves in compiled/; the real SDK never does
+BUNDLE_SCRIPT = "build-neffs.sh"
+CACHE_DIR = "neuron-cache"
+CACHE_LAYOUT = "neuronx-cache"
+PROBE_TIMEOUT_S = 120
+
+
+@dataclass(frozen=True)
+class CompiledInfo:
+    neuronx_cc: str | None  # compiled/VERSION, or the cache tree's neuronxcc-<version> directory
+    stand_in: bool
+
+
+def neuron_python() -> str:
+    return os.environ.get(NEURON_PYTHON_ENV) or sys.executable
+
+
+def probe_sdk(python: str) -> dict[str, str]:
+    """The Neuron SDK versions ``python`` imports, asked through the driver's --probe; refuses
+    (one line) when it has none."""
+    from lmi_build.targets.neuronx.steps import DRIVER_SOURCE
+
+    try:
+        done = subprocess.run([python, str(DRIVER_SOURCE), "--probe"], capture_output=True, text=True,
+                              timeout=PROBE_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise UnsupportedTarget(f"cannot run {python} to look for the Neuron SDK ({error})",
+                                hint=f"set {NEURON_PYTHON_ENV} to the python of a Neuron SDK install, "
+                                     "or use --runner docker / --runner script") from None
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise UnsupportedTarget(f"--runner local needs the Neuron SDK: {why}",
+                                hint=f"use --runner docker on an inf2/trn1 host, --runner script for a bundle, "
+                                     f"or set {NEURON_PYTHON_ENV} to a python with the SDK")
+    found: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
+
+
+def preflight(saved: SavedPlan, settings: BuildSettings) -> None:
+    """Refuse what cannot work before anything is fetched or compiled."""
+    plan = saved.plan
+    assert isinstance(plan.build, NeuronxBuild)
+    profile = get_profile(plan.toolchain.profile)
+    if plan.build.loader != "tnx":
+        raise UnsupportedTarget(f"{profile.name} loads this model with DJL's {plan.build.loader} loader, whose "
+                                "artifact layout lmi-build does not build yet",
+                                hint="pick a profile where DJL uses transformers-neuronx "
+                                     "(lmi-build profiles list: loader tnx)")
+    if profile.layout != "neuronx-tnx":
+        raise UnsupportedTarget(f"{profile.name} loads the legacy checkpoint/ + compiled/ layout, which lmi-build "
+                                "does not build yet", hint="pick lmi-0.29.0 or newer (lmi-build profiles list)")
+    if settings.compiled_dir is not None:
+        if not settings.compiled_dir.is_dir():
+            raise SourceError(f"--compiled-dir {settings.compiled_dir} is not a directory",
+                              hint=f"give the compiled/ directory {BUNDLE_SCRIPT} wrote")
+        return
+    if settings.runner == "docker" and not profile.image:
+        raise UnsupportedTarget(f"{profile.name} has no published container image to compile in",
+                                hint=f"use --runner local or --runner script on a host with Neuron SDK "
+                                     f"{profile.neuron_sdk}, or a published profile")
+    if settings.runner == "docker":
+        from lmi_build.targets.neuronx.steps import host_neuron_devices
+
+        if not host_neuron_devices():
+            raise UnsupportedTarget("--runner docker needs this host's Neuron devices (/dev/neuron*): "
+                                    "transformers-neuronx loads the NEFFs onto them while compiling",
+                                    hint="run on an inf2/trn1 host, or use --runner script for a bundle to run there")
+    if settings.runner == "local":
+        found = probe_sdk(neuron_python()).get("neuronx_cc")
+        if found != profile.neuronx_cc:
+            raise UnsupportedTarget(f"neuronx-cc {found} here, {profile.name} has {profile.neuronx_cc}: its NEFFs "
+                                    "would not match the container's compile cache",
+                                    hint=f"install Neuron SDK {profile.neuron_sdk}, use --runner docker, "
+                                         "or --profile the container that has this compiler")
+
+
+def build(ctx: BuildContext) -> None:
+    from lmi_build.targets.neuronx.cache_tree import remove_unusable
+    from lmi_build.targets.neuronx.steps import compile_step, host_neuron_devices, neuronx_paths, write_driver
+
+    plan, settings = ctx.plan, ctx.settings
+    assert isinstance(plan.build, NeuronxBuild)
+    profile = get_profile(plan.toolchain.profile)
+    ctx.layout = plan.build.layout
+    cache_layout = plan.build.layout == CACHE_LAYOUT
+    if settings.compiled_dir is not None:
+        produced = settings.compiled_dir.absolute()
+    else:
+        compiled = ctx.work / "compiled"
+        cache = ctx.work / CACHE_DIR
+        driver = ctx.work / "driver"
+        write_driver(driver, plan, profile)
+        paths = neuronx_paths(driver=driver, model=ctx.source.path, compiled=compiled, cache=cache)
+        if settings.runner == "script":
+            ctx.stopped = _write_bundle(ctx, profile)
+            return
+        python = neuron_python() if settings.runner == "local" else "python3"
+        step = compile_step(python, timeout_s=settings.step_timeout_s)
+        runner = make_runner(settings.runner, image=profile.image, devices=host_neuron_devices())
+        result = runner.run(step, paths, ctx.work, plan)
+        ctx.record.steps.append(StepTiming(name="compile", seconds=result.seconds,
+                                           detail=f"{runner.kind} runner, {profile.name}"))
+        for entry in remove_unusable(cache):  # never shipped nor trusted: the container would replay it
+            current().warn(f"removed unusable compile-cache entry {entry}")
+        produced = cache if cache_layout else compiled
+        logs = ctx.work / LOG_DIR
+        if logs.is_dir() and not cache_layout:
+            shutil.copytree(logs, compiled / LOG_DIR, dirs_exist_ok=True)
+    info = inspect_cache(produced) if cache_layout else inspect_compiled(produced)
+    if info.neuronx_cc != profile.neuronx_cc:
+        # The container's compile cache would not match: it would compile again at start-up (or fail).
+        raise SourceError(f"{produced} was compiled by neuronx-cc {info.neuronx_cc}, {profile.name} has "
+                          f"{profile.neuronx_cc}", hint=f"compile with Neuron SDK {profile.neuron_sdk} "
+                          "(the profile's image), or plan for the profile of that compiler (--profile)")
+    ctx.record.toolchain["neuronx_cc"] = info.neuronx_cc or ""
+    ctx.record.hardware = HardwareTarget(neuron_platform=plan.build.platform)
+    if info.stand_in:
+        ctx.record.toolchain["stand_in"] = "true"
+        current().warn("the NEFFs were written by a STAND-IN Neuron compiler: this is not a real compile")
+    ctx.stand_in = info.stand_in
+    ctx.produced = produced
+
+
+def inspect_compiled(compiled: Path) -> CompiledInfo:
+    """What the compile left: the neuronx-cc version it wrote to VERSION, and a stand-in's mark."""
+    version_file = compiled / "VERSION"
+    if not version_file.is_file() or not any(compiled.glob("*.neff")):
+        raise SourceError(f"{compiled} is not a compiled TNX directory (VERSION and *.neff expected)",
+                          hint="compile first (lmi-build neuronx, or the bundle's build-neffs.sh)")
+    return CompiledInfo(neuronx_cc=version_file.read_text(encoding="utf-8").strip() or None,
+                        stand_in=(compiled / STAND_IN_MARKER).exists())
+
+
+def inspect_cache(cache: Path) -> CompiledInfo:
+    """A compile-cache tree: one neuronxcc-<version>[+hash] directory names the compiler."""
+    from lmi_build.targets.neuronx.cache_tree import compiler_dirs
+
+    compilers = compiler_dirs(cache)
+    if len(compilers) != 1:
+        raise SourceError(f"{cache} holds {len(compilers)} neuronxcc-* compiler directories, not one",
+                          hint="give the neuron-cache directory of one compile (build-neffs.sh writes it)")
+    version = compilers[0].removeprefix("neuronxcc-").split("+", 1)[0]
+    return CompiledInfo(neuronx_cc=version, stand_in=(cache / STAND_IN_MARKER).exists())
+
+
+def finish_command(plan_file: Path, *, compiled_dir: Path, output: Path) -> str:
+    return shlex.join(["lmi-build", "neuronx", "--plan", str(plan_file), "--compiled-dir", str(compiled_dir),
+                       "--output", str(output)])
+
+
+def _write_bundle(ctx: BuildContext, profile: NeuronProfile) -> BuildOutcome:
+    """--runner script: driver/, the model, plan.json and build-neffs.sh; run on a Neuron host, then
+    package the compiled/ it writes with exactly this plan."""
+    from lmi_build.artifact.packager import install_directory
+    from lmi_build.targets.neuronx.steps import SCRIPT_DEVICES, compile_step, neff_script, neuronx_paths
+
+    output = ctx.settings.output.absolute()
+    bundle = ctx.work / "bundle"
+    bundle.mkdir()
+    shutil.move(str(ctx.work / "driver"), bundle / "driver")
+    link_tree(ctx.source.path, bundle / "model")  # self-contained: hard links where possible
+    runner = ScriptRunner(image=profile.image or None, devices=SCRIPT_DEVICES)
+    relative = neuronx_paths(driver=Path("driver"), model=Path("model"), compiled=Path("compiled"),
+                             cache=Path("neuron-cache"))
+    runner.run(compile_step("python3", timeout_s=ctx.settings.step_timeout_s), relative, ctx.work, ctx.plan)
+    script = bundle / BUNDLE_SCRIPT
+    script.write_text(neff_script(runner, relative, header=f"profile {profile.name}; plan {ctx.plan.cache_key}"),
+                      encoding="utf-8")
+    script.chmod(0o755)
+    ctx.saved.save(bundle / PLAN_FILE)
+    install_directory(bundle, output, overwrite=ctx.settings.overwrite)
+    artifact = output.with_name(f"{output.name}-artifact")
+    assert isinstance(ctx.plan.build, NeuronxBuild)
+    produced = CACHE_DIR if ctx.plan.build.layout == CACHE_LAYOUT else "compiled"
+    package_cmd = finish_command(output / PLAN_FILE, compiled_dir=output / produced, output=artifact)
+    run_script = f"(cd {shlex.quote(str(output))} && ./{BUNDLE_SCRIPT})"
+    return BuildOutcome(plan=ctx.plan, status="script", output=output, steps=list(ctx.record.steps),
+                        next_command=f"{run_script} && {package_cmd}",
+                        message="driver, model, plan.json and build-neffs.sh written; run the script on a Neuron host")

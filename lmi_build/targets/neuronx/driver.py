@@ -1,0 +1,109 @@
+"""Compile NEFFs the way the LMI Neuron container's TNX loader does, with the plan's kwargs.
+
+This file runs where the Neuron SDK is (the profile's image, or a host with that SDK), as a
+standalone script: it imports nothing from lmi_build (it is copied next to compile.json into the
+build directory or the script bundle). It mirrors DJL's ``TNXModelLoader`` partition path
+(djl_python/neuron_utils/model_loader.py at afece25, lines 233-289 and 448-498): the same
+``NeuronAutoModelForCausalLM.from_pretrained(model, neuron_config=NeuronConfig(...), **kwargs)``,
+``to_neuron()`` from /tmp, ``save()`` of presharded weights and NEFFs, and ``VERSION``.
+
+    python3 lmi_neuronx_compile.py --probe
+    python3 lmi_neuronx_compile.py --kwargs compile.json --model DIR --output DIR --cache DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+
+def _neuronxcc_version() -> str:
+    import neuronxcc
+
+    return str(neuronxcc.__version__)
+
+
+def probe() -> int:
+    """Print the SDK versions as JSON, or say what is missing (exit 1)."""
+    try:
+        import transformers_neuronx
+
+        versions = {"neuronx_cc": _neuronxcc_version(),
+                    "transformers_neuronx": str(getattr(transformers_neuronx, "__version__", "unknown"))}
+    except ImportError as error:
+        print(f"the Neuron SDK is not importable with {sys.executable}: {error}", file=sys.stderr)
+        return 1
+    print(json.dumps(versions))
+    return 0
+
+
+def _neuron_config(keys: dict[str, Any]) -> Any:
+    from transformers_neuronx import NeuronConfig
+    from transformers_neuronx.config import (
+        GQA,
+        ContinuousBatchingConfig,
+        QuantizationConfig,
+    )
+
+    values = dict(keys)
+    if "group_query_attention" in values:
+        values["group_query_attention"] = GQA(values["group_query_attention"])
+    if "continuous_batching" in values:
+        values["continuous_batching"] = ContinuousBatchingConfig(**values["continuous_batching"])
+    if "quant" in values:
+        values["quant"] = QuantizationConfig(**values["quant"])
+    return NeuronConfig(**values)
+
+
+def compile_model(spec: dict[str, Any], model_dir: str, output: str, cache: str) -> int:
+    # Set before transformers_neuronx is imported: libneuronxla reads both when it compiles.
+    os.environ["NEURON_CC_FLAGS"] = spec["compiler_flags"]
+    os.environ["NEURON_COMPILE_CACHE_URL"] = cache
+    found = _neuronxcc_version()
+    expected = spec["neuronx_cc"]
+    if found != expected:
+        # A NEFF from another compiler never matches the serving container's cache key.
+        print(f"neuronx-cc {found} here, the plan's container has {expected}: run in the profile's image "
+              f"or on a host with Neuron SDK {spec['neuron_sdk']}", file=sys.stderr)
+        return 2
+    from transformers_neuronx import NeuronAutoModelForCausalLM
+
+    model = NeuronAutoModelForCausalLM.from_pretrained(model_dir, neuron_config=_neuron_config(spec["neuron_config"]),
+                                                       **spec["tnx_kwargs"])
+    here = os.getcwd()
+    os.chdir("/tmp")  # DJL's workaround for the compiler's serialization (model_loader.py compile_and_save)
+    try:
+        model.to_neuron()
+        # Presharded weights beside the NEFFs (compiled/config.json gets is_presharded_checkpoint):
+        # the keyword is inferred from facts §5, not read in the TNX source.
+        model.save(output, sharded_weights=True)
+    finally:
+        os.chdir(here)
+    with open(os.path.join(output, "VERSION"), "w", encoding="utf-8") as version_file:
+        version_file.write(found)
+    print(f"compiled NEFFs and presharded weights written to {output}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--probe", action="store_true")
+    parser.add_argument("--kwargs")
+    parser.add_argument("--model")
+    parser.add_argument("--output")
+    parser.add_argument("--cache")
+    args = parser.parse_args(argv)
+    if args.probe:
+        return probe()
+    if not (args.kwargs and args.model and args.output and args.cache):
+        parser.error("--kwargs, --model, --output and --cache are required")
+    with open(args.kwargs, encoding="utf-8") as handle:
+        spec = json.load(handle)
+    return compile_model(spec, args.model, args.output, args.cache)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""The Neuron artifact layouts the LMI Neuron containers load without compiling.
+
+``neuronx-tnx`` (LMI 0.29/0.30+, DJL's TNXModelLoader; facts §5 "Precompiled layouts", ML:347-398)::
+
+    config.json            the model's config with a ``neuron`` block (auto_cast_type, batch_size,
+                           checkpoint_id, checkpoint_revision, compiler_type, compiler_version,
+                           num_cores, sequence_length): DJL then skips compiling
+    compiled/              flat NEFFs <sha256(hlo)[:20]>.neff, presharded *.safetensors, TNX
+                           config.json (is_presharded_checkpoint), VERSION (neuronx-cc version)
+    tokenizer files, serving.properties (option.n_positions always written: DJL's own default
+    needs neuron-ls at start-up)
+
+A missing ``compiled/`` crashes the container and a missing NEFF raises (no fallback to compiling),
+so ``check`` looks for both.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from lmi_build.artifact.layout import register_layout
+from lmi_build.errors import StepError
+from lmi_build.fs import atomic_write_json, link_or_copy
+from lmi_build.planning.plan import BuildPlan, NeuronxBuild
+from lmi_build.types import PlanMessage
+
+COMPILED_DIR = "compiled"
+BUILD_LOGS = "build-logs"
+NEFF_NAME = re.compile(r"[0-9a-f]{20}\.neff")
+NEURON_BLOCK_KEYS = ("auto_cast_type", "batch_size", "checkpoint_id", "checkpoint_revision", "compiler_type",
+                     "compiler_version", "num_cores", "sequence_length")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt")
+
+
+def _build(plan: BuildPlan) -> NeuronxBuild:
+    if not isinstance(plan.build, NeuronxBuild):
+        raise StepError(f"the Neuron layouts need a neuronx plan, got target '{plan.target}'")
+    return plan.build
+
+
+def neuron_block(plan: BuildPlan, compiler_version: str) -> dict[str, Any]:
+    """The ``neuron`` block DJL writes into config.json after partitioning (ML:273-289)."""
+    build = _build(plan)
+    return {"auto_cast_type": build.amp, "batch_size": build.batch_size, "checkpoint_id": None,
+            "checkpoint_revision": None, "compiler_type": "neuronx-cc", "compiler_version": compiler_version,
+            "num_cores": build.tp, "sequence_length": max(build.n_positions)}
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return loaded if isinstance(loaded, dict) else None
+
+
+class TnxPrecompiledLayout:
+    name = "neuronx-tnx"
+
+    def assemble(self, plan: BuildPlan, produced: Path, source_dir: Path, staging: Path) -> None:
+        from lmi_build.artifact.packager import carry_source_files, trust_remote_code
+
+        version_file = produced / "VERSION"
+        if not version_file.is_file() or not any(produced.glob("*.neff")):
+            raise StepError(f"{produced} is not a compiled TNX directory (VERSION and *.neff expected)",
+                            hint="compile first")
+        compiled = staging / COMPILED_DIR
+        compiled.mkdir()
+        for entry in sorted(produced.iterdir()):
+            if entry.is_file():
+                link_or_copy(entry, compiled / entry.name)
+        logs = produced / BUILD_LOGS
+        if logs.is_dir():
+            (staging / BUILD_LOGS).mkdir()
+            for log in sorted(logs.iterdir()):
+                if log.is_file():
+                    link_or_copy(log, staging / BUILD_LOGS / log.name)
+        config = _read_json(source_dir / "config.json")
+        if config is None:
+            raise StepError(f"{source_dir}/config.json is missing or unreadable", hint="fetch the model again")
+        config["neuron"] = neuron_block(plan, version_file.read_text(encoding="utf-8").strip())
+        atomic_write_json(staging / "config.json", config, indent=2)
+        carry_source_files(source_dir, staging, trust_remote_code=trust_remote_code(plan))
+
+    def properties(self, plan: BuildPlan) -> dict[str, str]:
+        build = _build(plan)
+        values = {"engine": "Python", "option.tensor_parallel_degree": str(build.tp),
+                  "option.n_positions": str(max(build.n_positions))}
+        if build.continuous_batching:
+            values["option.max_rolling_batch_size"] = str(build.batch_size)
+        else:
+            values["option.batch_size"] = str(build.batch_size)
+        return values
+
+    def check(self, artifact_dir: Path) -> list[PlanMessage]:
+        from lmi_build.options.properties import read_properties
+
+        problems: list[PlanMessage] = []
+
+        def problem(code: str, message: str, hint: str = "rebuild the artifact") -> None:
+            problems.append(PlanMessage(code=code, message=message, hint=hint))
+
+        compiled = artifact_dir / COMPILED_DIR
+        if not compiled.is_dir():
+            problem("neuron_compiled", "compiled/ is missing: the container crashes listing it")
+            return problems
+        neffs = sorted(p.name for p in compiled.glob("*.neff"))
+        if not neffs:
+            problem("neuron_neff", "compiled/ holds no *.neff: the container would fail to load, not compile")
+        for name in neffs:
+            if not NEFF_NAME.fullmatch(name):
+                problem("neuron_neff_name", f"compiled/{name} is not named <sha256(hlo)[:20]>.neff: TNX cannot find it")
+        version_file = compiled / "VERSION"
+        version = version_file.read_text(encoding="utf-8").strip() if version_file.is_file() else None
+        if version is None:
+            problem("neuron_version", "compiled/VERSION (the neuronx-cc version) is missing")
+        tnx_config = _read_json(compiled / "config.json")
+        if tnx_config is None:
+            problem("neuron_tnx_config", "compiled/config.json is missing or unreadable")
+        elif any(compiled.glob("*.safetensors")) and tnx_config.get("is_presharded_checkpoint") is not True:
+            problem("neuron_presharded", "compiled/ has safetensors but its config.json lacks "
+                                         "is_presharded_checkpoint: true, so TNX would not load them as presharded")
+        config = _read_json(artifact_dir / "config.json")
+        block = config.get("neuron") if config else None
+        if not isinstance(block, dict):
+            problem("neuron_block", "config.json has no neuron block: the container would compile again")
+        else:
+            missing = [key for key in NEURON_BLOCK_KEYS if key not in block]
+            if missing:
+                problem("neuron_block", f"the neuron block of config.json lacks {', '.join(missing)}")
+            if version is not None and block.get("compiler_version") != version:
+                problem("neuron_block_version", f"neuron block compiler_version {block.get('compiler_version')}, "
+                                                f"compiled/VERSION {version}")
+            properties_file = artifact_dir / "serving.properties"
+            if properties_file.is_file():
+                problems += _block_vs_properties(block, read_properties(properties_file))
+        if not any((artifact_dir / name).is_file() for name in TOKENIZER_FILES):
+            problem("tokenizer", f"no tokenizer (none of {', '.join(TOKENIZER_FILES)})",
+                    "carry the tokenizer from the source model: rebuild with its tokenizer files present")
+        return problems
+
+
+def _block_vs_properties(block: dict[str, Any], properties: dict[str, str]) -> list[PlanMessage]:
+    """DJL compares these before skipping the compile (ML:518-520, 623-649): each must agree."""
+    rolling = properties.get("option.rolling_batch", "disable") != "disable"
+    batch_key = "option.max_rolling_batch_size" if rolling else "option.batch_size"
+    pairs = (("batch_size", properties.get(batch_key), batch_key),
+             ("num_cores", properties.get("option.tensor_parallel_degree"), "option.tensor_parallel_degree"),
+             ("sequence_length", properties.get("option.n_positions"), "option.n_positions"))
+    problems: list[PlanMessage] = []
+    for key, served, where in pairs:
+        if served is None:
+            problems.append(PlanMessage(code="neuron_properties", message=f"serving.properties has no {where}; the "
+                                        f"neuron block says {key}={block.get(key)}",
+                                        hint=f"set {where.split(' ')[0]}={block.get(key)}"))
+        elif str(block.get(key)) != served:
+            problems.append(PlanMessage(code="neuron_properties", message=f"neuron block {key}={block.get(key)}, "
+                                        f"serving.properties {where}={served}",
+                                        hint="serve with the values the NEFFs were compiled for, or rebuild"))
+    return problems
+
+
+class CacheTreeLayout:
+    """``neuronx-cache``: the compile-cache tree itself, for ``option.compiled_graph_path=s3://...``
+    (facts §5: an s3:// value only acts as NEURON_COMPILE_CACHE_URL; the local-directory form is
+    loaded with model.load and needs flat NEFFs instead). The container compiles nothing when the
+    HLO and flags match, so serving.properties names the original weights (option.model_id) and
+    carries the planned knobs; publish the artifact to the compiled_graph_path URL::
+
+        neuronxcc-<version>[+<hash>]/MODULE_<hlo hash>+<flags hash>/{model.neff, model.done, ...}
+        serving.properties
+    """
+
+    name = "neuronx-cache"
+
+    def assemble(self, plan: BuildPlan, produced: Path, source_dir: Path, staging: Path) -> None:
+        from lmi_build.targets.neuronx.cache_tree import check_tree, module_dirs
+
+        problems = check_tree(produced)
+        if problems:
+            name, why = problems[0]
+            raise StepError(f"compile-cache entry {name} is {why}", hint="compile again; never ship such entries")
+        for module in module_dirs(produced):
+            target = staging / module.relative_to(produced)
+            target.mkdir(parents=True)
+            for file in sorted(module.iterdir()):
+                if file.is_file():
+                    link_or_copy(file, target / file.name)
+
+    def properties(self, plan: BuildPlan) -> dict[str, str]:
+        values = TnxPrecompiledLayout().properties(plan)
+        values["option.model_id"] = plan.model.id  # the container fetches the original weights
+        if plan.model.revision:
+            values["option.revision"] = plan.model.revision
+        return values
+
+    def check(self, artifact_dir: Path) -> list[PlanMessage]:
+        from lmi_build.options.properties import read_properties
+        from lmi_build.targets.neuronx.cache_tree import check_tree
+
+        problems = [PlanMessage(code="neuron_cache_entry", message=f"compile-cache entry {entry}: {why}",
+                                hint="rebuild the artifact") for entry, why in check_tree(artifact_dir)]
+        properties_file = artifact_dir / "serving.properties"
+        properties = read_properties(properties_file) if properties_file.is_file() else {}
+        graph = properties.get("option.compiled_graph_path", "")
+        if not graph.startswith("s3://"):
+            problems.append(PlanMessage(code="neuron_graph_path",
+                                        message=f"option.compiled_graph_path is '{graph}', not an s3:// URL",
+                                        hint="a cache tree is read only through an s3:// compiled_graph_path"))
+        if not properties.get("option.model_id"):
+            problems.append(PlanMessage(code="neuron_model_id", message="serving.properties has no option.model_id",
+                                        hint="the cache tree is served next to the original weights: name them"))
+        return problems
+
+
+register_layout(TnxPrecompiledLayout())
+register_layout(CacheTreeLayout())

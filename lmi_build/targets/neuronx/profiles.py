@@ -1,0 +1,95 @@
+"""LMI Neuron container profiles (``data/profiles.toml``): one per DJL Serving Neuron release.
+
+A profile fixes everything that makes a NEFF reusable by that container: the neuronx-cc version
+(and the commit suffix of its cache directory), the transformers-neuronx that builds the HLO, the
+container's ``NEURON_CC_FLAGS``, the loader DJL picks by default and the layout it loads. Read
+without heavy imports (``plan``, ``profiles list``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from lmi_build.errors import UnknownName
+from lmi_build.tables import load_table
+from lmi_build.versions import parse_lmi_version
+
+PROFILES_FILE = Path(__file__).resolve().parent / "data" / "profiles.toml"
+Loader = Literal["tnx", "optimum", "nxdi", "vllm"]
+
+
+class NeuronProfile(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str  # "lmi-0.30.0-neuronx-sdk2.20.1"
+    lmi_version: str
+    image: str  # empty when no image was published (source-only releases)
+    released: bool = True
+    neuron_sdk: str
+    neuronx_cc: str
+    neuronx_cc_commit: str = ""  # the "+<hash>" of neuronxcc-<version>+<hash>/ cache directories
+    transformers_neuronx: str
+    optimum_neuron: str
+    neuronx_distributed_inference: str | None = None
+    vllm_neuronx: str | None = None
+    transformers: str | None = None
+    python: str
+    neuron_cc_flags: str  # the image's ENV NEURON_CC_FLAGS
+    # The loader DJL uses when option.model_loader is not set, and when it switches to TNX anyway:
+    # "rolling_batch" (0.26: whenever rolling batch is on), "model_type_or_option" (0.27: model
+    # types outside optimum's, llama/mistral without rolling batch, or a TNX-only option set).
+    default_loader: Literal["tnx", "optimum"]
+    tnx_switch: Literal["rolling_batch", "model_type_or_option", "none"]
+    layout: Literal["neuronx-legacy", "neuronx-tnx"]  # the precompiled TNX layout this release loads
+    inferred: tuple[str, ...] = ()  # fields not checked against a source
+    sources: tuple[str, ...] = ()
+    notes: str = ""
+
+    @field_validator("lmi_version")
+    @classmethod
+    def _lmi_version(cls, value: str) -> str:
+        parse_lmi_version(value)
+        return value
+
+    @property
+    def cache_dir_name(self) -> str:
+        """The compile cache's top directory for this compiler (``neuronxcc-<version>+<hash>``)."""
+        suffix = f"+{self.neuronx_cc_commit}" if self.neuronx_cc_commit else ""
+        return f"neuronxcc-{self.neuronx_cc}{suffix}"
+
+    def versions(self) -> dict[str, str]:
+        found = {"neuronx_cc": self.neuronx_cc, "neuron_sdk": self.neuron_sdk,
+                 "transformers_neuronx": self.transformers_neuronx, "optimum_neuron": self.optimum_neuron,
+                 "python": self.python, "lmi": self.lmi_version}
+        for key, value in (("neuronx_distributed_inference", self.neuronx_distributed_inference),
+                           ("vllm_neuronx", self.vllm_neuronx), ("transformers", self.transformers)):
+            if value:
+                found[key] = value
+        return found
+
+
+class NeuronProfiles(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    profile: tuple[NeuronProfile, ...]
+
+
+def load_profiles() -> list[NeuronProfile]:
+    """Every Neuron profile, oldest release first."""
+    profiles = load_table(PROFILES_FILE, NeuronProfiles).profile
+    return sorted(profiles, key=lambda p: parse_lmi_version(p.lmi_version))
+
+
+def get_profile(name: str | None) -> NeuronProfile:
+    """The named profile; ``None`` -> the newest published one."""
+    profiles = load_profiles()
+    if name is None:
+        return [p for p in profiles if p.released][-1]
+    for profile in profiles:
+        if profile.name == name:
+            return profile
+    raise UnknownName(f"unknown Neuron container profile '{name}'",
+                      hint=f"known Neuron profiles: {', '.join(p.name for p in profiles)} (lmi-build profiles list)")

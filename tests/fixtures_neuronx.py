@@ -1,0 +1,38 @@
+"""Fixtures for the Neuron build tests: a source model directory with a real (tiny) safetensors
+file, and the Neuron SDK stand-in (tests/standins/neuron-python) as the local runner's python."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+STANDIN_PYTHON = Path(__file__).resolve().parent / "standins" / "neuron-python"
+HF_CONFIGS = Path(__file__).resolve().parent / "fixtures" / "hf-configs"
+
+
+def write_neuron_model(directory: Path, fixture: str = "meta-llama--Llama-2-7b-hf") -> Path:
+    """The fixture's config.json, tokenizer files and one small valid safetensors file."""
+    directory.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(HF_CONFIGS / fixture / "config.json", directory / "config.json")
+    (directory / "tokenizer.json").write_text("{}")
+    (directory / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "LlamaTokenizerFast"}))
+    header = json.dumps({"w": {"dtype": "F16", "shape": [4], "data_offsets": [0, 8]}}).encode()
+    (directory / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 8)
+    return directory
+
+
+@pytest.fixture
+def neuron_standin(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+    """Make the Neuron SDK stand-in the local runner's python, in the given mode."""
+
+    def use(mode: str = "ok", neuronx_cc: str = "2.15.141.0") -> None:
+        monkeypatch.setenv("LMI_BUILD_NEURON_PYTHON", str(STANDIN_PYTHON))
+        monkeypatch.setenv("STANDIN_MODE", mode)
+        monkeypatch.setenv("STANDIN_NEURONX_CC", neuronx_cc)
+
+    return use

@@ -1,0 +1,66 @@
+"""Every fixture config a neuronx recipe claims, planned for every Neuron profile; the compile
+step's compile.json per profile x fixture and the llama build-neffs.sh per profile as golden files.
+Regenerate with LMI_BUILD_UPDATE_GOLDEN=1 (then review them)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from lmi_build.runners import ScriptRunner
+from lmi_build.targets.neuronx.profiles import get_profile, load_profiles
+from lmi_build.targets.neuronx.steps import (
+    SCRIPT_DEVICES,
+    compile_spec,
+    compile_step,
+    neff_script,
+    neuronx_paths,
+)
+from tests.fixtures_planning import Planner, fixture_names
+
+GOLDEN = Path(__file__).resolve().parent / "golden" / "neuronx"
+NEURONX_RECIPES = {"bloom", "gpt2", "gpt_neox", "gptj", "llama", "mistral", "mixtral", "opt"}
+PROFILES = [p.name for p in load_profiles()]
+
+
+def _golden(name: str, data: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("LMI_BUILD_UPDATE_GOLDEN"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(data)
+        return
+    if not path.is_file():
+        pytest.fail(f"golden file {path} is missing (run with LMI_BUILD_UPDATE_GOLDEN=1 and review it)")
+    assert data == path.read_text(), f"{name} differs from its golden file (LMI_BUILD_UPDATE_GOLDEN=1 to update)"
+
+
+@pytest.mark.parametrize("profile_name", PROFILES)
+def test_every_neuronx_fixture_plans_per_profile(profile_name: str, plan_model: Planner) -> None:
+    profile = get_profile(profile_name)
+    specs: dict[str, object] = {}
+    for fixture in fixture_names():
+        plan = plan_model("neuronx", fixture, tp="2", n_positions="1024", profile=profile_name)
+        if plan.recipe not in NEURONX_RECIPES:
+            continue
+        assert plan.valid, (fixture, [e.message for e in plan.errors])
+        assert plan.toolchain.profile == profile_name
+        assert plan.toolchain.versions["neuronx_cc"] == profile.neuronx_cc
+        specs[fixture] = compile_spec(plan, profile)
+    assert {spec["loader"] for spec in specs.values()} <= {"tnx", "optimum"}  # type: ignore[index]
+    assert len(specs) >= len(NEURONX_RECIPES)
+    _golden(f"{profile_name}.compile.json", json.dumps(specs, indent=2, sort_keys=True) + "\n")
+
+
+@pytest.mark.parametrize("profile_name", [p.name for p in load_profiles() if p.layout == "neuronx-tnx"])
+def test_golden_bundle_script(profile_name: str, plan_model: Planner) -> None:
+    profile = get_profile(profile_name)
+    plan = plan_model("neuronx", "meta-llama--Llama-2-7b-hf", tp="2", n_positions="4096",
+                      context_length_estimate="256,512,1024,2048", profile=profile_name)
+    runner = ScriptRunner(image=profile.image or None, devices=SCRIPT_DEVICES)
+    paths = neuronx_paths(driver=Path("driver"), model=Path("model"), compiled=Path("compiled"),
+                          cache=Path("neuron-cache"))
+    runner.run(compile_step("python3"), paths, Path("."), plan)
+    _golden(f"{profile_name}.build-neffs.sh", neff_script(runner, paths, header=f"profile {profile.name}"))

@@ -1,0 +1,79 @@
+"""Neuron container profiles: data for every LMI Neuron release, listed beside the TensorRT-LLM
+ones, and part of the plan and its cache key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from lmi_build.cli import app
+from lmi_build.errors import UnknownName
+from lmi_build.planning.targets import container_facts
+from lmi_build.targets.neuronx.profiles import get_profile, load_profiles
+from tests.fixtures_planning import ModelDirFactory, Planner
+
+LLAMA = "meta-llama--Llama-2-7b-hf"
+
+
+def test_one_profile_per_release_in_the_facts_table() -> None:
+    profiles = load_profiles()
+    assert [p.lmi_version for p in profiles] == ["0.26.0", "0.27.0", "0.28.0", "0.29.0", "0.30.0",
+                                                  "0.32.0", "0.33.0", "0.34.0"]
+    unreleased = {p.lmi_version for p in profiles if not p.released}
+    assert unreleased == {"0.32.0", "0.33.0", "0.34.0"}
+    assert all(not p.image for p in profiles if not p.released)
+    assert all(p.neuron_cc_flags == "--logfile /tmp/compile.log --temp-dir=/tmp" for p in profiles)
+    assert all(p.sources for p in profiles)
+
+
+def test_default_is_the_newest_published_image() -> None:
+    default = get_profile(None)
+    assert default.name == "lmi-0.30.0-neuronx-sdk2.20.1"
+    assert (default.neuron_sdk, default.neuronx_cc, default.transformers_neuronx) == ("2.20.1", "2.15.141.0", "0.12.313")
+    assert default.image.endswith("djl-inference:0.30.0-neuronx-sdk2.20.1")
+
+
+def test_cache_directory_carries_the_compiler_commit_where_known() -> None:
+    assert get_profile("lmi-0.27.0-neuronx-sdk2.18.0").cache_dir_name == "neuronxcc-2.13.68.0+6dfecc895"
+    assert get_profile("lmi-0.30.0-neuronx-sdk2.20.1").cache_dir_name == "neuronxcc-2.15.141.0"
+
+
+def test_loader_era_of_each_profile() -> None:
+    eras = {p.lmi_version: (p.default_loader, p.tnx_switch) for p in load_profiles()}
+    assert eras["0.26.0"] == ("optimum", "rolling_batch")
+    assert eras["0.27.0"] == ("optimum", "model_type_or_option")
+    assert eras["0.30.0"] == ("tnx", "none")
+
+
+def test_unknown_profile_is_named() -> None:
+    with pytest.raises(UnknownName, match="nope"):
+        get_profile("nope")
+
+
+def test_verify_knows_the_neuron_containers() -> None:
+    assert container_facts("lmi-0.30.0-neuronx-sdk2.20.1").versions["neuronx_cc"] == "2.15.141.0"
+
+
+def test_profiles_list_shows_both_kinds() -> None:
+    listed = CliRunner().invoke(app, ["profiles", "list", "--json"])
+    assert listed.exit_code == 0, listed.output
+    rows = json.loads(listed.stdout)
+    kinds = {row["kind"] for row in rows}
+    assert kinds == {"trtllm", "neuronx"}
+    defaults = {row["kind"]: row["name"] for row in rows if row["default"]}
+    assert defaults["neuronx"] == "lmi-0.30.0-neuronx-sdk2.20.1"
+    shown = CliRunner().invoke(app, ["profiles", "show", "lmi-0.27.0-neuronx-sdk2.18.0", "--json"])
+    assert json.loads(shown.stdout)["cache_dir"] == "neuronxcc-2.13.68.0+6dfecc895"
+
+
+def test_profile_is_in_the_plan_and_the_cache_key(plan_model: Planner, model_dir: ModelDirFactory) -> None:
+    llama: Path = model_dir(LLAMA)
+    default = plan_model("neuronx", llama, tp="2")
+    assert default.toolchain.profile == "lmi-0.30.0-neuronx-sdk2.20.1"
+    assert default.toolchain.versions["neuronx_cc"] == "2.15.141.0"
+    older = plan_model("neuronx", llama, tp="2", profile="lmi-0.29.0-neuronx-sdk2.19.1")
+    assert older.toolchain.versions["neuronx_cc"] == "2.14.227.0"
+    assert older.cache_key != default.cache_key

@@ -1,0 +1,116 @@
+"""verify for Neuron artifacts: the neuronx-tnx structure, VERSION and the flags string against the
+serving profile, the neuron block against serving.properties; mismatches name both sides."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from lmi_build.artifact.manifest import load_manifest
+from lmi_build.artifact.verify import check_compatibility, serving_target
+from lmi_build.cli import app
+from lmi_build.targets.neuronx.cache_tree import check_tree, remove_unusable
+from lmi_build.targets.neuronx.layouts import TnxPrecompiledLayout
+from tests.fixtures_neuronx import write_neuron_model
+
+P030, P033 = "lmi-0.30.0-neuronx-sdk2.20.1", "lmi-0.33.0-neuronx-sdk2.21.1"
+
+
+def _build(tmp_path: Path, *extra: str) -> Path:
+    out = tmp_path / "out"
+    model = write_neuron_model(tmp_path / "llama")
+    result = CliRunner().invoke(app, ["neuronx", "--model", str(model), "--tp", "2", "--n-positions", "2048",
+                                      *extra, "--output", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def _codes(artifact: Path, container: str) -> dict[str, str]:
+    manifest = load_manifest(artifact)
+    errors, _ = check_compatibility(manifest, serving_target(container=container))
+    return {e.code: e.message for e in errors}
+
+
+def test_serving_profile_versions_and_flags(tmp_path: Path, neuron_standin: Callable[..., None]) -> None:
+    neuron_standin()
+    artifact = _build(tmp_path)
+    assert set(_codes(artifact, P030)) == {"stand_in"}  # flags and neuronx-cc are the container's
+    other = _codes(artifact, P033)
+    assert other["version_neuronx_cc"] == ("artifact built with neuronx-cc 2.15.141.0, container "
+                                           f"{P033} has 2.16.372.0")
+
+
+def test_optimize_level_flags_match_the_container_that_reads_the_same_properties(
+        tmp_path: Path, neuron_standin: Callable[..., None]) -> None:
+    neuron_standin()
+    artifact = _build(tmp_path, "--option", "option.neuron_optimize_level=3")
+    assert "option.neuron_optimize_level=3" in (artifact / "serving.properties").read_text()
+    assert " -O3 " in load_manifest(artifact).plan["build"]["compiler_flags"]
+    assert "compiler_flags" not in _codes(artifact, P030)
+
+
+def test_flags_from_another_env_are_named_both_sides(tmp_path: Path, neuron_standin: Callable[..., None],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    neuron_standin()
+    monkeypatch.setenv("NEURON_CC_FLAGS", "-O1")
+    artifact = _build(tmp_path)
+    message = _codes(artifact, P030)["compiler_flags"]
+    assert "'-O1 --model-type=transformer --auto-cast=none'" in message
+    assert "'--logfile /tmp/compile.log --temp-dir=/tmp --model-type=transformer --auto-cast=none'" in message
+
+
+def test_structure_checks(tmp_path: Path, neuron_standin: Callable[..., None]) -> None:
+    neuron_standin()
+    artifact = _build(tmp_path)
+    layout = TnxPrecompiledLayout()
+    assert layout.check(artifact) == []
+    properties = artifact / "serving.properties"
+    properties.write_text(properties.read_text().replace("option.n_positions=2048", "option.n_positions=4096"))
+    messages = [p.message for p in layout.check(artifact)]
+    assert messages == ["neuron block sequence_length=2048, serving.properties option.n_positions=4096"]
+    next(iter((artifact / "compiled").glob("*.neff"))).rename(artifact / "compiled" / "model.neff")
+    assert any(p.code == "neuron_neff_name" for p in layout.check(artifact))
+    config = json.loads((artifact / "config.json").read_text())
+    del config["neuron"]
+    (artifact / "config.json").write_text(json.dumps(config))
+    assert any(p.code == "neuron_block" for p in layout.check(artifact))
+    (artifact / "compiled" / "VERSION").unlink()
+    assert any(p.code == "neuron_version" for p in layout.check(artifact))
+
+
+def test_cache_tree_entries(tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    good = root / "neuronxcc-2.15.141.0" / "MODULE_0123456789abcdef0123+ede6753c"
+    failed = root / "neuronxcc-2.15.141.0" / "MODULE_ffffffffffffffffffff+ede6753c"
+    locked = root / "neuronxcc-2.15.141.0" / "MODULE_eeeeeeeeeeeeeeeeeeee+ede6753c"
+    for entry in (good, failed, locked):
+        entry.mkdir(parents=True)
+    (good / "model.neff").write_bytes(b"x")
+    (good / "model.done").write_bytes(b"")
+    (failed / "model.log").write_text("error")
+    (locked / "model.neff").write_bytes(b"x")
+    (locked / "model.done").write_bytes(b"")
+    (locked / "model.hlo_module.pb.lock").write_bytes(b"")
+    problems = dict(check_tree(root))
+    assert set(problems) == {f"neuronxcc-2.15.141.0/{failed.name}", f"neuronxcc-2.15.141.0/{locked.name}"}
+    assert remove_unusable(root) == sorted(problems)
+    assert check_tree(root) == [] and good.is_dir()
+    assert check_tree(tmp_path / "empty") == [("empty", "no neuronxcc-*/MODULE_* entries")]
+
+
+def test_stand_in_artifact_is_inspectable_but_never_published(tmp_path: Path,
+                                                                neuron_standin: Callable[..., None]) -> None:
+    neuron_standin()
+    artifact = _build(tmp_path)
+    inspected = CliRunner().invoke(app, ["inspect", str(artifact), "--json"])
+    assert inspected.exit_code == 0, inspected.output
+    assert '"neuronx-tnx"' in inspected.stdout and "2.15.141.0" in inspected.stdout
+    from lmi_build.errors import PublishError
+    from lmi_build.storage.publish import publish
+
+    with pytest.raises(PublishError, match="STAND-IN"):
+        publish(artifact, "s3://bucket/never")  # refused before any S3 call
