@@ -148,6 +148,37 @@ def test_fake_quantized_logits_stay_close(tiny_llama3: Path, method: str) -> Non
     assert 0 < error < MAX_REL_ERROR[method]  # > 0: the quantizers are really active
 
 
+@pytest.mark.parametrize("method", ["smoothquant", "awq", "gptq", "fp8"])
+def test_cpu_calibration_in_fp32_keeps_the_logit_bounds(tiny_llama3: Path, method: str) -> None:
+    """The CPU path (calibrate in float32, cast to the target dtype) is held to the same bounds as
+    calibrating in the target dtype, measured in the target dtype against the same reference."""
+    from lmi_build.quantize import calibration, modelopt_quant
+    from lmi_build.quantize.placement import cast_for_export, choose_placement
+
+    plan = make_build_plan(tiny_llama3, method=method, options=FAST_CALIB, dtype="bfloat16")
+    where = choose_placement("bfloat16", runs_forward=True, cuda_devices=0)
+    assert (where.device, where.load_dtype, where.export_dtype) == ("cpu", "float32", "bfloat16")
+    tokenizer = calibration.load_tokenizer(tiny_llama3, trust_remote_code=False)
+    reference = _logits(modelopt_quant.load_model(tiny_llama3, "bfloat16", trust_remote_code=False), tokenizer)
+
+    model = modelopt_quant.load_model(tiny_llama3, where.load_dtype, trust_remote_code=False)
+    assert plan.quantization.calibration is not None
+    batches = calibration.build_batches(plan.quantization.calibration, tokenizer, None)
+    modelopt_quant.quantize(model, plan.quantization, batches)
+    model = cast_for_export(model, where)
+    import torch
+
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+    amaxes = [m._amax for m in model.modules() if getattr(m, "_amax", None) is not None]
+    assert amaxes and {a.dtype for a in amaxes} == {torch.float32}  # calibrated scales are not rounded
+    quantized = _logits(model, tokenizer)
+
+    spread = float(reference.max() - reference.min())
+    error = float((quantized - reference).abs().max()) / spread
+    print(f"{method} (fp32 calibration): max |dlogit| / logit range = {error:.4f} (range {spread:.2f})")
+    assert 0 < error < MAX_REL_ERROR[method]
+
+
 def test_unquantized_tp2_shards_recombine_exactly(tiny_llama3: Path, tmp_path: Path) -> None:
     import torch
 

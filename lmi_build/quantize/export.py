@@ -23,6 +23,7 @@ from lmi_build.errors import InvalidPlan, StepError, UnsupportedTarget
 from lmi_build.fs import link_or_copy, staged_directory
 from lmi_build.planning.plan import BuildPlan, HfBuild, TrtllmBuild
 from lmi_build.quantize.calibration import CalibrationSummary
+from lmi_build.quantize.placement import Placement, cast_for_export, choose_placement
 
 # Files of a pre-quantized HF checkpoint that carry weights or their description.
 _PASSTHROUGH_SUFFIXES = (".safetensors",)
@@ -46,6 +47,7 @@ class CheckpointResult(BaseModel):
     calibration: CalibrationSummary | None = None
     pre_quantized: bool = False  # the input was already quantized and passed through unchanged
     notes: list[str] = []  # adjustments made to what ModelOpt wrote, one line each
+    placement: Placement | None = None  # where the model was loaded/calibrated; None: passed through
 
 
 def run_checkpoint_step(plan: BuildPlan, model_dir: Path, work_dir: Path, *,
@@ -77,7 +79,7 @@ def build_trtllm_checkpoint(plan: BuildPlan, model_dir: Path, out_dir: Path, *,
         raise UnsupportedTarget(f"ModelOpt cannot export {plan.spec.architecture} to a TensorRT-LLM checkpoint",
                                 hint=vendor_hint)
     started = time.perf_counter()
-    model, calibration = _prepare_model(plan, model_dir, build.dtype, calib_file)
+    model, calibration, where = _prepare_model(plan, model_dir, build.dtype, calib_file)
 
     import torch
     from modelopt.torch.export import export_tensorrt_llm_checkpoint
@@ -117,6 +119,7 @@ def build_trtllm_checkpoint(plan: BuildPlan, model_dir: Path, out_dir: Path, *,
         peak_rss_bytes=_peak_rss(),
         calibration=calibration,
         notes=notes,
+        placement=where,
     )
 
 
@@ -131,13 +134,14 @@ def build_hf_checkpoint(plan: BuildPlan, model_dir: Path, out_dir: Path, *,
     started = time.perf_counter()
     quant = plan.quantization
     calibration: CalibrationSummary | None = None
+    where: Placement | None = None
     notes: list[str] = []
     with staged_directory(out_dir) as staging:
         if quant.pre_quantized is not None:
             _pass_through(model_dir, staging)
             notes.append(f"pre-quantized ({quant.pre_quantized.method}) weights passed through unchanged")
         else:
-            model, calibration = _prepare_model(plan, model_dir, build.dtype, calib_file)
+            model, calibration, where = _prepare_model(plan, model_dir, build.dtype, calib_file)
             import torch
 
             if quant.method is None:
@@ -163,32 +167,36 @@ def build_hf_checkpoint(plan: BuildPlan, model_dir: Path, out_dir: Path, *,
         calibration=calibration,
         pre_quantized=quant.pre_quantized is not None,
         notes=notes,
+        placement=where,
     )
 
 
 def _prepare_model(plan: BuildPlan, model_dir: Path, dtype: str,
-                   calib_file: Path | None) -> tuple[Any, CalibrationSummary | None]:
-    """Load in the target dtype (calibration must see the dtype that is exported) and quantize."""
+                   calib_file: Path | None) -> tuple[Any, CalibrationSummary | None, Placement]:
+    """Load, quantize as planned, and return the model in the export dtype ``dtype``. Where it is
+    calibrated (GPU in ``dtype``, or CPU in float32 then cast) is ``placement.choose_placement``'s
+    choice: exported dtypes and norms are ``dtype`` either way."""
     from lmi_build.options.resolve import written_options
     from lmi_build.quantize import calibration as calib
     from lmi_build.quantize import modelopt_quant
 
     trust = bool(written_options(plan.options).bool_value("trust_remote_code"))
     quant = plan.quantization
+    where = choose_placement(dtype, runs_forward=quant.method is not None and quant.calibration is not None)
     modelopt_quant.set_deterministic(quant.calibration.seed if quant.calibration else 1234)
     with _quiet_libraries():  # "Loading checkpoint shards", deprecation notices
-        model = modelopt_quant.load_model(model_dir, dtype, trust)
+        model = modelopt_quant.load_model(model_dir, where.load_dtype, trust, device_map=where.device_map)
     if quant.method is None:
-        return model, None
+        return model, None, where
     batches = None
     if quant.calibration is not None:
         with _quiet_libraries():
             tokenizer = calib.load_tokenizer(model_dir, trust)
         batches = calib.build_batches(quant.calibration, tokenizer, calib_file)
-    output.current().info(f"quantizing with {quant.method} ({quant.quant_algo})")
+    output.current().info(f"quantizing with {quant.method} ({quant.quant_algo}) on {where.describe()}")
     with _quiet_libraries():
         modelopt_quant.quantize(model, quant, batches)
-    return model, batches.summary() if batches is not None else None
+    return cast_for_export(model, where), batches.summary() if batches is not None else None, where
 
 
 def _check_trtllm(staging: Path, plan: BuildPlan, build: TrtllmBuild) -> dict[str, Any]:
