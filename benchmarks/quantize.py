@@ -45,7 +45,7 @@ def make_model(model_dir: Path) -> None:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from lmi_build.quantize import calib_text
+    from lmi_build.planning import calibration_text
 
     torch.manual_seed(0)
     config = LlamaConfig(**SHAPE, max_position_embeddings=4096, bos_token_id=0, eos_token_id=1,
@@ -57,7 +57,7 @@ def make_model(model_dir: Path) -> None:
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=1024, special_tokens=["<s>", "</s>"], show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tokenizer.train_from_iterator(calib_text.load_builtin().samples, trainer)
+    tokenizer.train_from_iterator(calibration_text.load_builtin().samples, trainer)
     tokenizer.save(str(model_dir / "tokenizer.json"))
     (model_dir / "tokenizer_config.json").write_text(json.dumps(
         {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>"}))

@@ -141,12 +141,18 @@ def build_hf_checkpoint(plan: BuildPlan, model_dir: Path, out_dir: Path, *,
             _pass_through(model_dir, staging)
             notes.append(f"pre-quantized ({quant.pre_quantized.method}) weights passed through unchanged")
         else:
-            model, calibration, where = _prepare_model(plan, model_dir, build.dtype, calib_file)
+            gptq = build.export_format == "gptq"
+            model, calibration, where = _prepare_model(plan, model_dir, build.dtype, calib_file, cast=not gptq)
             import torch
 
             if quant.method is None:
                 with _quiet_libraries():
                     model.save_pretrained(str(staging), safe_serialization=True)
+            elif gptq:
+                from lmi_build.quantize.gptq_format import write_gptq_checkpoint
+
+                with _quiet_libraries():
+                    notes = write_gptq_checkpoint(model, where, quant.group_size or 128, staging)
             else:
                 from modelopt.torch.export import export_hf_checkpoint
 
@@ -171,11 +177,12 @@ def build_hf_checkpoint(plan: BuildPlan, model_dir: Path, out_dir: Path, *,
     )
 
 
-def _prepare_model(plan: BuildPlan, model_dir: Path, dtype: str,
-                   calib_file: Path | None) -> tuple[Any, CalibrationSummary | None, Placement]:
-    """Load, quantize as planned, and return the model in the export dtype ``dtype``. Where it is
-    calibrated (GPU in ``dtype``, or CPU in float32 then cast) is ``placement.choose_placement``'s
-    choice: exported dtypes and norms are ``dtype`` either way."""
+def _prepare_model(plan: BuildPlan, model_dir: Path, dtype: str, calib_file: Path | None, *,
+                   cast: bool = True) -> tuple[Any, CalibrationSummary | None, Placement]:
+    """Load, quantize as planned, and return the model in the export dtype ``dtype`` (``cast=False``:
+    still in the calibration dtype, for an exporter that casts itself). Where it is calibrated (GPU
+    in ``dtype``, or CPU in float32 then cast) is ``placement.choose_placement``'s choice: exported
+    dtypes and norms are ``dtype`` either way."""
     from lmi_build.options.resolve import written_options
     from lmi_build.quantize import calibration as calib
     from lmi_build.quantize import modelopt_quant
@@ -196,7 +203,8 @@ def _prepare_model(plan: BuildPlan, model_dir: Path, dtype: str,
     output.current().info(f"quantizing with {quant.method} ({quant.quant_algo}) on {where.describe()}")
     with _quiet_libraries():
         modelopt_quant.quantize(model, quant, batches)
-    return cast_for_export(model, where), batches.summary() if batches is not None else None, where
+    summary = batches.summary() if batches is not None else None
+    return (cast_for_export(model, where) if cast else model), summary, where
 
 
 def _check_trtllm(staging: Path, plan: BuildPlan, build: TrtllmBuild) -> dict[str, Any]:
@@ -254,7 +262,9 @@ def _check_hf(staging: Path, plan: BuildPlan, build: HfBuild) -> None:
     if not list(staging.glob("*.safetensors")):
         problems.append("no *.safetensors written")
     quant = plan.quantization
-    if quant.method is not None:
+    if quant.method is not None and build.export_format == "gptq":
+        problems += _gptq_problems(staging, config, quant.group_size)
+    elif quant.method is not None:
         qcfg = config.get("quantization_config") or {}
         if qcfg.get("quant_method") != "modelopt":
             problems.append(f"config.json quantization_config.quant_method={qcfg.get('quant_method')!r} "
@@ -270,6 +280,32 @@ def _check_hf(staging: Path, plan: BuildPlan, build: HfBuild) -> None:
     if problems:
         raise StepError("the exported Hugging Face checkpoint does not match the plan: " + "; ".join(problems),
                         hint="this is a toolchain mismatch (ModelOpt/transformers version); report it with --debug output")
+
+
+def _gptq_problems(staging: Path, config: dict[str, Any], group_size: int | None) -> list[str]:
+    """The GPTQ config says what the loaders expect, and every packed linear has its four tensors."""
+    from safetensors import safe_open
+
+    from lmi_build.quantize.gptq_format import PACKED_SUFFIXES, quantization_config
+
+    problems = []
+    expected = quantization_config(group_size or 128)
+    written = config.get("quantization_config") or {}
+    for key in ("quant_method", "bits", "group_size", "desc_act", "sym"):
+        if written.get(key) != expected[key]:
+            problems.append(f"quantization_config.{key}={written.get(key)!r} (expected {expected[key]!r})")
+    names: set[str] = set()
+    for shard in staging.glob("*.safetensors"):
+        with safe_open(str(shard), "pt") as handle:
+            names.update(handle.keys())  # noqa: SIM118
+    packed = {n.rsplit(".", 1)[0] for n in names if n.endswith(".qweight")}
+    if not packed:
+        problems.append("no GPTQ-packed (qweight) tensors")
+    for layer in sorted(packed):
+        missing = [s for s in PACKED_SUFFIXES if f"{layer}.{s}" not in names]
+        if missing or f"{layer}.weight" in names:
+            problems.append(f"{layer}: missing {missing}" if missing else f"{layer}: an unpacked weight is left")
+    return problems
 
 
 def _fix_missing_pre_quant_scale(staging: Path, world_size: int) -> list[str]:
