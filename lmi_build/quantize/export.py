@@ -297,7 +297,7 @@ def _gptq_problems(staging: Path, config: dict[str, Any], group_size: int | None
     names: set[str] = set()
     for shard in staging.glob("*.safetensors"):
         with safe_open(str(shard), "pt") as handle:
-            names.update(handle.keys())  # noqa: SIM118
+            names.update(handle.keys())
     packed = {n.rsplit(".", 1)[0] for n in names if n.endswith(".qweight")}
     if not packed:
         problems.append("no GPTQ-packed (qweight) tensors")
