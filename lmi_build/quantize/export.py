@@ -13,6 +13,7 @@ import math
 import resource
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -48,24 +49,33 @@ class CheckpointResult(BaseModel):
     pre_quantized: bool = False  # the input was already quantized and passed through unchanged
     notes: list[str] = []  # adjustments made to what ModelOpt wrote, one line each
     placement: Placement | None = None  # where the model was loaded/calibrated; None: passed through
+    cached: bool = False  # restored from the checkpoint cache (verified), nothing was recomputed
 
 
 def run_checkpoint_step(plan: BuildPlan, model_dir: Path, work_dir: Path, *,
-                        calib_file: Path | None = None) -> CheckpointResult:
-    """The pipeline's checkpoint step: ``<work_dir>/trtllm-checkpoint`` or ``<work_dir>/hf-checkpoint``."""
+                        calib_file: Path | None = None, use_cache: bool = False) -> CheckpointResult:
+    """The pipeline's checkpoint step: ``<work_dir>/trtllm-checkpoint`` or ``<work_dir>/hf-checkpoint``;
+    ``use_cache``: reuse (and keep) the checkpoint in the checkpoint cache."""
     if not plan.valid:
         raise InvalidPlan("the plan has errors; no checkpoint was built", hint="run `lmi-build plan` to see them")
     if plan.target == "trtllm":
-        return build_trtllm_checkpoint(plan, model_dir, work_dir / "trtllm-checkpoint", calib_file=calib_file)
+        return build_trtllm_checkpoint(plan, model_dir, work_dir / "trtllm-checkpoint", calib_file=calib_file,
+                                       use_cache=use_cache)
     if plan.target == "hf":
-        return build_hf_checkpoint(plan, model_dir, work_dir / "hf-checkpoint", calib_file=calib_file)
+        return build_hf_checkpoint(plan, model_dir, work_dir / "hf-checkpoint", calib_file=calib_file,
+                                   use_cache=use_cache)
     raise UnsupportedTarget(f"the checkpoint step does not apply to target {plan.target}",
                             hint="neuronx compiles from the Hugging Face weights directly")
 
 
 def build_trtllm_checkpoint(plan: BuildPlan, model_dir: Path, out_dir: Path, *,
-                            calib_file: Path | None = None) -> CheckpointResult:
+                            calib_file: Path | None = None, use_cache: bool = False) -> CheckpointResult:
     """Quantize (if planned) and export a TensorRT-LLM checkpoint with the plan's TP/PP sharding."""
+    return _through_cache(plan, model_dir, out_dir, "trtllm", use_cache,
+                          lambda: _export_trtllm(plan, model_dir, out_dir, calib_file))
+
+
+def _export_trtllm(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: Path | None) -> CheckpointResult:
     build = plan.build
     if not isinstance(build, TrtllmBuild):
         raise StepError("a TensorRT-LLM checkpoint needs a trtllm plan", hint="plan with --target trtllm")
@@ -124,10 +134,38 @@ def build_trtllm_checkpoint(plan: BuildPlan, model_dir: Path, out_dir: Path, *,
 
 
 def build_hf_checkpoint(plan: BuildPlan, model_dir: Path, out_dir: Path, *,
-                        calib_file: Path | None = None) -> CheckpointResult:
-    """A unified HF checkpoint (ModelOpt ``hf_quant_config.json``) when quantizing; otherwise the
-    model converted to the plan's dtype; a pre-quantized input is passed through unchanged.
-    Tokenizer files are not copied: the artifact packager carries them."""
+                        calib_file: Path | None = None, use_cache: bool = False) -> CheckpointResult:
+    """A unified HF checkpoint (ModelOpt ``hf_quant_config.json``) when quantizing (GPTQ: the
+    ``quant_method: gptq`` format); otherwise the model converted to the plan's dtype; a
+    pre-quantized input is passed through unchanged (links: never cached). Tokenizer files are not
+    copied: the artifact packager carries them."""
+    build = plan.build
+    if not isinstance(build, HfBuild):
+        raise StepError("a Hugging Face checkpoint needs an hf plan", hint="plan with --target hf")
+    cacheable = use_cache and plan.quantization.pre_quantized is None
+    return _through_cache(plan, model_dir, out_dir, f"hf:{build.export_format}", cacheable,
+                          lambda: _export_hf(plan, model_dir, out_dir, calib_file))
+
+
+def _through_cache(plan: BuildPlan, model_dir: Path, out_dir: Path, checkpoint_format: str, use_cache: bool,
+                   produce: Callable[[], CheckpointResult]) -> CheckpointResult:
+    """``produce()``, or its cached result when an entry for exactly these inputs verifies."""
+    if not use_cache:
+        return produce()
+    from lmi_build.quantize.checkpoint_cache import CheckpointCache, checkpoint_key
+
+    cache = CheckpointCache()
+    key, material = checkpoint_key(plan, model_dir, checkpoint_format)
+    hit = cache.restore(key, out_dir)
+    if hit is not None:
+        output.current().info(f"reused the cached checkpoint {key[:19]}… (verified)")
+        return hit
+    result = produce()
+    cache.store(key, material, result)
+    return result
+
+
+def _export_hf(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: Path | None) -> CheckpointResult:
     build = plan.build
     if not isinstance(build, HfBuild):
         raise StepError("a Hugging Face checkpoint needs an hf plan", hint="plan with --target hf")
