@@ -178,15 +178,17 @@ def _export_hf(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: Path
         if quant.pre_quantized is not None:
             _pass_through(model_dir, staging)
             notes.append(f"pre-quantized ({quant.pre_quantized.method}) weights passed through unchanged")
+        elif quant.method is None:
+            from lmi_build.quantize.convert import convert_checkpoint
+
+            convert_checkpoint(model_dir, staging, build.dtype)  # one tensor at a time: no model in memory
+            notes.append(f"converted to {build.dtype} tensor by tensor")
         else:
             gptq = build.export_format == "gptq"
             model, calibration, where = _prepare_model(plan, model_dir, build.dtype, calib_file, cast=not gptq)
             import torch
 
-            if quant.method is None:
-                with _quiet_libraries():
-                    model.save_pretrained(str(staging), safe_serialization=True)
-            elif gptq:
+            if gptq:
                 from lmi_build.quantize.gptq_format import write_gptq_checkpoint
 
                 with _quiet_libraries():
