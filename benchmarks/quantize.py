@@ -24,17 +24,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-# name -> (method, dtype, tp)
-CASES: dict[str, tuple[str | None, str, int]] = {
-    "fp16": (None, "float16", 1),
-    "fp16-tp2": (None, "float16", 2),
-    "int8_wo": ("int8_wo", "float16", 1),
-    "int4_wo": ("int4_wo", "float16", 1),
-    "smoothquant": ("smoothquant", "bfloat16", 1),
-    "smoothquant-fp16": ("smoothquant", "float16", 1),
-    "fp8": ("fp8", "bfloat16", 1),
-    "awq": ("awq", "bfloat16", 1),
-    "gptq": ("gptq", "bfloat16", 1),
+# name -> (method, dtype, tp, target)
+CASES: dict[str, tuple[str | None, str, int, str]] = {
+    "fp16": (None, "float16", 1, "trtllm"),
+    "fp16-tp2": (None, "float16", 2, "trtllm"),
+    "int8_wo": ("int8_wo", "float16", 1, "trtllm"),
+    "int4_wo": ("int4_wo", "float16", 1, "trtllm"),
+    "smoothquant": ("smoothquant", "bfloat16", 1, "trtllm"),
+    "smoothquant-fp16": ("smoothquant", "float16", 1, "trtllm"),
+    "fp8": ("fp8", "bfloat16", 1, "trtllm"),
+    "awq": ("awq", "bfloat16", 1, "trtllm"),
+    "gptq": ("gptq", "bfloat16", 1, "trtllm"),
+    # The hf target: an unquantized dtype conversion (streamed) and its quantized checkpoints.
+    "hf-bf16": (None, "bfloat16", 1, "hf"),
+    "hf-fp8": ("fp8", "float16", 1, "hf"),
+    "hf-awq": ("awq", "float16", 1, "hf"),
 }
 SHAPE = {"hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 10, "num_attention_heads": 16,
          "num_key_value_heads": 4, "vocab_size": 32000}
@@ -45,7 +49,7 @@ def make_model(model_dir: Path) -> None:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from lmi_build.quantize import calib_text
+    from lmi_build.planning import calibration_text
 
     torch.manual_seed(0)
     config = LlamaConfig(**SHAPE, max_position_embeddings=4096, bos_token_id=0, eos_token_id=1,
@@ -57,7 +61,7 @@ def make_model(model_dir: Path) -> None:
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=1024, special_tokens=["<s>", "</s>"], show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tokenizer.train_from_iterator(calib_text.load_builtin().samples, trainer)
+    tokenizer.train_from_iterator(calibration_text.load_builtin().samples, trainer)
     tokenizer.save(str(model_dir / "tokenizer.json"))
     (model_dir / "tokenizer_config.json").write_text(json.dumps(
         {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>"}))
@@ -73,20 +77,26 @@ def run_case(name: str, model_dir: Path, work_dir: Path, calib_size: int, calib_
     from lmi_build.quantize.export import run_checkpoint_step
 
     output.set_mode(Mode.QUIET)
-    method, dtype, tp = CASES[name]
+    method, dtype, tp, target = CASES[name]
     lmi_dtype = {"float16": "fp16", "bfloat16": "bf16"}[dtype]
-    options = (f"calib_size={calib_size}", f"awq_calib_size={calib_size}", f"calib_max_seq_len={calib_len}")
+    options: tuple[str, ...] = (f"calib_size={calib_size}", f"awq_calib_size={calib_size}",
+                                f"calib_max_seq_len={calib_len}")
     if calib_batch:  # 0: each method's default batch size
         options += (f"calib_batch_size={calib_batch}",)
-    plan = make_plan(PlanRequest(target="trtllm", model=str(model_dir), dtype=lmi_dtype, tp=str(tp), option=options))
+    plan = make_plan(PlanRequest(target="hf" if target == "hf" else "trtllm", model=str(model_dir), dtype=lmi_dtype, tp=str(tp), option=options))
     if not plan.valid:
         raise SystemExit(f"{name}: invalid plan: {[e.message for e in plan.errors]}")
     # The recipes may not offer every method for llama yet; the step itself is what is measured.
-    quantization, messages = plan_quantization(method, resolved_options_of(plan), plan.spec, "trtllm", None)
+    quantization, messages = plan_quantization(method, resolved_options_of(plan), plan.spec, target, None)
     errors, _ = split_messages(messages)
     if errors:
         raise SystemExit(f"{name}: {[e.message for e in errors]}")
     plan = plan.model_copy(update={"quantization": quantization})
+    if target == "hf" and plan.build is not None:
+        from lmi_build.targets.hf.plan import export_format
+
+        plan = plan.model_copy(update={"build": plan.build.model_copy(
+            update={"export_format": export_format(quantization)})})
     result = run_checkpoint_step(plan, model_dir, work_dir)
     size = sum((result.out_dir / f).stat().st_size for f in result.files)
     return {"quant_algo": result.quant_algo, "out_bytes": size, "step_seconds": result.seconds,
@@ -147,7 +157,7 @@ def main() -> None:
     print(f"{'case':18} {'dtype':9} {'tp':>2} {'quant_algo':20} {'wall s':>8} {'peak RSS GiB':>12} "
           f"{'x disk':>7} {'out GiB':>8} {'calib tok':>9}")
     for name in args.cases.split(","):
-        _, dtype, tp = CASES[name]
+        _, dtype, tp, _ = CASES[name]
         seconds, rss, out_text = _child([*me, "--child", name], args.out / "logs")
         info = json.loads(out_text.strip().splitlines()[-1])
         print(f"{name:18} {dtype:9} {tp:>2} {info['quant_algo'] or '-':20} {seconds:8.1f} {rss / 2**30:12.2f} "

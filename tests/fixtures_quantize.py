@@ -133,7 +133,9 @@ def make_build_plan(model_dir: Path, *, target: str = "trtllm", method: str | No
                             max_batch_size=4, modelopt_decoder=decoder, checkpoint_route=route,
                             trtllm_example=spec.model_type)
     else:
-        build = HfBuild(tp=tp, dtype=dtype)
+        from lmi_build.targets.hf.plan import export_format
+
+        build = HfBuild(tp=tp, dtype=dtype, export_format=export_format(quantization))
     return BuildPlan(
         target=target, recipe=spec.model_type, recipe_version=1,
         model=ModelIdentity(kind="local", id=model_dir.name), spec=spec,

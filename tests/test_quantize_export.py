@@ -148,6 +148,37 @@ def test_fake_quantized_logits_stay_close(tiny_llama3: Path, method: str) -> Non
     assert 0 < error < MAX_REL_ERROR[method]  # > 0: the quantizers are really active
 
 
+@pytest.mark.parametrize("method", ["smoothquant", "awq", "gptq", "fp8"])
+def test_cpu_calibration_in_fp32_keeps_the_logit_bounds(tiny_llama3: Path, method: str) -> None:
+    """The CPU path (calibrate in float32, cast to the target dtype) is held to the same bounds as
+    calibrating in the target dtype, measured in the target dtype against the same reference."""
+    from lmi_build.quantize import calibration, modelopt_quant
+    from lmi_build.quantize.placement import cast_for_export, choose_placement
+
+    plan = make_build_plan(tiny_llama3, method=method, options=FAST_CALIB, dtype="bfloat16")
+    where = choose_placement("bfloat16", runs_forward=True, cuda_devices=0)
+    assert (where.device, where.load_dtype, where.export_dtype) == ("cpu", "float32", "bfloat16")
+    tokenizer = calibration.load_tokenizer(tiny_llama3, trust_remote_code=False)
+    reference = _logits(modelopt_quant.load_model(tiny_llama3, "bfloat16", trust_remote_code=False), tokenizer)
+
+    model = modelopt_quant.load_model(tiny_llama3, where.load_dtype, trust_remote_code=False)
+    assert plan.quantization.calibration is not None
+    batches = calibration.build_batches(plan.quantization.calibration, tokenizer, None)
+    modelopt_quant.quantize(model, plan.quantization, batches)
+    model = cast_for_export(model, where)
+    import torch
+
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+    amaxes = [m._amax for m in model.modules() if getattr(m, "_amax", None) is not None]
+    assert amaxes and {a.dtype for a in amaxes} == {torch.float32}  # calibrated scales are not rounded
+    quantized = _logits(model, tokenizer)
+
+    spread = float(reference.max() - reference.min())
+    error = float((quantized - reference).abs().max()) / spread
+    print(f"{method} (fp32 calibration): max |dlogit| / logit range = {error:.4f} (range {spread:.2f})")
+    assert 0 < error < MAX_REL_ERROR[method]
+
+
 def test_unquantized_tp2_shards_recombine_exactly(tiny_llama3: Path, tmp_path: Path) -> None:
     import torch
 
@@ -336,3 +367,63 @@ def test_pipeline_parallel_splits_layers(tiny_llama3: Path, tmp_path: Path) -> N
                            original[f"model.layers.{stage}.mlp.down_proj.weight"])
     assert "transformer.vocab_embedding.weight" in ranks[0] and "lm_head.weight" not in ranks[0]
     assert "lm_head.weight" in ranks[1] and "transformer.ln_f.weight" in ranks[1]
+
+
+def _dequantize_gptq(tensors: dict[str, Any], prefix: str) -> Any:
+    """Dense [out, in] weight from the GPTQ v1 tensors, read the way the loaders read them
+    (written here independently of lmi_build.quantize.gptq_format)."""
+    import torch
+
+    qweight, qzeros = tensors[f"{prefix}.qweight"], tensors[f"{prefix}.qzeros"]
+    scales, g_idx = tensors[f"{prefix}.scales"].float(), tensors[f"{prefix}.g_idx"].long()
+    shifts = torch.arange(0, 32, 4)
+    values = ((qweight.long().unsqueeze(1) >> shifts.view(1, 8, 1)) & 15).reshape(-1, qweight.shape[1])
+    zeros = ((qzeros.long().unsqueeze(-1) >> shifts.view(1, 1, 8)) & 15).reshape(qzeros.shape[0], -1) + 1
+    return ((values - zeros[g_idx]) * scales[g_idx]).t()
+
+
+def test_hf_gptq_checkpoint_is_in_the_gptq_format(tiny_llama3: Path, tmp_path: Path) -> None:
+    """hf --quantize gptq: quant_method gptq (what vLLM/LMI-Dist load), never labelled W4A16_AWQ, and
+    the packed weights dequantize to a model within the GPTQ logit bound."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from lmi_build.quantize import calibration, modelopt_quant
+    from lmi_build.quantize.export import run_checkpoint_step
+
+    plan = make_build_plan(tiny_llama3, target="hf", method="gptq", options=FAST_CALIB, dtype="float16")
+    assert plan.build.export_format == "gptq"
+    assert plan.quantization.quant_algo == "W4A16_GPTQ"
+    result = run_checkpoint_step(plan, tiny_llama3, tmp_path)
+    out = result.out_dir
+    assert result.quant_algo == "W4A16_GPTQ"
+    assert not (out / "hf_quant_config.json").exists()
+    config_text = (out / "config.json").read_text()
+    assert "W4A16_AWQ" not in config_text and "modelopt" not in config_text
+    qcfg = json.loads(config_text)["quantization_config"]
+    assert {k: qcfg[k] for k in ("quant_method", "bits", "group_size", "desc_act", "sym")} == {
+        "quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True}
+    assert json.loads(config_text).get("torch_dtype", json.loads(config_text).get("dtype")) == "float16"
+
+    tensors = _tensors(out / "model.safetensors")
+    assert not [k for k in tensors if "_quantizer" in k]
+    prefix = "model.layers.0.self_attn.q_proj"  # out 256, in 256
+    assert f"{prefix}.weight" not in tensors
+    shapes = {s: (str(tensors[f"{prefix}.{s}"].dtype), tuple(tensors[f"{prefix}.{s}"].shape))
+              for s in ("qweight", "qzeros", "scales", "g_idx")}
+    assert shapes == {"qweight": ("torch.int32", (32, 256)), "qzeros": ("torch.int32", (2, 32)),
+                      "scales": ("torch.float16", (2, 256)), "g_idx": ("torch.int32", (256,))}
+    assert str(tensors["model.layers.0.input_layernorm.weight"].dtype) == "torch.float16"
+
+    # Load the dequantized weights into a plain model and compare logits with the unquantized one.
+    tokenizer = calibration.load_tokenizer(tiny_llama3, trust_remote_code=False)
+    reference = _logits(modelopt_quant.load_model(tiny_llama3, "float32", trust_remote_code=False), tokenizer)
+    dense = {k: v.float() for k, v in tensors.items() if not k.endswith(("qweight", "qzeros", "scales", "g_idx"))}
+    for layer in {k.rsplit(".", 1)[0] for k in tensors if k.endswith(".qweight")}:
+        dense[f"{layer}.weight"] = _dequantize_gptq(tensors, layer)
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_llama3), dtype=torch.float32)
+    missing, unexpected = model.load_state_dict(dense, strict=False)
+    assert not unexpected and all("rotary" in m for m in missing), (missing, unexpected)
+    error = float((_logits(model.eval(), tokenizer) - reference).abs().max()) / float(reference.max() - reference.min())
+    print(f"gptq (GPTQ format, dequantized): max |dlogit| / logit range = {error:.4f}")
+    assert 0 < error < MAX_REL_ERROR["gptq"]

@@ -361,3 +361,13 @@ def test_gptq_on_a_large_model_warns_about_cpu_time() -> None:
                  num_key_value_heads=8, vocab_size=1024)
     assert not _plan("gptq", spec=tiny)[2]
     assert not _plan("awq")[2]
+
+
+def test_hf_gptq_is_planned_in_the_gptq_format_not_the_awq_label() -> None:
+    from lmi_build.targets.hf.plan import export_format
+
+    hf, errors, _ = _plan("gptq", target="hf")
+    assert not errors and hf.quant_algo == "W4A16_GPTQ" and export_format(hf) == "gptq"
+    assert _plan("gptq")[0].quant_algo == "W4A16_AWQ"  # trtllm: TensorRT-LLM's name for ModelOpt's layout
+    assert export_format(_plan("awq", target="hf")[0]) == "modelopt_hf"
+    assert export_format(_plan(None, target="hf")[0]) == "hf"

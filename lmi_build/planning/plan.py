@@ -106,7 +106,7 @@ class HfBuild(BaseModel):
 
     tp: int
     dtype: Literal["float16", "bfloat16", "float32"]
-    export_format: Literal["hf", "modelopt_hf"] = "hf"
+    export_format: Literal["hf", "modelopt_hf", "gptq"] = "hf"  # gptq: quant_method gptq (vLLM, LMI-Dist)
 
 
 class MemoryEstimate(BaseModel):

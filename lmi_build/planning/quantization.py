@@ -144,6 +144,8 @@ NO_QUANTIZATION = frozenset({"", "none"})
 # option.kv_cache_dtype (one of the option table's choices) -> the KV-cache quant_algo.
 KV_CACHE_ALGOS: dict[str, str | None] = {"auto": None, "fp16": None, "bf16": None, "fp8": "FP8", "int8": "INT8"}
 DEFAULT_SMOOTHQUANT_ALPHA = 0.8
+# TensorRT-LLM's QuantAlgo for INT4 groups in the GPTQ layout (what the hf target writes for gptq).
+HF_GPTQ_QUANT_ALGO = "W4A16_GPTQ"
 DEFAULT_CALIB_MAX_SEQ_LEN = 512
 DEFAULT_CALIB_SEED = 1234
 
@@ -320,6 +322,9 @@ def plan_quantization(
                         "TensorRT-LLM's convert_checkpoint.py",
                 hint="use smoothquant, int8_wo or int4_wo for this architecture",
             ))
+    if entry.name == "gptq" and target == "hf":
+        # The hf target writes GPTQ in its own format (quant_method gptq), not ModelOpt's INT4 layout.
+        quant_algo = HF_GPTQ_QUANT_ALGO
     _warn_ignored(options, entry.name, messages)
     if entry.name == "gptq" and spec.num_parameters > GPTQ_CPU_PARAMS:
         # Measured: GPTQ on a 0.5 B-parameter Llama did not finish in 22 min on 2 CPU cores

@@ -2,8 +2,8 @@
 
 The samples are exactly the ones the plan describes: the same text (checked against the plan's
 digest), the same seed-driven selection and order, the same truncation. Calibration runs in the
-model's own dtype, which the caller loads in the TARGET dtype: calibrating in fp32 and exporting
-fp16 leaves norms and the config dtype in fp32 (facts §4).
+model's own dtype and on its devices (``placement.choose_placement``: the target dtype on GPUs,
+float32 on CPU, cast to the target dtype before export so norms and config are the target's).
 """
 
 from __future__ import annotations

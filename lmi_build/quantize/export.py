@@ -13,6 +13,7 @@ import math
 import resource
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,6 +24,7 @@ from lmi_build.errors import InvalidPlan, StepError, UnsupportedTarget
 from lmi_build.fs import link_or_copy, staged_directory
 from lmi_build.planning.plan import BuildPlan, HfBuild, TrtllmBuild
 from lmi_build.quantize.calibration import CalibrationSummary
+from lmi_build.quantize.placement import Placement, cast_for_export, choose_placement
 
 # Files of a pre-quantized HF checkpoint that carry weights or their description.
 _PASSTHROUGH_SUFFIXES = (".safetensors",)
@@ -46,24 +48,34 @@ class CheckpointResult(BaseModel):
     calibration: CalibrationSummary | None = None
     pre_quantized: bool = False  # the input was already quantized and passed through unchanged
     notes: list[str] = []  # adjustments made to what ModelOpt wrote, one line each
+    placement: Placement | None = None  # where the model was loaded/calibrated; None: passed through
+    cached: bool = False  # restored from the checkpoint cache (verified), nothing was recomputed
 
 
 def run_checkpoint_step(plan: BuildPlan, model_dir: Path, work_dir: Path, *,
-                        calib_file: Path | None = None) -> CheckpointResult:
-    """The pipeline's checkpoint step: ``<work_dir>/trtllm-checkpoint`` or ``<work_dir>/hf-checkpoint``."""
+                        calib_file: Path | None = None, use_cache: bool = False) -> CheckpointResult:
+    """The pipeline's checkpoint step: ``<work_dir>/trtllm-checkpoint`` or ``<work_dir>/hf-checkpoint``;
+    ``use_cache``: reuse (and keep) the checkpoint in the checkpoint cache."""
     if not plan.valid:
         raise InvalidPlan("the plan has errors; no checkpoint was built", hint="run `lmi-build plan` to see them")
     if plan.target == "trtllm":
-        return build_trtllm_checkpoint(plan, model_dir, work_dir / "trtllm-checkpoint", calib_file=calib_file)
+        return build_trtllm_checkpoint(plan, model_dir, work_dir / "trtllm-checkpoint", calib_file=calib_file,
+                                       use_cache=use_cache)
     if plan.target == "hf":
-        return build_hf_checkpoint(plan, model_dir, work_dir / "hf-checkpoint", calib_file=calib_file)
+        return build_hf_checkpoint(plan, model_dir, work_dir / "hf-checkpoint", calib_file=calib_file,
+                                   use_cache=use_cache)
     raise UnsupportedTarget(f"the checkpoint step does not apply to target {plan.target}",
                             hint="neuronx compiles from the Hugging Face weights directly")
 
 
 def build_trtllm_checkpoint(plan: BuildPlan, model_dir: Path, out_dir: Path, *,
-                            calib_file: Path | None = None) -> CheckpointResult:
+                            calib_file: Path | None = None, use_cache: bool = False) -> CheckpointResult:
     """Quantize (if planned) and export a TensorRT-LLM checkpoint with the plan's TP/PP sharding."""
+    return _through_cache(plan, model_dir, out_dir, "trtllm", use_cache,
+                          lambda: _export_trtllm(plan, model_dir, out_dir, calib_file))
+
+
+def _export_trtllm(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: Path | None) -> CheckpointResult:
     build = plan.build
     if not isinstance(build, TrtllmBuild):
         raise StepError("a TensorRT-LLM checkpoint needs a trtllm plan", hint="plan with --target trtllm")
@@ -77,7 +89,7 @@ def build_trtllm_checkpoint(plan: BuildPlan, model_dir: Path, out_dir: Path, *,
         raise UnsupportedTarget(f"ModelOpt cannot export {plan.spec.architecture} to a TensorRT-LLM checkpoint",
                                 hint=vendor_hint)
     started = time.perf_counter()
-    model, calibration = _prepare_model(plan, model_dir, build.dtype, calib_file)
+    model, calibration, where = _prepare_model(plan, model_dir, build.dtype, calib_file)
 
     import torch
     from modelopt.torch.export import export_tensorrt_llm_checkpoint
@@ -117,32 +129,70 @@ def build_trtllm_checkpoint(plan: BuildPlan, model_dir: Path, out_dir: Path, *,
         peak_rss_bytes=_peak_rss(),
         calibration=calibration,
         notes=notes,
+        placement=where,
     )
 
 
 def build_hf_checkpoint(plan: BuildPlan, model_dir: Path, out_dir: Path, *,
-                        calib_file: Path | None = None) -> CheckpointResult:
-    """A unified HF checkpoint (ModelOpt ``hf_quant_config.json``) when quantizing; otherwise the
-    model converted to the plan's dtype; a pre-quantized input is passed through unchanged.
-    Tokenizer files are not copied: the artifact packager carries them."""
+                        calib_file: Path | None = None, use_cache: bool = False) -> CheckpointResult:
+    """A unified HF checkpoint (ModelOpt ``hf_quant_config.json``) when quantizing (GPTQ: the
+    ``quant_method: gptq`` format); otherwise the model converted to the plan's dtype; a
+    pre-quantized input is passed through unchanged (links: never cached). Tokenizer files are not
+    copied: the artifact packager carries them."""
+    build = plan.build
+    if not isinstance(build, HfBuild):
+        raise StepError("a Hugging Face checkpoint needs an hf plan", hint="plan with --target hf")
+    cacheable = use_cache and plan.quantization.pre_quantized is None
+    return _through_cache(plan, model_dir, out_dir, f"hf:{build.export_format}", cacheable,
+                          lambda: _export_hf(plan, model_dir, out_dir, calib_file))
+
+
+def _through_cache(plan: BuildPlan, model_dir: Path, out_dir: Path, checkpoint_format: str, use_cache: bool,
+                   produce: Callable[[], CheckpointResult]) -> CheckpointResult:
+    """``produce()``, or its cached result when an entry for exactly these inputs verifies."""
+    if not use_cache:
+        return produce()
+    from lmi_build.quantize.checkpoint_cache import CheckpointCache, checkpoint_key
+
+    cache = CheckpointCache()
+    key, material = checkpoint_key(plan, model_dir, checkpoint_format)
+    hit = cache.restore(key, out_dir)
+    if hit is not None:
+        output.current().info(f"reused the cached checkpoint {key[:19]}… (verified)")
+        return hit
+    result = produce()
+    cache.store(key, material, result)
+    return result
+
+
+def _export_hf(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: Path | None) -> CheckpointResult:
     build = plan.build
     if not isinstance(build, HfBuild):
         raise StepError("a Hugging Face checkpoint needs an hf plan", hint="plan with --target hf")
     started = time.perf_counter()
     quant = plan.quantization
     calibration: CalibrationSummary | None = None
+    where: Placement | None = None
     notes: list[str] = []
     with staged_directory(out_dir) as staging:
         if quant.pre_quantized is not None:
             _pass_through(model_dir, staging)
             notes.append(f"pre-quantized ({quant.pre_quantized.method}) weights passed through unchanged")
+        elif quant.method is None:
+            from lmi_build.quantize.convert import convert_checkpoint
+
+            convert_checkpoint(model_dir, staging, build.dtype)  # one tensor at a time: no model in memory
+            notes.append(f"converted to {build.dtype} tensor by tensor")
         else:
-            model, calibration = _prepare_model(plan, model_dir, build.dtype, calib_file)
+            gptq = build.export_format == "gptq"
+            model, calibration, where = _prepare_model(plan, model_dir, build.dtype, calib_file, cast=not gptq)
             import torch
 
-            if quant.method is None:
+            if gptq:
+                from lmi_build.quantize.gptq_format import write_gptq_checkpoint
+
                 with _quiet_libraries():
-                    model.save_pretrained(str(staging), safe_serialization=True)
+                    notes = write_gptq_checkpoint(model, where, quant.group_size or 128, staging)
             else:
                 from modelopt.torch.export import export_hf_checkpoint
 
@@ -163,32 +213,38 @@ def build_hf_checkpoint(plan: BuildPlan, model_dir: Path, out_dir: Path, *,
         calibration=calibration,
         pre_quantized=quant.pre_quantized is not None,
         notes=notes,
+        placement=where,
     )
 
 
-def _prepare_model(plan: BuildPlan, model_dir: Path, dtype: str,
-                   calib_file: Path | None) -> tuple[Any, CalibrationSummary | None]:
-    """Load in the target dtype (calibration must see the dtype that is exported) and quantize."""
+def _prepare_model(plan: BuildPlan, model_dir: Path, dtype: str, calib_file: Path | None, *,
+                   cast: bool = True) -> tuple[Any, CalibrationSummary | None, Placement]:
+    """Load, quantize as planned, and return the model in the export dtype ``dtype`` (``cast=False``:
+    still in the calibration dtype, for an exporter that casts itself). Where it is calibrated (GPU
+    in ``dtype``, or CPU in float32 then cast) is ``placement.choose_placement``'s choice: exported
+    dtypes and norms are ``dtype`` either way."""
     from lmi_build.options.resolve import written_options
     from lmi_build.quantize import calibration as calib
     from lmi_build.quantize import modelopt_quant
 
     trust = bool(written_options(plan.options).bool_value("trust_remote_code"))
     quant = plan.quantization
+    where = choose_placement(dtype, runs_forward=quant.method is not None and quant.calibration is not None)
     modelopt_quant.set_deterministic(quant.calibration.seed if quant.calibration else 1234)
     with _quiet_libraries():  # "Loading checkpoint shards", deprecation notices
-        model = modelopt_quant.load_model(model_dir, dtype, trust)
+        model = modelopt_quant.load_model(model_dir, where.load_dtype, trust, device_map=where.device_map)
     if quant.method is None:
-        return model, None
+        return model, None, where
     batches = None
     if quant.calibration is not None:
         with _quiet_libraries():
             tokenizer = calib.load_tokenizer(model_dir, trust)
         batches = calib.build_batches(quant.calibration, tokenizer, calib_file)
-    output.current().info(f"quantizing with {quant.method} ({quant.quant_algo})")
+    output.current().info(f"quantizing with {quant.method} ({quant.quant_algo}) on {where.describe()}")
     with _quiet_libraries():
         modelopt_quant.quantize(model, quant, batches)
-    return model, batches.summary() if batches is not None else None
+    summary = batches.summary() if batches is not None else None
+    return (cast_for_export(model, where) if cast else model), summary, where
 
 
 def _check_trtllm(staging: Path, plan: BuildPlan, build: TrtllmBuild) -> dict[str, Any]:
@@ -246,7 +302,9 @@ def _check_hf(staging: Path, plan: BuildPlan, build: HfBuild) -> None:
     if not list(staging.glob("*.safetensors")):
         problems.append("no *.safetensors written")
     quant = plan.quantization
-    if quant.method is not None:
+    if quant.method is not None and build.export_format == "gptq":
+        problems += _gptq_problems(staging, config, quant.group_size)
+    elif quant.method is not None:
         qcfg = config.get("quantization_config") or {}
         if qcfg.get("quant_method") != "modelopt":
             problems.append(f"config.json quantization_config.quant_method={qcfg.get('quant_method')!r} "
@@ -262,6 +320,32 @@ def _check_hf(staging: Path, plan: BuildPlan, build: HfBuild) -> None:
     if problems:
         raise StepError("the exported Hugging Face checkpoint does not match the plan: " + "; ".join(problems),
                         hint="this is a toolchain mismatch (ModelOpt/transformers version); report it with --debug output")
+
+
+def _gptq_problems(staging: Path, config: dict[str, Any], group_size: int | None) -> list[str]:
+    """The GPTQ config says what the loaders expect, and every packed linear has its four tensors."""
+    from safetensors import safe_open
+
+    from lmi_build.quantize.gptq_format import PACKED_SUFFIXES, quantization_config
+
+    problems = []
+    expected = quantization_config(group_size or 128)
+    written = config.get("quantization_config") or {}
+    for key in ("quant_method", "bits", "group_size", "desc_act", "sym"):
+        if written.get(key) != expected[key]:
+            problems.append(f"quantization_config.{key}={written.get(key)!r} (expected {expected[key]!r})")
+    names: set[str] = set()
+    for shard in staging.glob("*.safetensors"):
+        with safe_open(str(shard), "pt") as handle:
+            names.update(handle.keys())
+    packed = {n.rsplit(".", 1)[0] for n in names if n.endswith(".qweight")}
+    if not packed:
+        problems.append("no GPTQ-packed (qweight) tensors")
+    for layer in sorted(packed):
+        missing = [s for s in PACKED_SUFFIXES if f"{layer}.{s}" not in names]
+        if missing or f"{layer}.weight" in names:
+            problems.append(f"{layer}: missing {missing}" if missing else f"{layer}: an unpacked weight is left")
+    return problems
 
 
 def _fix_missing_pre_quant_scale(staging: Path, world_size: int) -> list[str]:

@@ -29,8 +29,9 @@ def set_deterministic(seed: int) -> None:
     torch.use_deterministic_algorithms(True, warn_only=True)
 
 
-def load_model(model_dir: Path, dtype: str, trust_remote_code: bool) -> Any:
-    """The causal LM in ``dtype``, from safetensors only (never pickled .bin weights)."""
+def load_model(model_dir: Path, dtype: str, trust_remote_code: bool, *, device_map: str | None = None) -> Any:
+    """The causal LM in ``dtype``, from safetensors only (never pickled .bin weights); on the
+    devices ``device_map`` names (accelerate; None: CPU)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -46,6 +47,7 @@ def load_model(model_dir: Path, dtype: str, trust_remote_code: bool) -> Any:
             use_safetensors=True,
             trust_remote_code=trust_remote_code,
             low_cpu_mem_usage=True,
+            device_map=device_map,
         )
     except (OSError, ValueError) as exc:
         raise StepError(

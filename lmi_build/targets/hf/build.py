@@ -18,5 +18,6 @@ def build(ctx: BuildContext) -> None:
 
     detail = plan.quantization.quant_algo or f"dtype {plan.build.dtype}"
     with ctx.record.timed("quantize" if plan.quantization.method else "convert", detail=detail):
-        result = run_checkpoint_step(plan, ctx.source.path, ctx.work, calib_file=ctx.inputs.calib_data)
+        result = run_checkpoint_step(plan, ctx.source.path, ctx.work, calib_file=ctx.inputs.calib_data,
+                                     use_cache=ctx.settings.use_cache)
     ctx.produced = result.out_dir

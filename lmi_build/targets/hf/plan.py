@@ -10,7 +10,7 @@ from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning import checks
 from lmi_build.planning.context import PlanContext
 from lmi_build.planning.memory import Workload
-from lmi_build.planning.plan import HfBuild, ToolchainRef
+from lmi_build.planning.plan import HfBuild, QuantizationPlan, ToolchainRef
 from lmi_build.planning.targets import ContainerFacts, TargetPlan
 from lmi_build.recipes.schema import TargetSupport
 from lmi_build.types import TargetName
@@ -69,8 +69,7 @@ class HfTarget:
             seq_len = min(limit, DEFAULT_MAX_SEQ_LEN) if limit else DEFAULT_MAX_SEQ_LEN
         batch = ctx.int_value("max_rolling_batch_size") or DEFAULT_MAX_BATCH_SIZE
 
-        quantizing = ctx.quantization.method is not None and ctx.quantization.pre_quantized is None
-        build = HfBuild(tp=tp, dtype=dtype, export_format="modelopt_hf" if quantizing else "hf")
+        build = HfBuild(tp=tp, dtype=dtype, export_format=export_format(ctx.quantization))
         ctx.derive("engine", self.engine, "hf target")
         ctx.derive("tensor_parallel_degree", tp, "resolved tp")
         ctx.derive("dtype", checks.lmi_dtype(dtype), "resolved dtype")
@@ -80,6 +79,15 @@ class HfTarget:
             workload=Workload(batch_size=batch, seq_len=seq_len, tp=tp),
             dtype=dtype,
         )
+
+
+def export_format(quantization: QuantizationPlan) -> Literal["hf", "modelopt_hf", "gptq"]:
+    """The checkpoint format of a quantization: GPTQ in the ``quant_method: gptq`` layout the
+    vLLM/LMI-Dist loaders know (ModelOpt would label it W4A16_AWQ), other methods in ModelOpt's
+    unified format, no quantization (or a pre-quantized input, passed through) as plain HF."""
+    if quantization.method is None or quantization.pre_quantized is not None:
+        return "hf"
+    return "gptq" if quantization.method == "gptq" else "modelopt_hf"
 
 
 HF = HfTarget()

@@ -1,0 +1,52 @@
+"""Unquantized dtype conversion, tensor by tensor: the same tensors as a cast, loadable by transformers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lmi_build.quantize.convert import convert_checkpoint
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_every_tensor_is_the_cast_of_the_input(tiny_llama3: Path, tmp_path: Path, dtype: str) -> None:
+    import torch
+    from safetensors.torch import load_file
+
+    written = convert_checkpoint(tiny_llama3, tmp_path, dtype)
+    source = load_file(str(tiny_llama3 / "model.safetensors"))
+    converted = load_file(str(tmp_path / "model.safetensors"))
+    assert list(converted) == list(source) or sorted(converted) == sorted(source)
+    for name, tensor in source.items():
+        assert converted[name].dtype == getattr(torch, dtype), name
+        assert torch.equal(converted[name], tensor.to(getattr(torch, dtype))), name
+    assert written == (tmp_path / "model.safetensors").stat().st_size - 8 - int.from_bytes(
+        (tmp_path / "model.safetensors").read_bytes()[:8], "little")
+    assert json.loads((tmp_path / "config.json").read_text())["torch_dtype"] == dtype
+
+
+def test_sharded_input_keeps_its_shards_and_loads_in_transformers(tiny_llama3: Path, tmp_path: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    sharded = tmp_path / "sharded"
+    AutoModelForCausalLM.from_pretrained(str(tiny_llama3), dtype=torch.float16).save_pretrained(
+        str(sharded), safe_serialization=True, max_shard_size="1MB")
+    shards = sorted(p.name for p in sharded.glob("*.safetensors"))
+    assert len(shards) > 1
+    out = tmp_path / "out"
+    out.mkdir()
+    total = convert_checkpoint(sharded, out, "bfloat16")
+    assert sorted(p.name for p in out.glob("*.safetensors")) == shards
+    index = json.loads((out / "model.safetensors.index.json").read_text())
+    assert index["metadata"]["total_size"] == total
+    assert index["weight_map"] == json.loads((sharded / "model.safetensors.index.json").read_text())["weight_map"]
+
+    loaded = AutoModelForCausalLM.from_pretrained(str(out), dtype="auto")  # the dtype config.json names
+    assert loaded.dtype == torch.bfloat16
+    expected = AutoModelForCausalLM.from_pretrained(str(sharded), dtype=torch.bfloat16)
+    ids = torch.arange(1, 17).unsqueeze(0)
+    with torch.inference_mode():
+        assert torch.equal(loaded(input_ids=ids).logits, expected(input_ids=ids).logits)
