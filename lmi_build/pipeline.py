@@ -21,6 +21,7 @@ from lmi_build.fs import DirectoryBusy, directory_lock, make_temp_dir, remove_st
 from lmi_build.output import current
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import SavedPlan
+from lmi_build.runners.executing import LOG_DIR
 from lmi_build.sources.base import ResolvedSource
 from lmi_build.types import ModelIdentity
 
@@ -104,11 +105,27 @@ def _run_locked(saved: SavedPlan, settings: BuildSettings, output: Path) -> Buil
         if settings.use_cache and not ctx.stand_in:
             _store_in_cache(plan, output)
         return _maybe_publish(outcome, settings)
+    except LmiBuildError as error:
+        _keep_failed_logs(work, output, error)
+        raise
     finally:
         if settings.keep_work:
             current().info(f"work directory kept: {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _keep_failed_logs(work: Path, output: Path, error: LmiBuildError) -> None:
+    """The work directory goes, but the failed step's logs stay where the error message says:
+    ``<output>.build-logs`` beside the output (replacing an older failure's)."""
+    found = sorted(work.rglob(LOG_DIR))
+    if not found or not any(found[0].iterdir()):
+        return
+    kept = output.with_name(f"{output.name}.{LOG_DIR}")
+    shutil.rmtree(kept, ignore_errors=True)
+    shutil.move(str(found[0]), kept)
+    error.message = error.message.replace(str(found[0]), str(kept))
+    error.hint = (error.hint or "").replace(str(found[0]), str(kept)) or f"logs: {kept}"
 
 
 def fetch(saved: SavedPlan, endpoint_url: str | None = None) -> ResolvedSource:

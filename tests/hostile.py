@@ -20,6 +20,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from tests.fixtures_artifact import write_source_model
 
@@ -130,13 +131,13 @@ def make_world(root: Path) -> World:
     return World(root=root).setup()
 
 
-def wait_for_line(process: subprocess.Popen[str], needle: str, timeout: float = 120) -> str:
-    """Read the process's stdout until a line holding ``needle`` (the stand-in's start banner)."""
-    assert process.stdout is not None
+def wait_for_line(stream: IO[str] | None, needle: str, timeout: float = 120) -> str:
+    """Read ``stream`` (a process's stderr, where progress goes) until a line holding ``needle``."""
+    assert stream is not None
     deadline = time.monotonic() + timeout
     seen = []
     while time.monotonic() < deadline:
-        line = process.stdout.readline()
+        line = stream.readline()
         if not line:
             break
         seen.append(line)
