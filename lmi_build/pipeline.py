@@ -182,12 +182,14 @@ def _steps_of(artifact: Path) -> list[StepTiming]:
 
 def _check_publish_target(settings: BuildSettings) -> None:
     """A wrong bucket, endpoint or missing credentials must fail before the build, not after it."""
-    from lmi_build.storage.client import check_bucket, endpoint_label, s3_client
+    from lmi_build.storage.client import check_bucket, check_writable, endpoint_label, s3_client
     from lmi_build.storage.s3url import parse_s3_url
 
     assert settings.publish is not None
     target = parse_s3_url(settings.publish)
-    check_bucket(s3_client(settings.endpoint_url), target, endpoint_label(settings.endpoint_url))
+    client = s3_client(settings.endpoint_url)
+    check_bucket(client, target, endpoint_label(settings.endpoint_url))
+    check_writable(client, target, endpoint_label(settings.endpoint_url))
 
 
 def _maybe_publish(outcome: BuildOutcome, settings: BuildSettings) -> BuildOutcome:
@@ -198,6 +200,7 @@ def _maybe_publish(outcome: BuildOutcome, settings: BuildSettings) -> BuildOutco
                                 hint="build with the real TensorRT-LLM toolchain")
     from lmi_build.storage.publish import publish
 
-    summary = publish(outcome.output, settings.publish, endpoint_url=settings.endpoint_url)
+    summary = publish(outcome.output, settings.publish, endpoint_url=settings.endpoint_url,
+                      overwrite=settings.overwrite)
     outcome.published = {"url": settings.publish, **summary.model_dump(mode="json")}
     return outcome

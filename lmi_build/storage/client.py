@@ -168,3 +168,14 @@ def check_bucket(client: Any, where: S3Url, endpoint: str, *, expected_owner: st
         kwargs["ExpectedBucketOwner"] = expected_owner
     with s3_errors(where, endpoint, error=error, operation="head_bucket"):
         client.head_bucket(**kwargs)
+
+
+def check_writable(client: Any, where: S3Url, endpoint: str, *, error: type[LmiBuildError] = PublishError) -> None:
+    """Fail before an hour of building when the credentials may read but not write: put a
+    zero-byte probe object under the prefix and delete it again."""
+    import uuid
+
+    key = where.key(f".lmi-build-write-probe-{uuid.uuid4().hex[:12]}")
+    with s3_errors(where, endpoint, error=error, operation="a test write"):
+        client.put_object(Bucket=where.bucket, Key=key, Body=b"")
+        client.delete_object(Bucket=where.bucket, Key=key)
