@@ -191,6 +191,9 @@ def _intermediate(config: Mapping[str, Any], facts: A.ArchFacts, hidden: int) ->
 
 def _max_positions(config: Mapping[str, Any], facts: A.ArchFacts) -> tuple[int | None, str | None]:
     found = first_present(config, A.MAX_POSITIONS)
+    if found is not None and found[1] is not None and (isinstance(found[1], bool) or
+                                                        not isinstance(found[1], int | float)):
+        raise ValueError(f"{found[0]}={found[1]!r} is not a number")
     value = _int_or(found, None)
     if found is not None and value:
         return int(value), found[0]
