@@ -257,8 +257,26 @@ def link_or_copy(src: Path, dst: Path) -> Literal["link", "copy"]:
             if error.errno not in _NO_LINK:
                 raise
     shutil.copyfile(real, dst)
-    shutil.copymode(real, dst)
+    # A copy is ours: the umask's mode (plus the source's execute bits), never an owner-only 0600
+    # that a library gave the source.
+    os.chmod(dst, file_mode() | (real.stat().st_mode & 0o111 & ~current_umask()))
     return "copy"
+
+
+def make_readable(root: Path, *, keep: set[tuple[int, int]]) -> None:
+    """Give every file and directory under ``root`` at least the read (and, for directories,
+    search) bits the umask allows, except the inodes in ``keep`` (hard links to files that are not
+    ours to change, such as the user's source model)."""
+    read_bits = 0o444 & ~current_umask()
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in [*dirnames, *filenames]:
+            path = Path(dirpath) / name
+            info = path.lstat()
+            if path.is_symlink() or (info.st_dev, info.st_ino) in keep:
+                continue
+            wanted = read_bits | ((read_bits >> 2) & 0o111 if path.is_dir() else 0)
+            if info.st_mode & wanted != wanted:
+                os.chmod(path, (info.st_mode & 0o7777) | wanted)
 
 
 def link_tree(source: Path, destination: Path) -> None:

@@ -64,16 +64,25 @@ class World:
     def cache(self) -> Path:
         return self.root / "cache"
 
+    @property
+    def home(self) -> Path:
+        """HOME of every case: a sandbox, so that a case about the home directory can never touch
+        the real one, even against code without the output guard."""
+        return self.root / "home"
+
     def setup(self) -> World:
         self.cwd.mkdir(parents=True, exist_ok=True)
         self.cache.mkdir(exist_ok=True)
+        self.home.mkdir(exist_ok=True)
+        (self.home / "keep.txt").write_text("the user's home\n")
         write_source_model(self.model, remote_code=False)
         (self.model / "pytorch_model.bin").unlink()
         (self.root / "outside.txt").write_text("keep me\n")
         return self
 
     def environment(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        env = {**os.environ, **self.secrets, "LMI_BUILD_CACHE": str(self.cache), "COLUMNS": "200"}
+        env = {**os.environ, **self.secrets, "LMI_BUILD_CACHE": str(self.cache), "COLUMNS": "200",
+               "HOME": str(self.home)}
         for name in ("LMI_BUILD_DEBUG",):
             env.pop(name, None)
         return {**env, **self.env, **(extra or {})}

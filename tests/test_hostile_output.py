@@ -36,8 +36,8 @@ PROTECTED_OUTPUTS = [
     ("{cwd}", "current directory"),
     ("{cache}", "the cache"),
     ("{cache}/artifacts", "inside the cache"),
-    ("/", "filesystem root"),
-    ("{home}", "home directory"),
+    ("{home}", "home directory"),  # the sandbox's HOME (tests/hostile.py), never the real one
+    ("{home}/..", "refusing to replace"),
 ]
 
 
@@ -45,11 +45,19 @@ PROTECTED_OUTPUTS = [
 @pytest.mark.parametrize("overwrite", [True, False])
 def test_output_that_holds_what_the_user_keeps_is_refused(world: World, output: str, says: str,
                                                           overwrite: bool) -> None:
-    path = output.format(root=world.root, cwd=world.cwd, cache=world.cache, home=Path.home())
+    path = output.format(root=world.root, cwd=world.cwd, cache=world.cache, home=world.home)
     before = world.snapshot()
     result = world.run("hf", "--model", "./model", "--output", path, "--no-cache",
                        *(["--overwrite"] if overwrite else []))
     world.expect(result, code=1, before=before, says=says)
+
+
+def test_filesystem_root_is_refused_before_anything() -> None:
+    """Checked in-process: no run, even of broken code, may ever be pointed at the real root."""
+    from lmi_build.artifact.output_place import OutputPlaceError, check_output_place
+
+    with pytest.raises(OutputPlaceError, match="filesystem root"):
+        check_output_place(Path("/"), overwrite=True, protected={})
 
 
 def test_output_is_the_models_parent_through_a_symlink(world: World) -> None:
@@ -160,3 +168,17 @@ def test_link_inside_the_model_is_fine(world: World) -> None:
     result = world.run("hf", "--model", "./model", "--output", "out", "--no-cache")
     assert result.returncode == 0, result.stderr
     assert not (world.cwd / "out" / "tokenizer_config.json").is_symlink()
+
+
+# ---- 11. artifacts readable by a serving user ----
+
+def test_artifact_modes_follow_the_umask(world: World) -> None:
+    (world.model / "model.safetensors").chmod(0o600)  # as a library may leave it: the source is not ours
+    result = world.run("hf", "--model", "./model", "--output", "out", "--no-cache", "--copy")
+    assert result.returncode == 0, result.stderr
+    out = world.cwd / "out"
+    assert out.stat().st_mode & 0o777 == 0o755
+    for path in out.rglob("*"):
+        mode = path.stat().st_mode & 0o777
+        assert mode & 0o044 == 0o044, f"{path.name} is {oct(mode)}: a serving user cannot read it"
+    assert (world.model / "model.safetensors").stat().st_mode & 0o777 == 0o600, "the source is untouched"
