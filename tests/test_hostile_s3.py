@@ -143,3 +143,32 @@ def test_pull_into_a_bad_destination_is_one_line(world: World, s3_bucket: str, s
     before = world.snapshot()
     result = world.run("pull", url, dest)
     world.expect(result, code=1, before=before)
+
+
+def _multipart_put(client: object, bucket: str, key: str, data: bytes) -> None:
+    """An object without a whole-object checksum (multipart ETag "<md5>-1"), as large uploads are."""
+    upload = client.create_multipart_upload(Bucket=bucket, Key=key)  # type: ignore[attr-defined]
+    part = client.upload_part(Bucket=bucket, Key=key, UploadId=upload["UploadId"], PartNumber=1,  # type: ignore[attr-defined]
+                              Body=data)
+    client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload["UploadId"],  # type: ignore[attr-defined]
+                                     MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]})
+
+
+def test_changed_s3_object_of_the_same_size_is_not_reused(world: World, s3_bucket: str, s3_env: S3Server) -> None:
+    client = s3_env.client()
+    for path in world.model.iterdir():
+        if path.name != "model.safetensors":
+            client.put_object(Bucket=s3_bucket, Key=f"m/{path.name}", Body=path.read_bytes())
+    weights = (world.model / "model.safetensors").read_bytes()
+    _multipart_put(client, s3_bucket, "m/model.safetensors", weights)
+    first = world.run("hf", "--model", f"s3://{s3_bucket}/m", "--output", "a", "--json")
+    assert first.returncode == 0, first.stderr
+    # Same size, other bytes (the tensor data changes, the header stays valid).
+    changed = weights[:-16] + bytes(16)
+    assert len(changed) == len(weights) and changed != weights
+    _multipart_put(client, s3_bucket, "m/model.safetensors", changed)
+    second = world.run("hf", "--model", f"s3://{s3_bucket}/m", "--output", "b", "--json")
+    assert second.returncode == 0, second.stderr
+    assert json.loads(second.stdout)["status"] == "artifact", "not the stale cached artifact"
+    assert json.loads(first.stdout)["cache_key"] != json.loads(second.stdout)["cache_key"]
+    assert (world.cwd / "b" / "model.safetensors").read_bytes() == changed, "not the stale mirror"
