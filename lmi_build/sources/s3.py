@@ -48,8 +48,8 @@ VERSIONS_FILE = ".lmi-build-versions.json"  # hidden: never part of the model's 
 
 def _version(head: dict[str, Any]) -> str:
     """What identifies an object that offers no checksum: ETag, last-modified and size."""
-    modified = head.get("LastModified")
-    stamp = modified.isoformat() if hasattr(modified, "isoformat") else str(modified or "")
+    modified: Any = head.get("LastModified")
+    stamp = str(modified.isoformat()) if hasattr(modified, "isoformat") else str(modified or "")
     return f"{str(head.get('ETag', '')).strip(chr(34))}|{stamp}|{head.get('ContentLength', '')}"
 
 
