@@ -4,7 +4,7 @@ Downloads run in parallel (s3transfer) and resume: a file already in the mirror 
 size and checksum is not fetched again. The checksum is the best the object offers: our own
 ``x-amz-meta-sha256``, a whole-object ``ChecksumSHA256``, or a single-part MD5 ETag. An object
 with none of those (a multipart upload, SSE-KMS) is identified by its version (ETag, last
-modified, size), recorded beside the mirror: a changed object of the same size is fetched again
+modified, size), recorded in a file beside the mirror directory: a changed object of the same size is fetched again
 and changes the model's identity, never a stale mirror or cache entry.
 """
 
@@ -43,7 +43,9 @@ def _checksum(head: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-VERSIONS_FILE = ".lmi-build-versions.json"  # hidden: never part of the model's files
+def _versions_path(mirror: Path) -> Path:
+    """Beside the mirror, not in it: the mirror holds the model's files only."""
+    return mirror.with_name(f"{mirror.name}.versions.json")
 
 
 def _version(head: dict[str, Any]) -> str:
@@ -57,7 +59,7 @@ def _recorded_versions(mirror: Path) -> dict[str, str]:
     import json
 
     try:
-        data = json.loads((mirror / VERSIONS_FILE).read_text(encoding="utf-8"))
+        data = json.loads(_versions_path(mirror).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
@@ -130,10 +132,9 @@ def resolve_s3(url: str, *, purpose: Literal["plan", "build"], endpoint_url: str
     if todo:
         from lmi_build.fs import atomic_write_json
 
-        atomic_write_json(mirror / VERSIONS_FILE, {**recorded, **{rel: versions[rel] for rel in todo}})
+        atomic_write_json(_versions_path(mirror), {**recorded, **{rel: versions[rel] for rel in todo}})
     if purpose == "build":
         keep = set(build_files)
-        keep.add(VERSIONS_FILE)
         for stray in [p for p in mirror.rglob("*") if p.is_file() and p.relative_to(mirror).as_posix() not in keep]:
             stray.unlink()  # a file the prefix no longer has must not leak into the build
     return ResolvedSource(path=mirror, identity=ModelIdentity(kind="s3", id=str(target), digest=digest))
