@@ -89,3 +89,9 @@ class MissingDependency(LmiBuildError):
             f"this command needs the Python package '{module}', which is not installed",
             hint=f"install it with: pip install 'lmi-build[{extra}]'",
         )
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived (a CI cancel, ``timeout``). A ``KeyboardInterrupt`` so that every cleanup
+    an interrupt runs (killing the vendor tool's process group, removing work directories) runs
+    for it too; the CLI exits with 143 (128 + SIGTERM) instead of 130."""

@@ -84,13 +84,101 @@ def atomic_write_json(path: Path, data: Any, *, indent: int | None = 2, sort_key
     return atomic_write_text(path, json.dumps(data, indent=indent, sort_keys=sort_keys) + "\n", check=check)
 
 
+# Labels of the hidden siblings lmi-build creates next to a directory it builds or replaces.
+TEMP_LABELS = ("work", "staging", "old")
+
+
 def make_temp_dir(beside: Path, label: str) -> Path:
-    """A new empty hidden directory ``.<name>.<label>-XXXXXXXX`` next to ``beside``: on the same
-    filesystem, so what is built in it can be hard-linked from there and renamed onto ``beside``."""
+    """A new empty hidden directory ``.<name>.<label>-<pid>-XXXXXXXX`` next to ``beside``: on the
+    same filesystem, so what is built in it can be hard-linked from there and renamed onto
+    ``beside``. The pid in the name lets a later run tell a killed run's leftovers from a live one's."""
     beside.parent.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix=f".{beside.name}.{label}-", dir=beside.parent))
+    path = Path(tempfile.mkdtemp(prefix=f".{beside.name}.{label}-{os.getpid()}-", dir=beside.parent))
     os.chmod(path, dir_mode())  # before it can become visible under its final name
     return path
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, under another user
+    return True
+
+
+def stale_temp_dirs(beside: Path) -> list[Path]:
+    """The hidden siblings of ``beside`` (``make_temp_dir``'s names) whose creating process is gone:
+    what a killed build left behind."""
+    if not beside.parent.is_dir():
+        return []
+    stale: list[Path] = []
+    for label in TEMP_LABELS:
+        for candidate in beside.parent.glob(f".{glob_escape(beside.name)}.{label}-*"):
+            pid_text = candidate.name[len(f".{beside.name}.{label}-"):].split("-", 1)[0]
+            if pid_text.isdigit() and not _pid_alive(int(pid_text)) and candidate.is_dir() \
+                    and not candidate.is_symlink():
+                stale.append(candidate)
+    return sorted(stale)
+
+
+def remove_stale_temp_dirs(beside: Path) -> list[Path]:
+    """Remove ``stale_temp_dirs(beside)``; returns what was removed."""
+    removed = stale_temp_dirs(beside)
+    for path in removed:
+        shutil.rmtree(path, ignore_errors=True)
+    return removed
+
+
+def glob_escape(name: str) -> str:
+    """``name`` with glob metacharacters escaped (a directory may be called ``out[1]``)."""
+    return "".join(f"[{char}]" if char in "*?[" else char for char in name)
+
+
+class DirectoryBusy(Exception):
+    """Another process holds the lock of a directory (``directory_lock``)."""
+
+    def __init__(self, path: Path, holder: str) -> None:
+        super().__init__(f"{path} is locked by {holder}")
+        self.path = path
+        self.holder = holder
+
+
+@contextmanager
+def directory_lock(target: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``target`` (a directory about to be created or replaced) for the
+    block, or raise ``DirectoryBusy`` at once: two writers of one directory must not both succeed.
+
+    The lock is ``flock`` on a hidden file beside ``target``, so it is released by the kernel when
+    the process dies; the file is removed on release, and a lock taken on a file that was removed
+    meanwhile is taken again on the new one."""
+    import fcntl
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = target.parent / f".{target.name}.lock"
+    while True:
+        handle = os.open(lock_path, os.O_RDWR | os.O_CREAT, file_mode())
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(handle, 64, 0).decode("ascii", "replace").strip() or "another process"
+            os.close(handle)
+            raise DirectoryBusy(target, holder) from None
+        try:
+            same = os.fstat(handle).st_ino == os.stat(lock_path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(handle)  # the holder before us removed this file: lock the current one
+    try:
+        os.ftruncate(handle, 0)
+        os.pwrite(handle, f"lmi-build pid {os.getpid()}\n".encode("ascii"), 0)
+        yield
+    finally:
+        lock_path.unlink(missing_ok=True)
+        os.close(handle)
 
 
 def replace_directory(staged: Path, target: Path) -> None:
@@ -102,7 +190,7 @@ def replace_directory(staged: Path, target: Path) -> None:
     if not target.exists():
         os.rename(staged, target)
         return
-    aside = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
+    aside = target.with_name(f".{target.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     os.rename(target, aside)
     try:
         os.rename(staged, target)
@@ -169,8 +257,26 @@ def link_or_copy(src: Path, dst: Path) -> Literal["link", "copy"]:
             if error.errno not in _NO_LINK:
                 raise
     shutil.copyfile(real, dst)
-    shutil.copymode(real, dst)
+    # A copy is ours: the umask's mode (plus the source's execute bits), never an owner-only 0600
+    # that a library gave the source.
+    os.chmod(dst, file_mode() | (real.stat().st_mode & 0o111 & ~current_umask()))
     return "copy"
+
+
+def make_readable(root: Path, *, keep: set[tuple[int, int]]) -> None:
+    """Give every file and directory under ``root`` at least the read (and, for directories,
+    search) bits the umask allows, except the inodes in ``keep`` (hard links to files that are not
+    ours to change, such as the user's source model)."""
+    read_bits = 0o444 & ~current_umask()
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in [*dirnames, *filenames]:
+            path = Path(dirpath) / name
+            info = path.lstat()
+            if path.is_symlink() or (info.st_dev, info.st_ino) in keep:
+                continue
+            wanted = read_bits | ((read_bits >> 2) & 0o111 if path.is_dir() else 0)
+            if info.st_mode & wanted != wanted:
+                os.chmod(path, (info.st_mode & 0o7777) | wanted)
 
 
 def link_tree(source: Path, destination: Path) -> None:

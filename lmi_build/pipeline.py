@@ -9,16 +9,19 @@ artifact.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from lmi_build.artifact.manifest import BuildRecord, StepTiming
 from lmi_build.building.context import BuildContext, BuildOutcome, BuildSettings
 from lmi_build.building.target import get_target
-from lmi_build.errors import InvalidPlan, SourceError, UnsupportedTarget
-from lmi_build.fs import make_temp_dir
+from lmi_build.errors import InvalidPlan, LmiBuildError, SourceError, UnsupportedTarget
+from lmi_build.fs import DirectoryBusy, directory_lock, make_temp_dir, remove_stale_temp_dirs
 from lmi_build.output import current
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import SavedPlan
+from lmi_build.runners.executing import LOG_DIR
 from lmi_build.sources.base import ResolvedSource
 from lmi_build.types import ModelIdentity
 
@@ -28,11 +31,50 @@ def run_plan(saved: SavedPlan, settings: BuildSettings) -> BuildOutcome:
     plan = saved.plan
     if not plan.valid:
         raise InvalidPlan("the plan has errors; nothing was built", hint="run `lmi-build plan` to see them")
-    target = get_target(plan.target)
+    get_target(plan.target)  # an unknown target fails before anything is checked or locked
     output = settings.output.absolute()
+    from lmi_build.artifact.output_place import check_output_place
     from lmi_build.artifact.packager import check_output
 
-    check_output(output, settings.overwrite)  # before any work, not after an hour of it
+    # before any work, not after an hour of it
+    check_output_place(settings.output, overwrite=settings.overwrite, protected=_protected(saved, settings))
+    check_output(output, settings.overwrite)
+    with _output_locked(output):
+        return _run_locked(saved, settings, output)
+
+
+def _protected(saved: SavedPlan, settings: BuildSettings) -> dict[str, Path]:
+    from lmi_build.artifact.output_place import protected_places
+    from lmi_build.paths import cache_root
+
+    model = saved.inputs.model
+    local = Path(model).expanduser() if not model.startswith(("demo:", "s3://")) and Path(model).expanduser().exists() \
+        else None
+    return protected_places(model_dir=local, cache=cache_root(),
+                            extra={"the checkpoint": settings.checkpoint, "the engine directory": settings.engine_dir,
+                                   "the calibration file": saved.inputs.calib_data})
+
+
+@contextmanager
+def _output_locked(output: Path) -> Iterator[None]:
+    """One build per output at a time (the loser fails at once); a killed build's hidden work and
+    staging directories beside the output are removed while the lock is held."""
+    try:
+        with directory_lock(output):
+            for stale in remove_stale_temp_dirs(output):
+                current().info(f"removed {stale.name}, left behind by a build that was killed")
+            yield
+    except DirectoryBusy as busy:
+        raise LmiBuildError(f"another build is writing {output} ({busy.holder})",
+                            hint="wait for it to finish, or choose another --output", code="output_busy") from None
+
+
+def _run_locked(saved: SavedPlan, settings: BuildSettings, output: Path) -> BuildOutcome:
+    plan = saved.plan
+    target = get_target(plan.target)
+    from lmi_build.artifact.packager import check_output
+
+    check_output(output, settings.overwrite)  # again: another build may have finished into it meanwhile
     target.preflight(saved, settings)
     if settings.publish is not None:
         _check_publish_target(settings)
@@ -63,11 +105,27 @@ def run_plan(saved: SavedPlan, settings: BuildSettings) -> BuildOutcome:
         if settings.use_cache and not ctx.stand_in:
             _store_in_cache(plan, output)
         return _maybe_publish(outcome, settings)
+    except LmiBuildError as error:
+        _keep_failed_logs(work, output, error)
+        raise
     finally:
         if settings.keep_work:
             current().info(f"work directory kept: {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _keep_failed_logs(work: Path, output: Path, error: LmiBuildError) -> None:
+    """The work directory goes, but the failed step's logs stay where the error message says:
+    ``<output>.build-logs`` beside the output (replacing an older failure's)."""
+    found = sorted(work.rglob(LOG_DIR))
+    if not found or not any(found[0].iterdir()):
+        return
+    kept = output.with_name(f"{output.name}.{LOG_DIR}")
+    shutil.rmtree(kept, ignore_errors=True)
+    shutil.move(str(found[0]), kept)
+    error.message = error.message.replace(str(found[0]), str(kept))
+    error.hint = (error.hint or "").replace(str(found[0]), str(kept)) or f"logs: {kept}"
 
 
 def fetch(saved: SavedPlan, endpoint_url: str | None = None) -> ResolvedSource:
@@ -124,12 +182,14 @@ def _steps_of(artifact: Path) -> list[StepTiming]:
 
 def _check_publish_target(settings: BuildSettings) -> None:
     """A wrong bucket, endpoint or missing credentials must fail before the build, not after it."""
-    from lmi_build.storage.client import check_bucket, endpoint_label, s3_client
+    from lmi_build.storage.client import check_bucket, check_writable, endpoint_label, s3_client
     from lmi_build.storage.s3url import parse_s3_url
 
     assert settings.publish is not None
     target = parse_s3_url(settings.publish)
-    check_bucket(s3_client(settings.endpoint_url), target, endpoint_label(settings.endpoint_url))
+    client = s3_client(settings.endpoint_url)
+    check_bucket(client, target, endpoint_label(settings.endpoint_url))
+    check_writable(client, target, endpoint_label(settings.endpoint_url))
 
 
 def _maybe_publish(outcome: BuildOutcome, settings: BuildSettings) -> BuildOutcome:
@@ -140,6 +200,7 @@ def _maybe_publish(outcome: BuildOutcome, settings: BuildSettings) -> BuildOutco
                                 hint=f"build with the real {outcome.plan.target} toolchain")
     from lmi_build.storage.publish import publish
 
-    summary = publish(outcome.output, settings.publish, endpoint_url=settings.endpoint_url)
+    summary = publish(outcome.output, settings.publish, endpoint_url=settings.endpoint_url,
+                      overwrite=settings.overwrite)
     outcome.published = {"url": settings.publish, **summary.model_dump(mode="json")}
     return outcome

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from pathlib import Path
 
 from lmi_build.errors import LmiBuildError, OptionError
 from lmi_build.model.spec import ModelSpec
@@ -39,6 +40,25 @@ def make_plan(request: PlanRequest) -> BuildPlan:
     return plan_request(request).plan
 
 
+def _check_tokenizer_code(model_dir: Path, trusted: bool | None, findings: Findings) -> None:
+    """A tokenizer_config.json with ``auto_map`` makes transformers import the repository's own
+    tokenizer code: refused at plan time unless trusted, not when the build loads the tokenizer."""
+    import json
+
+    path = model_dir / "tokenizer_config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        findings.error("tokenizer_config", f"{path.name} of the model is not readable JSON",
+                       hint="fix or re-download the tokenizer files")
+        return
+    auto_map = config.get("auto_map") if isinstance(config, dict) else None
+    if auto_map and not trusted:
+        findings.error("remote_code_tokenizer",
+                       "the tokenizer needs the model's own Python code (tokenizer_config.json auto_map), "
+                       "which is not trusted", hint="review the repository's code, then pass --trust-remote-code")
+
+
 def plan_request(request: PlanRequest) -> SavedPlan:
     """The plan and where its inputs are: what ``--save`` writes and every build executes."""
     from lmi_build.model.normalize import read_spec_file
@@ -51,7 +71,13 @@ def plan_request(request: PlanRequest) -> SavedPlan:
     findings = Findings()
 
     cli = cli_option_pairs(list(request.option))
-    cli.update(request.flag_options())  # a dedicated flag wins over the same key in --option
+    flags = request.flag_options()
+    for key, (value, origin) in flags.items():
+        given = cli.get(key)
+        if given is not None and given[0] != value:
+            findings.warn("flag_conflict", f"{origin} and {given[1]} disagree ({value} vs {given[0]}); {origin} is used",
+                          f"give {key} once")
+    cli.update(flags)  # a dedicated flag wins over the same key in --option
     inputs = OptionInputs(cli=cli, properties_file=request.properties, env=request.env, recipe_defaults={})
     first = resolve_options(inputs, target=request.target, strict=request.strict)
 
@@ -96,6 +122,7 @@ def plan_request(request: PlanRequest) -> SavedPlan:
                       options=options, instance=instance, quantization=quantization, findings=findings)
     _version_options(ctx)
     checks.check_common(ctx)
+    _check_tokenizer_code(source.path, options.bool_value("trust_remote_code"), findings)
     planned = target.plan(ctx)
     _check_tp_groups(quantization, spec, planned.build, findings)
 

@@ -59,7 +59,9 @@ def test_changed_artifact_uncommits_then_replaces(tmp_path: Path, s3_env: S3Serv
     files = _files()
     publish(make_artifact(tmp_path / "v1", files), url, output=QUIET)
     files["weights/rank0.safetensors"] = os.urandom(100_000)
-    changed = publish(make_artifact(tmp_path / "v2", files), url, output=QUIET)
+    with pytest.raises(PublishError, match="different artifact"):  # issue 12: never silently replaced
+        publish(make_artifact(tmp_path / "v2", files), url, output=QUIET)
+    changed = publish(tmp_path / "v2", url, output=QUIET, overwrite=True)
     assert changed.objects == 2  # the changed shard and the new manifest
     pull(url, tmp_path / "out", output=QUIET)
     assert tree_bytes(tmp_path / "out") == tree_bytes(tmp_path / "v2")

@@ -7,31 +7,18 @@ checks on everything it writes itself (manifest, serving.properties) before writ
 
 from __future__ import annotations
 
-import os
-import re
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from lmi_build.options.redact import REDACTED, is_secret_key, redact
-from lmi_build.options.redact import secret_values as known_secret_values
+from lmi_build.options.redact import REDACTED, environment_secrets, is_secret_key, redact
 
 __all__ = ["REDACTED", "host_path_leaks", "host_roots", "is_secret_key", "redact_tree", "secret_values"]
 
-# Credential-like environment variables beyond the options package's fixed list
-# (GITHUB_TOKEN, WANDB_API_KEY, ...): their values must not reach an artifact either.
-_SECRET_ENV_NAME = re.compile(r"((^|_)TOKEN$|SECRET|PASSWORD|PASSWD|ACCESS_KEY|API_KEY|CREDENTIAL)", re.I)
-# Values shorter than this are not treated as secrets: "1", "true" would match everywhere.
-_MIN_SECRET_LEN = 8
-
-
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
     """Values of credential environment variables (HF_TOKEN, AWS_SECRET_ACCESS_KEY, ...), longest first."""
-    env = os.environ if environ is None else environ
-    found = set(known_secret_values(env))
-    found.update(v for name, v in env.items() if _SECRET_ENV_NAME.search(name) and len(v) >= _MIN_SECRET_LEN)
-    return sorted(found, key=len, reverse=True)
+    return environment_secrets(environ)
 
 
 def redact_tree(data: Any, secrets: list[str], key: str = "") -> Any:

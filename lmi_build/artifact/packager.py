@@ -23,7 +23,7 @@ from lmi_build.artifact.manifest import (
     write_manifest,
 )
 from lmi_build.errors import InvalidPlan, LmiBuildError, OptionError, VerifyError
-from lmi_build.fs import link_mode, link_or_copy, replace_directory, staged_directory
+from lmi_build.fs import link_mode, link_or_copy, make_readable, replace_directory, staged_directory
 from lmi_build.planning.plan import BuildPlan
 
 PROPERTIES_NAME = "serving.properties"
@@ -155,6 +155,9 @@ def package(
         start = time.perf_counter()
         with link_mode("copy" if copy else "auto"):
             chosen.assemble(plan, produced, source_dir, staging)
+        # Files the build produced (ModelOpt, transformers and vendor tools may write 0600) become
+        # readable as the umask allows, so a serving user can read them; the source's are left alone.
+        make_readable(staging, keep=_inodes(source_dir))
         properties = serving_properties(plan, chosen)
         if (staging / PROPERTIES_NAME).exists() or (staging / MANIFEST_NAME).exists():
             raise VerifyError(f"layout '{layout}' wrote {PROPERTIES_NAME} or {MANIFEST_NAME} itself",
@@ -168,6 +171,17 @@ def package(
         write_manifest(staging, manifest, extra_roots=(produced, source_dir))
         _verify_staged(staging)
     return output_dir
+
+
+def _inodes(root: Path) -> set[tuple[int, int]]:
+    if not root.is_dir():
+        return set()
+    found: set[tuple[int, int]] = set()
+    for path in root.rglob("*"):
+        info = path.stat() if path.is_file() else None
+        if info is not None:
+            found.add((info.st_dev, info.st_ino))
+    return found
 
 
 def _write_properties(path: Path, values: dict[str, str]) -> None:

@@ -66,9 +66,11 @@ def _run(args: list[str]) -> int:
     from lmi_build.errors import LmiBuildError
     from lmi_build.output import Mode, current, debugging, set_mode
 
+    _terminate_like_interrupt()
     errors = _click_exceptions()
     no_args_is_help = getattr(errors, "NoArgsIsHelpError", ())
     app = build_app(commands.modules_for(args))
+    status: object = None
     try:
         status = app(args=args, prog_name=commands.prog_name(), standalone_mode=False)
     except LmiBuildError as error:
@@ -89,9 +91,63 @@ def _run(args: list[str]) -> int:
         current().error("aborted")
         return 1
     except KeyboardInterrupt:
-        current().error("interrupted")
-        return 130
+        _signals_received.append(_signals_received[-1] if _signals_received else 2)
+    except OSError as error:  # a fault of the machine (disk full, permissions), not a bug: one line
+        if debugging():
+            raise
+        current().failure("os", _os_error_line(error), _os_error_hint(error))
+        return 1
+    if _signals_received:
+        # typer turns an interrupt into exit status 130 silently; say it, and tell SIGTERM apart.
+        signum = _signals_received[-1]
+        current().failure("interrupted", "terminated (SIGTERM)" if signum == 15 else "interrupted",
+                          "the vendor tool was stopped and work directories removed; rerun the same command")
+        return 128 + signum
     return status if isinstance(status, int) else 0
+
+
+def _os_error_line(error: OSError) -> str:
+    import errno
+    import os
+
+    reason = error.strerror or os.strerror(error.errno or 0) or type(error).__name__
+    where = f": {error.filename}" if error.filename else ""
+    if error.errno == errno.ENOSPC:
+        return f"no space left on the device{where}"
+    return f"{reason}{where}"
+
+
+def _os_error_hint(error: OSError) -> str:
+    import errno
+
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "free space there (or choose another --output / LMI_BUILD_CACHE) and rerun; partial files were removed"
+    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "choose a location you can write, or fix its permissions"
+    return "check the path and rerun; --debug shows the traceback"
+
+
+# The signals that stopped this run (SIGINT 2, SIGTERM 15), newest last.
+_signals_received: list[int] = []
+
+
+def _terminate_like_interrupt() -> None:
+    """SIGTERM cleans up as Ctrl-C does (see ``errors.Terminated``)."""
+    import signal
+
+    from lmi_build.errors import Terminated
+
+    def _terminate(signum: int, frame: object) -> None:
+        _signals_received.append(signum)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not interrupt the cleanup
+        raise Terminated()
+
+    def _interrupt(signum: int, frame: object) -> None:
+        _signals_received.append(signum)
+        raise KeyboardInterrupt()
+
+    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGINT, _interrupt)
 
 
 def _click_exceptions() -> ModuleType:

@@ -47,6 +47,7 @@ def register(app: typer.Typer) -> None:
         sse_kms_key_id: Annotated[str | None, typer.Option("--sse-kms-key-id", help="Encrypt objects with this KMS key (SSE-KMS).")] = None,
         tarball: Annotated[bool, typer.Option("--tarball", help="Upload one model.tar.gz (SageMaker compressed model data) instead of files.")] = False,
         workers: WorkersOpt = 8,
+        overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace a different artifact already at the prefix (its stale objects are removed after the new manifest commits).")] = False,
     ) -> None:
         from lmi_build.output import current
         from lmi_build.storage.publish import publish
@@ -54,7 +55,7 @@ def register(app: typer.Typer) -> None:
         out = current()
         summary = publish(artifact_dir, url, endpoint_url=endpoint_url, delete_local=delete_local,
                           expected_bucket_owner=expected_bucket_owner, sse_kms_key_id=sse_kms_key_id,
-                          tarball=tarball, workers=workers, output=out)
+                          tarball=tarball, workers=workers, output=out, overwrite=overwrite)
         data = {"url": url, **summary.model_dump(), "deleted_local": delete_local}
         out.result(data, _summary_line("published", data, url))
 

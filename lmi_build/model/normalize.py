@@ -7,6 +7,7 @@ unsaid comes from the architecture facts there. Nothing here imports transformer
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -44,9 +45,25 @@ def read_spec(
     origin: str = "config.json",
 ) -> ModelSpec:
     """Normalise a parsed config.json. ``quantization`` describes a pre-quantized checkpoint whose
-    config has no ``quantization_config`` (read from sibling files by ``read_spec_file``)."""
+    config has no ``quantization_config`` (read from sibling files by ``read_spec_file``).
+
+    A config.json is input from anywhere (a hub repository, a bucket): a value of the wrong type
+    (``"factor": "abc"``, ``NaN`` positions) is one ``SourceError`` naming the file, never a traceback."""
+    try:
+        return _read_spec(config, quantization=quantization, origin=origin)
+    except (ValueError, TypeError, OverflowError, AttributeError) as exc:
+        raise SourceError(f"{origin} holds a value lmi-build cannot read ({exc})",
+                          hint="fix the config.json; numbers must be finite, sizes whole numbers") from None
+
+
+def _read_spec(config: Mapping[str, Any], *, quantization: PreQuantization | None, origin: str) -> ModelSpec:
     model_type = str(config.get("model_type") or "")
-    architectures = tuple(str(a) for a in (config.get("architectures") or ()))
+    stated_architectures = config.get("architectures") or ()
+    if not isinstance(stated_architectures, list | tuple) or \
+            not all(isinstance(a, str) for a in stated_architectures):
+        raise SourceError(f"{origin}: architectures must be a list of class names, not {stated_architectures!r}",
+                          hint="fix the config.json, e.g. \"architectures\": [\"LlamaForCausalLM\"]")
+    architectures = tuple(stated_architectures)
     if not model_type and not architectures:
         raise SourceError(
             f"{origin} has neither model_type nor architectures",
@@ -59,6 +76,9 @@ def read_spec(
     heads = _required_int(config, A.NUM_HEADS, "number of attention heads", origin)
     vocab = _required_int(config, A.VOCAB_SIZE, "vocabulary size", origin)
     kv_heads = _kv_heads(config, heads)
+    if not 0 < kv_heads <= heads:
+        raise SourceError(f"{origin} states {kv_heads} key/value heads for {heads} attention heads",
+                          hint="key/value heads must be between 1 and the number of attention heads")
     head_dim = _int_or(first_present(config, A.HEAD_DIM), hidden // heads)
     is_enc_dec = bool(config.get("is_encoder_decoder", False))
     decoder_layers = _int_or(first_present(config, A.NUM_DECODER_LAYERS), layers) if is_enc_dec else None
@@ -113,9 +133,19 @@ def read_spec(
     )
 
 
+# Above this a size is nonsense (the largest models have ~10^5 hidden units, ~10^6 vocabulary rows).
+MAX_SIZE = 1 << 24
+
+
 def _required_int(config: Mapping[str, Any], keys: tuple[str, ...], what: str, origin: str) -> int:
     found = first_present(config, keys)
+    if found is not None and isinstance(found[1], float) and math.isfinite(found[1]) and not found[1].is_integer():
+        raise SourceError(f"{origin}: {found[0]}={found[1]} is not a whole number",
+                          hint=f"the {what} must be a whole number")
     value = _int_or(found, None)
+    if value is not None and value > MAX_SIZE:
+        raise SourceError(f"{origin}: {found[0] if found else what}={value} is not a plausible {what}",
+                          hint=f"the {what} must be at most {MAX_SIZE}")
     if value is None or value <= 0:
         raise SourceError(
             f"{origin} states no valid {what} (looked for {', '.join(keys)})",
@@ -130,6 +160,8 @@ def _int_or(found: tuple[str, Any] | None, default: int | None) -> Any:
     value = found[1]
     if isinstance(value, bool) or not isinstance(value, int | float):
         return default
+    if isinstance(value, float) and not math.isfinite(value):
+        return default  # Infinity / NaN (JSON extensions Python accepts): not a size
     return int(value)
 
 
@@ -159,6 +191,9 @@ def _intermediate(config: Mapping[str, Any], facts: A.ArchFacts, hidden: int) ->
 
 def _max_positions(config: Mapping[str, Any], facts: A.ArchFacts) -> tuple[int | None, str | None]:
     found = first_present(config, A.MAX_POSITIONS)
+    if found is not None and found[1] is not None and (isinstance(found[1], bool) or
+                                                        not isinstance(found[1], int | float)):
+        raise ValueError(f"{found[0]}={found[1]!r} is not a number")
     value = _int_or(found, None)
     if found is not None and value:
         return int(value), found[0]
@@ -200,10 +235,15 @@ def _rope(config: Mapping[str, Any], facts: A.ArchFacts, head_dim: int) -> RopeS
         rotary_dim = int(head_dim * share) if share is not None else None
     factor = scaling.get("factor") if scaling and scaling_type else None
     original = scaling.get("original_max_position_embeddings") if scaling and scaling_type else None
+    theta_value = float(theta[1]) if theta is not None else 10000.0
+    factor_value = float(factor) if factor is not None else None
+    for name, number in (("rope_theta", theta_value), ("rope scaling factor", factor_value)):
+        if number is not None and not (math.isfinite(number) and number > 0):
+            raise ValueError(f"{name} {number} is not a finite positive number")
     return RopeSpec(
-        theta=float(theta[1]) if theta is not None else 10000.0,
+        theta=theta_value,
         scaling_type=str(scaling_type) if scaling_type else None,
-        scaling_factor=float(factor) if factor is not None else None,
+        scaling_factor=factor_value,
         original_max_position_embeddings=int(original) if original is not None else None,
         rotary_dim=rotary_dim,
         raw_scaling=dict(scaling) if scaling and scaling_type else None,
@@ -269,3 +309,5 @@ def _load_json(path: Path, *, what: str) -> Any:
             f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
             hint="fix or re-download the file",
         ) from exc
+    except RecursionError:
+        raise SourceError(f"{path} is nested too deeply to be a {what}", hint="fix or re-download the file") from None

@@ -181,13 +181,22 @@ def collect_properties(
     return PropertiesFile(values=values, warnings=warnings)
 
 
+# A serving.properties is a few KiB; /dev/zero or a multi-GB file given by mistake must be refused
+# before it is read into memory.
+MAX_PROPERTIES_BYTES = 1024 * 1024
+
+
 def _read_text(path: Path) -> str:
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as stream:
+            data = stream.read(MAX_PROPERTIES_BYTES + 1)
     except FileNotFoundError:
         raise OptionError(f"properties file not found: {path}", hint="check the --properties path") from None
     except OSError as error:
         raise OptionError(f"cannot read {path}: {error.strerror}", hint="check the file's permissions") from None
+    if len(data) > MAX_PROPERTIES_BYTES:
+        raise OptionError(f"{path} is larger than {MAX_PROPERTIES_BYTES // 1024} KiB; that is not a serving.properties",
+                          hint="check the --properties path")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:

@@ -87,6 +87,7 @@ class _Messages:
     secrets: list[str]
     errors: list[PlanMessage] = field(default_factory=list)
     warnings: list[PlanMessage] = field(default_factory=list)
+    unknown: int = 0  # unknown keys seen so far
 
     def show(self, key: str, value: str) -> str:
         return redact(key, value, self.secrets)
@@ -297,10 +298,12 @@ def _check(
             "pass credentials through the environment (HF_TOKEN, AWS_*) instead",
         )
     if spec is None:
+        notes.unknown += 1
         notes.warn(
             "unknown_option",
             f"unknown option {key} ({origin}); it is kept and passed through to serving.properties",
-            _suggestion(key),
+            # A spelling suggestion costs a fuzzy match over the table: for the first few only.
+            _suggestion(key) if notes.unknown <= _SUGGESTIONS else _NO_SUGGESTION,
         )
         return value, value  # passed through as text: nothing downstream reads a key it does not know
     typed, problem = spec.read(value)
@@ -340,7 +343,11 @@ def _suggestion(key: str) -> str:
     close = folded or difflib.get_close_matches(key, [spec.key for spec in all_option_specs()], n=1, cutoff=0.8)
     if close:
         return f"did you mean {close[0]}?"
-    return "check the spelling; `lmi-build config options` lists every known option"
+    return _NO_SUGGESTION
+
+
+_NO_SUGGESTION = "check the spelling; `lmi-build config options` lists every known option"
+_SUGGESTIONS = 50
 
 
 def _order(key: str) -> tuple[int, str]:

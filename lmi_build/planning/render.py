@@ -17,14 +17,23 @@ if TYPE_CHECKING:
 
 def report_plan(plan: BuildPlan) -> None:
     """Print ``plan``: JSON on stdout (--json), or tables on stdout with errors/warnings on stderr."""
+    from lmi_build.planning.redaction import redacted_plan
+
     out = current()
+    plan = redacted_plan(plan)  # what is shown never holds a credential (see planning/redaction.py)
     out.result(plan.to_json(), render=render_plan(plan) if out.human else None)
     if out.mode.value == "json":
         return
-    for warning in plan.warnings:
-        out.warn(_line(warning))
-    for error in plan.errors:
-        out.error(_line(error))
+    for kind, messages in (("warning", plan.warnings), ("error", plan.errors)):
+        for message in messages[:SHOWN_MESSAGES]:
+            (out.warn if kind == "warning" else out.error)(_line(message))
+        if len(messages) > SHOWN_MESSAGES:
+            (out.warn if kind == "warning" else out.error)(
+                f"... and {len(messages) - SHOWN_MESSAGES} more {kind}s (--json lists every one)")
+
+
+# Beyond this many warnings (or errors) a plan summarises: a file of 8k unknown keys is not 8k lines.
+SHOWN_MESSAGES = 50
 
 
 def _line(message: PlanMessage) -> str:
@@ -106,9 +115,14 @@ def _options_table(plan: BuildPlan) -> Table:
     table.add_column("key", style="bold", no_wrap=True, overflow="fold")
     table.add_column("value", overflow="fold")
     table.add_column("source", style="dim", no_wrap=True, overflow="fold")
-    for key, value in plan.options.items():
+    for key, value in list(plan.options.items())[:SHOWN_OPTIONS]:
         table.add_row(identifier(key), identifier(value), plan.option_sources.get(key, ""))
+    if len(plan.options) > SHOWN_OPTIONS:
+        table.add_row(f"... and {len(plan.options) - SHOWN_OPTIONS} more", "(--json lists every one)", "")
     return table
+
+
+SHOWN_OPTIONS = 200
 
 
 def _memory_table(plan: BuildPlan) -> Table:

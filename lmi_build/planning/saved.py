@@ -55,7 +55,13 @@ class SavedPlan(BaseModel):
         return self.model_copy(update={"inputs": self.inputs.model_copy(update=update)}) if update else self
 
     def dumps(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), indent=2) + "\n"
+        """The saved form, credentials redacted (a plan holding one cannot be built anyway)."""
+        from lmi_build.options.redact import redact_text
+        from lmi_build.planning.redaction import redacted_plan
+
+        inputs = self.inputs.model_copy(update={"model": redact_text(self.inputs.model)})
+        shown = self.model_copy(update={"plan": redacted_plan(self.plan), "inputs": inputs})
+        return json.dumps(shown.model_dump(mode="json"), indent=2) + "\n"
 
     def save(self, path: Path) -> None:
         from lmi_build.fs import atomic_write_text

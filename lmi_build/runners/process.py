@@ -1,4 +1,10 @@
-"""Run one vendor tool: its own process group, every output line streamed live and logged."""
+"""Run one vendor tool: its own process group, every output line streamed live and logged.
+
+The tool gets this process's environment without its credentials (HF token, AWS keys, any
+``*_TOKEN``/``*SECRET*`` variable): a compiler needs none, and a tool that prints its environment
+or crashes with it in a dump must not leak them. A step that needs one passes it in ``env``.
+Every streamed and logged line is redacted all the same.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ from collections import deque
 from pathlib import Path
 
 from lmi_build.errors import StepError
+from lmi_build.options.redact import environment_secrets, is_secret_env_name, redact_text
 
 TAIL_LINES = 5
 
@@ -28,7 +35,9 @@ def stream_process(argv: list[str], *, name: str, log_path: Path, timeout_s: flo
     out = current()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     tail: deque[str] = deque(maxlen=TAIL_LINES)
-    full_env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
+    secrets = environment_secrets()
+    inherited = {name: value for name, value in os.environ.items() if not is_secret_env_name(name)}
+    full_env = {**inherited, **(env or {}), "PYTHONUNBUFFERED": "1"}
     try:
         process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=full_env,
                                    cwd=cwd, start_new_session=True, text=True, bufsize=1, errors="replace")
@@ -45,9 +54,9 @@ def stream_process(argv: list[str], *, name: str, log_path: Path, timeout_s: flo
     timer.start()
     try:
         with open(log_path, "w", encoding="utf-8") as log:
-            log.write("$ " + shlex.join(argv) + "\n")
+            log.write(redact_text("$ " + shlex.join(argv), secrets) + "\n")
             for raw in process.stdout or ():
-                line = raw.rstrip("\n")
+                line = redact_text(raw.rstrip("\n"), secrets)
                 log.write(line + "\n")
                 log.flush()
                 tail.append(line)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lmi_build.errors import SourceError
-from lmi_build.fs import staged_directory
+from lmi_build.fs import make_readable, staged_directory
 from lmi_build.hashing import sha256_text
 from lmi_build.paths import cache_root
 from lmi_build.sources.demo_text import CORPUS
@@ -355,6 +355,7 @@ def _write_weights(name: str, target: Path) -> None:
                 param.copy_(values * _INIT_STD)
     model = model.to(torch.float16)
     model.save_pretrained(str(target), safe_serialization=True)
+    make_readable(target, keep=set())  # safetensors writes 0600; the cached model is read by serving users too
     produced = sorted(p.name for p in target.glob("*.safetensors"))
     if produced != [WEIGHTS_FILE]:
         raise RuntimeError(f"demo model saved unexpected weight files: {produced}")

@@ -26,6 +26,22 @@ def list_relative(root: Path) -> list[str]:
     return names
 
 
+def links_leaving(root: Path) -> list[str]:
+    """Symbolic links under ``root`` (files or directories) whose target is outside ``root``: a
+    ``tokenizer_config.json -> /etc/passwd`` would otherwise be hard-linked into the artifact and published."""
+    real_root = Path(os.path.realpath(root))
+    leaving: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in sorted([*dirnames, *filenames]):
+            entry = Path(dirpath) / name
+            if not entry.is_symlink():
+                continue
+            target = Path(os.path.realpath(entry))
+            if target != real_root and real_root not in target.parents:
+                leaving.append(entry.relative_to(root).as_posix())
+    return sorted(leaving)
+
+
 def resolve_local(path: Path, *, purpose: Literal["plan", "build"], allow_pickle: bool = False) -> ResolvedSource:
     path = path.expanduser()
     if not path.exists():
@@ -35,6 +51,11 @@ def resolve_local(path: Path, *, purpose: Literal["plan", "build"], allow_pickle
     if not (path / "config.json").is_file():
         raise SourceError(f"no config.json in {path}",
                           hint="point at a Hugging Face style model directory (config.json, tokenizer, weights)")
+    leaving = links_leaving(path)
+    if leaving:
+        more = f" (+{len(leaving) - 1} more)" if len(leaving) > 1 else ""
+        raise SourceError(f"{path}/{leaving[0]} is a symbolic link to a file outside the model directory{more}",
+                          hint="replace the link with a copy of the file it points to")
     name = path.resolve().name
     selected = select_build_files(list_relative(path), source=f"model directory '{name}'", allow_pickle=allow_pickle)
     if purpose == "build" and not has_weights(selected):

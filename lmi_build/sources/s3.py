@@ -2,7 +2,10 @@
 
 Downloads run in parallel (s3transfer) and resume: a file already in the mirror with the right
 size and checksum is not fetched again. The checksum is the best the object offers: our own
-``x-amz-meta-sha256``, a whole-object ``ChecksumSHA256``, or a single-part MD5 ETag; else size.
+``x-amz-meta-sha256``, a whole-object ``ChecksumSHA256``, or a single-part MD5 ETag. An object
+with none of those (a multipart upload, SSE-KMS) is identified by its version (ETag, last
+modified, size), recorded in a file beside the mirror directory: a changed object of the same size is fetched again
+and changes the model's identity, never a stale mirror or cache entry.
 """
 
 from __future__ import annotations
@@ -40,6 +43,28 @@ def _checksum(head: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+def _versions_path(mirror: Path) -> Path:
+    """Beside the mirror, not in it: the mirror holds the model's files only."""
+    return mirror.with_name(f"{mirror.name}.versions.json")
+
+
+def _version(head: dict[str, Any]) -> str:
+    """What identifies an object that offers no checksum: ETag, last-modified and size."""
+    modified: Any = head.get("LastModified")
+    stamp = str(modified.isoformat()) if hasattr(modified, "isoformat") else str(modified or "")
+    return f"{str(head.get('ETag', '')).strip(chr(34))}|{stamp}|{head.get('ContentLength', '')}"
+
+
+def _recorded_versions(mirror: Path) -> dict[str, str]:
+    import json
+
+    try:
+        data = json.loads(_versions_path(mirror).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
 def _md5(path: Path) -> str:
     digest = hashlib.md5(usedforsecurity=False)
     with open(path, "rb") as handle:
@@ -48,11 +73,11 @@ def _md5(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _matches(path: Path, size: int, checksum: tuple[str, str] | None) -> bool:
+def _matches(path: Path, size: int, checksum: tuple[str, str] | None, same_version: bool = True) -> bool:
     if not path.is_file() or path.stat().st_size != size:
         return False
     if checksum is None:
-        return True
+        return same_version  # only the recorded object version can tell a same-size change
     algorithm, expected = checksum
     actual = cached_sha256([path])[path] if algorithm == "sha256" else _md5(path)
     return actual == expected
@@ -79,19 +104,23 @@ def resolve_s3(url: str, *, purpose: Literal["plan", "build"], endpoint_url: str
         heads = head_many(client, target.bucket, [target.key(rel) for rel in build_files], workers=workers,
                           extra={"ChecksumMode": "ENABLED"})
     checksums: dict[str, tuple[str, str] | None] = {}
+    versions: dict[str, str] = {}
     for rel in build_files:
         head = heads.get(target.key(rel))
         if head is None:
             raise SourceError(f"{target}/{rel} disappeared while reading", hint="retry when the upload is complete")
         checksums[rel] = _checksum(head)
+        versions[rel] = _version(head)
     digest = tree_digest(
-        (rel, f"{c[0]}:{c[1]}" if (c := checksums[rel]) else f"size:{sizes[rel]}") for rel in build_files
+        (rel, f"{c[0]}:{c[1]}" if (c := checksums[rel]) else f"version:{versions[rel]}") for rel in build_files
     )
 
     mirror = cache_root() / "s3" / sha256_text(f"{endpoint}|{target}")[:24]
     mirror.mkdir(parents=True, exist_ok=True)
     wanted = build_files if purpose == "build" else select_plan_files(build_files)
-    todo = [rel for rel in wanted if not _matches(mirror / rel, sizes[rel], checksums[rel])]
+    recorded = _recorded_versions(mirror)
+    todo = [rel for rel in wanted
+            if not _matches(mirror / rel, sizes[rel], checksums[rel], recorded.get(rel) == versions[rel])]
     with s3_errors(target, endpoint, error=SourceError, operation="downloading the model"):
         download_all(client, target.bucket, [Download(target.key(rel), mirror / rel, sizes[rel]) for rel in todo],
                      workers=workers, output=current(), label=f"download {target}")
@@ -100,6 +129,10 @@ def resolve_s3(url: str, *, purpose: Literal["plan", "build"], endpoint_url: str
             (mirror / rel).unlink(missing_ok=True)
             raise SourceError(f"{target}/{rel} does not match its checksum after download",
                               hint="the object is corrupted or changed during the download: retry or re-upload it")
+    if todo:
+        from lmi_build.fs import atomic_write_json
+
+        atomic_write_json(_versions_path(mirror), {**recorded, **{rel: versions[rel] for rel in todo}})
     if purpose == "build":
         keep = set(build_files)
         for stray in [p for p in mirror.rglob("*") if p.is_file() and p.relative_to(mirror).as_posix() not in keep]:

@@ -18,9 +18,27 @@ _DENIED_CODES = {"AccessDenied", "403", "Forbidden", "AllAccessDisabled", "Accou
 _BAD_KEY_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken"}
 
 
+# Seconds a silent S3 server may keep a request waiting (a frozen server must fail in minutes,
+# not hang); LMI_BUILD_S3_TIMEOUT overrides it.
+DEFAULT_READ_TIMEOUT_S = 60
+
+
 def endpoint_label(endpoint_url: str | None) -> str:
-    """The endpoint as shown in messages: explicit flag, then AWS_ENDPOINT_URL, then AWS itself."""
-    return endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or "AWS S3"
+    """The endpoint as shown in messages: explicit flag, then AWS_ENDPOINT_URL, then AWS itself;
+    a ``user:password@`` in it is never shown."""
+    from lmi_build.options.redact import redact_text
+
+    label = endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or "AWS S3"
+    return redact_text(label)
+
+
+def read_timeout_s() -> float:
+    value = os.environ.get("LMI_BUILD_S3_TIMEOUT", "")
+    try:
+        return float(value) if value and float(value) > 0 else DEFAULT_READ_TIMEOUT_S
+    except ValueError:
+        raise PublishError(f"LMI_BUILD_S3_TIMEOUT={value!r} is not a number of seconds",
+                           hint="set it to a positive number, e.g. 60") from None
 
 
 def s3_client(endpoint_url: str | None, *, workers: int = 8) -> Any:
@@ -39,15 +57,28 @@ def s3_client(endpoint_url: str | None, *, workers: int = 8) -> Any:
         max_pool_connections=max(10, workers * 2),
         retries={"max_attempts": 3, "mode": "standard"},
         connect_timeout=5,
-        read_timeout=120,
+        read_timeout=read_timeout_s(),
     )
-    session = boto3.session.Session()
-    return session.client("s3", endpoint_url=endpoint_url or None, config=config)
+    from botocore.exceptions import BotoCoreError
+
+    try:
+        session = boto3.session.Session()
+        return session.client("s3", endpoint_url=endpoint_url or None, config=config)
+    except (BotoCoreError, ValueError) as exc:  # partial credentials, a malformed endpoint URL
+        translated = translate(exc, None, endpoint_label(endpoint_url), operation="setting up the S3 client")
+        raise (translated or PublishError(f"cannot set up the S3 client: {_safe(exc)}",
+                                          hint="check --endpoint-url and the AWS_* variables")) from exc
+
+
+def _safe(exc: BaseException) -> str:
+    from lmi_build.options.redact import redact_text
+
+    return redact_text(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
 
 def translate(
     exc: BaseException,
-    where: S3Url,
+    where: S3Url | None,
     endpoint: str,
     *,
     error: type[LmiBuildError] = PublishError,
@@ -59,6 +90,7 @@ def translate(
     not repeat even that."""
     from boto3.exceptions import S3UploadFailedError
     from botocore.exceptions import (
+        BotoCoreError,
         ClientError,
         ConnectTimeoutError,
         EndpointConnectionError,
@@ -67,9 +99,14 @@ def translate(
         ReadTimeoutError,
     )
 
-    if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
+    if isinstance(exc, PartialCredentialsError):
         return error(
-            f"no AWS credentials found for {where}",
+            f"incomplete AWS credentials ({_safe(exc)})",
+            hint="set both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (non-empty), or neither",
+        )
+    if isinstance(exc, NoCredentialsError):
+        return error(
+            f"no AWS credentials found for {where or endpoint}",
             hint="set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or run on a host with an IAM role",
         )
     if isinstance(exc, (EndpointConnectionError, ConnectTimeoutError)):
@@ -86,7 +123,7 @@ def translate(
         code = str(info.get("Code", ""))
         if (code in _MISSING_BUCKET_CODES and operation == "head_bucket") or code == "NoSuchBucket":
             return error(
-                f"bucket '{where.bucket}' does not exist at {endpoint}",
+                f"bucket '{where.bucket if where else '?'}' does not exist at {endpoint}",
                 hint="create it or check the name",
             )
         if code in _BAD_KEY_CODES:
@@ -100,7 +137,10 @@ def translate(
                 hint="check the credentials' permissions (and --expected-bucket-owner if given)",
             )
         message = str(info.get("Message", "")) or str(exc)
-        return error(f"S3 error {code} during {operation} on {where}: {message}", hint="rerun with --debug for details")
+        return error(f"S3 error {code} during {operation} on {where}: {_safe(Exception(message))}",
+                     hint="rerun with --debug for details")
+    if isinstance(exc, BotoCoreError):  # connection closed, bad endpoint, ... : still one line
+        return error(f"S3 {operation} failed at {endpoint}: {_safe(exc)}", hint="check the endpoint and retry")
     return None
 
 
@@ -128,3 +168,14 @@ def check_bucket(client: Any, where: S3Url, endpoint: str, *, expected_owner: st
         kwargs["ExpectedBucketOwner"] = expected_owner
     with s3_errors(where, endpoint, error=error, operation="head_bucket"):
         client.head_bucket(**kwargs)
+
+
+def check_writable(client: Any, where: S3Url, endpoint: str, *, error: type[LmiBuildError] = PublishError) -> None:
+    """Fail before an hour of building when the credentials may read but not write: put a
+    zero-byte probe object under the prefix and delete it again."""
+    import uuid
+
+    key = where.key(f".lmi-build-write-probe-{uuid.uuid4().hex[:12]}")
+    with s3_errors(where, endpoint, error=error, operation="a test write"):
+        client.put_object(Bucket=where.bucket, Key=key, Body=b"")
+        client.delete_object(Bucket=where.bucket, Key=key)

@@ -92,6 +92,29 @@ def write_tarball(artifact_dir: Path, entries: list[FileEntry], destination: Pat
             tar.add(str(artifact_dir / name), arcname=name, recursive=False, filter=normalise)
 
 
+def _refuse_links(artifact_dir: Path) -> None:
+    """An artifact is plain files: a symbolic link (the directory itself or inside it) would upload
+    whatever it points at, or make --delete-local remove the wrong tree."""
+    if artifact_dir.is_symlink():
+        raise PublishError(f"{artifact_dir} is a symbolic link", hint="publish the directory it points to")
+    for path in artifact_dir.rglob("*"):
+        if path.is_symlink():
+            raise PublishError(f"{path.relative_to(artifact_dir)} in {artifact_dir} is a symbolic link",
+                               hint="an artifact holds regular files only: rebuild it, or replace the link with the file")
+
+
+def _remove_unlisted(client: Any, target: S3Url, keep: set[str], owner_args: dict[str, str], output: Output) -> None:
+    """After the new manifest committed: delete the objects under the prefix it does not list."""
+    keep = keep | {target.key(MANIFEST_NAME)}
+    stale = sorted(key for key in list_sizes(client, target.bucket, target.list_prefix, extra=owner_args)
+                   if key not in keep)
+    for start in range(0, len(stale), 1000):  # DeleteObjects takes at most 1000 keys
+        batch = [{"Key": key} for key in stale[start:start + 1000]]
+        client.delete_objects(Bucket=target.bucket, Delete={"Objects": batch, "Quiet": True}, **owner_args)
+    if stale:
+        output.info(f"removed {len(stale)} objects of the replaced artifact")
+
+
 def _plan_uploads(client: Any, target: S3Url, uploads: list[Upload], *, workers: int,
                   owner_args: dict[str, str]) -> tuple[list[Upload], int]:
     """Which uploads are still needed (missing, other size, other SHA-256), and how many are skipped."""
@@ -118,8 +141,12 @@ def publish(
     tarball: bool = False,
     workers: int = 8,
     output: Output | None = None,
+    overwrite: bool = False,
 ) -> TransferSummary:
-    """Upload the artifact at ``artifact_dir`` to ``url``; the manifest goes last (commit marker)."""
+    """Upload the artifact at ``artifact_dir`` to ``url``; the manifest goes last (commit marker).
+
+    A prefix holding a different artifact is refused unless ``overwrite``; then the new manifest
+    commits first and the old artifact's objects that the new one does not list are removed."""
     from lmi_build.artifact.manifest import load_manifest
     from lmi_build.artifact.verify import built_by_stand_in
 
@@ -128,6 +155,7 @@ def publish(
     target = parse_s3_url(url)
     if not artifact_dir.is_dir():
         raise PublishError(f"artifact directory {artifact_dir} does not exist", hint="build it first, or check the path")
+    _refuse_links(artifact_dir)
     manifest_path = artifact_dir / MANIFEST_NAME
     manifest = load_manifest(artifact_dir)
     if built_by_stand_in(manifest):
@@ -165,6 +193,10 @@ def publish(
         with s3_errors(target, endpoint, operation="publish"):
             todo, skipped = _plan_uploads(client, target, uploads, workers=workers, owner_args=owner_args)
             existing = fetch_remote_manifest(client, target, endpoint, extra=owner_args)
+            replacing = existing is not None and existing.manifest.content_digest != manifest.content_digest
+            if replacing and not overwrite:
+                raise PublishError(f"{target} holds a different artifact", hint="pass --overwrite to replace it, "
+                                   "or publish to another prefix")
             manifest_current = existing is not None and existing.data == manifest_bytes and \
                 existing.layout == manifest_meta[LAYOUT_META]
             if existing is not None and (todo or not manifest_current):
@@ -191,6 +223,8 @@ def publish(
             if committed is None or committed.data != manifest_bytes:
                 raise PublishError(f"the manifest under {target} does not read back as written",
                                    hint="rerun the same command")
+            if overwrite:
+                _remove_unlisted(client, target, {u.key for u in uploads}, owner_args, output)
     finally:
         if tar_path is not None and tar_path.exists():
             tar_path.unlink()

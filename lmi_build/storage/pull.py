@@ -55,13 +55,29 @@ def _existing_destination(dest: Path, found: RemoteManifest, entries: list[FileE
                        hint="remove it or choose another directory (nothing was overwritten)")
 
 
-def _extract_tarball(archive: Path, into: Path) -> None:
+def _check_destination(dest: Path) -> None:
+    """A destination that is a link (it would write elsewhere), the current directory, below a
+    file or unwritable is refused before anything is downloaded."""
+    from lmi_build.artifact.output_place import check_output_place, protected_places
+    from lmi_build.paths import cache_root
+
+    if dest.is_symlink():
+        raise PublishError(f"destination {dest} is a symbolic link", hint="pull into a real directory path")
+    check_output_place(dest, overwrite=False, protected=protected_places(model_dir=None, cache=cache_root()))
+
+
+def _extract_tarball(archive: Path, into: Path, sizes: dict[str, int]) -> None:
+    """Extract after checking every member: relative, inside, a regular file or directory, and
+    (files) listed in the manifest with its size, so a hostile archive cannot fill the disk."""
     with tarfile.open(archive, mode="r:gz") as tar:
         for member in tar.getmembers():
-            safe_relpath(member.name.rstrip("/"), error=PublishError, where=TARBALL_NAME)
+            name = safe_relpath(member.name.rstrip("/"), error=PublishError, where=TARBALL_NAME)
             if not (member.isfile() or member.isdir()):
                 raise PublishError(f"{TARBALL_NAME} holds {member.name!r}, which is not a regular file",
                                    hint="republish it with lmi-build publish --tarball")
+            if member.isfile() and sizes.get(str(name)) != member.size:
+                raise PublishError(f"{TARBALL_NAME} holds {member.name!r} ({member.size} bytes), which its manifest "
+                                   "does not list with that size", hint="the remote artifact is corrupted: publish it again")
         if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4 / 3.12: the stdlib's own safety filter too
             tar.extractall(into, filter="data")
         else:  # every member was checked above: relative, inside, regular file or directory
@@ -118,7 +134,11 @@ def _download_tarball(client: object, target: S3Url, found: RemoteManifest, entr
         except ChecksumMismatch:
             raise PublishError(f"s3://{target.bucket}/{key} does not match its recorded sha256",
                                hint="the remote artifact is corrupted: publish it again") from None
-        _extract_tarball(archive, partial)
+        _extract_tarball(archive, partial, {**{e.path: e.size for e in entries},
+                                            MANIFEST_NAME: len(found.data)})
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)  # a failed tarball pull leaves nothing behind
+        raise
     finally:
         archive.unlink(missing_ok=True)
     (partial / MANIFEST_NAME).unlink(missing_ok=True)  # rewritten below from the remote bytes
@@ -145,6 +165,7 @@ def pull(url: str, dest: Path, *, endpoint_url: str | None = None, workers: int 
         raise PublishError(f"no {MANIFEST_NAME} under {target}: the prefix is incomplete or not an lmi-build artifact",
                            hint="publish it (again) with lmi-build publish; a finished publish writes it last")
     entries = checked_entries(found.manifest, str(target), PublishError)
+    _check_destination(dest)
     dest = dest.absolute()
     if _existing_destination(dest, found, entries, workers):
         output.info(f"{dest} already holds this artifact, verified")

@@ -132,4 +132,17 @@ def verify_remote(url: str, endpoint_url: str | None = None, *, workers: int = 1
                       if key in sizes and sizes[key] != size})
         heads.update(head_many(client, target.bucket, [k for k, s, _ in expected if sizes.get(k) == s],
                                workers=workers))
-    return object_problems(expected, heads, target)
+    return object_problems(expected, heads, target) + unlisted_objects(sizes, expected, target)
+
+
+def unlisted_objects(sizes: dict[str, int], expected: list[tuple[str, int, str]], target: S3Url) -> list[PlanMessage]:
+    """Objects under the prefix that the manifest does not list (a stale file of an earlier
+    artifact, something copied in by hand): a reader downloading the prefix would get them too."""
+    listed = {key for key, _, _ in expected} | {target.key(MANIFEST_NAME)}
+    extra = sorted(key for key in sizes if key not in listed)
+    if not extra:
+        return []
+    more = f" (+{len(extra) - 1} more)" if len(extra) > 1 else ""
+    return [PlanMessage(code="remote_unlisted",
+                        message=f"{extra[0]} is under {target} but not in its {MANIFEST_NAME}{more}",
+                        hint="publish again with --overwrite to remove objects the manifest does not list")]

@@ -28,6 +28,11 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model",
                    "spiece.model")
 
 
+# The safetensors format caps its JSON header at 100 MB (huggingface/safetensors, safetensors/src/tensor.rs,
+# MAX_HEADER_SIZE = 100_000_000).
+MAX_HEADER_BYTES = 100_000_000
+
+
 def read_safetensors_header(path: Path) -> dict[str, object]:
     """The JSON header of a safetensors file (8-byte little-endian length, then JSON); raises
     ValueError when the file is not a complete safetensors file."""
@@ -39,10 +44,18 @@ def read_safetensors_header(path: Path) -> dict[str, object]:
         (length,) = struct.unpack("<Q", prefix)
         if length > size - 8:
             raise ValueError(f"header length {length} exceeds the file size {size}")
-        header = json.loads(handle.read(length))
+        if length > MAX_HEADER_BYTES:
+            raise ValueError(f"header length {length} exceeds the format's limit of {MAX_HEADER_BYTES} bytes")
+        try:
+            header = json.loads(handle.read(length))
+        except RecursionError:  # a hostile header of nested brackets
+            raise ValueError("header is nested too deeply") from None
     if not isinstance(header, dict):
         raise ValueError("header is not a JSON object")
-    end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
+    try:
+        end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
+    except (TypeError, KeyError, IndexError):
+        raise ValueError("a tensor entry has no valid data_offsets") from None
     if 8 + length + end > size:
         raise ValueError(f"tensor data ends at byte {8 + length + end}, the file has {size}")
     return header

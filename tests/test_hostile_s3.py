@@ -1,0 +1,174 @@
+"""Publishing and pulling against a real SeaweedFS under hostile conditions: never silently replace,
+never follow a link, refuse stand-ins, fail read-only credentials before the build."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures_s3 import S3Server
+from tests.hostile import World, make_world
+
+pytestmark = pytest.mark.s3
+
+
+@pytest.fixture
+def world(tmp_path: Path, s3_env: S3Server) -> World:
+    made = make_world(tmp_path)
+    # The server's real credentials are secrets of this world too: they must never be shown.
+    made.secrets = {**s3_env.env()}
+    made.secrets = {k: v for k, v in made.secrets.items() if k == "AWS_SECRET_ACCESS_KEY"}
+    made.env = s3_env.env()
+    return made
+
+
+def _build(world: World, name: str, *extra: str) -> Path:
+    result = world.run("hf", "--model", "./model", "--output", name, "--no-cache", *extra)
+    assert result.returncode == 0, result.stderr
+    return world.cwd / name
+
+
+def _keys(s3_env: S3Server, bucket: str, prefix: str) -> set[str]:
+    listing = s3_env.client().list_objects_v2(Bucket=bucket, Prefix=prefix)
+    return {item["Key"] for item in listing.get("Contents", [])}
+
+
+def test_publishing_over_a_different_artifact_is_refused(world: World, s3_bucket: str, s3_env: S3Server) -> None:
+    first = _build(world, "a")
+    second = _build(world, "b", "-o", "option.max_rolling_batch_size=16")
+    url = f"s3://{s3_bucket}/model"
+    assert world.run("publish", str(first), url).returncode == 0
+    manifest_before = s3_env.client().get_object(Bucket=s3_bucket, Key="model/lmi-build.json")["Body"].read()
+    before = world.snapshot()
+    result = world.run("publish", str(second), url)
+    world.expect(result, code=1, before=before, says="different artifact")
+    after = s3_env.client().get_object(Bucket=s3_bucket, Key="model/lmi-build.json")["Body"].read()
+    assert after == manifest_before, "the published artifact is untouched"
+
+
+def test_overwrite_commits_then_removes_stale_objects(world: World, s3_bucket: str, s3_env: S3Server) -> None:
+    first = _build(world, "a")
+    (first / "extra.txt").write_text("only in the first artifact\n")
+    # re-manifest the first artifact with its extra file, as a different artifact
+    from lmi_build.artifact.files import list_files
+    from lmi_build.artifact.manifest import load_manifest, write_manifest
+    from lmi_build.hashing import tree_digest
+
+    manifest = load_manifest(first)
+    entries = list_files(first)
+    write_manifest(first, manifest.model_copy(update={
+        "files": entries, "total_bytes": sum(e.size for e in entries),
+        "content_digest": tree_digest((e.path, e.sha256) for e in entries)}))
+    second = _build(world, "b")
+    url = f"s3://{s3_bucket}/model"
+    assert world.run("publish", str(first), url).returncode == 0
+    assert "model/extra.txt" in _keys(s3_env, s3_bucket, "model/")
+    result = world.run("publish", str(second), url, "--overwrite")
+    assert result.returncode == 0, result.stderr
+    assert "model/extra.txt" not in _keys(s3_env, s3_bucket, "model/"), "stale object removed"
+    verified = world.run("verify", url, "--json")
+    assert verified.returncode == 0, verified.stdout
+
+
+def test_verify_flags_objects_the_manifest_does_not_list(world: World, s3_bucket: str, s3_env: S3Server) -> None:
+    artifact = _build(world, "a")
+    url = f"s3://{s3_bucket}/model"
+    assert world.run("publish", str(artifact), url).returncode == 0
+    s3_env.client().put_object(Bucket=s3_bucket, Key="model/planted.bin", Body=b"not listed")
+    result = world.run("verify", url, "--json")
+    assert result.returncode == 2
+    codes = [e["code"] for e in json.loads(result.stdout)["errors"]]
+    assert "remote_unlisted" in codes and "planted.bin" in result.stdout
+
+
+def test_standalone_publish_refuses_a_stand_in_artifact(world: World, s3_bucket: str, s3_env: S3Server) -> None:
+    artifact = _build(world, "a")
+    from lmi_build.artifact.manifest import load_manifest, write_manifest
+
+    manifest = load_manifest(artifact)
+    toolchain = manifest.toolchain.model_copy(update={"found": {**manifest.toolchain.found, "stand_in": "true"}})
+    write_manifest(artifact, manifest.model_copy(update={"toolchain": toolchain}))
+    before = world.snapshot()
+    result = world.run("publish", str(artifact), f"s3://{s3_bucket}/model")
+    world.expect(result, code=1, before=before, says="STAND-IN")
+    assert not _keys(s3_env, s3_bucket, "model/")
+
+
+@pytest.mark.parametrize("where", ["dir", "file", "delete-local"])
+def test_publish_refuses_symbolic_links(world: World, s3_bucket: str, s3_env: S3Server, where: str) -> None:
+    artifact = _build(world, "a")
+    target = artifact
+    args: list[str] = []
+    if where in ("dir", "delete-local"):
+        target = world.cwd / "alias"
+        target.symlink_to(artifact)
+        args = ["--delete-local"] if where == "delete-local" else []
+    else:
+        (artifact / "tokenizer_config.json").rename(world.root / "moved.json")
+        (artifact / "tokenizer_config.json").symlink_to(world.root / "moved.json")
+    before = world.snapshot()
+    result = world.run("publish", str(target), f"s3://{s3_bucket}/model", *args)
+    world.expect(result, code=1, before=before, says="symbolic link")
+    assert not _keys(s3_env, s3_bucket, "model/")
+
+
+def test_read_only_credentials_fail_before_the_build(world: World, s3_bucket: str, s3_env: S3Server) -> None:
+    before = world.snapshot()
+    result = world.run("hf", "--model", "./model", "--output", "out", "--no-cache", "--publish",
+                       f"s3://{s3_bucket}/model", env=s3_env.env(reader=True))
+    world.expect(result, code=1, before=before)
+    assert not (world.cwd / "out").exists(), "nothing was built"
+    assert "access denied" in result.error_lines[0].lower()
+
+
+def test_symlinked_pull_destination_is_refused(world: World, s3_bucket: str, s3_env: S3Server) -> None:
+    artifact = _build(world, "a")
+    url = f"s3://{s3_bucket}/model"
+    assert world.run("publish", str(artifact), url).returncode == 0
+    (world.root / "elsewhere").mkdir()
+    (world.cwd / "dest").symlink_to(world.root / "elsewhere")
+    before = world.snapshot()
+    result = world.run("pull", url, "dest")
+    world.expect(result, code=1, before=before, says="symbolic link")
+
+
+@pytest.mark.parametrize("dest", ["afile/sub", "model", "."])
+def test_pull_into_a_bad_destination_is_one_line(world: World, s3_bucket: str, s3_env: S3Server, dest: str) -> None:
+    artifact = _build(world, "a")
+    url = f"s3://{s3_bucket}/model"
+    assert world.run("publish", str(artifact), url).returncode == 0
+    (world.cwd / "afile").write_text("a file\n")
+    before = world.snapshot()
+    result = world.run("pull", url, dest)
+    world.expect(result, code=1, before=before)
+
+
+def _multipart_put(client: object, bucket: str, key: str, data: bytes) -> None:
+    """An object without a whole-object checksum (multipart ETag "<md5>-1"), as large uploads are."""
+    upload = client.create_multipart_upload(Bucket=bucket, Key=key)  # type: ignore[attr-defined]
+    part = client.upload_part(Bucket=bucket, Key=key, UploadId=upload["UploadId"], PartNumber=1,  # type: ignore[attr-defined]
+                              Body=data)
+    client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload["UploadId"],  # type: ignore[attr-defined]
+                                     MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]})
+
+
+def test_changed_s3_object_of_the_same_size_is_not_reused(world: World, s3_bucket: str, s3_env: S3Server) -> None:
+    client = s3_env.client()
+    for path in world.model.iterdir():
+        if path.name != "model.safetensors":
+            client.put_object(Bucket=s3_bucket, Key=f"m/{path.name}", Body=path.read_bytes())
+    weights = (world.model / "model.safetensors").read_bytes()
+    _multipart_put(client, s3_bucket, "m/model.safetensors", weights)
+    first = world.run("hf", "--model", f"s3://{s3_bucket}/m", "--output", "a", "--json")
+    assert first.returncode == 0, first.stderr
+    # Same size, other bytes (the tensor data changes, the header stays valid).
+    changed = weights[:-16] + bytes(16)
+    assert len(changed) == len(weights) and changed != weights
+    _multipart_put(client, s3_bucket, "m/model.safetensors", changed)
+    second = world.run("hf", "--model", f"s3://{s3_bucket}/m", "--output", "b", "--json")
+    assert second.returncode == 0, second.stderr
+    assert json.loads(second.stdout)["status"] == "artifact", "not the stale cached artifact"
+    assert json.loads(first.stdout)["cache_key"] != json.loads(second.stdout)["cache_key"]
+    assert (world.cwd / "b" / "model.safetensors").read_bytes() == changed, "not the stale mirror"
