@@ -153,7 +153,8 @@ def _template_values(entry: BuildEntry, saved: SavedPlan, chosen: dict[str, Any]
         "quantize": saved.plan.quantization.method or "none",
         "key": saved.plan.cache_key.partition(":")[2][:12],
     }
-    values.update({k: _short_model(str(v)) for k, v in chosen.items()})
+    # The plan's resolved values win ("float16" for "fp16"); other expanded keys stand as given.
+    values.update({k: _short_model(str(v)) for k, v in chosen.items() if k not in values})
     return values
 
 
@@ -212,7 +213,8 @@ def plan_matrix(path: Path, *, cache: str | None, endpoint_url: str | None = Non
         values = _template_values(entry, saved, chosen)
         # Numbers get their key ("tp2"), words stand for themselves ("awq"): hf-tiny-llama-tp2-awq.
         default_name = "-".join([values["target"], values["model"],
-                                 *(f"{k}{values[k]}" if values[k].isdigit() else values[k] for k in chosen)])
+                                 *(f"{k}{values[k]}" if values[k].isdigit() else values[k]
+                                   for k in chosen if k not in ("target", "model"))])
         try:
             name = _fill(entry.name, values, "name") if entry.name else default_name
             values["name"] = name
