@@ -113,6 +113,7 @@ tp = [1, 2]
     assert killed and statuses(results) == {"trtllm-tiny-llama-tp1": "stand_in", "trtllm-tiny-llama-tp2": "stand_in"}
     # Every build finished on the replacement node: what ran on the killed one was re-run there.
     assert all(not build["host"].endswith(killed[0][:8]) for build in results["builds"]), results
+    assert max(build["attempts"] for build in results["builds"]) >= 2, "the killed build was started again"
 
 
 def test_invalid_entry_fails_before_any_work(s3_env: S3Server, s3_bucket: str, tmp_path: Path) -> None:
