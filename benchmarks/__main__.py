@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ORDER = ("startup", "package", "storage", "quantize")
+ORDER = ("startup", "package", "storage", "quantize", "fleet")
 sys.path.insert(0, str(HERE.parent))
 
 from benchmarks import ROWS_ENV  # noqa: E402 - the repo root is on sys.path only from here on

@@ -70,7 +70,7 @@ def run_plan(saved: SavedPlan, settings: BuildSettings) -> BuildOutcome:
         if settings.use_cache and not ctx.stand_in:
             _store_in_cache(plan, output)
             if remote is not None:
-                remote.store(plan.cache_key, output)
+                _store_in_remote_cache(remote, plan, output)
         return _maybe_publish(outcome, settings, remote)
     finally:
         if settings.keep_work:
@@ -134,6 +134,17 @@ def _remote_cache(settings: BuildSettings) -> RemoteBuildCache | None:
     remote = RemoteBuildCache(settings.remote_cache, endpoint_url=settings.endpoint_url)
     remote.check()
     return remote
+
+
+def _store_in_remote_cache(remote: RemoteBuildCache, plan: BuildPlan, output: Path) -> None:
+    """Like the local cache, a shared cache that cannot be written never fails the build that
+    produced a verified artifact: it is reported, and publish (if asked) uploads as usual."""
+    from lmi_build.errors import LmiBuildError
+
+    try:
+        remote.store(plan.cache_key, output)
+    except LmiBuildError as error:
+        current().warn(f"could not store the artifact in the shared cache {remote.root}: {error.message}")
 
 
 def _from_remote_cache(remote: RemoteBuildCache, plan: BuildPlan, output: Path,

@@ -227,11 +227,11 @@ def plan_matrix(path: Path, *, cache: str | None, endpoint_url: str | None = Non
             problems.append(f"{label}: {getattr(error, 'message', error)}")
             continue
         key = saved.plan.cache_key
-        if name in by_name:
-            problems.append(f"{label}: the name {name} is taken by {by_name[name]}; set name = \"...\" templates")
-            continue
         if key in by_key:
             problems.append(f"{label}: plans the same artifact as {by_key[key]} (cache key {key[:19]}…)")
+            continue
+        if name in by_name:
+            problems.append(f"{label}: the name {name} is taken by {by_name[name]}; set name = \"...\" templates")
             continue
         by_name[name], by_key[key] = label, label
         jobs.append(Job(name=name, saved_plan=saved.dumps(), cache_key=key, target=saved.plan.target,
