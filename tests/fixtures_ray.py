@@ -25,6 +25,8 @@ STANDINS = Path(__file__).resolve().parent / "standins"
 PROFILE = "lmi-0.33.0-trtllm-0.21.0"
 OBJECT_STORE_BYTES = 80 * 1024**2  # the builds pass only small JSON through Ray
 NODE_ARGS: dict[str, Any] = {"num_cpus": 2, "object_store_memory": OBJECT_STORE_BYTES}
+# The GPU node says which LMI image (profile) it runs, as a real node group would (docs/FLEETS.md).
+GPU_LABELS = {"lmi-build/profile": PROFILE}
 
 
 def standin_trtllm_version(profile: str = PROFILE) -> str:
@@ -53,7 +55,7 @@ class RayCluster:
         killed node's id."""
         killed = str(self.gpu_node.node_id)
         self.cluster.remove_node(self.gpu_node, allow_graceful=False)
-        self.gpu_node = self.cluster.add_node(num_gpus=2, **NODE_ARGS)
+        self.gpu_node = self.cluster.add_node(num_gpus=2, labels=GPU_LABELS, **NODE_ARGS)
         return killed
 
 
@@ -70,7 +72,7 @@ def ray_cluster(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -
             patch.delenv(key, raising=False)
         cluster = Cluster(initialize_head=True, head_node_args={**NODE_ARGS, "include_dashboard": False})
         try:
-            gpu_node = cluster.add_node(num_gpus=2, **NODE_ARGS)
+            gpu_node = cluster.add_node(num_gpus=2, labels=GPU_LABELS, **NODE_ARGS)
             cluster.wait_for_nodes()
             yield RayCluster(cluster=cluster, gpu_node=gpu_node)
         finally:

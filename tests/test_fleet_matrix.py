@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from lmi_build.fleet.executors import ray_task_options
 from lmi_build.fleet.job import BuildResult, Started
 from lmi_build.fleet.matrix import MatrixError, plan_matrix
 from lmi_build.fleet.run import run_matrix
@@ -45,6 +46,14 @@ profile = "{PROFILE}"
 [build.matrix]
 tp = [1, 2]
 """
+# An hf build sent by node label to the node group of a profile's image (a CPU build could run anywhere).
+LABELLED_BUILD = f"""
+[[build]]
+target = "hf"
+model = "demo:tiny-llama"
+dtype = "fp32"
+node_labels = {{ "lmi-build/profile" = "{PROFILE}" }}
+"""
 
 
 def write_matrix(directory: Path, text: str, bucket: str) -> Path:
@@ -63,23 +72,27 @@ def fleet_bucket(s3_server: S3Server) -> str:
 
 
 def test_matrix_on_ray_then_rerun_is_cached(ray_cluster: RayCluster, fleet_bucket: str, tmp_path: Path) -> None:
-    matrix = write_matrix(tmp_path, SIX_BUILDS, fleet_bucket)
+    matrix = write_matrix(tmp_path, SIX_BUILDS + LABELLED_BUILD, fleet_bucket)
     cache = f"s3://{fleet_bucket}/lmi-build-cache"
     first = run_matrix(matrix, cache=cache, executor="ray", ray_address=ray_cluster.address).to_json()
     assert statuses(first) == {
         "hf-tiny-llama-float16": "built", "hf-tiny-llama-bfloat16": "built",
         "hf-tiny-mistral-float16": "built", "hf-tiny-mistral-bfloat16": "built",
-        "trtllm-tiny-llama-tp1": "stand_in", "trtllm-tiny-llama-tp2": "stand_in",
+        "trtllm-tiny-llama-tp1": "stand_in", "trtllm-tiny-llama-tp2": "stand_in", "hf-tiny-llama": "built",
     }, first
     assert first["succeeded"] is False, "stand-in engines are not a successful build"
     gpu_node = str(ray_cluster.gpu_node.node_id)[:8]
+    labelled = next(build for build in first["builds"] if build["name"] == "hf-tiny-llama")
+    assert labelled["host"].endswith(gpu_node), "the node label decides where it runs"
+    assert labelled["artifact_url"].startswith(f"s3://{fleet_bucket}/lmi-build-cache/")  # no publish: the entry
     for build in first["builds"]:
-        if build["status"] == "built":
-            assert build["artifact_url"].startswith(f"s3://{fleet_bucket}/models/")
-            assert verify_remote(build["artifact_url"]) == []
-        else:  # engine builds asked for GPUs: only the node that declares them could run them
+        if build["target"] == "trtllm":  # engine builds asked for GPUs: only the node that declares them could run them
             assert build["host"].endswith(gpu_node) and build["artifact_url"] is None
             assert "STAND-IN" in build["error"]
+        elif build is not labelled:
+            assert build["artifact_url"].startswith(f"s3://{fleet_bucket}/models/")
+        if build["artifact_url"]:
+            assert verify_remote(build["artifact_url"]) == []
 
     again = run_matrix(matrix, cache=cache, executor="ray", ray_address=ray_cluster.address).to_json()
     hf = {b["name"]: b for b in again["builds"] if b["target"] == "hf"}
@@ -150,6 +163,11 @@ def test_plan_resources_follow_the_plan(s3_env: S3Server, tmp_path: Path) -> Non
     assert jobs["trtllm-tiny-llama-tp1"].resources.num_gpus == 1
     assert jobs["hf-tiny-llama-float16"].resources.num_gpus == 0
     assert jobs["hf-tiny-llama-float16"].publish == "s3://any-bucket/models/tiny-llama/float16/"
+    options = ray_task_options(jobs["trtllm-tiny-llama-tp2"], max_retries=3)
+    assert options["num_gpus"] == 2 and options["max_retries"] == 3 and options["retry_exceptions"] is False
+    assert "label_selector" not in options
+    labelled = plan_matrix(write_matrix(tmp_path, LABELLED_BUILD, "any-bucket"), cache=None)[0]
+    assert ray_task_options(labelled, max_retries=0)["label_selector"] == {"lmi-build/profile": PROFILE}
 
 
 def test_cli_local_executor_json_and_exit_status(s3_env: S3Server, s3_bucket: str, tmp_path: Path) -> None:

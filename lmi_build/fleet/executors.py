@@ -89,6 +89,8 @@ def ray_task_options(job: Job, max_retries: int) -> dict[str, Any]:
         options["resources"] = {"neuron_cores": resources.neuron_cores}
     if resources.memory_bytes:
         options["memory"] = resources.memory_bytes
+    if job.node_labels:
+        options["label_selector"] = dict(job.node_labels)
     return options
 
 

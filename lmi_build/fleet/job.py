@@ -54,6 +54,7 @@ class Job(BaseModel):
     runner: Literal["local", "docker"] = "local"
     step_timeout_s: int | None = None
     resources: Resources = Resources()
+    node_labels: dict[str, str] = {}  # Ray label selector: the node group with the build's image
 
 
 class BuildResult(BaseModel):

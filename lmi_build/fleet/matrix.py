@@ -66,6 +66,9 @@ class BuildEntry(BaseModel):
     step_timeout: int | None = Field(default=None, ge=1)
     workers: int | None = Field(default=None, ge=1)  # GPUs an engine build requests (default: world size)
     publish: str | None = None  # s3:// URL template, e.g. "s3://bucket/{model}/{target}-tp{tp}/"
+    # Ray node labels the build must run on (templates), e.g. {"lmi-build/profile" = "{profile}"}:
+    # how a build reaches the node group whose image is its profile's (docs/FLEETS.md).
+    node_labels: dict[str, str] = {}
     matrix: dict[str, list[Any]] = {}
 
     @field_validator("tp", "context_length_estimate", mode="before")
@@ -151,6 +154,7 @@ def _template_values(entry: BuildEntry, saved: SavedPlan, chosen: dict[str, Any]
         "pp": str(getattr(build, "pp", 1) or 1),
         "dtype": str(getattr(build, "dtype", None) or getattr(build, "amp", "") or ""),
         "quantize": saved.plan.quantization.method or "none",
+        "profile": saved.plan.toolchain.profile or "",
         "key": saved.plan.cache_key.partition(":")[2][:12],
     }
     # The plan's resolved values win ("float16" for "fp16"); other expanded keys stand as given.
@@ -219,6 +223,7 @@ def plan_matrix(path: Path, *, cache: str | None, endpoint_url: str | None = Non
             name = _fill(entry.name, values, "name") if entry.name else default_name
             values["name"] = name
             publish = _fill(entry.publish, values, "publish") if entry.publish else None
+            node_labels = {key: _fill(value, values, f"node_labels.{key}") for key, value in entry.node_labels.items()}
             if publish is not None:
                 from lmi_build.storage.s3url import parse_s3_url
 
@@ -236,7 +241,8 @@ def plan_matrix(path: Path, *, cache: str | None, endpoint_url: str | None = Non
         by_name[name], by_key[key] = label, label
         jobs.append(Job(name=name, saved_plan=saved.dumps(), cache_key=key, target=saved.plan.target,
                         publish=publish, cache=cache, endpoint_url=endpoint_url, runner=entry.runner,
-                        step_timeout_s=entry.step_timeout, resources=resources_for(saved, entry.runner, entry.workers)))
+                        step_timeout_s=entry.step_timeout, node_labels=node_labels,
+                        resources=resources_for(saved, entry.runner, entry.workers)))
     if problems:
         raise MatrixError(path, problems)
     return jobs
