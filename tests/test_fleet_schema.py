@@ -44,3 +44,29 @@ def test_bad_matrices_name_the_problem(tmp_path: Path, text: str, expected: str)
         plan_matrix(path, cache=None)
     assert any(expected in problem for problem in raised.value.problems), raised.value.problems
     assert raised.value.exit_code == 2
+
+
+def test_saved_plan_entry_is_built_as_planned(tmp_path: Path) -> None:
+    import os
+
+    from lmi_build.planner import plan_request
+    from lmi_build.planning.request import PlanRequest
+
+    saved = plan_request(PlanRequest(target="hf", model="demo:tiny-llama", dtype="bf16", env=dict(os.environ)))
+    saved.save(tmp_path / "plan.json")
+    path = tmp_path / "builds.toml"
+    # The defaults' knobs shape the flag builds only; the saved plan keeps its own.
+    path.write_text("[defaults]\nmodel = 'demo:tiny-llama'\nmax_input_len = 128\n\n"
+                    "[[build]]\nplan = 'plan.json'\nname = 'saved'\n\n[[build]]\ntarget = 'hf'\n", encoding="utf-8")
+    jobs = {job.name: job for job in plan_matrix(path, cache=None)}
+    assert jobs["saved"].cache_key == saved.plan.cache_key
+    assert jobs["saved"].saved_plan == saved.dumps()
+    assert jobs["hf-tiny-llama"].cache_key != saved.plan.cache_key
+
+
+def test_saved_plan_entry_refuses_its_own_knobs(tmp_path: Path) -> None:
+    path = tmp_path / "builds.toml"
+    path.write_text("[[build]]\nplan = 'missing.json'\ntp = 2\n", encoding="utf-8")
+    with pytest.raises(MatrixError) as raised:
+        plan_matrix(path, cache=None)
+    assert raised.value.problems == ["build[0]: tp cannot be combined with plan: the saved plan fixes every knob"]

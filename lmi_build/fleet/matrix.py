@@ -123,7 +123,10 @@ def expand(matrix: Matrix) -> tuple[list[tuple[str, BuildEntry, dict[str, Any]]]
     if not matrix.build:
         problems.append("no [[build]] tables")
     for index, raw in enumerate(matrix.build):
-        merged = {**matrix.defaults, **raw}
+        defaults = matrix.defaults
+        if "plan" in raw:  # a saved plan fixes every knob: the defaults' knobs are not for it
+            defaults = {key: value for key, value in defaults.items() if key not in PLAN_FIELDS}
+        merged = {**defaults, **raw}
         product = merged.pop("matrix", None) or {}
         if not isinstance(product, dict) or not all(isinstance(v, list) and v for v in product.values()):
             problems.append(f"build[{index}].matrix: every key needs a non-empty list of values")
@@ -145,7 +148,7 @@ def _short_model(model: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", model.rstrip("/").rsplit("/", 1)[-1].removeprefix("demo:"))
 
 
-def _template_values(entry: BuildEntry, saved: SavedPlan, chosen: dict[str, Any]) -> dict[str, str]:
+def _template_values(saved: SavedPlan, chosen: dict[str, Any]) -> dict[str, str]:
     build = saved.plan.build
     values = {
         "target": saved.plan.target,
@@ -214,7 +217,7 @@ def plan_matrix(path: Path, *, cache: str | None, endpoint_url: str | None = Non
         if not saved.plan.valid:
             problems += [f"{label}: {message.message}" for message in saved.plan.errors]
             continue
-        values = _template_values(entry, saved, chosen)
+        values = _template_values(saved, chosen)
         # Numbers get their key ("tp2"), words stand for themselves ("awq"): hf-tiny-llama-tp2-awq.
         default_name = "-".join([values["target"], values["model"],
                                  *(f"{k}{values[k]}" if values[k].isdigit() else values[k]
