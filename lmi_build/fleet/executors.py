@@ -20,6 +20,8 @@ ExecutorName = Literal["local", "ray"]
 OnStarted = Callable[[Started], None]
 OnResult = Callable[[BuildResult], None]
 POLL_SECONDS = 0.25
+# Every Ray head node offers this resource (ray/_common/constants.py HEAD_NODE_RESOURCE_NAME).
+HEAD_NODE_RESOURCE = "node:__internal_head__"
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,6 @@ def _run_ray(jobs: Sequence[Job], execution: Execution, on_started: OnStarted, o
     import ray
     from ray.exceptions import RayError
     from ray.util.queue import Empty, Queue
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     started_here = not ray.is_initialized()
     if started_here:
@@ -118,11 +119,9 @@ def _run_ray(jobs: Sequence[Job], execution: Execution, on_started: OnStarted, o
         ray.init(address=execution.ray_address or os.environ.get("RAY_ADDRESS") or None,
                  include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
-        # Start events go through a Ray queue actor pinned to the driver's node, so losing a
-        # worker node never loses the progress channel.
-        driver_node = ray.get_runtime_context().get_node_id()
-        events = Queue(actor_options={"num_cpus": 0, "scheduling_strategy":
-                                      NodeAffinitySchedulingStrategy(driver_node, soft=True)})
+        # Start events go through a Ray queue actor on the head node (as Ray Train places its state
+        # actor), so losing a worker node never loses the progress channel.
+        events = Queue(actor_options={"num_cpus": 0, "resources": {HEAD_NODE_RESOURCE: 0.001}})
         task = ray.remote(_ray_job)
         waiting = list(jobs)
         limit = execution.max_parallel or len(jobs)
