@@ -13,7 +13,7 @@ $(BIN)/python:
 # torch first, pinned to the CPU wheel, so nothing later pulls the CUDA build.
 install: $(BIN)/python
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[convert,dev]'
+	$(BIN)/pip install -q -e '.[convert,dev,fleet]'
 
 # The main job on the built-in default: a tiny demo model that lmi-build generates itself.
 # Plan it (saving the plan), build an hf artifact and verify it, then build the saved TensorRT-LLM

@@ -12,6 +12,7 @@ import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lmi_build.artifact.manifest import BuildRecord, StepTiming
 from lmi_build.building.context import BuildContext, BuildOutcome, BuildSettings
@@ -24,6 +25,9 @@ from lmi_build.planning.saved import SavedPlan
 from lmi_build.runners.executing import LOG_DIR
 from lmi_build.sources.base import ResolvedSource
 from lmi_build.types import ModelIdentity
+
+if TYPE_CHECKING:
+    from lmi_build.storage.build_cache import RemoteBuildCache
 
 
 def run_plan(saved: SavedPlan, settings: BuildSettings) -> BuildOutcome:
@@ -78,10 +82,13 @@ def _run_locked(saved: SavedPlan, settings: BuildSettings, output: Path) -> Buil
     target.preflight(saved, settings)
     if settings.publish is not None:
         _check_publish_target(settings)
+    remote = _remote_cache(settings)
     if settings.until == "artifact" and settings.use_cache:
         cached = _from_cache(plan, output, settings)
+        if cached is None and remote is not None:
+            cached = _from_remote_cache(remote, plan, output, settings)
         if cached is not None:
-            return _maybe_publish(cached, settings)
+            return _maybe_publish(cached, settings, remote)
 
     record = BuildRecord()
     with record.timed("fetch", detail=plan.model.id):  # the identity, never a host path
@@ -104,7 +111,9 @@ def _run_locked(saved: SavedPlan, settings: BuildSettings, output: Path) -> Buil
                                if ctx.stand_in else "artifact built and verified")
         if settings.use_cache and not ctx.stand_in:
             _store_in_cache(plan, output)
-        return _maybe_publish(outcome, settings)
+            if remote is not None:
+                _store_in_remote_cache(remote, plan, output)
+        return _maybe_publish(outcome, settings, remote)
     except LmiBuildError as error:
         _keep_failed_logs(work, output, error)
         raise
@@ -174,6 +183,49 @@ def _store_in_cache(plan: BuildPlan, output: Path) -> None:
     ArtifactCache().store(plan.cache_key, output)
 
 
+def _remote_cache(settings: BuildSettings) -> RemoteBuildCache | None:
+    """The shared S3 build cache of ``--cache s3://...``, checked before any work."""
+    if settings.remote_cache is None or not settings.use_cache:
+        return None
+    from lmi_build.storage.build_cache import RemoteBuildCache
+
+    remote = RemoteBuildCache(settings.remote_cache, endpoint_url=settings.endpoint_url)
+    remote.check()
+    return remote
+
+
+def _store_in_remote_cache(remote: RemoteBuildCache, plan: BuildPlan, output: Path) -> None:
+    """Like the local cache, a shared cache that cannot be written never fails the build that
+    produced a verified artifact: it is reported, and publish (if asked) uploads as usual."""
+    from lmi_build.errors import LmiBuildError
+
+    try:
+        remote.store(plan.cache_key, output)
+    except LmiBuildError as error:
+        current().warn(f"could not store the artifact in the shared cache {remote.root}: {error.message}")
+
+
+def _from_remote_cache(remote: RemoteBuildCache, plan: BuildPlan, output: Path,
+                       settings: BuildSettings) -> BuildOutcome | None:
+    """A verified entry of the shared cache, pulled (every file verified again) into ``output``."""
+    from lmi_build.artifact.packager import check_output, install_directory
+    from lmi_build.storage.pull import pull
+
+    entry = remote.lookup(plan.cache_key)
+    if entry is None:
+        return None
+    check_output(output, settings.overwrite)
+    staging = make_temp_dir(output, "cache")
+    try:
+        pull(entry.url, staging / "artifact", endpoint_url=settings.endpoint_url)
+        install_directory(staging / "artifact", output, overwrite=settings.overwrite)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    _store_in_cache(plan, output)
+    return BuildOutcome(plan=plan, status="cached", output=output, steps=_steps_of(output),
+                        message=f"reused the shared cache entry {entry.url} (verified)")
+
+
 def _steps_of(artifact: Path) -> list[StepTiming]:
     from lmi_build.artifact.manifest import load_manifest
 
@@ -192,12 +244,18 @@ def _check_publish_target(settings: BuildSettings) -> None:
     check_writable(client, target, endpoint_label(settings.endpoint_url))
 
 
-def _maybe_publish(outcome: BuildOutcome, settings: BuildSettings) -> BuildOutcome:
+def _maybe_publish(outcome: BuildOutcome, settings: BuildSettings,
+                   remote: RemoteBuildCache | None = None) -> BuildOutcome:
     if settings.publish is None:
         return outcome
     if outcome.stand_in:
         raise UnsupportedTarget("refusing to publish an artifact built from STAND-IN compiler output",
                                 hint=f"build with the real {outcome.plan.target} toolchain")
+    entry = remote.lookup(outcome.plan.cache_key) if remote is not None else None
+    if remote is not None and entry is not None:  # in the shared cache: copy server-side, upload nothing
+        copied = remote.copy_to(entry, settings.publish)
+        outcome.published = {"url": settings.publish, "copied_from": entry.url, "objects": copied}
+        return outcome
     from lmi_build.storage.publish import publish
 
     summary = publish(outcome.output, settings.publish, endpoint_url=settings.endpoint_url,

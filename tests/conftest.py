@@ -17,6 +17,7 @@ pytest_plugins: list[str] = [
     "tests.fixtures_quantize",
     "tests.fixtures_trtllm",
     "tests.fixtures_neuronx",
+    "tests.fixtures_ray",
 ]
 
 # Tools installed with the test environment (weed, s5cmd, lmi-build) and the stand-ins' python3

@@ -12,7 +12,7 @@ import pytest
 COMMANDS = [
     ["trtllm"], ["hf"], ["plan"], ["verify"], ["inspect"], ["publish"], ["pull"],
     ["config", "show"], ["config", "options"], ["recipes", "list"], ["recipes", "show"],
-    ["profiles", "list"], ["profiles", "show"],
+    ["profiles", "list"], ["profiles", "show"], ["matrix"],
 ]
 PROBE = """
 import json, sys
@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from lmi_build.cli import app
 result = CliRunner().invoke(app, sys.argv[1:] + ["--help"], terminal_width=200)
 print(json.dumps({"code": result.exit_code, "text": result.output,
-                  "heavy": sorted(m for m in ("torch", "transformers", "modelopt") if m in sys.modules)}))
+                  "heavy": sorted(m for m in ("torch", "transformers", "modelopt", "ray") if m in sys.modules)}))
 """
 
 

@@ -38,6 +38,7 @@ class BuildSettings:
     step_timeout_s: int | None = None  # overrides each vendor step's own timeout
     publish: str | None = None
     endpoint_url: str | None = None
+    remote_cache: str | None = None  # s3://bucket/prefix of the shared build cache (storage.build_cache)
 
 
 @dataclass

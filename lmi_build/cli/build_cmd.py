@@ -70,6 +70,10 @@ CopyOpt = Annotated[bool, typer.Option(
     help="Copy files into the artifact instead of hard-linking them (keeps the source untouchable).")]
 KeepWorkOpt = Annotated[bool, typer.Option(
     "--keep-work", rich_help_panel=BUILD_PANEL, help="Keep the intermediate work directory (for debugging).")]
+RemoteCacheOpt = Annotated[str | None, typer.Option(
+    "--cache", rich_help_panel=BUILD_PANEL,
+    help="Shared build cache s3://bucket/prefix: reuse the artifact another host built for this plan, "
+    "or store this one there.")]
 PublishOpt = Annotated[str | None, typer.Option(
     "--publish", rich_help_panel=BUILD_PANEL, help="Publish the verified artifact to s3://bucket/prefix.")]
 
@@ -155,6 +159,7 @@ def _trtllm(
     step_timeout: TimeoutOpt = None,
     overwrite: OverwriteOpt = False, no_cache: NoCacheOpt = False, keep_work: KeepWorkOpt = False,
     copy: CopyOpt = False, publish: PublishOpt = None, endpoint_url: EndpointOpt = None,
+    cache: RemoteCacheOpt = None,
 ) -> None:
     shaping = PlanFlags(model=model, revision=revision, tp=tp, pp=pp, dtype=dtype, quantize=quantize,
                         max_input_len=max_input_len, max_output_len=max_output_len,
@@ -164,7 +169,7 @@ def _trtllm(
     settings = _settings(output=output, until=until.value, runner=runner.value, checkpoint=checkpoint,
                          engine_dir=engine_dir, trtllm_examples=trtllm_examples, step_timeout_s=step_timeout,
                          overwrite=overwrite, no_cache=no_cache, keep_work=keep_work, copy=copy, publish=publish,
-                         endpoint_url=endpoint_url)
+                         endpoint_url=endpoint_url, remote_cache=cache)
     _build("trtllm", shaping, plan_file, settings)
 
 
@@ -199,7 +204,7 @@ def _hf(
     max_batch_size: MaxBatchSizeOpt = None, plan_file: PlanFileOpt = None,
     output: OutputOpt = Path("out"), overwrite: OverwriteOpt = False, no_cache: NoCacheOpt = False,
     keep_work: KeepWorkOpt = False, copy: CopyOpt = False, publish: PublishOpt = None,
-    endpoint_url: EndpointOpt = None,
+    endpoint_url: EndpointOpt = None, cache: RemoteCacheOpt = None,
 ) -> None:
     shaping = PlanFlags(model=model, revision=revision, tp=tp, dtype=dtype, quantize=quantize,
                         trust_remote_code=trust_remote_code, option=option, properties=properties,
@@ -207,7 +212,7 @@ def _hf(
                         allow_pickle=allow_pickle, max_input_len=max_input_len, max_output_len=max_output_len,
                         max_batch_size=max_batch_size, endpoint_url=endpoint_url)
     settings = _settings(output=output, overwrite=overwrite, no_cache=no_cache, keep_work=keep_work, copy=copy,
-                         publish=publish, endpoint_url=endpoint_url)
+                         publish=publish, endpoint_url=endpoint_url, remote_cache=cache)
     _build("hf", shaping, plan_file, settings)
 
 

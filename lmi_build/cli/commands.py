@@ -39,6 +39,8 @@ COMMANDS = (
     Command("publish", "storage_cmd", "Upload an artifact to S3, verified, with its manifest last (the commit marker)."),
     Command("pull", "storage_cmd", "Download a published artifact, verify every file against its manifest, then move "
                                    "it into place."),
+    Command("matrix", "matrix_cmd", "Build a matrix of artifacts (models x tp x quantization ...) on this host or a "
+                                    "Ray cluster, sharing an S3 build cache."),
     Command("config", "config_cmd", "Show how LMI options resolve, and the option reference."),
     Command("recipes", "recipes_cmd", "Supported architectures: targets, quantization, restricted options."),
     Command("profiles", "profiles_cmd", "LMI container profiles, TensorRT-LLM and Neuron (image, versions, layout, "

@@ -1,0 +1,68 @@
+"""``lmi-build matrix``: plan every build of a matrix file, then run them on this host or on Ray,
+sharing one S3 build cache. Ray is imported only when ``--executor ray`` runs."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from lmi_build.cli.app import EndpointOpt
+
+MATRIX_EPILOG = """[bold]Examples[/bold]
+
+  lmi-build matrix builds.toml --cache s3://team-bucket/lmi-build-cache/
+
+  lmi-build matrix builds.toml --cache s3://team-bucket/lmi-build-cache/ --executor ray --ray-address auto --json
+
+Every build is planned and checked first: one invalid build fails the run before any work.
+Exit status: 0 every build succeeded or was cached, 2 invalid matrix, 1 any build failed."""
+
+
+class ExecutorChoice(str, Enum):
+    local = "local"
+    ray = "ray"
+
+
+MatrixFileArg = Annotated[Path, typer.Argument(help="The matrix file (builds.toml): defaults and \\[\\[build]] tables.")]
+CacheOpt = Annotated[str, typer.Option(
+    "--cache", help="Shared build cache s3://bucket/prefix: committed entries are reused, new artifacts stored "
+    "(a build's artifact lives there, and at its publish URL).")]
+ExecutorOpt = Annotated[ExecutorChoice, typer.Option(
+    "--executor", help="local: a process pool on this host; ray: one Ray task per build, resources from its plan.")]
+RayAddressOpt = Annotated[str | None, typer.Option(
+    "--ray-address", help="Ray cluster to use (e.g. auto, ray://head:10001). Default: RAY_ADDRESS, "
+    "else a local Ray started for this run.")]
+MaxParallelOpt = Annotated[int | None, typer.Option(
+    "--max-parallel", min=1, help="Builds running at once (default: 2 locally; with Ray, what the cluster fits).")]
+MaxRetriesOpt = Annotated[int, typer.Option(
+    "--max-retries", min=0, help="Ray: times a build is re-run after its worker or node was lost (never after "
+    "a build failure).")]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("matrix", epilog=MATRIX_EPILOG,
+                help="Build a matrix of artifacts (models x tp x quantization ...) on this host or a Ray cluster, "
+                "sharing an S3 build cache.")(matrix)
+
+
+def matrix(
+    matrix_file: MatrixFileArg,
+    cache: CacheOpt,
+    executor: ExecutorOpt = ExecutorChoice.local,
+    ray_address: RayAddressOpt = None,
+    max_parallel: MaxParallelOpt = None,
+    max_retries: MaxRetriesOpt = 3,
+    endpoint_url: EndpointOpt = None,
+) -> None:
+    from lmi_build.fleet.run import run_matrix
+    from lmi_build.output import current
+
+    progress = run_matrix(matrix_file, cache=cache, executor=executor.value, ray_address=ray_address,
+                          max_parallel=max_parallel, max_retries=max_retries, endpoint_url=endpoint_url)
+    out = current()
+    out.result(progress.to_json(), progress.table())
+    if not progress.succeeded:
+        raise typer.Exit(1)

@@ -1,0 +1,156 @@
+"""Where the jobs of a matrix run: a bounded process pool on this host, or Ray.
+
+No scheduler, queue or worker protocol of our own: the local executor is ``concurrent.futures``,
+the Ray executor submits one Ray task per job with the resources its plan needs and lets Ray
+place, run and (when a node is lost) retry it. Each executor reports a job's start and its result
+through callbacks, in the order they happen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from lmi_build.fleet.job import BuildResult, Job, Started, run_job
+
+ExecutorName = Literal["local", "ray"]
+OnStarted = Callable[[Started], None]
+OnResult = Callable[[BuildResult], None]
+POLL_SECONDS = 0.25
+# Every Ray head node offers this resource (ray/_common/constants.py HEAD_NODE_RESOURCE_NAME).
+HEAD_NODE_RESOURCE = "node:__internal_head__"
+
+
+@dataclass(frozen=True)
+class Execution:
+    executor: ExecutorName = "local"
+    max_parallel: int | None = None  # local default: 2; ray default: as many as the cluster fits
+    ray_address: str | None = None  # else RAY_ADDRESS, else a local Ray started for the run
+    max_retries: int = 3  # Ray re-runs a job whose worker or node was lost this many times
+
+
+def run_jobs(jobs: Sequence[Job], execution: Execution, on_started: OnStarted, on_result: OnResult) -> None:
+    if execution.executor == "ray":
+        _run_ray(jobs, execution, on_started, on_result)
+    else:
+        _run_local(jobs, execution.max_parallel or 2, on_started, on_result)
+
+
+def _failed(job: Job, error: str) -> BuildResult:
+    return BuildResult(name=job.name, cache_key=job.cache_key, status="failed", error=error)
+
+
+# ---- local: a process pool on this host ----
+
+def _run_announcing(job: Job, events: Any) -> BuildResult:
+    return run_job(job, events.put)
+
+
+def _run_local(jobs: Sequence[Job], max_parallel: int, on_started: OnStarted, on_result: OnResult) -> None:
+    import multiprocessing
+    import queue
+    from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+
+    # spawn: a forked child would inherit the driver's threads (rich's live view, boto3 pools).
+    context = multiprocessing.get_context("spawn")
+    with context.Manager() as manager, ProcessPoolExecutor(max_workers=max_parallel, mp_context=context) as pool:
+        events = manager.Queue()
+        pending: dict[Future[BuildResult], Job] = {pool.submit(_run_announcing, job, events): job for job in jobs}
+
+        def drain() -> None:
+            while True:
+                try:
+                    on_started(events.get_nowait())
+                except queue.Empty:
+                    return
+
+        while pending:
+            done, _ = wait(pending, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
+            drain()
+            for future in done:
+                job = pending.pop(future)
+                try:
+                    result = future.result()
+                except Exception as error:  # the worker process died (killed, out of memory)
+                    result = _failed(job, f"the build process died: {type(error).__name__}: {error}")
+                on_result(result)
+
+
+# ---- ray: one task per job, resources from its plan ----
+
+def ray_task_options(job: Job, max_retries: int) -> dict[str, Any]:
+    """The Ray task options of a job: GPUs / NeuronCores / CPUs / memory from its plan; retried
+    only when its worker or node is lost (``retry_exceptions=False``: a failed build is final)."""
+    resources = job.resources
+    options: dict[str, Any] = {"num_cpus": resources.num_cpus, "num_gpus": resources.num_gpus,
+                               "max_retries": max_retries, "retry_exceptions": False, "name": f"lmi-build:{job.name}"}
+    if resources.neuron_cores:
+        options["resources"] = {"neuron_cores": resources.neuron_cores}
+    if resources.memory_bytes:
+        options["memory"] = resources.memory_bytes
+    if job.node_labels:
+        options["label_selector"] = dict(job.node_labels)
+    return options
+
+
+def _ray_announce(events: Any) -> Callable[[Started], None]:
+    def announce(started: Started) -> None:
+        with contextlib.suppress(Exception):  # progress only: a lost event must never fail a build
+            events.put(started, timeout=5)
+
+    return announce
+
+
+def _ray_job(job: Job, events: Any) -> BuildResult:
+    return run_job(job, _ray_announce(events))
+
+
+def _run_ray(jobs: Sequence[Job], execution: Execution, on_started: OnStarted, on_result: OnResult) -> None:
+    import ray
+    from ray.exceptions import RayError
+    from ray.util.queue import Empty, Queue
+
+    started_here = not ray.is_initialized()
+    if started_here:
+        # address None: ray.init reads RAY_ADDRESS, else starts a local Ray for this run.
+        ray.init(address=execution.ray_address or os.environ.get("RAY_ADDRESS") or None,
+                 include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        # Start events go through a Ray queue actor on the head node (as Ray Train places its state
+        # actor), so losing a worker node never loses the progress channel.
+        events = Queue(actor_options={"num_cpus": 0, "resources": {HEAD_NODE_RESOURCE: 0.001}})
+        task = ray.remote(_ray_job)
+        waiting = list(jobs)
+        limit = execution.max_parallel or len(jobs)
+        pending: dict[Any, Job] = {}
+
+        def drain() -> None:
+            while True:
+                try:
+                    on_started(events.get_nowait())
+                except Empty:
+                    return
+                except RayError:  # the queue's node is gone: progress only
+                    return
+
+        while waiting or pending:
+            while waiting and len(pending) < limit:
+                job = waiting.pop(0)
+                pending[task.options(**ray_task_options(job, execution.max_retries)).remote(job, events)] = job
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_SECONDS)
+            drain()
+            for ref in ready:
+                job = pending.pop(ref)
+                try:
+                    result = ray.get(ref)
+                except RayError as error:  # lost its worker/node more often than max_retries allows
+                    result = _failed(job, f"lost its Ray worker {execution.max_retries + 1} times: "
+                                          f"{type(error).__name__}")
+                on_result(result)
+        drain()
+    finally:
+        if started_here:
+            ray.shutdown()

@@ -1,0 +1,251 @@
+"""The matrix file (``builds.toml``): defaults, builds, product expansion, publish templates.
+
+Every build is planned (no weights, no torch) and checked before any build starts; the result is
+one ``Job`` per build, carrying its saved plan: the same contract a single ``--plan`` build runs.
+A matrix with any error fails as a whole, listing every error, not only the first.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import string
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from lmi_build.errors import LmiBuildError
+from lmi_build.fleet.job import Job, resources_for
+from lmi_build.planning.saved import SavedPlan
+from lmi_build.types import TargetName
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+# Fields a build takes that shape the plan: the build commands' flags, spelled with underscores.
+PLAN_FIELDS = ("model", "revision", "tp", "pp", "dtype", "quantize", "max_input_len", "max_output_len",
+               "max_batch_size", "n_positions", "context_length_estimate", "trust_remote_code", "option",
+               "properties", "instance_type", "profile", "strict", "calib_data", "allow_pickle")
+_TEMPLATE_FIELD = re.compile(r"^[a-z_]+$")
+
+
+class BuildEntry(BaseModel):
+    """One ``[[build]]`` table (or ``[defaults]``): a target with the build commands' flags, or a
+    saved plan, plus how to run and publish it. ``matrix`` lists values to expand as a product."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = None  # a template like publish; default: target, model and expanded values
+    target: TargetName | None = None
+    plan: Path | None = None  # a saved plan.json instead of flags
+    model: str | None = None
+    revision: str | None = None
+    tp: str | None = None
+    pp: int | None = None
+    dtype: str | None = None
+    quantize: str | None = None
+    max_input_len: int | None = None
+    max_output_len: int | None = None
+    max_batch_size: int | None = None
+    n_positions: int | None = None
+    context_length_estimate: str | None = None
+    trust_remote_code: bool = False
+    option: list[str] | None = None
+    properties: Path | None = None
+    instance_type: str | None = None
+    profile: str | None = None
+    strict: bool = False
+    calib_data: Path | None = None
+    allow_pickle: bool = False
+    runner: Literal["local", "docker"] = "local"
+    step_timeout: int | None = Field(default=None, ge=1)
+    workers: int | None = Field(default=None, ge=1)  # GPUs an engine build requests (default: world size)
+    publish: str | None = None  # s3:// URL template, e.g. "s3://bucket/{model}/{target}-tp{tp}/"
+    # Ray node labels the build must run on (templates), e.g. {"lmi-build/profile" = "{profile}"}:
+    # how a build reaches the node group whose image is its profile's (docs/FLEETS.md).
+    node_labels: dict[str, str] = {}
+    matrix: dict[str, list[Any]] = {}
+
+    @field_validator("tp", "context_length_estimate", mode="before")
+    @classmethod
+    def _as_text(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class Matrix(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    defaults: dict[str, Any] = {}
+    build: list[dict[str, Any]] = []
+
+
+class MatrixError(LmiBuildError):
+    """The matrix cannot run: every problem found, one per line."""
+
+    exit_code = 2
+    code = "invalid_matrix"
+
+    def __init__(self, path: Path, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__(f"{path}: {len(problems)} error(s), nothing was built: " + "; ".join(problems),
+                         hint="fix every listed build, then run the matrix again")
+
+
+def read_matrix(path: Path) -> Matrix:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise MatrixError(path, [f"{path} does not exist"]) from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise MatrixError(path, [f"not readable TOML ({error})"]) from None
+    try:
+        return Matrix.model_validate(data)
+    except ValidationError as error:
+        raise MatrixError(path, [_validation_message("", error)]) from None
+
+
+def _validation_message(where: str, error: ValidationError) -> str:
+    first = error.errors()[0]
+    field = ".".join(str(part) for part in first["loc"])
+    return f"{where}{field}: {first['msg']}"
+
+
+def expand(matrix: Matrix) -> tuple[list[tuple[str, BuildEntry, dict[str, Any]]], list[str]]:
+    """Every build after defaults and product expansion: (label, entry, expanded values), and the
+    problems found on the way. The label names the table for messages: ``build[2] (tp=2)``."""
+    builds: list[tuple[str, BuildEntry, dict[str, Any]]] = []
+    problems: list[str] = []
+    if not matrix.build:
+        problems.append("no [[build]] tables")
+    for index, raw in enumerate(matrix.build):
+        defaults = matrix.defaults
+        if "plan" in raw:  # a saved plan fixes every knob: the defaults' knobs are not for it
+            defaults = {key: value for key, value in defaults.items() if key not in PLAN_FIELDS}
+        merged = {**defaults, **raw}
+        product = merged.pop("matrix", None) or {}
+        if not isinstance(product, dict) or not all(isinstance(v, list) and v for v in product.values()):
+            problems.append(f"build[{index}].matrix: every key needs a non-empty list of values")
+            continue
+        keys = list(product)
+        for values in itertools.product(*(product[k] for k in keys)):
+            chosen = dict(zip(keys, values, strict=True))
+            label = f"build[{index}]" + (" (" + ", ".join(f"{k}={v}" for k, v in chosen.items()) + ")" if chosen else "")
+            try:
+                entry = BuildEntry.model_validate({**merged, **chosen})
+            except ValidationError as error:
+                problems.append(_validation_message(f"{label}: ", error))
+                continue
+            builds.append((label, entry, chosen))
+    return builds, problems
+
+
+def _short_model(model: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", model.rstrip("/").rsplit("/", 1)[-1].removeprefix("demo:"))
+
+
+def _template_values(saved: SavedPlan, chosen: dict[str, Any]) -> dict[str, str]:
+    build = saved.plan.build
+    values = {
+        "target": saved.plan.target,
+        "model": _short_model(saved.inputs.model),
+        "tp": str(getattr(build, "tp", "") or ""),
+        "pp": str(getattr(build, "pp", 1) or 1),
+        "dtype": str(getattr(build, "dtype", None) or getattr(build, "amp", "") or ""),
+        "quantize": saved.plan.quantization.method or "none",
+        "profile": saved.plan.toolchain.profile or "",
+        "key": saved.plan.cache_key.partition(":")[2][:12],
+    }
+    # The plan's resolved values win ("float16" for "fp16"); other expanded keys stand as given.
+    values.update({k: _short_model(str(v)) for k, v in chosen.items() if k not in values})
+    return values
+
+
+def _fill(template: str, values: dict[str, str], what: str) -> str:
+    fields = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+    unknown = [name for name in fields if not _TEMPLATE_FIELD.match(name) or name not in values]
+    if unknown:
+        raise ValueError(f"{what} template names unknown field(s) {', '.join(sorted(set(unknown)))} "
+                         f"(known: {', '.join(sorted(values))})")
+    return template.format(**values)
+
+
+def _plan_entry(entry: BuildEntry, base: Path) -> SavedPlan:
+    """The saved plan of one build: loaded (``plan = ...``) or made from its flags."""
+    from lmi_build.planning.saved import load_saved_plan
+
+    def here(path: Path | None) -> Path | None:
+        return path if path is None or path.is_absolute() else base / path
+
+    if entry.plan is not None:
+        given = [name for name in PLAN_FIELDS if name != "model" and getattr(entry, name) not in (None, False)]
+        if given:
+            raise LmiBuildError(f"{', '.join(given)} cannot be combined with plan: the saved plan fixes every knob")
+        saved = load_saved_plan(here(entry.plan) or entry.plan).with_inputs(model=entry.model)
+        if entry.target is not None and saved.plan.target != entry.target:
+            raise LmiBuildError(f"{entry.plan} is a plan for {saved.plan.target}, not {entry.target}")
+        return saved
+    if entry.target is None:
+        raise LmiBuildError("target is missing (trtllm, neuronx or hf), and no plan is given")
+    from lmi_build.planner import plan_request
+    from lmi_build.planning.request import PlanRequest
+
+    values = {name: getattr(entry, name) for name in PLAN_FIELDS}
+    values.update(properties=here(entry.properties), calib_data=here(entry.calib_data),
+                  n_positions=str(entry.n_positions) if entry.n_positions is not None else None,
+                  option=tuple(entry.option or ()))
+    return plan_request(PlanRequest(target=entry.target, env=dict(os.environ), **values))
+
+
+def plan_matrix(path: Path, *, cache: str | None, endpoint_url: str | None = None) -> list[Job]:
+    """Every build of the matrix file, planned and checked; MatrixError lists every problem."""
+    matrix = read_matrix(path)
+    builds, problems = expand(matrix)
+    jobs: list[Job] = []
+    by_key: dict[str, str] = {}
+    by_name: dict[str, str] = {}
+    for label, entry, chosen in builds:
+        try:
+            saved = _plan_entry(entry, path.parent)
+        except LmiBuildError as error:
+            problems.append(f"{label}: {error.message}")
+            continue
+        if not saved.plan.valid:
+            problems += [f"{label}: {message.message}" for message in saved.plan.errors]
+            continue
+        values = _template_values(saved, chosen)
+        # Numbers get their key ("tp2"), words stand for themselves ("awq"): hf-tiny-llama-tp2-awq.
+        default_name = "-".join([values["target"], values["model"],
+                                 *(f"{k}{values[k]}" if values[k].isdigit() else values[k]
+                                   for k in chosen if k not in ("target", "model"))])
+        try:
+            name = _fill(entry.name, values, "name") if entry.name else default_name
+            values["name"] = name
+            publish = _fill(entry.publish, values, "publish") if entry.publish else None
+            node_labels = {key: _fill(value, values, f"node_labels.{key}") for key, value in entry.node_labels.items()}
+            if publish is not None:
+                from lmi_build.storage.s3url import parse_s3_url
+
+                parse_s3_url(publish)
+        except (ValueError, KeyError, IndexError, LmiBuildError) as error:
+            problems.append(f"{label}: {getattr(error, 'message', error)}")
+            continue
+        key = saved.plan.cache_key
+        if key in by_key:
+            problems.append(f"{label}: plans the same artifact as {by_key[key]} (cache key {key[:19]}…)")
+            continue
+        if name in by_name:
+            problems.append(f"{label}: the name {name} is taken by {by_name[name]}; set name = \"...\" templates")
+            continue
+        by_name[name], by_key[key] = label, label
+        jobs.append(Job(name=name, saved_plan=saved.dumps(), cache_key=key, target=saved.plan.target,
+                        publish=publish, cache=cache, endpoint_url=endpoint_url, runner=entry.runner,
+                        step_timeout_s=entry.step_timeout, node_labels=node_labels,
+                        resources=resources_for(saved, entry.runner, entry.workers)))
+    if problems:
+        raise MatrixError(path, problems)
+    return jobs

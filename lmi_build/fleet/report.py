@@ -1,0 +1,114 @@
+"""What a matrix run shows: a live view of queued/running/finished builds (human mode, on stderr),
+then one table (or ``--json``) with every build's key, status, host, seconds, URL and error."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from lmi_build.fleet.job import SUCCESSFUL, BuildResult, Job, Started
+from lmi_build.output import Output
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+# The statuses of the live view, in the order it lists them.
+LIVE_STATES = ("queued", "running", "cached", "built", "stand_in", "incomplete", "failed")
+STATUS_STYLE = {"cached": "cyan", "built": "green", "stand_in": "yellow", "incomplete": "yellow", "failed": "red"}
+
+
+class MatrixProgress:
+    """The state of every job, fed by the executor's callbacks."""
+
+    def __init__(self, jobs: Sequence[Job]) -> None:
+        self.jobs = list(jobs)
+        self.state: dict[str, str] = {job.name: "queued" for job in jobs}
+        self.host: dict[str, str] = {}
+        self.since: dict[str, float] = {}
+        self.starts: Counter[str] = Counter()  # more than one: Ray re-ran it after losing a worker
+        self.results: dict[str, BuildResult] = {}
+        self.started_at = time.monotonic()
+
+    def started(self, event: Started) -> None:
+        if event.name in self.results:
+            return
+        self.state[event.name] = "running"
+        self.host[event.name] = event.host
+        self.since[event.name] = time.monotonic()
+        self.starts[event.name] += 1
+
+    def finished(self, result: BuildResult) -> None:
+        self.results[result.name] = result
+        self.state[result.name] = result.status
+
+    @property
+    def succeeded(self) -> bool:
+        return len(self.results) == len(self.jobs) and all(r.status in SUCCESSFUL for r in self.results.values())
+
+    def counts(self) -> Counter[str]:
+        return Counter(self.state.values())
+
+    def render(self) -> RenderableType:
+        from rich.console import Group
+        from rich.table import Table
+        from rich.text import Text
+
+        counts = self.counts()
+        summary = Text(f"{len(self.results)}/{len(self.jobs)} finished  ")
+        for state in LIVE_STATES:
+            if counts[state]:
+                summary.append(f"{state} {counts[state]}  ", style=STATUS_STYLE.get(state, ""))
+        running = Table(show_header=True, box=None, pad_edge=False)
+        running.add_column("running", no_wrap=True)
+        running.add_column("host", no_wrap=True)
+        running.add_column("s", justify="right")
+        now = time.monotonic()
+        for name, state in self.state.items():
+            if state == "running":
+                running.add_row(name, self.host.get(name, ""), f"{now - self.since[name]:.0f}")
+        return Group(summary, running) if running.row_count else summary
+
+    @contextmanager
+    def live(self, output: Output) -> Iterator[None]:
+        """The live view on stderr in human mode; nothing otherwise (json, quiet, not a terminal:
+        rich then prints only the final state)."""
+        if not output.human:
+            yield
+            return
+        from rich.live import Live
+
+        with Live(get_renderable=self.render, console=output.err, refresh_per_second=4, transient=True):
+            yield
+
+    def to_json(self) -> dict[str, Any]:
+        builds = []
+        for job in self.jobs:
+            result = self.results.get(job.name) or BuildResult(name=job.name, cache_key=job.cache_key,
+                                                                 status="failed", error="no result")
+            builds.append({"name": job.name, "target": job.target, "key": job.cache_key, "status": result.status,
+                           "host": result.host, "seconds": result.seconds, "artifact_url": result.artifact_url,
+                           "error": result.error, "attempts": max(1, self.starts[job.name])})
+        counts = Counter(build["status"] for build in builds)
+        return {"succeeded": self.succeeded, "seconds": round(time.monotonic() - self.started_at, 3),
+                "counts": dict(counts), "builds": builds}
+
+    def table(self) -> RenderableType:
+        from rich.table import Table
+        from rich.text import Text
+
+        from lmi_build.output import identifier
+
+        data = self.to_json()
+        counts = ", ".join(f"{n} {status}" for status, n in sorted(data["counts"].items()))
+        table = Table(title=f"lmi-build matrix: {counts} in {data['seconds']:.1f} s", show_header=True)
+        for column in ("build", "status", "host", "seconds", "key", "artifact / error"):
+            table.add_column(column, overflow="fold", justify="right" if column == "seconds" else "left")
+        for build in data["builds"]:
+            status = Text(build["status"], style=STATUS_STYLE.get(build["status"], ""))
+            detail = build["error"] or build["artifact_url"] or ""
+            table.add_row(identifier(build["name"]), status, build["host"], f"{build['seconds']:.1f}",
+                          identifier(build["key"].partition(":")[2][:12]), identifier(detail))
+        return table

@@ -1,0 +1,41 @@
+"""A matrix run: plan and check every build, check the cache bucket, run the jobs, keep the state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lmi_build.fleet.executors import Execution, ExecutorName, OnResult, OnStarted, run_jobs
+from lmi_build.fleet.job import BuildResult, Started
+from lmi_build.fleet.matrix import plan_matrix
+from lmi_build.fleet.report import MatrixProgress
+from lmi_build.output import current
+
+
+def run_matrix(matrix_file: Path, *, cache: str | None, executor: ExecutorName = "local",
+               ray_address: str | None = None, max_parallel: int | None = None, max_retries: int = 3,
+               endpoint_url: str | None = None, on_started: OnStarted | None = None,
+               on_result: OnResult | None = None) -> MatrixProgress:
+    """Run every build of ``matrix_file``; the returned progress holds every result. Nothing runs
+    unless every build plans cleanly and the cache bucket is reachable."""
+    jobs = plan_matrix(matrix_file, cache=cache, endpoint_url=endpoint_url)
+    if cache is not None:
+        from lmi_build.storage.build_cache import RemoteBuildCache
+
+        RemoteBuildCache(cache, endpoint_url=endpoint_url).check()
+    progress = MatrixProgress(jobs)
+
+    def started(event: Started) -> None:
+        progress.started(event)
+        if on_started is not None:
+            on_started(event)
+
+    def finished(result: BuildResult) -> None:
+        progress.finished(result)
+        if on_result is not None:
+            on_result(result)
+
+    execution = Execution(executor=executor, max_parallel=max_parallel, ray_address=ray_address,
+                          max_retries=max_retries)
+    with progress.live(current()):
+        run_jobs(jobs, execution, started, finished)
+    return progress

@@ -1,0 +1,79 @@
+"""A real two-node Ray cluster on 127.0.0.1 (``ray.cluster_utils.Cluster``) for the fleet tests.
+
+The head node offers CPUs only; the second node declares GPUs it does not have, so engine builds
+(which request GPUs) are scheduled onto it, where the STAND-IN trtllm-build and nvidia-smi are first
+on PATH. Ray nodes inherit this process's environment when they start: the S3 server's endpoint
+and credentials, the stand-ins and the lmi-build cache are set before the nodes are added.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fixtures_s3 import S3Server
+
+STANDINS = Path(__file__).resolve().parent / "standins"
+PROFILE = "lmi-0.33.0-trtllm-0.21.0"
+OBJECT_STORE_BYTES = 80 * 1024**2  # the builds pass only small JSON through Ray
+NODE_ARGS: dict[str, Any] = {"num_cpus": 2, "object_store_memory": OBJECT_STORE_BYTES}
+# The GPU node says which LMI image (profile) it runs, as a real node group would (docs/FLEETS.md).
+GPU_LABELS = {"lmi-build/profile": PROFILE}
+
+
+def standin_trtllm_version(profile: str = PROFILE) -> str:
+    shown = subprocess.run([sys.executable, "-m", "lmi_build", "profiles", "show", profile, "--json"],
+                           capture_output=True, text=True, check=True)
+    return str(json.loads(shown.stdout)["tensorrt_llm"])
+
+
+def fleet_env(s3: S3Server, cache_dir: Path) -> dict[str, str]:
+    """What every Ray node (and the local pool) needs: S3, the stand-ins, one lmi-build cache."""
+    return {**s3.env(), "PATH": f"{STANDINS}{os.pathsep}{os.environ['PATH']}",
+            "STANDIN_TRTLLM_VERSION": standin_trtllm_version(), "LMI_BUILD_CACHE": str(cache_dir)}
+
+
+@dataclass
+class RayCluster:
+    cluster: Any  # ray.cluster_utils.Cluster
+    gpu_node: Any
+
+    @property
+    def address(self) -> str:
+        return str(self.cluster.address)
+
+    def replace_gpu_node(self) -> str:
+        """Kill the GPU node (no graceful shutdown: as a lost host) and add a fresh one; returns the
+        killed node's id."""
+        killed = str(self.gpu_node.node_id)
+        self.cluster.remove_node(self.gpu_node, allow_graceful=False)
+        self.gpu_node = self.cluster.add_node(num_gpus=2, labels=GPU_LABELS, **NODE_ARGS)
+        return killed
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
+    pytest.importorskip("ray", reason="the fleet extra is not installed: pip install -e '.[fleet]'")
+    from ray.cluster_utils import Cluster
+
+    env = fleet_env(s3_server, tmp_path_factory.mktemp("fleet-lmi-build-cache"))
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "RAY_ADDRESS"):
+            patch.delenv(key, raising=False)
+        cluster = Cluster(initialize_head=True, head_node_args={**NODE_ARGS, "include_dashboard": False})
+        try:
+            gpu_node = cluster.add_node(num_gpus=2, labels=GPU_LABELS, **NODE_ARGS)
+            cluster.wait_for_nodes()
+            yield RayCluster(cluster=cluster, gpu_node=gpu_node)
+        finally:
+            cluster.shutdown()

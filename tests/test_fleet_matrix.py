@@ -1,0 +1,215 @@
+"""``lmi-build matrix`` on a real two-node Ray cluster (127.0.0.1) and a real SeaweedFS.
+
+The hf builds are real (demo models, torch on CPU); the trtllm builds run the real ModelOpt
+checkpoint export, then the STAND-IN trtllm-build on the node that declares GPUs: those results
+are reported as stand_in, never cached, never published.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lmi_build.fleet.executors import ray_task_options
+from lmi_build.fleet.job import BuildResult, Started
+from lmi_build.fleet.matrix import MatrixError, plan_matrix
+from lmi_build.fleet.run import run_matrix
+from lmi_build.storage.remote import verify_remote
+from tests.fixtures_ray import PROFILE, RayCluster, fleet_env
+from tests.fixtures_s3 import S3Server
+
+pytestmark = [pytest.mark.slow, pytest.mark.s3]
+
+# 4 hf builds (2 models x 2 dtypes) and 2 stand-in engine builds (tp 1 and 2): 6 builds.
+SIX_BUILDS = f"""
+[defaults]
+max_input_len = 256
+max_output_len = 128
+
+[[build]]
+target = "hf"
+publish = "s3://{{bucket}}/models/{{model}}/{{dtype}}/"
+[build.matrix]
+model = ["demo:tiny-llama", "demo:tiny-mistral"]
+dtype = ["fp16", "bf16"]
+
+[[build]]
+target = "trtllm"
+model = "demo:tiny-llama"
+profile = "{PROFILE}"
+[build.matrix]
+tp = [1, 2]
+"""
+# An hf build sent by node label to the node group of a profile's image (a CPU build could run anywhere).
+LABELLED_BUILD = f"""
+[[build]]
+target = "hf"
+model = "demo:tiny-llama"
+dtype = "fp32"
+node_labels = {{ "lmi-build/profile" = "{PROFILE}" }}
+"""
+
+
+def write_matrix(directory: Path, text: str, bucket: str) -> Path:
+    path = directory / "builds.toml"
+    path.write_text(text.replace("{bucket}", bucket), encoding="utf-8")
+    return path
+
+
+def statuses(results: dict[str, Any]) -> dict[str, str]:
+    return {build["name"]: build["status"] for build in results["builds"]}
+
+
+@pytest.fixture(scope="module")
+def fleet_bucket(s3_server: S3Server) -> str:
+    return s3_server.new_bucket("fleet")
+
+
+def test_matrix_on_ray_then_rerun_is_cached(ray_cluster: RayCluster, fleet_bucket: str, tmp_path: Path) -> None:
+    matrix = write_matrix(tmp_path, SIX_BUILDS + LABELLED_BUILD, fleet_bucket)
+    cache = f"s3://{fleet_bucket}/lmi-build-cache"
+    first = run_matrix(matrix, cache=cache, executor="ray", ray_address=ray_cluster.address).to_json()
+    assert statuses(first) == {
+        "hf-tiny-llama-float16": "built", "hf-tiny-llama-bfloat16": "built",
+        "hf-tiny-mistral-float16": "built", "hf-tiny-mistral-bfloat16": "built",
+        "trtllm-tiny-llama-tp1": "stand_in", "trtllm-tiny-llama-tp2": "stand_in", "hf-tiny-llama": "built",
+    }, first
+    assert first["succeeded"] is False, "stand-in engines are not a successful build"
+    gpu_node = str(ray_cluster.gpu_node.node_id)[:8]
+    labelled = next(build for build in first["builds"] if build["name"] == "hf-tiny-llama")
+    assert labelled["host"].endswith(gpu_node), "the node label decides where it runs"
+    assert labelled["artifact_url"].startswith(f"s3://{fleet_bucket}/lmi-build-cache/")  # no publish: the entry
+    for build in first["builds"]:
+        if build["target"] == "trtllm":  # engine builds asked for GPUs: only the node that declares them could run them
+            assert build["host"].endswith(gpu_node) and build["artifact_url"] is None
+            assert "STAND-IN" in build["error"]
+        elif build is not labelled:
+            assert build["artifact_url"].startswith(f"s3://{fleet_bucket}/models/")
+        if build["artifact_url"]:
+            assert verify_remote(build["artifact_url"]) == []
+
+    again = run_matrix(matrix, cache=cache, executor="ray", ray_address=ray_cluster.address).to_json()
+    hf = {b["name"]: b for b in again["builds"] if b["target"] == "hf"}
+    assert {b["status"] for b in hf.values()} == {"cached"}
+    assert {b["artifact_url"] for b in hf.values()} == {b["artifact_url"] for b in first["builds"] if b["target"] == "hf"}
+    # Stand-in engines are never cached: they are built again, and say so.
+    assert [b["status"] for b in again["builds"] if b["target"] == "trtllm"] == ["stand_in", "stand_in"]
+
+
+def test_lost_worker_node_loses_nothing(ray_cluster: RayCluster, fleet_bucket: str, tmp_path: Path) -> None:
+    text = f"""
+[[build]]
+target = "trtllm"
+model = "demo:tiny-llama"
+profile = "{PROFILE}"
+max_input_len = 64
+max_output_len = 32
+[build.matrix]
+tp = [1, 2]
+"""
+    matrix = write_matrix(tmp_path, text, fleet_bucket)
+    killed: list[str] = []
+
+    def kill_on_first_start(event: Started) -> None:
+        if not killed:  # both builds need GPUs: the first start is on the GPU node, mid-build
+            killed.append(ray_cluster.replace_gpu_node())
+
+    progress = run_matrix(matrix, cache=f"s3://{fleet_bucket}/kill-cache", executor="ray",
+                          ray_address=ray_cluster.address, on_started=kill_on_first_start)
+    results = progress.to_json()
+    assert killed and statuses(results) == {"trtllm-tiny-llama-tp1": "stand_in", "trtllm-tiny-llama-tp2": "stand_in"}
+    # Every build finished on the replacement node: what ran on the killed one was re-run there.
+    assert all(not build["host"].endswith(killed[0][:8]) for build in results["builds"]), results
+    assert max(build["attempts"] for build in results["builds"]) >= 2, "the killed build was started again"
+
+
+def test_invalid_entry_fails_before_any_work(s3_env: S3Server, s3_bucket: str, tmp_path: Path) -> None:
+    text = SIX_BUILDS + """
+[[build]]
+target = "trtllm"
+model = "demo:tiny-llama"
+tp = 3
+
+[[build]]
+target = "hf"
+model = "demo:tiny-llama"
+colour = "blue"
+
+[[build]]
+target = "hf"
+model = "demo:tiny-llama"
+dtype = "fp32"
+publish = "s3://{bucket}/{modle}/"
+"""
+    matrix = write_matrix(tmp_path, text, s3_bucket)
+    with pytest.raises(MatrixError) as raised:
+        run_matrix(matrix, cache=f"s3://{s3_bucket}/cache", executor="ray", ray_address="127.0.0.1:1")
+    problems = raised.value.problems
+    assert {problem.split(":")[0] for problem in problems} == {"build[2]", "build[3]", "build[4]"}, problems
+    assert any("colour" in p for p in problems) and any("modle" in p for p in problems)
+    assert "Contents" not in s3_env.client().list_objects_v2(Bucket=s3_bucket), "nothing was written"
+
+
+def test_plan_resources_follow_the_plan(s3_env: S3Server, tmp_path: Path) -> None:
+    matrix = write_matrix(tmp_path, SIX_BUILDS, "any-bucket")
+    jobs = {job.name: job for job in plan_matrix(matrix, cache=None)}
+    assert jobs["trtllm-tiny-llama-tp2"].resources.num_gpus == 2
+    assert jobs["trtllm-tiny-llama-tp1"].resources.num_gpus == 1
+    assert jobs["hf-tiny-llama-float16"].resources.num_gpus == 0
+    assert jobs["hf-tiny-llama-float16"].publish == "s3://any-bucket/models/tiny-llama/float16/"
+    options = ray_task_options(jobs["trtllm-tiny-llama-tp2"], max_retries=3)
+    assert options["num_gpus"] == 2 and options["max_retries"] == 3 and options["retry_exceptions"] is False
+    assert "label_selector" not in options
+    labelled = plan_matrix(write_matrix(tmp_path, LABELLED_BUILD, "any-bucket"), cache=None)[0]
+    assert ray_task_options(labelled, max_retries=0)["label_selector"] == {"lmi-build/profile": PROFILE}
+
+
+def test_cli_local_executor_json_and_exit_status(s3_env: S3Server, s3_bucket: str, tmp_path: Path) -> None:
+    text = """
+[[build]]
+target = "hf"
+model = "demo:tiny-llama"
+[build.matrix]
+dtype = ["fp16", "bf16"]
+"""
+    matrix = write_matrix(tmp_path, text, s3_bucket)
+    env = {**os.environ, **fleet_env(s3_env, tmp_path / "local-cache")}
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "lmi_build", "matrix", str(matrix), "--cache",
+                               f"s3://{s3_bucket}/cache", "--json"], capture_output=True, text=True, env=env,
+                              timeout=600, check=False)
+
+    first = run()
+    assert first.returncode == 0, first.stderr
+    assert set(statuses(json.loads(first.stdout)).values()) == {"built"}
+    second = run()
+    assert second.returncode == 0, second.stderr
+    rerun = json.loads(second.stdout)
+    assert set(statuses(rerun).values()) == {"cached"}
+    assert all(b["artifact_url"].startswith(f"s3://{s3_bucket}/cache/") for b in rerun["builds"])
+
+
+def test_build_failure_is_reported_not_retried(s3_env: S3Server, s3_bucket: str, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    text = f"""
+[[build]]
+target = "trtllm"
+model = "demo:tiny-llama"
+profile = "{PROFILE}"
+max_input_len = 64
+max_output_len = 32
+"""
+    matrix = write_matrix(tmp_path, text, s3_bucket)
+    for key, value in {**fleet_env(s3_env, tmp_path / "cache"), "STANDIN_MODE": "fail"}.items():
+        monkeypatch.setenv(key, value)  # the spawned pool processes inherit it
+    results: list[BuildResult] = []
+    progress = run_matrix(matrix, cache=f"s3://{s3_bucket}/cache", on_result=results.append)
+    assert [r.status for r in results] == ["failed"] and results[0].error
+    assert progress.starts["trtllm-tiny-llama"] == 1 and not progress.succeeded
