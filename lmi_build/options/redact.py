@@ -24,10 +24,10 @@ _SECRET_KEY = re.compile(
 )
 _SECRET_VALUE = re.compile(r"\bhf_[A-Za-z0-9]{30,}\b|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")
 # The user:password part of a URL (https://user:pw@host/..., an --endpoint-url with credentials).
-_URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
+_URL_CREDENTIALS = re.compile(r"(?<=://)(?:(?P<user>[^/@:\s]*):)?[^/@\s]+@")
 # Credential-like environment variables beyond the fixed list (GITHUB_TOKEN, WANDB_API_KEY, ...).
 _SECRET_ENV_NAME = re.compile(r"((^|_)TOKEN$|SECRET|PASSWORD|PASSWD|ACCESS_KEY|API_KEY|CREDENTIAL)", re.I)
-# Values shorter than this are not treated as secrets: "1", "true" would match everywhere.
+# Values shorter than this are not treated as secrets: a value such as 1 would match everywhere.
 _MIN_SECRET_LEN = 8
 
 
@@ -59,11 +59,17 @@ def redact_text(text: str, known_secrets: Iterable[str] = ()) -> str:
     return redact("", text, known_secrets)
 
 
+def _hide_url_credentials(match: re.Match[str]) -> str:
+    """``user:password@`` keeps the user name (it says whose credentials); a lone token is hidden whole."""
+    user = match.group("user")
+    return f"{user}:{REDACTED}@" if user is not None else f"{REDACTED}@"
+
+
 def redact(key: str, value: str, known_secrets: Iterable[str] = ()) -> str:
     """``value`` as it may be shown for ``key``."""
     if is_secret_key(key):
         return REDACTED
-    redacted = _URL_CREDENTIALS.sub(REDACTED + "@", _SECRET_VALUE.sub(REDACTED, value))
+    redacted = _URL_CREDENTIALS.sub(_hide_url_credentials, _SECRET_VALUE.sub(REDACTED, value))
     for secret in known_secrets:
         if secret:
             redacted = redacted.replace(secret, REDACTED)
