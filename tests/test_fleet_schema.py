@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 def test_readme_documents_every_matrix_key() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     section = readme.split("### `lmi-build matrix")[1].split("\n### ")[0]
-    missing = [name for name in BuildEntry.model_fields if f"`{name}`" not in section]
+    missing = [name for name in BuildEntry.table_keys() if f"`{name}`" not in section]
     assert missing == []
 
 
@@ -34,6 +34,8 @@ def test_example_matrix_expands() -> None:
     ("[[build]]\nmodel = 'demo:tiny-llama'\n", "target is missing"),
     ("[defaults]\nmodel = 'demo:tiny-llama'\n", "no [[build]] tables"),
     ("[[build]\n", "not readable TOML"),
+    ("[[build]]\ntarget = 'hf'\nmodel = 'demo:tiny-llama'\nbogus_knob = 1\n", "bogus_knob: Extra inputs"),
+    ("[[build]]\ntarget = 'hf'\nmodel = 'demo:tiny-llama'\npp = 'two'\n", "pp: Input should be a valid integer"),
     ("[[build]]\ntarget = 'hf'\nmodel = 'demo:tiny-llama'\n[[build]]\ntarget = 'hf'\nmodel = 'demo:tiny-llama'\n",
      "plans the same artifact as build[0]"),
 ])
@@ -70,3 +72,18 @@ def test_saved_plan_entry_refuses_its_own_knobs(tmp_path: Path) -> None:
     with pytest.raises(MatrixError) as raised:
         plan_matrix(path, cache=None)
     assert raised.value.problems == ["build[0]: tp cannot be combined with plan: the saved plan fixes every knob"]
+
+
+def test_build_keys_are_the_plan_request_knobs(tmp_path: Path) -> None:
+    """A matrix build takes the build commands' knobs with PlanRequest's types: TOML numbers stand
+    for the text flags, lists for the repeatable ones."""
+    from lmi_build.planning.request import PLAN_KNOBS
+
+    path = tmp_path / "builds.toml"
+    path.write_text("[[build]]\ntarget = 'neuronx'\nmodel = 'demo:tiny-llama'\ntp = 2\nn_positions = 512\n"
+                    "context_length_estimate = 128\noption = ['option.batch_size=2']\n", encoding="utf-8")
+    (_, entry, _), = expand(read_matrix(path))[0]
+    assert entry.knobs == {"model": "demo:tiny-llama", "tp": "2", "n_positions": "512",
+                           "context_length_estimate": "128", "option": ("option.batch_size=2",)}
+    assert set(PLAN_KNOBS) <= set(BuildEntry.table_keys())
+    assert {"target", "env", "endpoint_url"}.isdisjoint(PLAN_KNOBS)

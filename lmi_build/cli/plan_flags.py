@@ -91,62 +91,6 @@ SaveOpt = Annotated[Path | None, typer.Option(
     help="Write the full plan to this file, for `lmi-build <target> --plan FILE` (here or on another host).")]
 
 
-def plan_request(
-    target: TargetName,
-    *,
-    model: str | None = None,
-    revision: str | None = None,
-    tp: str | None = None,
-    pp: int | None = None,
-    dtype: str | None = None,
-    quantize: str | None = None,
-    max_input_len: int | None = None,
-    max_output_len: int | None = None,
-    max_batch_size: int | None = None,
-    n_positions: int | None = None,
-    context_length_estimate: str | None = None,
-    trust_remote_code: bool = False,
-    option: list[str] | None = None,
-    properties: Path | None = None,
-    instance_type: str | None = None,
-    profile: str | None = None,
-    strict: bool = False,
-    calib_data: Path | None = None,
-    allow_pickle: bool = False,
-    endpoint_url: str | None = None,
-    env: Mapping[str, str] | None = None,
-    gpu: str | None = None,
-) -> PlanRequest:
-    """The planner's input from the shared flags (``env`` defaults to this process's environment)."""
-    from lmi_build.planning.request import PlanRequest
-
-    return PlanRequest(
-        target=target,
-        model=model,
-        revision=revision,
-        tp=tp,
-        pp=pp,
-        dtype=dtype,
-        quantize=quantize,
-        max_input_len=max_input_len,
-        max_output_len=max_output_len,
-        max_batch_size=max_batch_size,
-        n_positions=str(n_positions) if n_positions is not None else None,
-        context_length_estimate=context_length_estimate,
-        trust_remote_code=trust_remote_code,
-        option=tuple(option or ()),
-        properties=properties,
-        instance_type=instance_type,
-        gpu=gpu,
-        profile=profile,
-        strict=strict,
-        calib_data=calib_data,
-        allow_pickle=allow_pickle,
-        endpoint_url=endpoint_url,
-        env=dict(os.environ if env is None else env),
-    )
-
-
 @dataclass(frozen=True)
 class PlanFlags:
     """The build-shaping flags of one command line, as given (``None``/``False``: not given)."""
@@ -173,8 +117,14 @@ class PlanFlags:
     endpoint_url: str | None = None
     gpu: str | None = None
 
-    def request(self, target: TargetName) -> PlanRequest:
-        return plan_request(target, **{f.name: getattr(self, f.name) for f in fields(self)})
+    def request(self, target: TargetName, env: Mapping[str, str] | None = None) -> PlanRequest:
+        """The planner's input from these flags (``env`` defaults to this process's environment)."""
+        from lmi_build.planning.request import PlanRequest
+
+        given = {f.name: getattr(self, f.name) for f in fields(self)}
+        given.update(n_positions=str(self.n_positions) if self.n_positions is not None else None,
+                     option=tuple(self.option or ()))
+        return PlanRequest(target=target, env=dict(os.environ if env is None else env), **given)
 
     def given(self) -> list[str]:
         """The flags given on the command line, spelled as the user typed them."""

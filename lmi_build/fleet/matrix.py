@@ -7,18 +7,21 @@ A matrix with any error fails as a whole, listing every error, not only the firs
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import re
 import string
 import sys
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from lmi_build.errors import LmiBuildError
 from lmi_build.fleet.job import Job, resources_for
+from lmi_build.planning.request import PLAN_KNOBS, PlanRequest
 from lmi_build.planning.saved import SavedPlan
 from lmi_build.types import TargetName
 
@@ -27,41 +30,32 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-# Fields a build takes that shape the plan: the build commands' flags, spelled with underscores.
-PLAN_FIELDS = ("model", "revision", "tp", "pp", "dtype", "quantize", "max_input_len", "max_output_len",
-               "max_batch_size", "n_positions", "context_length_estimate", "trust_remote_code", "option",
-               "properties", "instance_type", "profile", "strict", "calib_data", "allow_pickle")
 _TEMPLATE_FIELD = re.compile(r"^[a-z_]+$")
 
 
+def _knobs_model() -> type[BaseModel]:
+    """A pydantic model of PlanRequest's knobs, with PlanRequest's own types and defaults: a matrix
+    build takes exactly the build commands' flags, declared once in ``planning/request.py``.
+    TOML numbers stand for text where the flag is text (``tp = 2``, ``n_positions = 4096``)."""
+    hints = typing.get_type_hints(PlanRequest)
+    defaults = {f.name: f.default for f in dataclasses.fields(PlanRequest)}
+    knobs: dict[str, Any] = {name: (hints[name], defaults[name]) for name in PLAN_KNOBS}
+    return create_model("PlanKnobs", __config__=ConfigDict(extra="forbid", coerce_numbers_to_str=True), **knobs)
+
+
+_PLAN_KNOBS_MODEL = _knobs_model()
+
+
 class BuildEntry(BaseModel):
-    """One ``[[build]]`` table (or ``[defaults]``): a target with the build commands' flags, or a
-    saved plan, plus how to run and publish it. ``matrix`` lists values to expand as a product."""
+    """One ``[[build]]`` table (or ``[defaults]``): a target with the build commands' flags
+    (``knobs``, validated as PlanRequest's fields), or a saved plan, plus how to run and publish it.
+    ``matrix`` lists values to expand as a product."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str | None = None  # a template like publish; default: target, model and expanded values
     target: TargetName | None = None
     plan: Path | None = None  # a saved plan.json instead of flags
-    model: str | None = None
-    revision: str | None = None
-    tp: str | None = None
-    pp: int | None = None
-    dtype: str | None = None
-    quantize: str | None = None
-    max_input_len: int | None = None
-    max_output_len: int | None = None
-    max_batch_size: int | None = None
-    n_positions: int | None = None
-    context_length_estimate: str | None = None
-    trust_remote_code: bool = False
-    option: list[str] | None = None
-    properties: Path | None = None
-    instance_type: str | None = None
-    profile: str | None = None
-    strict: bool = False
-    calib_data: Path | None = None
-    allow_pickle: bool = False
     runner: Literal["local", "docker"] = "local"
     step_timeout: int | None = Field(default=None, ge=1)
     workers: int | None = Field(default=None, ge=1)  # GPUs an engine build requests (default: world size)
@@ -70,11 +64,20 @@ class BuildEntry(BaseModel):
     # how a build reaches the node group whose image is its profile's (docs/FLEETS.md).
     node_labels: dict[str, str] = {}
     matrix: dict[str, list[Any]] = {}
+    knobs: dict[str, Any] = {}  # the PlanRequest fields the table set, already validated
 
-    @field_validator("tp", "context_length_estimate", mode="before")
     @classmethod
-    def _as_text(cls, value: Any) -> Any:
-        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    def from_table(cls, table: dict[str, Any]) -> BuildEntry:
+        """Validate a flat TOML table: its own keys here, every other key as a plan knob."""
+        own = {key: value for key, value in table.items() if key in cls.model_fields and key != "knobs"}
+        given = {key: value for key, value in table.items() if key not in own}
+        knobs = _PLAN_KNOBS_MODEL.model_validate(given).model_dump(exclude_unset=True)
+        return cls.model_validate({**own, "knobs": knobs})
+
+    @classmethod
+    def table_keys(cls) -> list[str]:
+        """Every key a build table takes."""
+        return [name for name in cls.model_fields if name != "knobs"] + list(PLAN_KNOBS)
 
 
 class Matrix(BaseModel):
@@ -125,7 +128,7 @@ def expand(matrix: Matrix) -> tuple[list[tuple[str, BuildEntry, dict[str, Any]]]
     for index, raw in enumerate(matrix.build):
         defaults = matrix.defaults
         if "plan" in raw:  # a saved plan fixes every knob: the defaults' knobs are not for it
-            defaults = {key: value for key, value in defaults.items() if key not in PLAN_FIELDS}
+            defaults = {key: value for key, value in defaults.items() if key not in PLAN_KNOBS}
         merged = {**defaults, **raw}
         product = merged.pop("matrix", None) or {}
         if not isinstance(product, dict) or not all(isinstance(v, list) and v for v in product.values()):
@@ -136,7 +139,7 @@ def expand(matrix: Matrix) -> tuple[list[tuple[str, BuildEntry, dict[str, Any]]]
             chosen = dict(zip(keys, values, strict=True))
             label = f"build[{index}]" + (" (" + ", ".join(f"{k}={v}" for k, v in chosen.items()) + ")" if chosen else "")
             try:
-                entry = BuildEntry.model_validate({**merged, **chosen})
+                entry = BuildEntry.from_table({**merged, **chosen})
             except ValidationError as error:
                 problems.append(_validation_message(f"{label}: ", error))
                 continue
@@ -182,23 +185,20 @@ def _plan_entry(entry: BuildEntry, base: Path) -> SavedPlan:
         return path if path is None or path.is_absolute() else base / path
 
     if entry.plan is not None:
-        given = [name for name in PLAN_FIELDS if name != "model" and getattr(entry, name) not in (None, False)]
+        given = [name for name, value in entry.knobs.items() if name != "model" and value not in (None, False)]
         if given:
             raise LmiBuildError(f"{', '.join(given)} cannot be combined with plan: the saved plan fixes every knob")
-        saved = load_saved_plan(here(entry.plan) or entry.plan).with_inputs(model=entry.model)
+        saved = load_saved_plan(here(entry.plan) or entry.plan).with_inputs(model=entry.knobs.get("model"))
         if entry.target is not None and saved.plan.target != entry.target:
             raise LmiBuildError(f"{entry.plan} is a plan for {saved.plan.target}, not {entry.target}")
         return saved
     if entry.target is None:
         raise LmiBuildError("target is missing (trtllm, neuronx or hf), and no plan is given")
     from lmi_build.planner import plan_request
-    from lmi_build.planning.request import PlanRequest
 
-    values = {name: getattr(entry, name) for name in PLAN_FIELDS}
-    values.update(properties=here(entry.properties), calib_data=here(entry.calib_data),
-                  n_positions=str(entry.n_positions) if entry.n_positions is not None else None,
-                  option=tuple(entry.option or ()))
-    return plan_request(PlanRequest(target=entry.target, env=dict(os.environ), **values))
+    knobs = {**entry.knobs, "properties": here(entry.knobs.get("properties")),
+             "calib_data": here(entry.knobs.get("calib_data"))}
+    return plan_request(PlanRequest(target=entry.target, env=dict(os.environ), **knobs))
 
 
 def plan_matrix(path: Path, *, cache: str | None, endpoint_url: str | None = None) -> list[Job]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from lmi_build.options.flag_keys import FLAG_KEYS
@@ -55,3 +55,9 @@ class PlanRequest:
             "--trust-remote-code": "true" if self.trust_remote_code else None,  # a switch: only ever on
         }
         return {FLAG_KEYS[flag]: (str(value), flag) for flag, value in given.items() if value is not None}
+
+
+# The fields a caller sets to shape a plan (the build commands' flags, a matrix build's keys):
+# every field but what the plan is for (target), where it runs (env) and where an s3:// model is
+# served from (endpoint_url, a property of the host, not of the build).
+PLAN_KNOBS: tuple[str, ...] = tuple(f.name for f in fields(PlanRequest) if f.name not in ("target", "env", "endpoint_url"))
