@@ -114,14 +114,42 @@ def test_docker_needs_a_published_image(tmp_path: Path) -> None:
     assert code == 1 and "no published container image" in output
 
 
-def test_legacy_and_optimum_layouts_are_refused_not_faked(tmp_path: Path) -> None:
+def test_split_and_non_tnx_loader_layouts_are_refused_not_faked(tmp_path: Path) -> None:
     model = write_neuron_model(tmp_path / "llama")
     code, output = _run("--model", str(model), *ARGS, "--profile", "lmi-0.27.0-neuronx-sdk2.18.0",
                         "--output", str(tmp_path / "o"))
-    assert code == 1 and "legacy checkpoint/ + compiled/ layout" in output
+    assert code == 1 and "split format" in output and len(output.strip().splitlines()) == 1
     code, output = _run("--model", str(model), "--tp", "2", "--profile", "lmi-0.26.0-neuronx-sdk2.16.0",
                         "--output", str(tmp_path / "o"))
-    assert code == 1 and "optimum loader" in output
+    assert code == 1 and "optimum loader" in output and "optimum-neuron compiles with its own" in output
+    code, output = _run("--model", str(model), *ARGS, "--option", "option.model_loader=vllm",
+                        "--output", str(tmp_path / "o"))
+    assert code == 1 and "vllm loader" in output and "validate_partition_model_loader" in output
+    assert not (tmp_path / "o").exists()
+
+
+def test_standin_build_packages_the_028_legacy_layout(tmp_path: Path, neuron_standin: Callable[..., None]) -> None:
+    neuron_standin(neuronx_cc="2.13.72.0")
+    model = write_neuron_model(tmp_path / "llama")
+    out = tmp_path / "out"
+    code, output = _run("--model", str(model), *ARGS, "--profile", "lmi-0.28.0-neuronx-sdk2.18.2",
+                        "--output", str(out))
+    assert code == 0, output
+    assert sorted(p.name for p in (out / "checkpoint").iterdir()) == ["config.json", "model.safetensors"]
+    assert len(list((out / "compiled").glob("*.neff"))) == 4
+    assert (out / "compiled" / "VERSION").read_text() == "2.13.72.0"
+    assert not list((out / "compiled").glob("*.safetensors"))  # no presharded weights in 0.28/0.29
+    assert not list(out.glob("*.safetensors"))  # DJL would otherwise compile the directory as a plain model
+    assert json.loads((out / "config.json").read_text())["neuron"]["compiler_version"] == "2.13.72.0"
+    manifest = load_manifest(out)
+    assert manifest.layout == "neuronx-legacy" and manifest.toolchain.found["stand_in"] == "true"
+    assert "on_device_embedding" not in manifest.plan["build"]["neuron_config"]  # 0.28 does not set it
+    assert _verify(out)["valid"] is True
+    served = _verify(out, "--for-container", "lmi-0.28.0-neuronx-sdk2.18.2")
+    assert [e["code"] for e in served["errors"]] == ["stand_in"]  # type: ignore[attr-defined]
+    # Weights at the top level are named: the container would compile them instead.
+    (out / "model.safetensors").write_bytes((out / "checkpoint" / "model.safetensors").read_bytes())
+    assert "neuron_top_level_weights" in {e["code"] for e in _verify(out)["errors"]}  # type: ignore[union-attr, index]
 
 
 def test_docker_without_neuron_devices_is_refused(tmp_path: Path) -> None:

@@ -45,7 +45,13 @@ def test_loader_era_of_each_profile() -> None:
     eras = {p.lmi_version: (p.default_loader, p.tnx_switch) for p in load_profiles()}
     assert eras["0.26.0"] == ("optimum", "rolling_batch")
     assert eras["0.27.0"] == ("optimum", "model_type_or_option")
+    assert eras["0.28.0"] == ("tnx", "none")  # 0.28.0-dlc transformers_neuronx.py:50
     assert eras["0.30.0"] == ("tnx", "none")
+    layouts = {p.lmi_version: p.layout for p in load_profiles()}
+    assert layouts["0.27.0"] == "neuronx-split" and layouts["0.29.0"] == "neuronx-legacy"
+    assert layouts["0.30.0"] == "neuronx-tnx"
+    accepted = {p.lmi_version: p.model_loaders for p in load_profiles()}
+    assert accepted["0.26.0"] == () and "nxdi" not in accepted["0.30.0"] and "nxdi" in accepted["0.32.0"]
 
 
 def test_unknown_profile_is_named() -> None:

@@ -30,6 +30,16 @@ BUNDLE_SCRIPT = "build-neffs.sh"
 CACHE_DIR = "neuron-cache"
 CACHE_LAYOUT = "neuronx-cache"
 PROBE_TIMEOUT_S = 120
+LEGACY_LAYOUT = "neuronx-legacy"
+# Why each non-TNX loader's artifact is not built (checked in the sources named; see the issue-11 note).
+UNBUILT_LOADERS = {
+    "optimum": "optimum-neuron compiles with its own NeuronConfig (continuous batching, BSH, fused QKV), "
+               "so the driver would have to run optimum-neuron's export, not transformers-neuronx",
+    "vllm": "DJL refuses ahead-of-time partitioning with model_loader=vllm (tnx_properties.py "
+            "validate_partition_model_loader); vLLM compiles at start-up",
+    "nxdi": "NxDI (0.32+ only) has no published LMI image and its compile (model.compile) is not "
+            "driven by lmi-build yet",
+}
 
 
 @dataclass(frozen=True)
@@ -69,13 +79,13 @@ def preflight(saved: SavedPlan, settings: BuildSettings) -> None:
     assert isinstance(plan.build, NeuronxBuild)
     profile = get_profile(plan.toolchain.profile)
     if plan.build.loader != "tnx":
-        raise UnsupportedTarget(f"{profile.name} loads this model with DJL's {plan.build.loader} loader, whose "
-                                "artifact layout lmi-build does not build yet",
-                                hint="pick a profile where DJL uses transformers-neuronx "
-                                     "(lmi-build profiles list: loader tnx)")
-    if profile.layout != "neuronx-tnx":
-        raise UnsupportedTarget(f"{profile.name} loads the legacy checkpoint/ + compiled/ layout, which lmi-build "
-                                "does not build yet", hint="pick lmi-0.29.0 or newer (lmi-build profiles list)")
+        raise UnsupportedTarget(f"{profile.name} loads this model with DJL's {plan.build.loader} loader, "
+                                f"whose artifact lmi-build does not build: {UNBUILT_LOADERS[plan.build.loader]}",
+                                hint="pick a profile or options where DJL uses transformers-neuronx "
+                                     "(lmi-build profiles list: loader tnx; 0.28+ unless option.model_loader)")
+    if plan.build.layout == "neuronx-split":
+        raise UnsupportedTarget(f"{profile.name} loads checkpoint/ in transformers-neuronx's split format, which "
+                                "lmi-build does not build", hint="pick lmi-0.28.0 or newer (lmi-build profiles list)")
     if settings.compiled_dir is not None:
         if not settings.compiled_dir.is_dir():
             raise SourceError(f"--compiled-dir {settings.compiled_dir} is not a directory",
@@ -133,7 +143,8 @@ def build(ctx: BuildContext) -> None:
         logs = ctx.work / LOG_DIR
         if logs.is_dir() and not cache_layout:
             shutil.copytree(logs, compiled / LOG_DIR, dirs_exist_ok=True)
-    info = inspect_cache(produced) if cache_layout else inspect_compiled(produced)
+    info = inspect_cache(produced) if cache_layout else inspect_compiled(
+        produced, legacy=plan.build.layout == LEGACY_LAYOUT)
     if info.neuronx_cc != profile.neuronx_cc:
         # The container's compile cache would not match: it would compile again at start-up (or fail).
         raise SourceError(f"{produced} was compiled by neuronx-cc {info.neuronx_cc}, {profile.name} has "
@@ -148,14 +159,19 @@ def build(ctx: BuildContext) -> None:
     ctx.produced = produced
 
 
-def inspect_compiled(compiled: Path) -> CompiledInfo:
-    """What the compile left: the neuronx-cc version it wrote to VERSION, and a stand-in's mark."""
+def inspect_compiled(produced: Path, *, legacy: bool = False) -> CompiledInfo:
+    """What the compile left: the neuronx-cc version it wrote to VERSION, and a stand-in's mark.
+    The legacy layout's compile leaves ``checkpoint/`` and ``compiled/`` under ``produced``."""
+    compiled = produced / "compiled" if legacy else produced
     version_file = compiled / "VERSION"
     if not version_file.is_file() or not any(compiled.glob("*.neff")):
         raise SourceError(f"{compiled} is not a compiled TNX directory (VERSION and *.neff expected)",
                           hint="compile first (lmi-build neuronx, or the bundle's build-neffs.sh)")
+    if legacy and not any((produced / "checkpoint").glob("*.safetensors")):
+        raise SourceError(f"{produced}/checkpoint holds no *.safetensors: the legacy layout loads its weights there",
+                          hint="give the directory build-neffs.sh wrote (checkpoint/ and compiled/)")
     return CompiledInfo(neuronx_cc=version_file.read_text(encoding="utf-8").strip() or None,
-                        stand_in=(compiled / STAND_IN_MARKER).exists())
+                        stand_in=(produced / STAND_IN_MARKER).exists() or (compiled / STAND_IN_MARKER).exists())
 
 
 def inspect_cache(cache: Path) -> CompiledInfo:

@@ -3,9 +3,14 @@
 This file runs where the Neuron SDK is (the profile's image, or a host with that SDK), as a
 standalone script: it imports nothing from lmi_build (it is copied next to compile.json into the
 build directory or the script bundle). It mirrors DJL's ``TNXModelLoader`` partition path
-(djl_python/neuron_utils/model_loader.py at afece25, lines 233-289 and 448-498): the same
+(djl_python/neuron_utils/model_loader.py): the same
 ``NeuronAutoModelForCausalLM.from_pretrained(model, neuron_config=NeuronConfig(...), **kwargs)``,
-``to_neuron()`` from /tmp, ``save()`` of presharded weights and NEFFs, and ``VERSION``.
+``to_neuron()`` from /tmp, ``save()`` and ``VERSION``; per the plan's layout:
+
+- ``neuronx-tnx`` (0.30+, afece25 lines 233-289, 444-498): ``save(output, sharded_weights=True)``,
+  NEFFs and presharded weights flat in ``output``;
+- ``neuronx-legacy`` (0.28/0.29 ``safetensors_partition``, 0.29.0-dlc lines 449-462): the HF model
+  re-saved with ``save_pretrained`` to ``output/checkpoint``, ``save(output/compiled)`` (NEFFs only).
 
     python3 lmi_neuronx_compile.py --probe
     python3 lmi_neuronx_compile.py --kwargs compile.json --model DIR --output DIR --cache DIR
@@ -71,20 +76,31 @@ def compile_model(spec: dict[str, Any], model_dir: str, output: str, cache: str)
         return 2
     from transformers_neuronx import NeuronAutoModelForCausalLM
 
+    legacy = spec.get("layout") == "neuronx-legacy"
+    compiled = os.path.join(output, "compiled") if legacy else output
+    os.makedirs(compiled, exist_ok=True)
+    if legacy:
+        from transformers import AutoModelForCausalLM
+
+        # DJL's load_hf_model() + save_pretrained(checkpoint/): the weights the container loads.
+        AutoModelForCausalLM.from_pretrained(model_dir).save_pretrained(os.path.join(output, "checkpoint"))
     model = NeuronAutoModelForCausalLM.from_pretrained(model_dir, neuron_config=_neuron_config(spec["neuron_config"]),
                                                        **spec["tnx_kwargs"])
     here = os.getcwd()
     os.chdir("/tmp")  # DJL's workaround for the compiler's serialization (model_loader.py compile_and_save)
     try:
         model.to_neuron()
-        # Presharded weights beside the NEFFs (compiled/config.json gets is_presharded_checkpoint):
-        # the keyword is inferred from facts §5, not read in the TNX source.
-        model.save(output, sharded_weights=True)
+        if spec.get("layout", "neuronx-tnx") == "neuronx-tnx":
+            # Presharded weights beside the NEFFs; TNX then writes config.json with
+            # is_presharded_checkpoint (transformers-neuronx base.py:39-47).
+            model.save(compiled, sharded_weights=True)
+        else:  # legacy: weights in checkpoint/; cache tree: only the compile cache is shipped
+            model.save(compiled)
     finally:
         os.chdir(here)
-    with open(os.path.join(output, "VERSION"), "w", encoding="utf-8") as version_file:
+    with open(os.path.join(compiled, "VERSION"), "w", encoding="utf-8") as version_file:
         version_file.write(found)
-    print(f"compiled NEFFs and presharded weights written to {output}")
+    print(f"compiled NEFFs written to {compiled}")
     return 0
 
 

@@ -12,6 +12,23 @@
 
 A missing ``compiled/`` crashes the container and a missing NEFF raises (no fallback to compiling),
 so ``check`` looks for both.
+
+``neuronx-legacy`` (LMI 0.28/0.29, djl-serving 0.29.0-dlc model_loader.py:319-342 load, 449-462
+``safetensors_partition``)::
+
+    config.json            the model's config with the ``neuron`` block
+    checkpoint/            the HF model re-saved with save_pretrained (*.safetensors + config.json):
+                           DJL loads it with NeuronAutoModelForCausalLM.from_pretrained(checkpoint/)
+    compiled/              flat NEFFs and VERSION (model.load(compiled/) before to_neuron())
+    tokenizer files, serving.properties
+
+No ``*.safetensors`` at the top level: DJL would then take the directory for a plain HF model and
+compile it (``set_model_format``).
+
+The NEFF names are not listed in any config TNX writes: ``save()`` names each file
+``sha256(hlo.SerializeToString())[:20].neff`` and ``load()`` looks each one up by its HLO hash
+(transformers-neuronx 1ade6d7 src/transformers_neuronx/base.py:39-47, 767-797); the HLO needs the
+Neuron SDK to build, so ``check`` scans ``compiled/`` for well-named NEFFs instead.
 """
 
 from __future__ import annotations
@@ -28,6 +45,7 @@ from lmi_build.planning.plan import BuildPlan, NeuronxBuild
 from lmi_build.types import PlanMessage
 
 COMPILED_DIR = "compiled"
+CHECKPOINT_DIR = "checkpoint"
 BUILD_LOGS = "build-logs"
 NEFF_NAME = re.compile(r"[0-9a-f]{20}\.neff")
 NEURON_BLOCK_KEYS = ("auto_cast_type", "batch_size", "checkpoint_id", "checkpoint_revision", "compiler_type",
@@ -143,6 +161,56 @@ class TnxPrecompiledLayout:
         return problems
 
 
+class LegacyCheckpointLayout:
+    name = "neuronx-legacy"
+
+    def assemble(self, plan: BuildPlan, produced: Path, source_dir: Path, staging: Path) -> None:
+        from lmi_build.artifact.packager import carry_source_files, trust_remote_code
+
+        compiled_in, checkpoint_in = produced / COMPILED_DIR, produced / CHECKPOINT_DIR
+        version_file = compiled_in / "VERSION"
+        if not version_file.is_file() or not any(compiled_in.glob("*.neff")):
+            raise StepError(f"{compiled_in} is not a compiled TNX directory (VERSION and *.neff expected)",
+                            hint="compile first")
+        if not any(checkpoint_in.glob("*.safetensors")):
+            raise StepError(f"{checkpoint_in} holds no *.safetensors", hint="compile first")
+        for source, target in ((compiled_in, staging / COMPILED_DIR), (checkpoint_in, staging / CHECKPOINT_DIR),
+                               (produced / BUILD_LOGS, staging / BUILD_LOGS)):
+            if not source.is_dir():
+                continue
+            target.mkdir()
+            for entry in sorted(source.iterdir()):
+                if entry.is_file():
+                    link_or_copy(entry, target / entry.name)
+        config = _read_json(source_dir / "config.json")
+        if config is None:
+            raise StepError(f"{source_dir}/config.json is missing or unreadable", hint="fetch the model again")
+        config["neuron"] = neuron_block(plan, version_file.read_text(encoding="utf-8").strip())
+        atomic_write_json(staging / "config.json", config, indent=2)
+        carry_source_files(source_dir, staging, trust_remote_code=trust_remote_code(plan))
+
+    def properties(self, plan: BuildPlan) -> dict[str, str]:
+        return TnxPrecompiledLayout().properties(plan)
+
+    def check(self, artifact_dir: Path) -> list[PlanMessage]:
+        problems = [p for p in TnxPrecompiledLayout().check(artifact_dir)
+                    if p.code not in ("neuron_tnx_config", "neuron_presharded")]
+        checkpoint = artifact_dir / CHECKPOINT_DIR
+        if not any(checkpoint.glob("*.safetensors")):
+            problems.append(PlanMessage(code="neuron_checkpoint",
+                                        message="checkpoint/ holds no *.safetensors: DJL 0.28/0.29 would read it as "
+                                                "a split checkpoint", hint="rebuild the artifact"))
+        elif not (checkpoint / "config.json").is_file():
+            problems.append(PlanMessage(code="neuron_checkpoint", message="checkpoint/config.json is missing",
+                                        hint="rebuild the artifact"))
+        if any(artifact_dir.glob("*.safetensors")):
+            problems.append(PlanMessage(code="neuron_top_level_weights",
+                                        message="*.safetensors at the top level: DJL would compile the directory "
+                                                "as a plain model instead of loading compiled/",
+                                        hint="keep the weights in checkpoint/ only"))
+        return problems
+
+
 def _block_vs_properties(block: dict[str, Any], properties: dict[str, str]) -> list[PlanMessage]:
     """DJL compares these before skipping the compile (ML:518-520, 623-649): each must agree."""
     rolling = properties.get("option.rolling_batch", "disable") != "disable"
@@ -218,3 +286,4 @@ class CacheTreeLayout:
 
 register_layout(TnxPrecompiledLayout())
 register_layout(CacheTreeLayout())
+register_layout(LegacyCheckpointLayout())

@@ -112,20 +112,63 @@ def resolve_auto_rolling_batch(profile: NeuronProfile, *, batch_size: int, user_
     return "tnx"
 
 
-def choose_loader(profile: NeuronProfile, *, model_type: str, rolling: bool, set_options: set[str]) -> Loader:
-    """The model loader DJL picks in ``profile``'s release when option.model_loader is unset:
-    0.30+ transformers-neuronx; 0.26 optimum-neuron unless rolling batch is on; 0.27 optimum-neuron
-    for its model types (llama/mistral only with rolling batch) unless a TNX-only option is set."""
+class LoaderRefused(ValueError):
+    """DJL itself would refuse this option.model_loader at start-up (message, hint)."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+def _optimum_unsupported(model_type: str, rolling: bool) -> bool:
+    """DJL's ``optimum_not_supported`` (0.27+ transformers_neuronx.py) for a CausalLM model."""
+    rules = sdk().loader_rules
+    return model_type not in rules.optimum_model_types or (
+        model_type in rules.optimum_needs_rolling_batch and not rolling)
+
+
+def choose_loader(profile: NeuronProfile, *, model_type: str, rolling: bool,
+                  options: Mapping[str, str]) -> Loader:
+    """The model loader DJL picks in ``profile``'s release, from the serving.properties it will
+    read (``options``: keys without ``option.``, only those set). An explicit ``model_loader`` wins
+    where the release has it; 0.27+ ``partition_schema`` picks one when it is unset; then the
+    release's default: 0.28+ transformers-neuronx; 0.26 optimum-neuron unless rolling batch, a model
+    type outside optimum's, load_split_model or load_in_8bit; 0.27 optimum-neuron for its model
+    types (llama/mistral only with rolling batch) unless a TNX-only option is set. Raises
+    ``LoaderRefused`` where DJL would fail to start."""
+    rules = sdk().loader_rules
+    requested = options.get("model_loader")
+    schema = options.get("partition_schema")
+    if requested is not None:
+        if requested not in profile.model_loaders:
+            accepted = ", ".join(profile.model_loaders) or "none (the loader follows from the model and options)"
+            raise LoaderRefused(f"{profile.name} has no option.model_loader={requested}",
+                                f"model_loader values of that release: {accepted}")
+        if (requested == "tnx") == (schema == rules.optimum_partition_schema) and schema is not None:
+            # validate_schema_loader_combination (0.27+): tnx never loads an optimum schema, optimum
+            # nothing else.
+            raise LoaderRefused(f"{profile.name} refuses option.model_loader={requested} with "
+                                f"option.partition_schema={schema}",
+                                "drop option.partition_schema, or make it match the loader")
+        if requested == "optimum" and profile.tnx_switch == "none":
+            if schema != rules.optimum_partition_schema:
+                raise LoaderRefused(f"{profile.name} refuses option.model_loader=optimum without "
+                                    f"option.partition_schema={rules.optimum_partition_schema}",
+                                    f"add -o option.partition_schema={rules.optimum_partition_schema}")
+            if _optimum_unsupported(model_type, rolling):
+                raise LoaderRefused(f"{profile.name}'s optimum loader does not support {model_type} "
+                                    f"{'with' if rolling else 'without'} rolling batch",
+                                    "leave option.model_loader unset (transformers-neuronx)")
+        return requested
+    if schema is not None and profile.tnx_switch != "rolling_batch":
+        return "optimum" if schema == rules.optimum_partition_schema else "tnx"
     if profile.default_loader == "tnx":
         return "tnx"
     if profile.tnx_switch == "rolling_batch":
-        return "tnx" if rolling else "optimum"
-    rules = sdk().loader_rules
-    if model_type not in rules.optimum_model_types:
-        return "tnx"
-    if model_type in rules.optimum_needs_rolling_batch and not rolling:
-        return "tnx"
-    if set_options & set(rules.tnx_only_options):
+        forced = any(options.get(key, "false").lower() == "true" for key in rules.tnx_true_options_026)
+        tnx = rolling or forced or model_type not in rules.optimum_model_types_026
+        return "tnx" if tnx else "optimum"
+    if _optimum_unsupported(model_type, rolling) or set(options) & set(rules.tnx_only_options):
         return "tnx"
     return "optimum"
 
@@ -145,10 +188,10 @@ def tnx_kwargs(*, batch: int, amp: str, tp: int, n_positions: int, continuous: b
 
 
 def neuron_config(*, continuous: bool, batch: int, gqa_requested: str | None, quantized: bool,
-                  amp: str) -> dict[str, Any]:
-    """The NeuronConfig keys DJL passes, only those it sets (ML:179-225); on_device_embedding is on
-    because DJL turns it on whenever it partitions (compiles ahead)."""
-    config: dict[str, Any] = {"on_device_embedding": True}
+                  amp: str, on_device_embedding: bool) -> dict[str, Any]:
+    """The NeuronConfig keys DJL passes, only those it sets (ML:179-225); on_device_embedding where
+    the release turns it on for precompiled models (0.30+)."""
+    config: dict[str, Any] = {"on_device_embedding": True} if on_device_embedding else {}
     if continuous:
         config["continuous_batching"] = {"batch_size_for_shared_caches": batch}
     if gqa_requested is not None:
@@ -253,9 +296,7 @@ class NeuronxTarget:
         saturate = ctx.is_set("enable_saturate_infinity")
         base = ctx.request.env.get("NEURON_CC_FLAGS", profile.neuron_cc_flags)
         built = 2 if ctx.is_set("speculative_draft_model") else 1
-        set_options = {key.removeprefix("option.") for key in ctx.options.values if ctx.user_set(key)}
-        loader: Loader = "vllm" if resolved_rolling == "vllm" else choose_loader(
-            profile, model_type=spec.model_type, rolling=rolling, set_options=set_options)
+        loader = self._loader(ctx, profile, rolling)
         amp = AMP[dtype]
 
         build = NeuronxBuild(
@@ -269,7 +310,7 @@ class NeuronxTarget:
             gqa_effective=gqa,
             unroll=ctx.int_value("unroll"),
             neuron_optimize_level=level,
-            on_device_embedding=True,  # DJL turns it on whenever it partitions (compiles ahead)
+            on_device_embedding=profile.precompiled_on_device_embedding,
             compiler_flags=compiler_flags(base, level, mixed, saturate, properties_built=built),
             platform=platform,
             loader=loader,
@@ -278,7 +319,8 @@ class NeuronxTarget:
                                   given_contexts=contexts if given_contexts is not None else None,
                                   contexts=contexts),
             neuron_config=neuron_config(continuous=continuous, batch=batch, gqa_requested=requested,
-                                        quantized=ctx.quantization.method == "int8", amp=amp),
+                                        quantized=ctx.quantization.method == "int8", amp=amp,
+                                        on_device_embedding=profile.precompiled_on_device_embedding),
         )
 
         ctx.derive("engine", self.engine, "neuronx target")
@@ -298,6 +340,20 @@ class NeuronxTarget:
         )
 
     @staticmethod
+    def _loader(ctx: PlanContext, profile: NeuronProfile, rolling: bool) -> Loader:
+        """The loader from the options DJL will read: the user's, and those lmi-build writes to
+        serving.properties that steer it (quantize=static_int8 for int8, which sets load_in_8bit)."""
+        options = {key.removeprefix("option."): item.value for key, item in ctx.options.values.items()
+                   if key.startswith("option.") and item.value != "" and ctx.user_set(key)}
+        if ctx.quantization.method == "int8":
+            options.update(quantize="static_int8", load_in_8bit="true")
+        try:
+            return choose_loader(profile, model_type=ctx.spec.model_type, rolling=rolling, options=options)
+        except LoaderRefused as refused:
+            ctx.findings.error("neuron_model_loader", str(refused), hint=refused.hint)
+            return "tnx"
+
+    @staticmethod
     def _check_tp_degree(ctx: PlanContext, tp: int, platform: NeuronPlatform | None) -> None:
         degrees = sdk().tp_degrees
         if platform is not None:
@@ -315,7 +371,8 @@ class NeuronxTarget:
                                hint=f"use --tp <= {ctx.instance.devices} or a larger instance")
 
     @staticmethod
-    def _layout(ctx: PlanContext, profile: NeuronProfile) -> Literal["neuronx-tnx", "neuronx-legacy", "neuronx-cache"]:
+    def _layout(ctx: PlanContext,
+                profile: NeuronProfile) -> Literal["neuronx-tnx", "neuronx-legacy", "neuronx-split", "neuronx-cache"]:
         """option.compiled_graph_path=s3://... asks for a compile-cache tree the container reads
         through NEURON_COMPILE_CACHE_URL beside the original weights; otherwise the profile's
         precompiled layout."""

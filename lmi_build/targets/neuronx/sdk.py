@@ -34,6 +34,9 @@ class LoaderRules(BaseModel):
     optimum_model_types: tuple[str, ...]
     optimum_needs_rolling_batch: tuple[str, ...]
     tnx_only_options: tuple[str, ...]
+    optimum_model_types_026: tuple[str, ...]
+    tnx_true_options_026: tuple[str, ...]
+    optimum_partition_schema: str
 
 
 class NeuronSdk(BaseModel):

@@ -47,7 +47,7 @@ def compile_spec(plan: BuildPlan, profile: NeuronProfile) -> dict[str, Any]:
     """What the driver reads: exactly the plan's values, nothing re-derived."""
     build = _build(plan)
     return {"profile": profile.name, "neuronx_cc": profile.neuronx_cc, "neuron_sdk": profile.neuron_sdk,
-            "loader": build.loader, "compiler_flags": build.compiler_flags,
+            "loader": build.loader, "layout": build.layout, "compiler_flags": build.compiler_flags,
             "tnx_kwargs": build.tnx_kwargs, "neuron_config": build.neuron_config}
 
 
