@@ -32,9 +32,8 @@ CACHE_LAYOUT = "neuronx-cache"
 PROBE_TIMEOUT_S = 120
 LEGACY_LAYOUT = "neuronx-legacy"
 # Why each non-TNX loader's artifact is not built (checked in the sources named; see the issue-11 note).
+OPTIMUM_LAYOUT = "neuronx-optimum"
 UNBUILT_LOADERS = {
-    "optimum": "optimum-neuron compiles with its own NeuronConfig (continuous batching, BSH, fused QKV), "
-               "so the driver would have to run optimum-neuron's export, not transformers-neuronx",
     "vllm": "DJL refuses ahead-of-time partitioning with model_loader=vllm (tnx_properties.py "
             "validate_partition_model_loader); vLLM compiles at start-up",
     "nxdi": "NxDI (0.32+ only) has no published LMI image and its compile (model.compile) is not "
@@ -78,11 +77,11 @@ def preflight(saved: SavedPlan, settings: BuildSettings) -> None:
     plan = saved.plan
     assert isinstance(plan.build, NeuronxBuild)
     profile = get_profile(plan.toolchain.profile)
-    if plan.build.loader != "tnx":
+    if plan.build.loader not in ("tnx", "optimum"):
         raise UnsupportedTarget(f"{profile.name} loads this model with DJL's {plan.build.loader} loader, "
                                 f"whose artifact lmi-build does not build: {UNBUILT_LOADERS[plan.build.loader]}",
-                                hint="pick a profile or options where DJL uses transformers-neuronx "
-                                     "(lmi-build profiles list: loader tnx; 0.28+ unless option.model_loader)")
+                                hint="pick a profile or options where DJL uses transformers-neuronx or "
+                                     "optimum-neuron (lmi-build profiles list)")
     if plan.build.layout == "neuronx-split":
         raise UnsupportedTarget(f"{profile.name} loads checkpoint/ in transformers-neuronx's split format, which "
                                 "lmi-build does not build", hint="pick lmi-0.28.0 or newer (lmi-build profiles list)")
@@ -103,7 +102,13 @@ def preflight(saved: SavedPlan, settings: BuildSettings) -> None:
                                     "transformers-neuronx loads the NEFFs onto them while compiling",
                                     hint="run on an inf2/trn1 host, or use --runner script for a bundle to run there")
     if settings.runner == "local":
-        found = probe_sdk(neuron_python()).get("neuronx_cc")
+        versions = probe_sdk(neuron_python())
+        found = versions.get("neuronx_cc")
+        if plan.build.loader == "optimum" and versions.get("optimum_neuron") != profile.optimum_neuron:
+            # optimum-neuron builds its own TNX config: another version compiles other graphs.
+            raise UnsupportedTarget(f"optimum-neuron {versions.get('optimum_neuron')} here, {profile.name} has "
+                                    f"{profile.optimum_neuron}: its export would not be the container's",
+                                    hint=f"install optimum-neuron=={profile.optimum_neuron}, or use --runner docker")
         if found != profile.neuronx_cc:
             raise UnsupportedTarget(f"neuronx-cc {found} here, {profile.name} has {profile.neuronx_cc}: its NEFFs "
                                     "would not match the container's compile cache",
@@ -143,8 +148,12 @@ def build(ctx: BuildContext) -> None:
         logs = ctx.work / LOG_DIR
         if logs.is_dir() and not cache_layout:
             shutil.copytree(logs, compiled / LOG_DIR, dirs_exist_ok=True)
-    info = inspect_cache(produced) if cache_layout else inspect_compiled(
-        produced, legacy=plan.build.layout == LEGACY_LAYOUT)
+    if cache_layout:
+        info = inspect_cache(produced)
+    elif plan.build.layout == OPTIMUM_LAYOUT:
+        info = inspect_optimum_export(produced)
+    else:
+        info = inspect_compiled(produced, legacy=plan.build.layout == LEGACY_LAYOUT)
     if info.neuronx_cc != profile.neuronx_cc:
         # The container's compile cache would not match: it would compile again at start-up (or fail).
         raise SourceError(f"{produced} was compiled by neuronx-cc {info.neuronx_cc}, {profile.name} has "
@@ -172,6 +181,20 @@ def inspect_compiled(produced: Path, *, legacy: bool = False) -> CompiledInfo:
                           hint="give the directory build-neffs.sh wrote (checkpoint/ and compiled/)")
     return CompiledInfo(neuronx_cc=version_file.read_text(encoding="utf-8").strip() or None,
                         stand_in=(produced / STAND_IN_MARKER).exists() or (compiled / STAND_IN_MARKER).exists())
+
+
+def inspect_optimum_export(produced: Path) -> CompiledInfo:
+    """optimum-neuron's export: its config.json ``neuron`` block names the compiler."""
+    try:
+        block = json.loads((produced / "config.json").read_text(encoding="utf-8")).get("neuron")
+    except (OSError, ValueError, AttributeError):
+        block = None
+    if not isinstance(block, dict) or not any((produced / "compiled").glob("*.neff")):
+        raise SourceError(f"{produced} is not an optimum-neuron export (config.json with a neuron block and "
+                          "compiled/*.neff expected)", hint="export first (lmi-build neuronx, or build-neffs.sh)")
+    version = block.get("compiler_version")
+    return CompiledInfo(neuronx_cc=str(version) if version else None,
+                        stand_in=(produced / STAND_IN_MARKER).exists())
 
 
 def inspect_cache(cache: Path) -> CompiledInfo:

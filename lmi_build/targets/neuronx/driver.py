@@ -12,6 +12,12 @@ build directory or the script bundle). It mirrors DJL's ``TNXModelLoader`` parti
 - ``neuronx-legacy`` (0.28/0.29 ``safetensors_partition``, 0.29.0-dlc lines 449-462): the HF model
   re-saved with ``save_pretrained`` to ``output/checkpoint``, ``save(output/compiled)`` (NEFFs only).
 
+With the optimum loader it mirrors DJL's ``OptimumModelLoader.partition`` instead (0.27.0-dlc /
+0.30.0-dlc model_loader.py): ``optimum.neuron.NeuronModelForCausalLM.from_pretrained(model,
+export=True, num_cores, auto_cast_type, task, batch_size, sequence_length)`` and
+``save_pretrained(output)`` (optimum-neuron writes config.json with its ``neuron`` block,
+``checkpoint/`` and ``compiled/``).
+
     python3 lmi_neuronx_compile.py --probe
     python3 lmi_neuronx_compile.py --kwargs compile.json --model DIR --output DIR --cache DIR
 """
@@ -19,9 +25,11 @@ build directory or the script bundle). It mirrors DJL's ``TNXModelLoader`` parti
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+from importlib import metadata
 from typing import Any
 
 
@@ -41,6 +49,8 @@ def probe() -> int:
     except ImportError as error:
         print(f"the Neuron SDK is not importable with {sys.executable}: {error}", file=sys.stderr)
         return 1
+    with contextlib.suppress(metadata.PackageNotFoundError):  # only the optimum loader needs it
+        versions["optimum_neuron"] = metadata.version("optimum-neuron")
     print(json.dumps(versions))
     return 0
 
@@ -74,6 +84,13 @@ def compile_model(spec: dict[str, Any], model_dir: str, output: str, cache: str)
         print(f"neuronx-cc {found} here, the plan's container has {expected}: run in the profile's image "
               f"or on a host with Neuron SDK {spec['neuron_sdk']}", file=sys.stderr)
         return 2
+    if spec["loader"] == "optimum":
+        from optimum.neuron import NeuronModelForCausalLM
+
+        exported = NeuronModelForCausalLM.from_pretrained(model_dir, **spec["optimum_kwargs"])
+        exported.save_pretrained(output)
+        print(f"optimum-neuron export written to {output}")
+        return 0
     from transformers_neuronx import NeuronAutoModelForCausalLM
 
     legacy = spec.get("layout") == "neuronx-legacy"

@@ -25,6 +25,19 @@ so ``check`` looks for both.
 No ``*.safetensors`` at the top level: DJL would then take the directory for a plain HF model and
 compile it (``set_model_format``).
 
+``neuronx-optimum`` (DJL's OptimumModelLoader: 0.26/0.27 by default for its model types, 0.28+
+with option.model_loader=optimum and option.partition_schema=optimum): optimum-neuron's
+``save_pretrained`` (optimum-neuron v0.0.24 optimum/neuron/modeling_decoder.py:132-133, 268-326,
+384-460)::
+
+    config.json            with optimum's ``neuron`` block (task, batch_size, num_cores,
+                           auto_cast_type, sequence_length, compiler_type, compiler_version,
+                           checkpoint_id, checkpoint_revision): DJL then loads without exporting
+                           after checking batch_size, num_cores, sequence_length against its own
+    checkpoint/            the HF weights (written when exported from a local path)
+    compiled/              the NEFFs
+    tokenizer files, serving.properties
+
 The NEFF names are not listed in any config TNX writes: ``save()`` names each file
 ``sha256(hlo.SerializeToString())[:20].neff`` and ``load()`` looks each one up by its HLO hash
 (transformers-neuronx 1ade6d7 src/transformers_neuronx/base.py:39-47, 767-797); the HLO needs the
@@ -211,6 +224,63 @@ class LegacyCheckpointLayout:
         return problems
 
 
+OPTIMUM_BLOCK_KEYS = ("task", "batch_size", "num_cores", "auto_cast_type", "sequence_length", "compiler_type",
+                      "compiler_version", "checkpoint_id", "checkpoint_revision")
+
+
+class OptimumExportLayout:
+    name = "neuronx-optimum"
+
+    def assemble(self, plan: BuildPlan, produced: Path, source_dir: Path, staging: Path) -> None:
+        from lmi_build.artifact.packager import carry_source_files, trust_remote_code
+
+        config = _read_json(produced / "config.json")
+        if config is None or not isinstance(config.get("neuron"), dict):
+            raise StepError(f"{produced} has no config.json with a neuron block", hint="export first")
+        for name in (COMPILED_DIR, CHECKPOINT_DIR, BUILD_LOGS):
+            source = produced / name
+            if source.is_dir():
+                (staging / name).mkdir()
+                for entry in sorted(source.iterdir()):
+                    if entry.is_file():
+                        link_or_copy(entry, staging / name / entry.name)
+        for entry in sorted(produced.iterdir()):
+            if entry.is_file():  # config.json, generation_config.json (and a stand-in's marker)
+                link_or_copy(entry, staging / entry.name)
+        carry_source_files(source_dir, staging, trust_remote_code=trust_remote_code(plan))
+
+    def properties(self, plan: BuildPlan) -> dict[str, str]:
+        return TnxPrecompiledLayout().properties(plan)
+
+    def check(self, artifact_dir: Path) -> list[PlanMessage]:
+        from lmi_build.options.properties import read_properties
+
+        problems: list[PlanMessage] = []
+
+        def problem(code: str, message: str) -> None:
+            problems.append(PlanMessage(code=code, message=message, hint="rebuild the artifact"))
+
+        config = _read_json(artifact_dir / "config.json")
+        block = config.get("neuron") if config else None
+        if not isinstance(block, dict):
+            problem("neuron_block", "config.json has no neuron block: DJL's optimum loader would export again")
+            return problems
+        missing = [key for key in OPTIMUM_BLOCK_KEYS if key not in block]
+        if missing:
+            problem("neuron_block", f"the neuron block of config.json lacks {', '.join(missing)}")
+        if not any((artifact_dir / COMPILED_DIR).glob("*.neff")):
+            problem("neuron_neff", "compiled/ holds no *.neff: optimum-neuron asserts compiled/ exists")
+        if block.get("checkpoint_id") is None and not (artifact_dir / CHECKPOINT_DIR).is_dir():
+            problem("neuron_checkpoint", "checkpoint/ is missing and the neuron block names no checkpoint_id: "
+                                         "optimum-neuron cannot find the weights")
+        properties_file = artifact_dir / "serving.properties"
+        if properties_file.is_file():
+            problems += _block_vs_properties(block, read_properties(properties_file))
+        if not any((artifact_dir / name).is_file() for name in TOKENIZER_FILES):
+            problem("tokenizer", f"no tokenizer (none of {', '.join(TOKENIZER_FILES)})")
+        return problems
+
+
 def _block_vs_properties(block: dict[str, Any], properties: dict[str, str]) -> list[PlanMessage]:
     """DJL compares these before skipping the compile (ML:518-520, 623-649): each must agree."""
     rolling = properties.get("option.rolling_batch", "disable") != "disable"
@@ -287,3 +357,4 @@ class CacheTreeLayout:
 register_layout(TnxPrecompiledLayout())
 register_layout(CacheTreeLayout())
 register_layout(LegacyCheckpointLayout())
+register_layout(OptimumExportLayout())

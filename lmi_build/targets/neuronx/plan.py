@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 DEFAULT_GQA = "shard-over-heads"  # TNX's own default; option.group_query_attention's choices are the table's
 AMP = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
+OPTIMUM_TASK = "text-generation"  # DJL's task_from_config for a *ForCausalLM architecture
 
 
 def token_buckets(n_positions: int, first_bucket: int) -> tuple[int, ...]:
@@ -187,6 +188,14 @@ def tnx_kwargs(*, batch: int, amp: str, tp: int, n_positions: int, continuous: b
     return kwargs
 
 
+def optimum_kwargs(*, tp: int, amp: str, batch: int, n_positions: int) -> dict[str, Any]:
+    """``NeuronModelForCausalLM.from_pretrained`` kwargs of DJL's OptimumModelLoader when it exports
+    (get_compiler_args + get_model_args; 0.27.0-dlc / 0.30.0-dlc model_loader.py OptimumModelLoader):
+    the amp string as DJL has it, the task of a causal LM, batch and sequence length."""
+    return {"export": True, "num_cores": tp, "auto_cast_type": amp, "task": OPTIMUM_TASK,
+            "batch_size": batch, "sequence_length": n_positions}
+
+
 def neuron_config(*, continuous: bool, batch: int, gqa_requested: str | None, quantized: bool,
                   amp: str, on_device_embedding: bool) -> dict[str, Any]:
     """The NeuronConfig keys DJL passes, only those it sets (ML:179-225); on_device_embedding where
@@ -314,7 +323,8 @@ class NeuronxTarget:
             compiler_flags=compiler_flags(base, level, mixed, saturate, properties_built=built),
             platform=platform,
             loader=loader,
-            layout=self._layout(ctx, profile),
+            layout=self._layout(ctx, profile, loader),
+            optimum_kwargs=optimum_kwargs(tp=tp, amp=amp, batch=batch, n_positions=top) if loader == "optimum" else {},
             tnx_kwargs=tnx_kwargs(batch=batch, amp=amp, tp=tp, n_positions=top, continuous=continuous,
                                   given_contexts=contexts if given_contexts is not None else None,
                                   contexts=contexts),
@@ -371,12 +381,19 @@ class NeuronxTarget:
                                hint=f"use --tp <= {ctx.instance.devices} or a larger instance")
 
     @staticmethod
-    def _layout(ctx: PlanContext,
-                profile: NeuronProfile) -> Literal["neuronx-tnx", "neuronx-legacy", "neuronx-split", "neuronx-cache"]:
+    def _layout(ctx: PlanContext, profile: NeuronProfile, loader: Loader) -> Literal[
+            "neuronx-tnx", "neuronx-legacy", "neuronx-split", "neuronx-optimum", "neuronx-cache"]:
         """option.compiled_graph_path=s3://... asks for a compile-cache tree the container reads
-        through NEURON_COMPILE_CACHE_URL beside the original weights; otherwise the profile's
-        precompiled layout."""
+        through NEURON_COMPILE_CACHE_URL beside the original weights; otherwise the precompiled
+        layout of the loader (optimum-neuron's export) or of the profile (TNX)."""
         graph = ctx.text_value("compiled_graph_path")
+        if loader == "optimum":
+            if graph:
+                ctx.findings.error("compiled_graph_path_optimum",
+                                   "option.compiled_graph_path is read only by DJL's transformers-neuronx loader, "
+                                   "not by the optimum loader this plan uses",
+                                   hint="drop option.compiled_graph_path (the optimum export is self-contained)")
+            return "neuronx-optimum"
         if not graph:
             return profile.layout
         if not graph.startswith("s3://"):

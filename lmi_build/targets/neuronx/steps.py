@@ -48,7 +48,8 @@ def compile_spec(plan: BuildPlan, profile: NeuronProfile) -> dict[str, Any]:
     build = _build(plan)
     return {"profile": profile.name, "neuronx_cc": profile.neuronx_cc, "neuron_sdk": profile.neuron_sdk,
             "loader": build.loader, "layout": build.layout, "compiler_flags": build.compiler_flags,
-            "tnx_kwargs": build.tnx_kwargs, "neuron_config": build.neuron_config}
+            "tnx_kwargs": build.tnx_kwargs, "neuron_config": build.neuron_config,
+            **({"optimum_kwargs": build.optimum_kwargs} if build.loader == "optimum" else {})}
 
 
 def write_driver(directory: Path, plan: BuildPlan, profile: NeuronProfile) -> None:
