@@ -175,16 +175,18 @@ def choose_loader(profile: NeuronProfile, *, model_type: str, rolling: bool,
 
 
 def tnx_kwargs(*, batch: int, amp: str, tp: int, n_positions: int, continuous: bool,
-               given_contexts: tuple[int, ...] | None, contexts: tuple[int, ...]) -> dict[str, Any]:
+               given_contexts: list[int] | None, contexts: tuple[int, ...]) -> dict[str, Any]:
     """``NeuronAutoModelForCausalLM.from_pretrained`` kwargs as DJL builds them: n_positions as one
-    int (TNX derives the buckets), context_length_estimate only when given, both as lists under
-    continuous batching (DJL then fills the context estimates itself)."""
+    int (TNX derives the buckets), context_length_estimate only when given (in the order given: DJL
+    passes its parsed list), both as lists under continuous batching (DJL then fills the context
+    estimates itself when none are given: ``contexts``)."""
     kwargs: dict[str, Any] = {"batch_size": batch, "amp": amp, "tp_degree": tp, "n_positions": n_positions}
     if given_contexts is not None:
         kwargs["context_length_estimate"] = list(given_contexts)
     if continuous:
         kwargs["n_positions"] = [n_positions]
-        kwargs["context_length_estimate"] = list(contexts)
+        if given_contexts is None:
+            kwargs["context_length_estimate"] = list(contexts)
     return kwargs
 
 
@@ -269,7 +271,7 @@ class NeuronxTarget:
             if resolved_rolling == "disable":  # "batch_size" alone is the top-level DJL key, not this one
                 rolling, batch = False, ctx.int_value("option.batch_size") or 1
             ctx.derive("rolling_batch", resolved_rolling, f"rolling_batch=auto as {profile.name} resolves it")
-        continuous = rolling and batch > 1 and spec.model_type in defaults.continuous_batching_model_types
+        continuous = self._continuous_batching(profile, rolling=rolling, batch=batch, model_type=spec.model_type)
         if continuous:
             n_positions = (max(n_positions),)
         else:
@@ -280,9 +282,18 @@ class NeuronxTarget:
         given_contexts = ctx.int_list_value("context_length_estimate")
         contexts = tuple(sorted(set(given_contexts))) if given_contexts is not None else None
         if contexts is None:
-            contexts = (continuous_batching_contexts(top, defaults.first_bucket,
-                                                     defaults.continuous_batching_first_large_bucket)
-                        if continuous else half_buckets(n_positions))
+            if not continuous:
+                contexts = half_buckets(n_positions)
+            elif profile.continuous_batching_contexts == "n_positions":
+                contexts = (top,)
+            else:
+                contexts = continuous_batching_contexts(top, defaults.first_bucket,
+                                                        defaults.continuous_batching_first_large_bucket)
+        elif continuous and profile.continuous_batching_contexts_must_equal_n and contexts != (top,):
+            ctx.findings.error("context_length_estimate",
+                               f"{profile.name} refuses context_length_estimate {list(contexts)} under continuous "
+                               f"batching: it must be [{top}] (n_positions)",
+                               hint="drop --context-length-estimate, or turn rolling batch off")
         elif max(contexts) > top:
             ctx.findings.error("context_length_estimate",
                                f"context_length_estimate {max(contexts)} is larger than n_positions {top}",
@@ -326,7 +337,7 @@ class NeuronxTarget:
             layout=self._layout(ctx, profile, loader),
             optimum_kwargs=optimum_kwargs(tp=tp, amp=amp, batch=batch, n_positions=top) if loader == "optimum" else {},
             tnx_kwargs=tnx_kwargs(batch=batch, amp=amp, tp=tp, n_positions=top, continuous=continuous,
-                                  given_contexts=contexts if given_contexts is not None else None,
+                                  given_contexts=list(given_contexts) if given_contexts is not None else None,
                                   contexts=contexts),
             neuron_config=neuron_config(continuous=continuous, batch=batch, gqa_requested=requested,
                                         quantized=ctx.quantization.method == "int8", amp=amp,
@@ -348,6 +359,18 @@ class NeuronxTarget:
             workload=Workload(batch_size=batch, seq_len=top, tp=tp, preallocated=True),
             dtype=dtype,
         )
+
+    @staticmethod
+    def _continuous_batching(profile: NeuronProfile, *, rolling: bool, batch: int, model_type: str) -> bool:
+        """Whether DJL compiles for TNX continuous batching in this release (profile rule)."""
+        if not rolling:
+            return False
+        if profile.continuous_batching_rule == "rolling":
+            return True
+        model_types = sdk().defaults.continuous_batching_model_types
+        if profile.continuous_batching_rule == "rolling_model_type":
+            return model_type in model_types
+        return batch > 1 and model_type in model_types
 
     @staticmethod
     def _loader(ctx: PlanContext, profile: NeuronProfile, rolling: bool) -> Loader:

@@ -53,6 +53,16 @@ class NeuronProfile(BaseModel):
     # (neuron_smart_default_utils.py:83-85); 0.28/0.29 pass it to TNX only from an
     # on_device_embedding_config file (model_loader.py:194-197), so their NeuronConfig lacks it.
     precompiled_on_device_embedding: bool = False
+    # When DJL compiles for TNX continuous batching: "rolling" (0.26: whenever rolling batch is on),
+    # "rolling_model_type" (0.27: and llama/mistral), "rolling_model_type_batch" (0.28+: and
+    # max_rolling_batch_size > 1).
+    continuous_batching_rule: Literal["rolling", "rolling_model_type", "rolling_model_type_batch"] = (
+        "rolling_model_type_batch")
+    # Its context buckets when option.context_length_estimate is unset: "n_positions" (0.26-0.29:
+    # [n_positions]) or "buckets" (0.30+: 128, 1024, 2048, ... n_positions); a given list must equal
+    # [n_positions] in 0.26/0.27 (DJL raises otherwise).
+    continuous_batching_contexts: Literal["n_positions", "buckets"] = "buckets"
+    continuous_batching_contexts_must_equal_n: bool = False
     inferred: tuple[str, ...] = ()  # fields not checked against a source
     sources: tuple[str, ...] = ()
     notes: str = ""
