@@ -117,9 +117,13 @@ def test_docker_needs_a_published_image(tmp_path: Path) -> None:
 
 def test_split_and_non_tnx_loader_layouts_are_refused_not_faked(tmp_path: Path) -> None:
     model = write_neuron_model(tmp_path / "llama")
-    code, output = _run("--model", str(model), *ARGS, "--profile", "lmi-0.27.0-neuronx-sdk2.18.0",
+    # 0.26 (TNX with rolling batch): its split partition is not reproduced; its optimum class is DJL's own.
+    code, output = _run("--model", str(model), "--tp", "2", "--max-batch-size", "4", "--profile",
+                        "lmi-0.26.0-neuronx-sdk2.16.0", "--output", str(tmp_path / "o"))
+    assert code == 1 and "another neuron block" in output and len(output.strip().splitlines()) == 1
+    code, output = _run("--model", str(model), "--tp", "2", "--profile", "lmi-0.26.0-neuronx-sdk2.16.0",
                         "--output", str(tmp_path / "o"))
-    assert code == 1 and "split format" in output and len(output.strip().splitlines()) == 1
+    assert code == 1 and "NeuronXModelAdapter" in output
     code, output = _run("--model", str(model), *ARGS, "--profile", "lmi-0.33.0-neuronx-sdk2.21.1",
                         "--option", "option.model_loader=nxdi", "--output", str(tmp_path / "o"))
     assert code == 1 and "nxdi loader" in output and len(output.strip().splitlines()) == 1
@@ -285,3 +289,21 @@ def test_local_optimum_export_needs_the_profiles_optimum_neuron(tmp_path: Path,
     code, output = _run("--model", str(write_neuron_model(tmp_path / "llama")), "--tp", "2", "--max-batch-size", "4",
                         "--profile", "lmi-0.27.0-neuronx-sdk2.18.0", "--output", str(tmp_path / "o"))
     assert code == 1 and "optimum-neuron 0.0.24 here" in output and "0.0.20" in output
+
+
+def test_standin_build_packages_the_027_split_layout(tmp_path: Path, neuron_standin: Callable[..., None]) -> None:
+    """0.27 loads llama without rolling batch with TNX, from checkpoint/ in TNX's split format."""
+    neuron_standin(neuronx_cc="2.13.68.0")
+    model = write_neuron_model(tmp_path / "llama")
+    out = tmp_path / "out"
+    code, output = _run("--model", str(model), *ARGS, "--profile", "lmi-0.27.0-neuronx-sdk2.18.0",
+                        "--output", str(out))
+    assert code == 0, output
+    manifest = load_manifest(out)
+    assert manifest.layout == "neuronx-split" and manifest.plan["build"]["loader"] == "tnx"
+    assert manifest.plan["build"]["split_class"] == "llama.model.LlamaForSampling"
+    assert (out / "checkpoint" / "pytorch_model.bin" / "key_to_filename.json").is_file()
+    assert len(list((out / "compiled").glob("*.neff"))) == 4 and not list(out.glob("*.safetensors"))
+    assert _verify(out)["valid"] is True
+    (out / "checkpoint" / "pytorch_model.bin" / "key_to_filename.json").unlink()
+    assert "neuron_checkpoint" in {e["code"] for e in _verify(out)["errors"]}  # type: ignore[attr-defined]

@@ -103,6 +103,9 @@ class NeuronxBuild(BaseModel):
     # With the optimum loader: the NeuronModelForCausalLM.from_pretrained export kwargs DJL's
     # OptimumModelLoader passes (compiler args + input shapes).
     optimum_kwargs: dict[str, Any] = {}
+    # The split layout (LMI 0.26/0.27) loads checkpoint/ with this transformers_neuronx sampling
+    # class ("<module>.<class>"), chosen by model type.
+    split_class: str | None = None
 
 
 class HfBuild(BaseModel):

@@ -33,6 +33,8 @@ PROBE_TIMEOUT_S = 120
 LEGACY_LAYOUT = "neuronx-legacy"
 # Why each non-TNX loader's artifact is not built (checked in the sources named; see the issue-11 note).
 OPTIMUM_LAYOUT = "neuronx-optimum"
+SPLIT_LAYOUT = "neuronx-split"
+OPTIMUM_CLASS = "optimum.neuron.NeuronModelForCausalLM"
 UNBUILT_LOADERS = {
     "vllm": "DJL refuses ahead-of-time partitioning with model_loader=vllm (tnx_properties.py "
             "validate_partition_model_loader); vLLM compiles at start-up",
@@ -82,9 +84,13 @@ def preflight(saved: SavedPlan, settings: BuildSettings) -> None:
                                 f"whose artifact lmi-build does not build: {UNBUILT_LOADERS[plan.build.loader]}",
                                 hint="pick a profile or options where DJL uses transformers-neuronx or "
                                      "optimum-neuron (lmi-build profiles list)")
-    if plan.build.layout == "neuronx-split":
-        raise UnsupportedTarget(f"{profile.name} loads checkpoint/ in transformers-neuronx's split format, which "
-                                "lmi-build does not build", hint="pick lmi-0.28.0 or newer (lmi-build profiles list)")
+    if plan.build.layout == "neuronx-split" and profile.split_layout_unbuilt:
+        raise UnsupportedTarget(f"{profile.name}: lmi-build does not build its split checkpoint/ + compiled/ layout: "
+                                f"{profile.split_layout_unbuilt}", hint="pick lmi-0.27.0 or newer (lmi-build profiles list)")
+    if plan.build.loader == "optimum" and profile.optimum_class != OPTIMUM_CLASS:
+        raise UnsupportedTarget(f"{profile.name} exports with {profile.optimum_class}, not {OPTIMUM_CLASS}: "
+                                "lmi-build's driver would not be the container's code path",
+                                hint="pick lmi-0.27.0 or newer (lmi-build profiles list)")
     if settings.compiled_dir is not None:
         if not settings.compiled_dir.is_dir():
             raise SourceError(f"--compiled-dir {settings.compiled_dir} is not a directory",
@@ -153,7 +159,7 @@ def build(ctx: BuildContext) -> None:
     elif plan.build.layout == OPTIMUM_LAYOUT:
         info = inspect_optimum_export(produced)
     else:
-        info = inspect_compiled(produced, legacy=plan.build.layout == LEGACY_LAYOUT)
+        info = inspect_compiled(produced, legacy=plan.build.layout in (LEGACY_LAYOUT, SPLIT_LAYOUT))
     if info.neuronx_cc != profile.neuronx_cc:
         # The container's compile cache would not match: it would compile again at start-up (or fail).
         raise SourceError(f"{produced} was compiled by neuronx-cc {info.neuronx_cc}, {profile.name} has "
@@ -176,8 +182,8 @@ def inspect_compiled(produced: Path, *, legacy: bool = False) -> CompiledInfo:
     if not version_file.is_file() or not any(compiled.glob("*.neff")):
         raise SourceError(f"{compiled} is not a compiled TNX directory (VERSION and *.neff expected)",
                           hint="compile first (lmi-build neuronx, or the bundle's build-neffs.sh)")
-    if legacy and not any((produced / "checkpoint").glob("*.safetensors")):
-        raise SourceError(f"{produced}/checkpoint holds no *.safetensors: the legacy layout loads its weights there",
+    if legacy and not any((produced / "checkpoint").iterdir() if (produced / "checkpoint").is_dir() else ()):
+        raise SourceError(f"{produced}/checkpoint is missing or empty: the legacy layouts load their weights there",
                           hint="give the directory build-neffs.sh wrote (checkpoint/ and compiled/)")
     return CompiledInfo(neuronx_cc=version_file.read_text(encoding="utf-8").strip() or None,
                         stand_in=(produced / STAND_IN_MARKER).exists() or (compiled / STAND_IN_MARKER).exists())

@@ -11,6 +11,9 @@ build directory or the script bundle). It mirrors DJL's ``TNXModelLoader`` parti
   NEFFs and presharded weights flat in ``output``;
 - ``neuronx-legacy`` (0.28/0.29 ``safetensors_partition``, 0.29.0-dlc lines 449-462): the HF model
   re-saved with ``save_pretrained`` to ``output/checkpoint``, ``save(output/compiled)`` (NEFFs only).
+- ``neuronx-split`` (0.27 ``legacy_partition``, 0.27.0-dlc lines 226-236, 325-345): the HF model
+  written with ``save_pretrained_split`` to ``output/checkpoint`` (with the config), loaded back with
+  the model type's sampling class (``split_class``), ``save(output/compiled)`` and VERSION.
 
 With the optimum loader it mirrors DJL's ``OptimumModelLoader.partition`` instead (0.27.0-dlc /
 0.30.0-dlc model_loader.py): ``optimum.neuron.NeuronModelForCausalLM.from_pretrained(model,
@@ -93,16 +96,35 @@ def compile_model(spec: dict[str, Any], model_dir: str, output: str, cache: str)
         return 0
     from transformers_neuronx import NeuronAutoModelForCausalLM
 
-    legacy = spec.get("layout") == "neuronx-legacy"
+    layout = spec.get("layout", "neuronx-tnx")
+    legacy = layout in ("neuronx-legacy", "neuronx-split")
     compiled = os.path.join(output, "compiled") if legacy else output
+    checkpoint = os.path.join(output, "checkpoint")
     os.makedirs(compiled, exist_ok=True)
+    neuron_config = _neuron_config(spec["neuron_config"])
     if legacy:
         from transformers import AutoModelForCausalLM
 
-        # DJL's load_hf_model() + save_pretrained(checkpoint/): the weights the container loads.
-        AutoModelForCausalLM.from_pretrained(model_dir).save_pretrained(os.path.join(output, "checkpoint"))
-    model = NeuronAutoModelForCausalLM.from_pretrained(model_dir, neuron_config=_neuron_config(spec["neuron_config"]),
-                                                       **spec["tnx_kwargs"])
+        # DJL's load_hf_model(): the weights the container loads from checkpoint/.
+        hf_model = AutoModelForCausalLM.from_pretrained(model_dir)
+    if layout == "neuronx-legacy":
+        hf_model.save_pretrained(checkpoint)
+    if layout == "neuronx-split":
+        import importlib
+
+        from transformers import AutoConfig
+        from transformers_neuronx.module import save_pretrained_split
+
+        # DJL saves the config first; save_pretrained_split then writes the HF model's own config.json
+        # and the split weights (pytorch_model.bin/ with key_to_filename.json), as in the container.
+        AutoConfig.from_pretrained(model_dir).save_pretrained(checkpoint)
+        save_pretrained_split(hf_model, checkpoint)
+        module_name, class_name = spec["split_class"].rsplit(".", 1)
+        sampling_class = getattr(importlib.import_module(f"transformers_neuronx.{module_name}"), class_name)
+        model = sampling_class.from_pretrained(checkpoint, neuron_config=neuron_config, **spec["tnx_kwargs"])
+    else:
+        model = NeuronAutoModelForCausalLM.from_pretrained(model_dir, neuron_config=neuron_config,
+                                                           **spec["tnx_kwargs"])
     here = os.getcwd()
     os.chdir("/tmp")  # DJL's workaround for the compiler's serialization (model_loader.py compile_and_save)
     try:

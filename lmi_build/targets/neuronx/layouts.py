@@ -25,6 +25,11 @@ so ``check`` looks for both.
 No ``*.safetensors`` at the top level: DJL would then take the directory for a plain HF model and
 compile it (``set_model_format``).
 
+``neuronx-split`` (LMI 0.27, 0.27.0-dlc model_loader.py:245-258 load, 226-236 + 325-345
+``legacy_partition``): the same tree, but ``checkpoint/`` holds transformers-neuronx's split format
+(``save_pretrained_split``: config.json + ``pytorch_model.bin/key_to_filename.json`` and one file per
+tensor), loaded with the model type's TNX sampling class; again no top-level ``*.safetensors``.
+
 ``neuronx-optimum`` (DJL's OptimumModelLoader: 0.26/0.27 by default for its model types, 0.28+
 with option.model_loader=optimum and option.partition_schema=optimum): optimum-neuron's
 ``save_pretrained`` (optimum-neuron v0.0.24 optimum/neuron/modeling_decoder.py:132-133, 268-326,
@@ -53,7 +58,7 @@ from typing import Any
 
 from lmi_build.artifact.layout import register_layout
 from lmi_build.errors import StepError
-from lmi_build.fs import atomic_write_json, link_or_copy
+from lmi_build.fs import atomic_write_json, link_or_copy, link_tree
 from lmi_build.planning.plan import BuildPlan, NeuronxBuild
 from lmi_build.types import PlanMessage
 
@@ -174,8 +179,12 @@ class TnxPrecompiledLayout:
         return problems
 
 
+SPLIT_INDEX = Path("pytorch_model.bin") / "key_to_filename.json"  # transformers_neuronx module.py:31-50
+
+
 class LegacyCheckpointLayout:
     name = "neuronx-legacy"
+    split = False  # checkpoint/ holds safetensors (0.28/0.29), or TNX's split format (0.27)
 
     def assemble(self, plan: BuildPlan, produced: Path, source_dir: Path, staging: Path) -> None:
         from lmi_build.artifact.packager import carry_source_files, trust_remote_code
@@ -185,16 +194,13 @@ class LegacyCheckpointLayout:
         if not version_file.is_file() or not any(compiled_in.glob("*.neff")):
             raise StepError(f"{compiled_in} is not a compiled TNX directory (VERSION and *.neff expected)",
                             hint="compile first")
-        if not any(checkpoint_in.glob("*.safetensors")):
-            raise StepError(f"{checkpoint_in} holds no *.safetensors", hint="compile first")
+        problem = self._checkpoint_problem(checkpoint_in)
+        if problem:
+            raise StepError(f"{checkpoint_in}: {problem}", hint="compile first")
         for source, target in ((compiled_in, staging / COMPILED_DIR), (checkpoint_in, staging / CHECKPOINT_DIR),
                                (produced / BUILD_LOGS, staging / BUILD_LOGS)):
-            if not source.is_dir():
-                continue
-            target.mkdir()
-            for entry in sorted(source.iterdir()):
-                if entry.is_file():
-                    link_or_copy(entry, target / entry.name)
+            if source.is_dir():
+                link_tree(source, target)
         config = _read_json(source_dir / "config.json")
         if config is None:
             raise StepError(f"{source_dir}/config.json is missing or unreadable", hint="fetch the model again")
@@ -208,13 +214,9 @@ class LegacyCheckpointLayout:
     def check(self, artifact_dir: Path) -> list[PlanMessage]:
         problems = [p for p in TnxPrecompiledLayout().check(artifact_dir)
                     if p.code not in ("neuron_tnx_config", "neuron_presharded")]
-        checkpoint = artifact_dir / CHECKPOINT_DIR
-        if not any(checkpoint.glob("*.safetensors")):
-            problems.append(PlanMessage(code="neuron_checkpoint",
-                                        message="checkpoint/ holds no *.safetensors: DJL 0.28/0.29 would read it as "
-                                                "a split checkpoint", hint="rebuild the artifact"))
-        elif not (checkpoint / "config.json").is_file():
-            problems.append(PlanMessage(code="neuron_checkpoint", message="checkpoint/config.json is missing",
+        problem = self._checkpoint_problem(artifact_dir / CHECKPOINT_DIR)
+        if problem:
+            problems.append(PlanMessage(code="neuron_checkpoint", message=f"checkpoint/: {problem}",
                                         hint="rebuild the artifact"))
         if any(artifact_dir.glob("*.safetensors")):
             problems.append(PlanMessage(code="neuron_top_level_weights",
@@ -222,6 +224,21 @@ class LegacyCheckpointLayout:
                                                 "as a plain model instead of loading compiled/",
                                         hint="keep the weights in checkpoint/ only"))
         return problems
+
+    def _checkpoint_problem(self, checkpoint: Path) -> str | None:
+        if not (checkpoint / "config.json").is_file():
+            return "config.json is missing"
+        if self.split:
+            if not (checkpoint / SPLIT_INDEX).is_file():
+                return f"no {SPLIT_INDEX} (transformers-neuronx's split format, which LMI 0.27 loads)"
+        elif not any(checkpoint.glob("*.safetensors")):
+            return "no *.safetensors: DJL 0.28/0.29 would read it as a split checkpoint"
+        return None
+
+
+class SplitCheckpointLayout(LegacyCheckpointLayout):
+    name = "neuronx-split"
+    split = True
 
 
 OPTIMUM_BLOCK_KEYS = ("task", "batch_size", "num_cores", "auto_cast_type", "sequence_length", "compiler_type",
@@ -358,3 +375,4 @@ register_layout(TnxPrecompiledLayout())
 register_layout(CacheTreeLayout())
 register_layout(LegacyCheckpointLayout())
 register_layout(OptimumExportLayout())
+register_layout(SplitCheckpointLayout())

@@ -319,6 +319,10 @@ class NeuronxTarget:
         loader = self._loader(ctx, profile, rolling)
         amp = AMP[dtype]
 
+        layout = self._layout(ctx, profile, loader)
+        if layout == "neuronx-split" and spec.model_type not in sdk().split_classes:
+            ctx.findings.error("neuron_split_class", f"{profile.name} has no transformers-neuronx sampling class for "
+                               f"{spec.model_type}", hint="pick lmi-0.28.0 or newer (lmi-build profiles list)")
         build = NeuronxBuild(
             tp=tp,
             amp=amp,
@@ -334,8 +338,9 @@ class NeuronxTarget:
             compiler_flags=compiler_flags(base, level, mixed, saturate, properties_built=built),
             platform=platform,
             loader=loader,
-            layout=self._layout(ctx, profile, loader),
+            layout=layout,
             optimum_kwargs=optimum_kwargs(tp=tp, amp=amp, batch=batch, n_positions=top) if loader == "optimum" else {},
+            split_class=sdk().split_classes.get(spec.model_type) if layout == "neuronx-split" else None,
             tnx_kwargs=tnx_kwargs(batch=batch, amp=amp, tp=tp, n_positions=top, continuous=continuous,
                                   given_contexts=list(given_contexts) if given_contexts is not None else None,
                                   contexts=contexts),

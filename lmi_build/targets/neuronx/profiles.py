@@ -63,6 +63,11 @@ class NeuronProfile(BaseModel):
     # [n_positions] in 0.26/0.27 (DJL raises otherwise).
     continuous_batching_contexts: Literal["n_positions", "buckets"] = "buckets"
     continuous_batching_contexts_must_equal_n: bool = False
+    # The partition lmi-build's driver reproduces for this release's split layout, or why none:
+    # 0.27's legacy_partition is built; 0.26's differs (below) and is refused with this reason.
+    split_layout_unbuilt: str = ""
+    # The optimum-neuron class DJL exports with; lmi-build's driver can only call optimum's own.
+    optimum_class: str = "optimum.neuron.NeuronModelForCausalLM"
     inferred: tuple[str, ...] = ()  # fields not checked against a source
     sources: tuple[str, ...] = ()
     notes: str = ""

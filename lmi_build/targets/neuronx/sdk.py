@@ -49,6 +49,7 @@ class NeuronSdk(BaseModel):
     tp_degrees: dict[NeuronPlatform, tuple[int, ...]]
     defaults: NeuronDefaults
     loader_rules: LoaderRules
+    split_classes: dict[str, str]  # model type -> transformers_neuronx "<module>.<class>" (0.27 split layout)
 
 
 def sdk() -> NeuronSdk:
