@@ -90,8 +90,11 @@ def _show_neuron(profile: NeuronProfile) -> None:
     lines = [f"[bold]{profile.name}[/bold]  {profile.image or '(no published image)'}"]
     lines += [f"  {key}: {value}" for key, value in profile.versions().items()]
     lines += [f"  NEURON_CC_FLAGS: {profile.neuron_cc_flags}", f"  compile cache: {profile.cache_dir_name}/",
-              f"  default loader: {profile.default_loader} (switch to TNX: {profile.tnx_switch})",
+              f"  default loader: {profile.default_loader} (switch to TNX: {profile.tnx_switch}); "
+              f"option.model_loader: {', '.join(profile.model_loaders) or 'none'}",
               f"  layout: {profile.layout}   released: {profile.released}"]
+    if profile.split_layout_unbuilt:
+        lines.append(f"  not built: {profile.split_layout_unbuilt}")
     if profile.inferred:
         lines.append(f"  inferred (not checked against a source): {', '.join(profile.inferred)}")
     if profile.notes:

@@ -31,15 +31,16 @@ CACHE_DIR = "neuron-cache"
 CACHE_LAYOUT = "neuronx-cache"
 PROBE_TIMEOUT_S = 120
 LEGACY_LAYOUT = "neuronx-legacy"
-# Why each non-TNX loader's artifact is not built (checked in the sources named; see the issue-11 note).
 OPTIMUM_LAYOUT = "neuronx-optimum"
 SPLIT_LAYOUT = "neuronx-split"
 OPTIMUM_CLASS = "optimum.neuron.NeuronModelForCausalLM"
+# Why the artifact of each loader lmi-build does not build is refused (checked in the sources named).
 UNBUILT_LOADERS = {
     "vllm": "DJL refuses ahead-of-time partitioning with model_loader=vllm (tnx_properties.py "
-            "validate_partition_model_loader); vLLM compiles at start-up",
-    "nxdi": "NxDI (0.32+ only) has no published LMI image and its compile (model.compile) is not "
-            "driven by lmi-build yet",
+            "validate_partition_model_loader, 0.32.0-dlc line 298); vLLM compiles at start-up",
+    "nxdi": "DJL's NxdiVllmModelLoader.partition does nothing (0.32.0-dlc model_loader.py:894-922): vllm-neuronx "
+            "compiles at start-up into NEURON_COMPILED_ARTIFACTS with an NxDI config it derives itself, which "
+            "lmi-build has not checked, and no 0.32+ image was published to run it in",
 }
 
 
