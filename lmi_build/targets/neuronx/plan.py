@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from lmi_build.model.spec import ModelSpec
+from lmi_build.options.booleans import parse_bool
 from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning import checks
 from lmi_build.planning.context import PlanContext
@@ -166,7 +167,7 @@ def choose_loader(profile: NeuronProfile, *, model_type: str, rolling: bool,
     if profile.default_loader == "tnx":
         return "tnx"
     if profile.tnx_switch == "rolling_batch":
-        forced = any(options.get(key, "false").lower() == "true" for key in rules.tnx_true_options_026)
+        forced = any(parse_bool(options.get(key, "")) for key in rules.tnx_true_options_026)
         tnx = rolling or forced or model_type not in rules.optimum_model_types_026
         return "tnx" if tnx else "optimum"
     if _optimum_unsupported(model_type, rolling) or set(options) & set(rules.tnx_only_options):
