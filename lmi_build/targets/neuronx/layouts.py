@@ -1,6 +1,6 @@
 """The Neuron artifact layouts the LMI Neuron containers load without compiling.
 
-``neuronx-tnx`` (LMI 0.29/0.30+, DJL's TNXModelLoader; facts §5 "Precompiled layouts", ML:347-398)::
+``neuronx-tnx`` (LMI 0.30+, DJL's TNXModelLoader; facts §5 "Precompiled layouts", ML:347-398)::
 
     config.json            the model's config with a ``neuron`` block (auto_cast_type, batch_size,
                            checkpoint_id, checkpoint_revision, compiler_type, compiler_version,
