@@ -127,6 +127,7 @@ def test_split_and_non_tnx_loader_layouts_are_refused_not_faked(tmp_path: Path) 
     code, output = _run("--model", str(model), *ARGS, "--profile", "lmi-0.33.0-neuronx-sdk2.21.1",
                         "--option", "option.model_loader=nxdi", "--output", str(tmp_path / "o"))
     assert code == 1 and "nxdi loader" in output and len(output.strip().splitlines()) == 1
+    assert "internal wheel (djl-serving PR #2688)" in output and "cannot reproduce it exactly" in output
     code, output = _run("--model", str(model), *ARGS, "--option", "option.model_loader=vllm",
                         "--output", str(tmp_path / "o"))
     assert code == 1 and "vllm loader" in output and "validate_partition_model_loader" in output

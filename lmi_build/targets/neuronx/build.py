@@ -22,6 +22,7 @@ from lmi_build.planning.plan import NeuronxBuild
 from lmi_build.planning.saved import PLAN_FILE, SavedPlan
 from lmi_build.runners import LOG_DIR, ScriptRunner, make_runner
 from lmi_build.targets.neuronx.profiles import NeuronProfile, get_profile
+from lmi_build.targets.neuronx.sdk import sdk
 
 # The Python with the Neuron SDK that --runner local uses (default: the one running lmi-build).
 NEURON_PYTHON_ENV = "LMI_BUILD_NEURON_PYTHON"
@@ -34,14 +35,6 @@ LEGACY_LAYOUT = "neuronx-legacy"
 OPTIMUM_LAYOUT = "neuronx-optimum"
 SPLIT_LAYOUT = "neuronx-split"
 OPTIMUM_CLASS = "optimum.neuron.NeuronModelForCausalLM"
-# Why the artifact of each loader lmi-build does not build is refused (checked in the sources named).
-UNBUILT_LOADERS = {
-    "vllm": "DJL refuses ahead-of-time partitioning with model_loader=vllm (tnx_properties.py "
-            "validate_partition_model_loader, 0.32.0-dlc line 298); vLLM compiles at start-up",
-    "nxdi": "DJL's NxdiVllmModelLoader.partition does nothing (0.32.0-dlc model_loader.py:894-922): vllm-neuronx "
-            "compiles at start-up into NEURON_COMPILED_ARTIFACTS with an NxDI config it derives itself, which "
-            "lmi-build has not checked, and no 0.32+ image was published to run it in",
-}
 
 
 @dataclass(frozen=True)
@@ -81,8 +74,9 @@ def preflight(saved: SavedPlan, settings: BuildSettings) -> None:
     assert isinstance(plan.build, NeuronxBuild)
     profile = get_profile(plan.toolchain.profile)
     if plan.build.loader not in ("tnx", "optimum"):
+        why = sdk().unbuilt_loaders[plan.build.loader].reason
         raise UnsupportedTarget(f"{profile.name} loads this model with DJL's {plan.build.loader} loader, "
-                                f"whose artifact lmi-build does not build: {UNBUILT_LOADERS[plan.build.loader]}",
+                                f"whose artifact lmi-build does not build: {why}",
                                 hint="pick a profile or options where DJL uses transformers-neuronx or "
                                      "optimum-neuron (lmi-build profiles list)")
     if plan.build.layout == "neuronx-split" and profile.split_layout_unbuilt:

@@ -39,6 +39,16 @@ class LoaderRules(BaseModel):
     optimum_partition_schema: str
 
 
+class UnbuiltLoader(BaseModel):
+    """Why lmi-build refuses to build the artifact of one DJL model loader, with what was read."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reason: str = Field(min_length=1, pattern=r"^[^\n]*$")  # shown as the refusal's one line
+    sources: tuple[str, ...] = Field(min_length=1)  # repo, ref, path:lines of what was read
+    missing: str  # what could not be read and an exact build would need ("" when nothing is)
+
+
 class NeuronSdk(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -50,6 +60,7 @@ class NeuronSdk(BaseModel):
     defaults: NeuronDefaults
     loader_rules: LoaderRules
     split_classes: dict[str, str]  # model type -> transformers_neuronx "<module>.<class>" (0.27 split layout)
+    unbuilt_loaders: dict[str, UnbuiltLoader]  # DJL model loader -> why its artifact is not built
 
 
 def sdk() -> NeuronSdk:
