@@ -30,9 +30,10 @@ def write_neuron_model(directory: Path, fixture: str = "meta-llama--Llama-2-7b-h
 def neuron_standin(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
     """Make the Neuron SDK stand-in the local runner's python, in the given mode."""
 
-    def use(mode: str = "ok", neuronx_cc: str = "2.15.141.0") -> None:
+    def use(mode: str = "ok", neuronx_cc: str = "2.15.141.0", optimum_neuron: str = "0.0.24") -> None:
         monkeypatch.setenv("LMI_BUILD_NEURON_PYTHON", str(STANDIN_PYTHON))
         monkeypatch.setenv("STANDIN_MODE", mode)
         monkeypatch.setenv("STANDIN_NEURONX_CC", neuronx_cc)
+        monkeypatch.setenv("STANDIN_OPTIMUM_NEURON", optimum_neuron)
 
     return use

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from lmi_build.artifact.manifest import load_manifest
 from lmi_build.cli import app
 from lmi_build.runners import docker_argv
+from lmi_build.targets.neuronx.profiles import get_profile
 from lmi_build.targets.neuronx.steps import compile_step, host_neuron_devices, neuronx_paths
 from tests.fixtures_hub import OfflineHub, tiny_model_files
 from tests.fixtures_neuronx import STANDIN_PYTHON, write_neuron_model
@@ -114,14 +115,47 @@ def test_docker_needs_a_published_image(tmp_path: Path) -> None:
     assert code == 1 and "no published container image" in output
 
 
-def test_legacy_and_optimum_layouts_are_refused_not_faked(tmp_path: Path) -> None:
+def test_split_and_non_tnx_loader_layouts_are_refused_not_faked(tmp_path: Path) -> None:
     model = write_neuron_model(tmp_path / "llama")
-    code, output = _run("--model", str(model), *ARGS, "--profile", "lmi-0.27.0-neuronx-sdk2.18.0",
-                        "--output", str(tmp_path / "o"))
-    assert code == 1 and "legacy checkpoint/ + compiled/ layout" in output
+    # 0.26 (TNX with rolling batch): its split partition is not reproduced; its optimum class is DJL's own.
+    code, output = _run("--model", str(model), "--tp", "2", "--max-batch-size", "4", "--profile",
+                        "lmi-0.26.0-neuronx-sdk2.16.0", "--output", str(tmp_path / "o"))
+    assert code == 1 and "another neuron block" in output and len(output.strip().splitlines()) == 1
     code, output = _run("--model", str(model), "--tp", "2", "--profile", "lmi-0.26.0-neuronx-sdk2.16.0",
                         "--output", str(tmp_path / "o"))
-    assert code == 1 and "optimum loader" in output
+    assert code == 1 and "NeuronXModelAdapter" in output
+    code, output = _run("--model", str(model), *ARGS, "--profile", "lmi-0.33.0-neuronx-sdk2.21.1",
+                        "--option", "option.model_loader=nxdi", "--output", str(tmp_path / "o"))
+    assert code == 1 and "nxdi loader" in output and len(output.strip().splitlines()) == 1
+    assert "internal wheel (djl-serving PR #2688)" in output and "cannot reproduce it exactly" in output
+    code, output = _run("--model", str(model), *ARGS, "--option", "option.model_loader=vllm",
+                        "--output", str(tmp_path / "o"))
+    assert code == 1 and "vllm loader" in output and "validate_partition_model_loader" in output
+    assert not (tmp_path / "o").exists()
+
+
+def test_standin_build_packages_the_028_legacy_layout(tmp_path: Path, neuron_standin: Callable[..., None]) -> None:
+    neuron_standin(neuronx_cc="2.13.72.0")
+    model = write_neuron_model(tmp_path / "llama")
+    out = tmp_path / "out"
+    code, output = _run("--model", str(model), *ARGS, "--profile", "lmi-0.28.0-neuronx-sdk2.18.2",
+                        "--output", str(out))
+    assert code == 0, output
+    assert sorted(p.name for p in (out / "checkpoint").iterdir()) == ["config.json", "model.safetensors"]
+    assert len(list((out / "compiled").glob("*.neff"))) == 4
+    assert (out / "compiled" / "VERSION").read_text() == "2.13.72.0"
+    assert not list((out / "compiled").glob("*.safetensors"))  # no presharded weights in 0.28/0.29
+    assert not list(out.glob("*.safetensors"))  # DJL would otherwise compile the directory as a plain model
+    assert json.loads((out / "config.json").read_text())["neuron"]["compiler_version"] == "2.13.72.0"
+    manifest = load_manifest(out)
+    assert manifest.layout == "neuronx-legacy" and manifest.toolchain.found["stand_in"] == "true"
+    assert "on_device_embedding" not in manifest.plan["build"]["neuron_config"]  # 0.28 does not set it
+    assert _verify(out)["valid"] is True
+    served = _verify(out, "--for-container", "lmi-0.28.0-neuronx-sdk2.18.2")
+    assert [e["code"] for e in served["errors"]] == ["stand_in"]  # type: ignore[attr-defined]
+    # Weights at the top level are named: the container would compile them instead.
+    (out / "model.safetensors").write_bytes((out / "checkpoint" / "model.safetensors").read_bytes())
+    assert "neuron_top_level_weights" in {e["code"] for e in _verify(out)["errors"]}  # type: ignore[union-attr, index]
 
 
 def test_docker_without_neuron_devices_is_refused(tmp_path: Path) -> None:
@@ -215,3 +249,62 @@ def test_local_compiled_graph_path_and_local_models_are_plan_errors(tmp_path: Pa
     code, output = _run("--model", str(model), *ARGS, "--option", "option.compiled_graph_path=s3://b/p/",
                         "--output", str(tmp_path / "o"))
     assert code == 2 and "not a model the container can fetch" in output
+
+
+@pytest.mark.parametrize(
+    ("profile", "options", "neuronx_cc"),
+    [("lmi-0.27.0-neuronx-sdk2.18.0", (), "2.13.68.0"),  # 0.27's default loader for llama with rolling batch
+     ("lmi-0.30.0-neuronx-sdk2.20.1", ("option.model_loader=optimum", "option.partition_schema=optimum"),
+      "2.15.141.0")],
+)
+def test_standin_build_packages_the_optimum_export(tmp_path: Path, neuron_standin: Callable[..., None],
+                                                   profile: str, options: tuple[str, ...], neuronx_cc: str) -> None:
+    neuron_standin(neuronx_cc=neuronx_cc, optimum_neuron=get_profile(profile).optimum_neuron)
+    model = write_neuron_model(tmp_path / "llama")
+    out = tmp_path / "out"
+    flags = [arg for option in options for arg in ("--option", option)]
+    code, output = _run("--model", str(model), "--tp", "2", "--n-positions", "2048", "--max-batch-size", "4",
+                        "--profile", profile, *flags, "--output", str(out))
+    assert code == 0, output
+    manifest = load_manifest(out)
+    assert manifest.layout == "neuronx-optimum" and manifest.plan["build"]["loader"] == "optimum"
+    assert manifest.plan["build"]["optimum_kwargs"] == {"export": True, "num_cores": 2, "auto_cast_type": "f16",
+                                                        "task": "text-generation", "batch_size": 4,
+                                                        "sequence_length": 2048}
+    neuron = json.loads((out / "config.json").read_text())["neuron"]
+    assert (neuron["batch_size"], neuron["num_cores"], neuron["sequence_length"]) == (4, 2, 2048)
+    assert neuron["compiler_version"] == neuronx_cc == manifest.toolchain.found["neuronx_cc"]
+    assert list((out / "compiled").glob("*.neff")) and list((out / "checkpoint").glob("*.safetensors"))
+    properties = (out / "serving.properties").read_text()
+    assert "option.max_rolling_batch_size=4" in properties and "option.n_positions=2048" in properties
+    assert _verify(out)["valid"] is True
+    # DJL compares the block with serving.properties before loading: a different batch is named.
+    (out / "serving.properties").write_text(properties.replace("max_rolling_batch_size=4", "max_rolling_batch_size=8"))
+    errors = _verify(out)["errors"]
+    assert any("batch_size=4" in e["message"] and "=8" in e["message"] for e in errors)  # type: ignore[attr-defined]
+
+
+def test_local_optimum_export_needs_the_profiles_optimum_neuron(tmp_path: Path,
+                                                               neuron_standin: Callable[..., None]) -> None:
+    neuron_standin(neuronx_cc="2.13.68.0", optimum_neuron="0.0.24")
+    code, output = _run("--model", str(write_neuron_model(tmp_path / "llama")), "--tp", "2", "--max-batch-size", "4",
+                        "--profile", "lmi-0.27.0-neuronx-sdk2.18.0", "--output", str(tmp_path / "o"))
+    assert code == 1 and "optimum-neuron 0.0.24 here" in output and "0.0.20" in output
+
+
+def test_standin_build_packages_the_027_split_layout(tmp_path: Path, neuron_standin: Callable[..., None]) -> None:
+    """0.27 loads llama without rolling batch with TNX, from checkpoint/ in TNX's split format."""
+    neuron_standin(neuronx_cc="2.13.68.0")
+    model = write_neuron_model(tmp_path / "llama")
+    out = tmp_path / "out"
+    code, output = _run("--model", str(model), *ARGS, "--profile", "lmi-0.27.0-neuronx-sdk2.18.0",
+                        "--output", str(out))
+    assert code == 0, output
+    manifest = load_manifest(out)
+    assert manifest.layout == "neuronx-split" and manifest.plan["build"]["loader"] == "tnx"
+    assert manifest.plan["build"]["split_class"] == "llama.model.LlamaForSampling"
+    assert (out / "checkpoint" / "pytorch_model.bin" / "key_to_filename.json").is_file()
+    assert len(list((out / "compiled").glob("*.neff"))) == 4 and not list(out.glob("*.safetensors"))
+    assert _verify(out)["valid"] is True
+    (out / "checkpoint" / "pytorch_model.bin" / "key_to_filename.json").unlink()
+    assert "neuron_checkpoint" in {e["code"] for e in _verify(out)["errors"]}  # type: ignore[attr-defined]

@@ -54,7 +54,7 @@ def test_every_neuronx_fixture_plans_per_profile(profile_name: str, plan_model: 
     _golden(f"{profile_name}.compile.json", json.dumps(specs, indent=2, sort_keys=True) + "\n")
 
 
-@pytest.mark.parametrize("profile_name", [p.name for p in load_profiles() if p.layout == "neuronx-tnx"])
+@pytest.mark.parametrize("profile_name", [p.name for p in load_profiles() if not p.split_layout_unbuilt])
 def test_golden_bundle_script(profile_name: str, plan_model: Planner) -> None:
     profile = get_profile(profile_name)
     plan = plan_model("neuronx", "meta-llama--Llama-2-7b-hf", tp="2", n_positions="4096",

@@ -8,7 +8,7 @@ import hashlib
 import pytest
 
 from lmi_build.planning.plan import NeuronxBuild
-from lmi_build.targets.neuronx.plan import choose_loader, compiler_flags
+from lmi_build.targets.neuronx.plan import LoaderRefused, choose_loader, compiler_flags
 from lmi_build.targets.neuronx.profiles import get_profile
 from tests.fixtures_planning import Planner
 
@@ -23,21 +23,62 @@ def _md5_8(text: str) -> str:
     return hashlib.md5(text.encode()).hexdigest()[:8]
 
 
+P028, P033 = "lmi-0.28.0-neuronx-sdk2.18.2", "lmi-0.33.0-neuronx-sdk2.21.1"
+
+
 @pytest.mark.parametrize(
     ("profile", "model_type", "rolling", "options", "expected"),
     [
-        (P030, "opt", False, set(), "tnx"),  # 0.30+: TNX always
-        (P026, "llama", False, set(), "optimum"),  # 0.26: optimum unless rolling batch
-        (P026, "llama", True, set(), "tnx"),
-        (P027, "opt", True, set(), "optimum"),  # 0.27: optimum's model types
-        (P027, "falcon", True, set(), "tnx"),  # outside optimum's model types
-        (P027, "llama", False, set(), "tnx"),  # llama/mistral without rolling batch
-        (P027, "llama", True, set(), "optimum"),
-        (P027, "opt", False, {"context_length_estimate"}, "tnx"),  # a TNX-only option
+        (P030, "opt", False, {}, "tnx"),  # 0.28+: TNX unless option.model_loader says otherwise
+        (P028, "llama", True, {}, "tnx"),  # 0.28.0-dlc transformers_neuronx.py:50
+        (P026, "llama", False, {}, "optimum"),  # 0.26: optimum unless rolling batch ...
+        (P026, "llama", True, {}, "tnx"),
+        (P026, "mistral", False, {}, "tnx"),  # ... or a model type outside 0.26's optimum list
+        (P026, "opt", False, {"load_split_model": "true"}, "tnx"),  # ... or load_split_model/load_in_8bit true
+        (P026, "opt", False, {"load_split_model": "false"}, "optimum"),
+        (P027, "opt", True, {}, "optimum"),  # 0.27: optimum's model types
+        (P027, "falcon", True, {}, "tnx"),  # outside optimum's model types
+        (P027, "llama", False, {}, "tnx"),  # llama/mistral without rolling batch
+        (P027, "llama", True, {}, "optimum"),
+        (P027, "opt", False, {"context_length_estimate": "256"}, "tnx"),  # a TNX-only option, set to anything
+        (P027, "opt", False, {"model_loader": "tnx"}, "tnx"),  # explicit
+        (P027, "llama", True, {"partition_schema": "legacy"}, "tnx"),  # a non-optimum schema picks TNX
+        (P030, "llama", True, {"partition_schema": "optimum"}, "optimum"),
+        (P030, "llama", True, {"model_loader": "optimum", "partition_schema": "optimum"}, "optimum"),
+        (P030, "llama", True, {"model_loader": "vllm"}, "vllm"),
+        (P033, "llama", True, {"model_loader": "nxdi"}, "nxdi"),
     ],
 )
-def test_loader_rules(profile: str, model_type: str, rolling: bool, options: set[str], expected: str) -> None:
-    assert choose_loader(get_profile(profile), model_type=model_type, rolling=rolling, set_options=options) == expected
+def test_loader_rules(profile: str, model_type: str, rolling: bool, options: dict[str, str], expected: str) -> None:
+    assert choose_loader(get_profile(profile), model_type=model_type, rolling=rolling, options=options) == expected
+
+
+@pytest.mark.parametrize(
+    ("profile", "model_type", "rolling", "options", "refusal"),
+    [
+        (P030, "llama", True, {"model_loader": "nxdi"}, "no option.model_loader=nxdi"),  # nxdi from 0.32
+        (P026, "llama", True, {"model_loader": "tnx"}, "no option.model_loader=tnx"),  # 0.26 has none
+        (P030, "llama", True, {"model_loader": "optimum"}, "without option.partition_schema=optimum"),
+        (P030, "falcon", True, {"model_loader": "optimum", "partition_schema": "optimum"}, "does not support falcon"),
+        (P030, "llama", False, {"model_loader": "optimum", "partition_schema": "optimum"}, "without rolling batch"),
+        (P027, "llama", True, {"model_loader": "tnx", "partition_schema": "optimum"}, "partition_schema=optimum"),
+        (P027, "llama", True, {"model_loader": "optimum", "partition_schema": "legacy"}, "partition_schema=legacy"),
+    ],
+)
+def test_loader_refusals_are_djls(profile: str, model_type: str, rolling: bool, options: dict[str, str],
+                                  refusal: str) -> None:
+    with pytest.raises(LoaderRefused, match=refusal):
+        choose_loader(get_profile(profile), model_type=model_type, rolling=rolling, options=options)
+
+
+def test_plan_refuses_a_model_loader_djl_refuses(plan_model: Planner) -> None:
+    plan = plan_model("neuronx", LLAMA, tp="2", profile=P030, option=("option.model_loader=nxdi",))
+    assert any(message.code == "neuron_model_loader" for message in plan.errors)
+
+
+def test_int8_forces_tnx_on_026(plan_model: Planner) -> None:
+    assert _build(plan_model("neuronx", OPT, profile=P026)).loader == "optimum"
+    assert _build(plan_model("neuronx", OPT, profile=P026, quantize="int8")).loader == "tnx"
 
 
 def test_plan_records_the_loader_per_profile(plan_model: Planner) -> None:
@@ -93,7 +134,9 @@ def _build(plan: object) -> NeuronxBuild:
 def test_rolling_batch_auto_resolution(plan_model: Planner) -> None:
     p033 = "lmi-0.33.0-neuronx-sdk2.21.1"
     vllm = plan_model("neuronx", LLAMA, tp="2", max_batch_size=16, profile=p033)
-    assert _build(vllm).loader == "vllm" and vllm.options["option.rolling_batch"] == "vllm"
+    # rolling_batch=vllm with model_loader unset keeps DJL's TNXModelLoader (load_unwrapped_model,
+    # 0.32.0-dlc transformers_neuronx.py:66,111-150,316-329): the same precompiled layout.
+    assert _build(vllm).loader == "tnx" and vllm.options["option.rolling_batch"] == "vllm"
     small = plan_model("neuronx", LLAMA, tp="2", max_batch_size=8, profile=p033)
     assert _build(small).loader == "tnx" and small.options["option.rolling_batch"] == "tnx"
     # 0.30's image has no vllm-neuronx: TNX continuous batching.
@@ -102,3 +145,21 @@ def test_rolling_batch_auto_resolution(plan_model: Planner) -> None:
     static = plan_model("neuronx", LLAMA, tp="2", option=("option.rolling_batch=auto", "option.batch_size=4"))
     assert static.options["option.rolling_batch"] == "disable"
     assert _build(static).batch_size == 4 and not _build(static).continuous_batching
+
+
+def test_continuous_batching_contexts_per_release(plan_model: Planner) -> None:
+    """0.28/0.29 compile one context bucket [n_positions] under continuous batching, 0.30+ a bucket
+    list; 0.27 refuses a given list other than [n_positions] (model_loader.py per release)."""
+    on_028 = _build(plan_model("neuronx", LLAMA, tp="2", n_positions="4096", max_batch_size=4, profile=P028))
+    assert on_028.continuous_batching and on_028.tnx_kwargs["context_length_estimate"] == [4096]
+    on_030 = _build(plan_model("neuronx", LLAMA, tp="2", n_positions="4096", max_batch_size=4, profile=P030))
+    assert on_030.tnx_kwargs["context_length_estimate"] == [128, 1024, 2048, 4096]
+    given = _build(plan_model("neuronx", LLAMA, tp="2", n_positions="4096", max_batch_size=4, profile=P030,
+                              context_length_estimate="2048,1024"))
+    assert given.tnx_kwargs["context_length_estimate"] == [2048, 1024]  # DJL's parsed list, as given
+    refused = plan_model("neuronx", LLAMA, tp="2", n_positions="4096", max_batch_size=4, profile=P027,
+                         context_length_estimate="1024,2048")
+    assert any("must be [4096]" in e.message for e in refused.errors)
+    # 0.26 batches continuously whenever rolling batch is on, 0.28+ only from two sequences.
+    assert _build(plan_model("neuronx", OPT, tp="1", max_batch_size=4, profile=P026)).continuous_batching
+    assert not _build(plan_model("neuronx", LLAMA, tp="2", max_batch_size=1, profile=P028)).continuous_batching

@@ -13,6 +13,7 @@ from lmi_build.cli import app
 from lmi_build.errors import UnknownName
 from lmi_build.planning.targets import container_facts
 from lmi_build.targets.neuronx.profiles import get_profile, load_profiles
+from lmi_build.targets.neuronx.sdk import UnbuiltLoader, sdk
 from tests.fixtures_planning import ModelDirFactory, Planner
 
 LLAMA = "meta-llama--Llama-2-7b-hf"
@@ -45,7 +46,37 @@ def test_loader_era_of_each_profile() -> None:
     eras = {p.lmi_version: (p.default_loader, p.tnx_switch) for p in load_profiles()}
     assert eras["0.26.0"] == ("optimum", "rolling_batch")
     assert eras["0.27.0"] == ("optimum", "model_type_or_option")
+    assert eras["0.28.0"] == ("tnx", "none")  # 0.28.0-dlc transformers_neuronx.py:50
     assert eras["0.30.0"] == ("tnx", "none")
+    layouts = {p.lmi_version: p.layout for p in load_profiles()}
+    assert layouts["0.27.0"] == "neuronx-split" and layouts["0.29.0"] == "neuronx-legacy"
+    assert layouts["0.30.0"] == "neuronx-tnx"
+    accepted = {p.lmi_version: p.model_loaders for p in load_profiles()}
+    assert accepted["0.26.0"] == () and "nxdi" not in accepted["0.30.0"] and "nxdi" in accepted["0.32.0"]
+
+
+def test_every_loader_a_profile_accepts_is_built_or_has_a_sourced_refusal() -> None:
+    accepted = {loader for p in load_profiles() for loader in p.model_loaders}
+    unbuilt = sdk().unbuilt_loaders
+    assert accepted - {"tnx", "optimum"} == set(unbuilt) == {"vllm", "nxdi"}
+    nxdi = unbuilt["nxdi"]
+    # What was read (DJL's loader, the wheel pin and its PR, the public fork, NxDI 0.1.1) and what was not.
+    assert any("model_loader.py:894-922" in s for s in nxdi.sources)
+    assert any("PR #2688" in s and "Dockerfile:40" in s for s in nxdi.sources)
+    assert any(s.startswith("aws-neuron/upstreaming-to-vllm v0.6.x-neuron 22c56ee") for s in nxdi.sources)
+    assert any(s.startswith("aws-neuron/neuronx-distributed-inference v0.1.1") for s in nxdi.sources)
+    assert "internal wheel" in nxdi.missing and "vllm_neuronx-0.6.2+neuron216" in nxdi.missing
+    shown = CliRunner().invoke(app, ["profiles", "show", "lmi-0.33.0-neuronx-sdk2.21.1", "--json"])
+    assert set(json.loads(shown.stdout)["unbuilt_loaders"]) == {"vllm", "nxdi"}
+    shown = CliRunner().invoke(app, ["profiles", "show", "lmi-0.33.0-neuronx-sdk2.21.1"])
+    assert "not built: option.model_loader=nxdi: DJL's nxdi partition only starts vLLM" in shown.stdout
+
+
+def test_a_refusal_reason_must_be_one_line() -> None:
+    with pytest.raises(ValueError, match="pattern"):
+        UnbuiltLoader(reason="first\nsecond", sources=("somewhere",), missing="")
+    with pytest.raises(ValueError, match="at least 1"):
+        UnbuiltLoader(reason="why", sources=(), missing="")
 
 
 def test_unknown_profile_is_named() -> None:

@@ -183,6 +183,7 @@ def _neuronx(
     compiled_dir: CompiledDirOpt = None, step_timeout: NeuronTimeoutOpt = None,
     overwrite: OverwriteOpt = False, no_cache: NoCacheOpt = False, keep_work: KeepWorkOpt = False,
     copy: CopyOpt = False, publish: PublishOpt = None, endpoint_url: EndpointOpt = None,
+    cache: RemoteCacheOpt = None,
 ) -> None:
     shaping = PlanFlags(model=model, revision=revision, tp=tp, dtype=dtype, quantize=quantize,
                         max_batch_size=max_batch_size, n_positions=n_positions,
@@ -191,7 +192,7 @@ def _neuronx(
                         strict=strict, endpoint_url=endpoint_url)
     settings = _settings(output=output, runner=runner.value, compiled_dir=compiled_dir, step_timeout_s=step_timeout,
                          overwrite=overwrite, no_cache=no_cache, keep_work=keep_work, copy=copy, publish=publish,
-                         endpoint_url=endpoint_url)
+                         endpoint_url=endpoint_url, remote_cache=cache)
     _build("neuronx", shaping, plan_file, settings)
 
 

@@ -86,12 +86,20 @@ def show_command(
 
 
 def _show_neuron(profile: NeuronProfile) -> None:
-    data = {"kind": "neuronx", **profile.model_dump(mode="json"), "cache_dir": profile.cache_dir_name}
+    from lmi_build.targets.neuronx.sdk import sdk
+
+    unbuilt = {loader: why for loader, why in sdk().unbuilt_loaders.items() if loader in profile.model_loaders}
+    data = {"kind": "neuronx", **profile.model_dump(mode="json"), "cache_dir": profile.cache_dir_name,
+            "unbuilt_loaders": {loader: why.model_dump(mode="json") for loader, why in unbuilt.items()}}
     lines = [f"[bold]{profile.name}[/bold]  {profile.image or '(no published image)'}"]
     lines += [f"  {key}: {value}" for key, value in profile.versions().items()]
     lines += [f"  NEURON_CC_FLAGS: {profile.neuron_cc_flags}", f"  compile cache: {profile.cache_dir_name}/",
-              f"  default loader: {profile.default_loader} (switch to TNX: {profile.tnx_switch})",
+              f"  default loader: {profile.default_loader} (switch to TNX: {profile.tnx_switch}); "
+              f"option.model_loader: {', '.join(profile.model_loaders) or 'none'}",
               f"  layout: {profile.layout}   released: {profile.released}"]
+    if profile.split_layout_unbuilt:
+        lines.append(f"  not built: {profile.split_layout_unbuilt}")
+    lines += [f"  not built: option.model_loader={loader}: {why.reason}" for loader, why in unbuilt.items()]
     if profile.inferred:
         lines.append(f"  inferred (not checked against a source): {', '.join(profile.inferred)}")
     if profile.notes:

@@ -94,11 +94,18 @@ class NeuronxBuild(BaseModel):
     loader: Literal["tnx", "optimum", "nxdi", "vllm"] = "tnx"  # the model loader DJL picks
     # The artifact layout: the profile's precompiled layout, or "neuronx-cache" (a compile-cache
     # tree for option.compiled_graph_path=s3://..., served next to the original weights).
-    layout: Literal["neuronx-tnx", "neuronx-legacy", "neuronx-cache"] = "neuronx-tnx"
+    layout: Literal["neuronx-tnx", "neuronx-legacy", "neuronx-split", "neuronx-optimum", "neuronx-cache"] = (
+        "neuronx-tnx")
     # What the compile step passes, exactly as DJL's TNX loader would: from_pretrained kwargs and
     # the NeuronConfig keys (only those DJL sets).
     tnx_kwargs: dict[str, Any] = {}
     neuron_config: dict[str, Any] = {}
+    # With the optimum loader: the NeuronModelForCausalLM.from_pretrained export kwargs DJL's
+    # OptimumModelLoader passes (compiler args + input shapes).
+    optimum_kwargs: dict[str, Any] = {}
+    # The split layout (LMI 0.26/0.27) loads checkpoint/ with this transformers_neuronx sampling
+    # class ("<module>.<class>"), chosen by model type.
+    split_class: str | None = None
 
 
 class HfBuild(BaseModel):

@@ -22,6 +22,7 @@ from lmi_build.planning.plan import NeuronxBuild
 from lmi_build.planning.saved import PLAN_FILE, SavedPlan
 from lmi_build.runners import LOG_DIR, ScriptRunner, make_runner
 from lmi_build.targets.neuronx.profiles import NeuronProfile, get_profile
+from lmi_build.targets.neuronx.sdk import sdk
 
 # The Python with the Neuron SDK that --runner local uses (default: the one running lmi-build).
 NEURON_PYTHON_ENV = "LMI_BUILD_NEURON_PYTHON"
@@ -30,6 +31,10 @@ BUNDLE_SCRIPT = "build-neffs.sh"
 CACHE_DIR = "neuron-cache"
 CACHE_LAYOUT = "neuronx-cache"
 PROBE_TIMEOUT_S = 120
+LEGACY_LAYOUT = "neuronx-legacy"
+OPTIMUM_LAYOUT = "neuronx-optimum"
+SPLIT_LAYOUT = "neuronx-split"
+OPTIMUM_CLASS = "optimum.neuron.NeuronModelForCausalLM"
 
 
 @dataclass(frozen=True)
@@ -68,14 +73,19 @@ def preflight(saved: SavedPlan, settings: BuildSettings) -> None:
     plan = saved.plan
     assert isinstance(plan.build, NeuronxBuild)
     profile = get_profile(plan.toolchain.profile)
-    if plan.build.loader != "tnx":
-        raise UnsupportedTarget(f"{profile.name} loads this model with DJL's {plan.build.loader} loader, whose "
-                                "artifact layout lmi-build does not build yet",
-                                hint="pick a profile where DJL uses transformers-neuronx "
-                                     "(lmi-build profiles list: loader tnx)")
-    if profile.layout != "neuronx-tnx":
-        raise UnsupportedTarget(f"{profile.name} loads the legacy checkpoint/ + compiled/ layout, which lmi-build "
-                                "does not build yet", hint="pick lmi-0.29.0 or newer (lmi-build profiles list)")
+    if plan.build.loader not in ("tnx", "optimum"):
+        why = sdk().unbuilt_loaders[plan.build.loader].reason
+        raise UnsupportedTarget(f"{profile.name} loads this model with DJL's {plan.build.loader} loader, "
+                                f"whose artifact lmi-build does not build: {why}",
+                                hint="pick a profile or options where DJL uses transformers-neuronx or "
+                                     "optimum-neuron (lmi-build profiles list)")
+    if plan.build.layout == "neuronx-split" and profile.split_layout_unbuilt:
+        raise UnsupportedTarget(f"{profile.name}: lmi-build does not build its split checkpoint/ + compiled/ layout: "
+                                f"{profile.split_layout_unbuilt}", hint="pick lmi-0.27.0 or newer (lmi-build profiles list)")
+    if plan.build.loader == "optimum" and profile.optimum_class != OPTIMUM_CLASS:
+        raise UnsupportedTarget(f"{profile.name} exports with {profile.optimum_class}, not {OPTIMUM_CLASS}: "
+                                "lmi-build's driver would not be the container's code path",
+                                hint="pick lmi-0.27.0 or newer (lmi-build profiles list)")
     if settings.compiled_dir is not None:
         if not settings.compiled_dir.is_dir():
             raise SourceError(f"--compiled-dir {settings.compiled_dir} is not a directory",
@@ -93,7 +103,13 @@ def preflight(saved: SavedPlan, settings: BuildSettings) -> None:
                                     "transformers-neuronx loads the NEFFs onto them while compiling",
                                     hint="run on an inf2/trn1 host, or use --runner script for a bundle to run there")
     if settings.runner == "local":
-        found = probe_sdk(neuron_python()).get("neuronx_cc")
+        versions = probe_sdk(neuron_python())
+        found = versions.get("neuronx_cc")
+        if plan.build.loader == "optimum" and versions.get("optimum_neuron") != profile.optimum_neuron:
+            # optimum-neuron builds its own TNX config: another version compiles other graphs.
+            raise UnsupportedTarget(f"optimum-neuron {versions.get('optimum_neuron')} here, {profile.name} has "
+                                    f"{profile.optimum_neuron}: its export would not be the container's",
+                                    hint=f"install optimum-neuron=={profile.optimum_neuron}, or use --runner docker")
         if found != profile.neuronx_cc:
             raise UnsupportedTarget(f"neuronx-cc {found} here, {profile.name} has {profile.neuronx_cc}: its NEFFs "
                                     "would not match the container's compile cache",
@@ -133,7 +149,12 @@ def build(ctx: BuildContext) -> None:
         logs = ctx.work / LOG_DIR
         if logs.is_dir() and not cache_layout:
             shutil.copytree(logs, compiled / LOG_DIR, dirs_exist_ok=True)
-    info = inspect_cache(produced) if cache_layout else inspect_compiled(produced)
+    if cache_layout:
+        info = inspect_cache(produced)
+    elif plan.build.layout == OPTIMUM_LAYOUT:
+        info = inspect_optimum_export(produced)
+    else:
+        info = inspect_compiled(produced, legacy=plan.build.layout in (LEGACY_LAYOUT, SPLIT_LAYOUT))
     if info.neuronx_cc != profile.neuronx_cc:
         # The container's compile cache would not match: it would compile again at start-up (or fail).
         raise SourceError(f"{produced} was compiled by neuronx-cc {info.neuronx_cc}, {profile.name} has "
@@ -148,14 +169,33 @@ def build(ctx: BuildContext) -> None:
     ctx.produced = produced
 
 
-def inspect_compiled(compiled: Path) -> CompiledInfo:
-    """What the compile left: the neuronx-cc version it wrote to VERSION, and a stand-in's mark."""
+def inspect_compiled(produced: Path, *, legacy: bool = False) -> CompiledInfo:
+    """What the compile left: the neuronx-cc version it wrote to VERSION, and a stand-in's mark.
+    The legacy layout's compile leaves ``checkpoint/`` and ``compiled/`` under ``produced``."""
+    compiled = produced / "compiled" if legacy else produced
     version_file = compiled / "VERSION"
     if not version_file.is_file() or not any(compiled.glob("*.neff")):
         raise SourceError(f"{compiled} is not a compiled TNX directory (VERSION and *.neff expected)",
                           hint="compile first (lmi-build neuronx, or the bundle's build-neffs.sh)")
+    if legacy and not any((produced / "checkpoint").iterdir() if (produced / "checkpoint").is_dir() else ()):
+        raise SourceError(f"{produced}/checkpoint is missing or empty: the legacy layouts load their weights there",
+                          hint="give the directory build-neffs.sh wrote (checkpoint/ and compiled/)")
     return CompiledInfo(neuronx_cc=version_file.read_text(encoding="utf-8").strip() or None,
-                        stand_in=(compiled / STAND_IN_MARKER).exists())
+                        stand_in=(produced / STAND_IN_MARKER).exists() or (compiled / STAND_IN_MARKER).exists())
+
+
+def inspect_optimum_export(produced: Path) -> CompiledInfo:
+    """optimum-neuron's export: its config.json ``neuron`` block names the compiler."""
+    try:
+        block = json.loads((produced / "config.json").read_text(encoding="utf-8")).get("neuron")
+    except (OSError, ValueError, AttributeError):
+        block = None
+    if not isinstance(block, dict) or not any((produced / "compiled").glob("*.neff")):
+        raise SourceError(f"{produced} is not an optimum-neuron export (config.json with a neuron block and "
+                          "compiled/*.neff expected)", hint="export first (lmi-build neuronx, or build-neffs.sh)")
+    version = block.get("compiler_version")
+    return CompiledInfo(neuronx_cc=str(version) if version else None,
+                        stand_in=(produced / STAND_IN_MARKER).exists())
 
 
 def inspect_cache(cache: Path) -> CompiledInfo:

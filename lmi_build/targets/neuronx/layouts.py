@@ -1,6 +1,6 @@
 """The Neuron artifact layouts the LMI Neuron containers load without compiling.
 
-``neuronx-tnx`` (LMI 0.29/0.30+, DJL's TNXModelLoader; facts §5 "Precompiled layouts", ML:347-398)::
+``neuronx-tnx`` (LMI 0.30+, DJL's TNXModelLoader; facts §5 "Precompiled layouts", ML:347-398)::
 
     config.json            the model's config with a ``neuron`` block (auto_cast_type, batch_size,
                            checkpoint_id, checkpoint_revision, compiler_type, compiler_version,
@@ -12,6 +12,41 @@
 
 A missing ``compiled/`` crashes the container and a missing NEFF raises (no fallback to compiling),
 so ``check`` looks for both.
+
+``neuronx-legacy`` (LMI 0.28/0.29, djl-serving 0.29.0-dlc model_loader.py:319-342 load, 449-462
+``safetensors_partition``)::
+
+    config.json            the model's config with the ``neuron`` block
+    checkpoint/            the HF model re-saved with save_pretrained (*.safetensors + config.json):
+                           DJL loads it with NeuronAutoModelForCausalLM.from_pretrained(checkpoint/)
+    compiled/              flat NEFFs and VERSION (model.load(compiled/) before to_neuron())
+    tokenizer files, serving.properties
+
+No ``*.safetensors`` at the top level: DJL would then take the directory for a plain HF model and
+compile it (``set_model_format``).
+
+``neuronx-split`` (LMI 0.27, 0.27.0-dlc model_loader.py:245-258 load, 226-236 + 325-345
+``legacy_partition``): the same tree, but ``checkpoint/`` holds transformers-neuronx's split format
+(``save_pretrained_split``: config.json + ``pytorch_model.bin/key_to_filename.json`` and one file per
+tensor), loaded with the model type's TNX sampling class; again no top-level ``*.safetensors``.
+
+``neuronx-optimum`` (DJL's OptimumModelLoader: 0.26/0.27 by default for its model types, 0.28+
+with option.model_loader=optimum and option.partition_schema=optimum): optimum-neuron's
+``save_pretrained`` (optimum-neuron v0.0.24 optimum/neuron/modeling_decoder.py:132-133, 268-326,
+384-460)::
+
+    config.json            with optimum's ``neuron`` block (task, batch_size, num_cores,
+                           auto_cast_type, sequence_length, compiler_type, compiler_version,
+                           checkpoint_id, checkpoint_revision): DJL then loads without exporting
+                           after checking batch_size, num_cores, sequence_length against its own
+    checkpoint/            the HF weights (written when exported from a local path)
+    compiled/              the NEFFs
+    tokenizer files, serving.properties
+
+The NEFF names are not listed in any config TNX writes: ``save()`` names each file
+``sha256(hlo.SerializeToString())[:20].neff`` and ``load()`` looks each one up by its HLO hash
+(transformers-neuronx 1ade6d7 src/transformers_neuronx/base.py:39-47, 767-797); the HLO needs the
+Neuron SDK to build, so ``check`` scans ``compiled/`` for well-named NEFFs instead.
 """
 
 from __future__ import annotations
@@ -23,11 +58,12 @@ from typing import Any
 
 from lmi_build.artifact.layout import register_layout
 from lmi_build.errors import StepError
-from lmi_build.fs import atomic_write_json, link_or_copy
+from lmi_build.fs import atomic_write_json, link_or_copy, link_tree
 from lmi_build.planning.plan import BuildPlan, NeuronxBuild
 from lmi_build.types import PlanMessage
 
 COMPILED_DIR = "compiled"
+CHECKPOINT_DIR = "checkpoint"
 BUILD_LOGS = "build-logs"
 NEFF_NAME = re.compile(r"[0-9a-f]{20}\.neff")
 NEURON_BLOCK_KEYS = ("auto_cast_type", "batch_size", "checkpoint_id", "checkpoint_revision", "compiler_type",
@@ -143,6 +179,125 @@ class TnxPrecompiledLayout:
         return problems
 
 
+SPLIT_INDEX = Path("pytorch_model.bin") / "key_to_filename.json"  # transformers_neuronx module.py:31-50
+
+
+class LegacyCheckpointLayout:
+    name = "neuronx-legacy"
+    split = False  # checkpoint/ holds safetensors (0.28/0.29), or TNX's split format (0.27)
+
+    def assemble(self, plan: BuildPlan, produced: Path, source_dir: Path, staging: Path) -> None:
+        from lmi_build.artifact.packager import carry_source_files, trust_remote_code
+
+        compiled_in, checkpoint_in = produced / COMPILED_DIR, produced / CHECKPOINT_DIR
+        version_file = compiled_in / "VERSION"
+        if not version_file.is_file() or not any(compiled_in.glob("*.neff")):
+            raise StepError(f"{compiled_in} is not a compiled TNX directory (VERSION and *.neff expected)",
+                            hint="compile first")
+        problem = self._checkpoint_problem(checkpoint_in)
+        if problem:
+            raise StepError(f"{checkpoint_in}: {problem}", hint="compile first")
+        for source, target in ((compiled_in, staging / COMPILED_DIR), (checkpoint_in, staging / CHECKPOINT_DIR),
+                               (produced / BUILD_LOGS, staging / BUILD_LOGS)):
+            if source.is_dir():
+                link_tree(source, target)
+        config = _read_json(source_dir / "config.json")
+        if config is None:
+            raise StepError(f"{source_dir}/config.json is missing or unreadable", hint="fetch the model again")
+        config["neuron"] = neuron_block(plan, version_file.read_text(encoding="utf-8").strip())
+        atomic_write_json(staging / "config.json", config, indent=2)
+        carry_source_files(source_dir, staging, trust_remote_code=trust_remote_code(plan))
+
+    def properties(self, plan: BuildPlan) -> dict[str, str]:
+        return TnxPrecompiledLayout().properties(plan)
+
+    def check(self, artifact_dir: Path) -> list[PlanMessage]:
+        problems = [p for p in TnxPrecompiledLayout().check(artifact_dir)
+                    if p.code not in ("neuron_tnx_config", "neuron_presharded")]
+        problem = self._checkpoint_problem(artifact_dir / CHECKPOINT_DIR)
+        if problem:
+            problems.append(PlanMessage(code="neuron_checkpoint", message=f"checkpoint/: {problem}",
+                                        hint="rebuild the artifact"))
+        if any(artifact_dir.glob("*.safetensors")):
+            problems.append(PlanMessage(code="neuron_top_level_weights",
+                                        message="*.safetensors at the top level: DJL would compile the directory "
+                                                "as a plain model instead of loading compiled/",
+                                        hint="keep the weights in checkpoint/ only"))
+        return problems
+
+    def _checkpoint_problem(self, checkpoint: Path) -> str | None:
+        if not (checkpoint / "config.json").is_file():
+            return "config.json is missing"
+        if self.split:
+            if not (checkpoint / SPLIT_INDEX).is_file():
+                return f"no {SPLIT_INDEX} (transformers-neuronx's split format, which LMI 0.27 loads)"
+        elif not any(checkpoint.glob("*.safetensors")):
+            return "no *.safetensors: DJL 0.28/0.29 would read it as a split checkpoint"
+        return None
+
+
+class SplitCheckpointLayout(LegacyCheckpointLayout):
+    name = "neuronx-split"
+    split = True
+
+
+OPTIMUM_BLOCK_KEYS = ("task", "batch_size", "num_cores", "auto_cast_type", "sequence_length", "compiler_type",
+                      "compiler_version", "checkpoint_id", "checkpoint_revision")
+
+
+class OptimumExportLayout:
+    name = "neuronx-optimum"
+
+    def assemble(self, plan: BuildPlan, produced: Path, source_dir: Path, staging: Path) -> None:
+        from lmi_build.artifact.packager import carry_source_files, trust_remote_code
+
+        config = _read_json(produced / "config.json")
+        if config is None or not isinstance(config.get("neuron"), dict):
+            raise StepError(f"{produced} has no config.json with a neuron block", hint="export first")
+        for name in (COMPILED_DIR, CHECKPOINT_DIR, BUILD_LOGS):
+            source = produced / name
+            if source.is_dir():
+                (staging / name).mkdir()
+                for entry in sorted(source.iterdir()):
+                    if entry.is_file():
+                        link_or_copy(entry, staging / name / entry.name)
+        for entry in sorted(produced.iterdir()):
+            if entry.is_file():  # config.json, generation_config.json (and a stand-in's marker)
+                link_or_copy(entry, staging / entry.name)
+        carry_source_files(source_dir, staging, trust_remote_code=trust_remote_code(plan))
+
+    def properties(self, plan: BuildPlan) -> dict[str, str]:
+        return TnxPrecompiledLayout().properties(plan)
+
+    def check(self, artifact_dir: Path) -> list[PlanMessage]:
+        from lmi_build.options.properties import read_properties
+
+        problems: list[PlanMessage] = []
+
+        def problem(code: str, message: str) -> None:
+            problems.append(PlanMessage(code=code, message=message, hint="rebuild the artifact"))
+
+        config = _read_json(artifact_dir / "config.json")
+        block = config.get("neuron") if config else None
+        if not isinstance(block, dict):
+            problem("neuron_block", "config.json has no neuron block: DJL's optimum loader would export again")
+            return problems
+        missing = [key for key in OPTIMUM_BLOCK_KEYS if key not in block]
+        if missing:
+            problem("neuron_block", f"the neuron block of config.json lacks {', '.join(missing)}")
+        if not any((artifact_dir / COMPILED_DIR).glob("*.neff")):
+            problem("neuron_neff", "compiled/ holds no *.neff: optimum-neuron asserts compiled/ exists")
+        if block.get("checkpoint_id") is None and not (artifact_dir / CHECKPOINT_DIR).is_dir():
+            problem("neuron_checkpoint", "checkpoint/ is missing and the neuron block names no checkpoint_id: "
+                                         "optimum-neuron cannot find the weights")
+        properties_file = artifact_dir / "serving.properties"
+        if properties_file.is_file():
+            problems += _block_vs_properties(block, read_properties(properties_file))
+        if not any((artifact_dir / name).is_file() for name in TOKENIZER_FILES):
+            problem("tokenizer", f"no tokenizer (none of {', '.join(TOKENIZER_FILES)})")
+        return problems
+
+
 def _block_vs_properties(block: dict[str, Any], properties: dict[str, str]) -> list[PlanMessage]:
     """DJL compares these before skipping the compile (ML:518-520, 623-649): each must agree."""
     rolling = properties.get("option.rolling_batch", "disable") != "disable"
@@ -218,3 +373,6 @@ class CacheTreeLayout:
 
 register_layout(TnxPrecompiledLayout())
 register_layout(CacheTreeLayout())
+register_layout(LegacyCheckpointLayout())
+register_layout(OptimumExportLayout())
+register_layout(SplitCheckpointLayout())

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from lmi_build.model.spec import ModelSpec
+from lmi_build.options.booleans import parse_bool
 from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning import checks
 from lmi_build.planning.context import PlanContext
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 DEFAULT_GQA = "shard-over-heads"  # TNX's own default; option.group_query_attention's choices are the table's
 AMP = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
+OPTIMUM_TASK = "text-generation"  # DJL's task_from_config for a *ForCausalLM architecture
 
 
 def token_buckets(n_positions: int, first_bucket: int) -> tuple[int, ...]:
@@ -112,43 +114,96 @@ def resolve_auto_rolling_batch(profile: NeuronProfile, *, batch_size: int, user_
     return "tnx"
 
 
-def choose_loader(profile: NeuronProfile, *, model_type: str, rolling: bool, set_options: set[str]) -> Loader:
-    """The model loader DJL picks in ``profile``'s release when option.model_loader is unset:
-    0.30+ transformers-neuronx; 0.26 optimum-neuron unless rolling batch is on; 0.27 optimum-neuron
-    for its model types (llama/mistral only with rolling batch) unless a TNX-only option is set."""
+class LoaderRefused(ValueError):
+    """DJL itself would refuse this option.model_loader at start-up (message, hint)."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+def _optimum_unsupported(model_type: str, rolling: bool) -> bool:
+    """DJL's ``optimum_not_supported`` (0.27+ transformers_neuronx.py) for a CausalLM model."""
+    rules = sdk().loader_rules
+    return model_type not in rules.optimum_model_types or (
+        model_type in rules.optimum_needs_rolling_batch and not rolling)
+
+
+def choose_loader(profile: NeuronProfile, *, model_type: str, rolling: bool,
+                  options: Mapping[str, str]) -> Loader:
+    """The model loader DJL picks in ``profile``'s release, from the serving.properties it will
+    read (``options``: keys without ``option.``, only those set). An explicit ``model_loader`` wins
+    where the release has it; 0.27+ ``partition_schema`` picks one when it is unset; then the
+    release's default: 0.28+ transformers-neuronx; 0.26 optimum-neuron unless rolling batch, a model
+    type outside optimum's, load_split_model or load_in_8bit; 0.27 optimum-neuron for its model
+    types (llama/mistral only with rolling batch) unless a TNX-only option is set. Raises
+    ``LoaderRefused`` where DJL would fail to start."""
+    rules = sdk().loader_rules
+    requested = options.get("model_loader")
+    schema = options.get("partition_schema")
+    if requested is not None:
+        if requested not in profile.model_loaders:
+            accepted = ", ".join(profile.model_loaders) or "none (the loader follows from the model and options)"
+            raise LoaderRefused(f"{profile.name} has no option.model_loader={requested}",
+                                f"model_loader values of that release: {accepted}")
+        if (requested == "tnx") == (schema == rules.optimum_partition_schema) and schema is not None:
+            # validate_schema_loader_combination (0.27+): tnx never loads an optimum schema, optimum
+            # nothing else.
+            raise LoaderRefused(f"{profile.name} refuses option.model_loader={requested} with "
+                                f"option.partition_schema={schema}",
+                                "drop option.partition_schema, or make it match the loader")
+        if requested == "optimum" and profile.tnx_switch == "none":
+            if schema != rules.optimum_partition_schema:
+                raise LoaderRefused(f"{profile.name} refuses option.model_loader=optimum without "
+                                    f"option.partition_schema={rules.optimum_partition_schema}",
+                                    f"add -o option.partition_schema={rules.optimum_partition_schema}")
+            if _optimum_unsupported(model_type, rolling):
+                raise LoaderRefused(f"{profile.name}'s optimum loader does not support {model_type} "
+                                    f"{'with' if rolling else 'without'} rolling batch",
+                                    "leave option.model_loader unset (transformers-neuronx)")
+        return requested
+    if schema is not None and profile.tnx_switch != "rolling_batch":
+        return "optimum" if schema == rules.optimum_partition_schema else "tnx"
     if profile.default_loader == "tnx":
         return "tnx"
     if profile.tnx_switch == "rolling_batch":
-        return "tnx" if rolling else "optimum"
-    rules = sdk().loader_rules
-    if model_type not in rules.optimum_model_types:
-        return "tnx"
-    if model_type in rules.optimum_needs_rolling_batch and not rolling:
-        return "tnx"
-    if set_options & set(rules.tnx_only_options):
+        forced = any(parse_bool(options.get(key, "")) for key in rules.tnx_true_options_026)
+        tnx = rolling or forced or model_type not in rules.optimum_model_types_026
+        return "tnx" if tnx else "optimum"
+    if _optimum_unsupported(model_type, rolling) or set(options) & set(rules.tnx_only_options):
         return "tnx"
     return "optimum"
 
 
 def tnx_kwargs(*, batch: int, amp: str, tp: int, n_positions: int, continuous: bool,
-               given_contexts: tuple[int, ...] | None, contexts: tuple[int, ...]) -> dict[str, Any]:
+               given_contexts: list[int] | None, contexts: tuple[int, ...]) -> dict[str, Any]:
     """``NeuronAutoModelForCausalLM.from_pretrained`` kwargs as DJL builds them: n_positions as one
-    int (TNX derives the buckets), context_length_estimate only when given, both as lists under
-    continuous batching (DJL then fills the context estimates itself)."""
+    int (TNX derives the buckets), context_length_estimate only when given (in the order given: DJL
+    passes its parsed list), both as lists under continuous batching (DJL then fills the context
+    estimates itself when none are given: ``contexts``)."""
     kwargs: dict[str, Any] = {"batch_size": batch, "amp": amp, "tp_degree": tp, "n_positions": n_positions}
     if given_contexts is not None:
         kwargs["context_length_estimate"] = list(given_contexts)
     if continuous:
         kwargs["n_positions"] = [n_positions]
-        kwargs["context_length_estimate"] = list(contexts)
+        if given_contexts is None:
+            kwargs["context_length_estimate"] = list(contexts)
     return kwargs
 
 
+def optimum_kwargs(*, tp: int, amp: str, batch: int, n_positions: int) -> dict[str, Any]:
+    """``NeuronModelForCausalLM.from_pretrained`` kwargs of DJL's OptimumModelLoader when it exports
+    (get_compiler_args + get_model_args; 0.27.0-dlc / 0.30.0-dlc model_loader.py OptimumModelLoader):
+    the amp string as DJL has it, the task of a causal LM, batch and sequence length."""
+    return {"export": True, "num_cores": tp, "auto_cast_type": amp, "task": OPTIMUM_TASK,
+            "batch_size": batch, "sequence_length": n_positions}
+
+
 def neuron_config(*, continuous: bool, batch: int, gqa_requested: str | None, quantized: bool,
-                  amp: str) -> dict[str, Any]:
-    """The NeuronConfig keys DJL passes, only those it sets (ML:179-225); on_device_embedding is on
-    because DJL turns it on whenever it partitions (compiles ahead)."""
-    config: dict[str, Any] = {"on_device_embedding": True}
+                  amp: str, on_device_embedding: bool) -> dict[str, Any]:
+    """The NeuronConfig keys DJL passes, only those it sets (ML:179-225); on_device_embedding where
+    the release turns it on for precompiled models (0.30+)."""
+    config: dict[str, Any] = {"on_device_embedding": True} if on_device_embedding else {}
     if continuous:
         config["continuous_batching"] = {"batch_size_for_shared_caches": batch}
     if gqa_requested is not None:
@@ -217,7 +272,7 @@ class NeuronxTarget:
             if resolved_rolling == "disable":  # "batch_size" alone is the top-level DJL key, not this one
                 rolling, batch = False, ctx.int_value("option.batch_size") or 1
             ctx.derive("rolling_batch", resolved_rolling, f"rolling_batch=auto as {profile.name} resolves it")
-        continuous = rolling and batch > 1 and spec.model_type in defaults.continuous_batching_model_types
+        continuous = self._continuous_batching(profile, rolling=rolling, batch=batch, model_type=spec.model_type)
         if continuous:
             n_positions = (max(n_positions),)
         else:
@@ -228,9 +283,18 @@ class NeuronxTarget:
         given_contexts = ctx.int_list_value("context_length_estimate")
         contexts = tuple(sorted(set(given_contexts))) if given_contexts is not None else None
         if contexts is None:
-            contexts = (continuous_batching_contexts(top, defaults.first_bucket,
-                                                     defaults.continuous_batching_first_large_bucket)
-                        if continuous else half_buckets(n_positions))
+            if not continuous:
+                contexts = half_buckets(n_positions)
+            elif profile.continuous_batching_contexts == "n_positions":
+                contexts = (top,)
+            else:
+                contexts = continuous_batching_contexts(top, defaults.first_bucket,
+                                                        defaults.continuous_batching_first_large_bucket)
+        elif continuous and profile.continuous_batching_contexts_must_equal_n and contexts != (top,):
+            ctx.findings.error("context_length_estimate",
+                               f"{profile.name} refuses context_length_estimate {list(contexts)} under continuous "
+                               f"batching: it must be [{top}] (n_positions)",
+                               hint="drop --context-length-estimate, or turn rolling batch off")
         elif max(contexts) > top:
             ctx.findings.error("context_length_estimate",
                                f"context_length_estimate {max(contexts)} is larger than n_positions {top}",
@@ -253,11 +317,13 @@ class NeuronxTarget:
         saturate = ctx.is_set("enable_saturate_infinity")
         base = ctx.request.env.get("NEURON_CC_FLAGS", profile.neuron_cc_flags)
         built = 2 if ctx.is_set("speculative_draft_model") else 1
-        set_options = {key.removeprefix("option.") for key in ctx.options.values if ctx.user_set(key)}
-        loader: Loader = "vllm" if resolved_rolling == "vllm" else choose_loader(
-            profile, model_type=spec.model_type, rolling=rolling, set_options=set_options)
+        loader = self._loader(ctx, profile, rolling)
         amp = AMP[dtype]
 
+        layout = self._layout(ctx, profile, loader)
+        if layout == "neuronx-split" and spec.model_type not in sdk().split_classes:
+            ctx.findings.error("neuron_split_class", f"{profile.name} has no transformers-neuronx sampling class for "
+                               f"{spec.model_type}", hint="pick lmi-0.28.0 or newer (lmi-build profiles list)")
         build = NeuronxBuild(
             tp=tp,
             amp=amp,
@@ -269,16 +335,19 @@ class NeuronxTarget:
             gqa_effective=gqa,
             unroll=ctx.int_value("unroll"),
             neuron_optimize_level=level,
-            on_device_embedding=True,  # DJL turns it on whenever it partitions (compiles ahead)
+            on_device_embedding=profile.precompiled_on_device_embedding,
             compiler_flags=compiler_flags(base, level, mixed, saturate, properties_built=built),
             platform=platform,
             loader=loader,
-            layout=self._layout(ctx, profile),
+            layout=layout,
+            optimum_kwargs=optimum_kwargs(tp=tp, amp=amp, batch=batch, n_positions=top) if loader == "optimum" else {},
+            split_class=sdk().split_classes.get(spec.model_type) if layout == "neuronx-split" else None,
             tnx_kwargs=tnx_kwargs(batch=batch, amp=amp, tp=tp, n_positions=top, continuous=continuous,
-                                  given_contexts=contexts if given_contexts is not None else None,
+                                  given_contexts=list(given_contexts) if given_contexts is not None else None,
                                   contexts=contexts),
             neuron_config=neuron_config(continuous=continuous, batch=batch, gqa_requested=requested,
-                                        quantized=ctx.quantization.method == "int8", amp=amp),
+                                        quantized=ctx.quantization.method == "int8", amp=amp,
+                                        on_device_embedding=profile.precompiled_on_device_embedding),
         )
 
         ctx.derive("engine", self.engine, "neuronx target")
@@ -298,6 +367,32 @@ class NeuronxTarget:
         )
 
     @staticmethod
+    def _continuous_batching(profile: NeuronProfile, *, rolling: bool, batch: int, model_type: str) -> bool:
+        """Whether DJL compiles for TNX continuous batching in this release (profile rule)."""
+        if not rolling:
+            return False
+        if profile.continuous_batching_rule == "rolling":
+            return True
+        model_types = sdk().defaults.continuous_batching_model_types
+        if profile.continuous_batching_rule == "rolling_model_type":
+            return model_type in model_types
+        return batch > 1 and model_type in model_types
+
+    @staticmethod
+    def _loader(ctx: PlanContext, profile: NeuronProfile, rolling: bool) -> Loader:
+        """The loader from the options DJL will read: the user's, and those lmi-build writes to
+        serving.properties that steer it (quantize=static_int8 for int8, which sets load_in_8bit)."""
+        options = {key.removeprefix("option."): item.value for key, item in ctx.options.values.items()
+                   if key.startswith("option.") and item.value != "" and ctx.user_set(key)}
+        if ctx.quantization.method == "int8":
+            options.update(quantize="static_int8", load_in_8bit="true")
+        try:
+            return choose_loader(profile, model_type=ctx.spec.model_type, rolling=rolling, options=options)
+        except LoaderRefused as refused:
+            ctx.findings.error("neuron_model_loader", str(refused), hint=refused.hint)
+            return "tnx"
+
+    @staticmethod
     def _check_tp_degree(ctx: PlanContext, tp: int, platform: NeuronPlatform | None) -> None:
         degrees = sdk().tp_degrees
         if platform is not None:
@@ -315,11 +410,19 @@ class NeuronxTarget:
                                hint=f"use --tp <= {ctx.instance.devices} or a larger instance")
 
     @staticmethod
-    def _layout(ctx: PlanContext, profile: NeuronProfile) -> Literal["neuronx-tnx", "neuronx-legacy", "neuronx-cache"]:
+    def _layout(ctx: PlanContext, profile: NeuronProfile, loader: Loader) -> Literal[
+            "neuronx-tnx", "neuronx-legacy", "neuronx-split", "neuronx-optimum", "neuronx-cache"]:
         """option.compiled_graph_path=s3://... asks for a compile-cache tree the container reads
-        through NEURON_COMPILE_CACHE_URL beside the original weights; otherwise the profile's
-        precompiled layout."""
+        through NEURON_COMPILE_CACHE_URL beside the original weights; otherwise the precompiled
+        layout of the loader (optimum-neuron's export) or of the profile (TNX)."""
         graph = ctx.text_value("compiled_graph_path")
+        if loader == "optimum":
+            if graph:
+                ctx.findings.error("compiled_graph_path_optimum",
+                                   "option.compiled_graph_path is read only by DJL's transformers-neuronx loader, "
+                                   "not by the optimum loader this plan uses",
+                                   hint="drop option.compiled_graph_path (the optimum export is self-contained)")
+            return "neuronx-optimum"
         if not graph:
             return profile.layout
         if not graph.startswith("s3://"):

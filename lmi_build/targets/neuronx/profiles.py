@@ -39,11 +39,35 @@ class NeuronProfile(BaseModel):
     python: str
     neuron_cc_flags: str  # the image's ENV NEURON_CC_FLAGS
     # The loader DJL uses when option.model_loader is not set, and when it switches to TNX anyway:
-    # "rolling_batch" (0.26: whenever rolling batch is on), "model_type_or_option" (0.27: model
-    # types outside optimum's, llama/mistral without rolling batch, or a TNX-only option set).
+    # "rolling_batch" (0.26: rolling batch on, a model type outside optimum's, load_split_model or
+    # load_in_8bit), "model_type_or_option" (0.27: model types outside optimum's, llama/mistral
+    # without rolling batch, or a TNX-only option set), "none" (0.28+: TNX unless model_loader says).
     default_loader: Literal["tnx", "optimum"]
     tnx_switch: Literal["rolling_batch", "model_type_or_option", "none"]
-    layout: Literal["neuronx-legacy", "neuronx-tnx"]  # the precompiled TNX layout this release loads
+    model_loaders: tuple[Loader, ...] = ()  # the option.model_loader values this release accepts
+    # The precompiled TNX layout this release loads: "neuronx-split" (0.26/0.27: checkpoint/ in TNX's
+    # split format + compiled/), "neuronx-legacy" (0.28/0.29: checkpoint/ safetensors + compiled/),
+    # "neuronx-tnx" (0.30+: compiled/ with presharded weights and NEFFs).
+    layout: Literal["neuronx-split", "neuronx-legacy", "neuronx-tnx"]
+    # 0.30+ turns on_device_embedding on whenever it partitions or loads a `neuron` config
+    # (neuron_smart_default_utils.py:83-85); 0.28/0.29 pass it to TNX only from an
+    # on_device_embedding_config file (model_loader.py:194-197), so their NeuronConfig lacks it.
+    precompiled_on_device_embedding: bool = False
+    # When DJL compiles for TNX continuous batching: "rolling" (0.26: whenever rolling batch is on),
+    # "rolling_model_type" (0.27: and llama/mistral), "rolling_model_type_batch" (0.28+: and
+    # max_rolling_batch_size > 1).
+    continuous_batching_rule: Literal["rolling", "rolling_model_type", "rolling_model_type_batch"] = (
+        "rolling_model_type_batch")
+    # Its context buckets when option.context_length_estimate is unset: "n_positions" (0.26-0.29:
+    # [n_positions]) or "buckets" (0.30+: 128, 1024, 2048, ... n_positions); a given list must equal
+    # [n_positions] in 0.26/0.27 (DJL raises otherwise).
+    continuous_batching_contexts: Literal["n_positions", "buckets"] = "buckets"
+    continuous_batching_contexts_must_equal_n: bool = False
+    # The partition lmi-build's driver reproduces for this release's split layout, or why none:
+    # 0.27's legacy_partition is built; 0.26's differs (below) and is refused with this reason.
+    split_layout_unbuilt: str = ""
+    # The optimum-neuron class DJL exports with; lmi-build's driver can only call optimum's own.
+    optimum_class: str = "optimum.neuron.NeuronModelForCausalLM"
     inferred: tuple[str, ...] = ()  # fields not checked against a source
     sources: tuple[str, ...] = ()
     notes: str = ""

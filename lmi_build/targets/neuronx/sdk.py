@@ -34,6 +34,19 @@ class LoaderRules(BaseModel):
     optimum_model_types: tuple[str, ...]
     optimum_needs_rolling_batch: tuple[str, ...]
     tnx_only_options: tuple[str, ...]
+    optimum_model_types_026: tuple[str, ...]
+    tnx_true_options_026: tuple[str, ...]
+    optimum_partition_schema: str
+
+
+class UnbuiltLoader(BaseModel):
+    """Why lmi-build refuses to build the artifact of one DJL model loader, with what was read."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reason: str = Field(min_length=1, pattern=r"^[^\n]*$")  # shown as the refusal's one line
+    sources: tuple[str, ...] = Field(min_length=1)  # repo, ref, path:lines of what was read
+    missing: str  # what could not be read and an exact build would need ("" when nothing is)
 
 
 class NeuronSdk(BaseModel):
@@ -46,6 +59,8 @@ class NeuronSdk(BaseModel):
     tp_degrees: dict[NeuronPlatform, tuple[int, ...]]
     defaults: NeuronDefaults
     loader_rules: LoaderRules
+    split_classes: dict[str, str]  # model type -> transformers_neuronx "<module>.<class>" (0.27 split layout)
+    unbuilt_loaders: dict[str, UnbuiltLoader]  # DJL model loader -> why its artifact is not built
 
 
 def sdk() -> NeuronSdk:

@@ -47,8 +47,10 @@ def compile_spec(plan: BuildPlan, profile: NeuronProfile) -> dict[str, Any]:
     """What the driver reads: exactly the plan's values, nothing re-derived."""
     build = _build(plan)
     return {"profile": profile.name, "neuronx_cc": profile.neuronx_cc, "neuron_sdk": profile.neuron_sdk,
-            "loader": build.loader, "compiler_flags": build.compiler_flags,
-            "tnx_kwargs": build.tnx_kwargs, "neuron_config": build.neuron_config}
+            "loader": build.loader, "layout": build.layout, "compiler_flags": build.compiler_flags,
+            "tnx_kwargs": build.tnx_kwargs, "neuron_config": build.neuron_config,
+            **({"optimum_kwargs": build.optimum_kwargs} if build.loader == "optimum" else {}),
+            **({"split_class": build.split_class} if build.split_class else {})}
 
 
 def write_driver(directory: Path, plan: BuildPlan, profile: NeuronProfile) -> None:
