@@ -8,8 +8,9 @@ awscrt is measured two ways: writing straight to the file (``recv_filepath``, it
 nothing verified) and the same plus a SHA-256 pass over each file as soon as it is complete, which
 is what pull would need. Each run also reports the client's CPU seconds (user+system): with the
 server on the same cores, the transfer is CPU bound and CPU seconds are the steadier figure.
-Measured 2026-11-23 on the 2-core development host: the CRT without any verification needed as
-much client CPU as pull with it (1.87 vs 1.90 CPU-s per GiB), so it cannot close the gap to s5cmd.
+Measured 2026-11-23 on the 2-core development host (shared, load 8-12): the CRT without any
+verification needed as much client CPU as pull with it, or more (1.87 vs 1.90 CPU-s per GiB in
+one run, 3.11 vs 2.13 in another; s5cmd 1.66 and 1.54), so it cannot close the gap to s5cmd.
 """
 
 from __future__ import annotations
