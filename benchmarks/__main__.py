@@ -1,7 +1,7 @@
 """Run every benchmark in turn: `python -m benchmarks [NAME ...]` (names: startup, package,
-storage, quantize, fleet), then print one table of every comparison with its ratio. Each is a plain
-script that prints its own numbers and ratios against a peer tool measured in the same run; see
-the docstring at the top of each file. `make bench` runs them all."""
+storage, storage_crt, quantize, fleet), then print one table of every comparison with its ratio.
+Each is a plain script that prints its own numbers and ratios against a peer tool measured in the
+same run; see the docstring at the top of each file. `make bench` runs them all."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ORDER = ("startup", "package", "storage", "quantize", "fleet")
+ORDER = ("startup", "package", "storage", "storage_crt", "quantize", "fleet")
 sys.path.insert(0, str(HERE.parent))
 
 from benchmarks import ROWS_ENV  # noqa: E402 - the repo root is on sys.path only from here on

@@ -1,8 +1,11 @@
 """Start-up time of `lmi-build --help` and `lmi-build plan hf --json` against huggingface_hub's CLI.
 
-Run: python benchmarks/startup.py [--repeat 7]
-Prints the median wall time of each command (fresh interpreter each run) and its ratio to the
-`hf --help` baseline, and fails if `--help` or `plan` imported torch or transformers.
+Run: python benchmarks/startup.py [--repeat 7] [--instructions]
+Prints the median wall time and CPU time (user+system) of each command (fresh interpreter each
+run) and their ratios to the `hf --help` baseline, and fails if `--help` or `plan` imported torch
+or transformers. On a shared machine both times move with the load (2x between runs on the
+2-core development host); ``--instructions`` also counts the instructions each command executes
+under valgrind (callgrind), which do not depend on the load: the figure to compare across runs.
 
 lmi_build's modules are byte-compiled first (compileall), as a wheel install does: with
 PYTHONDONTWRITEBYTECODE set, an editable install would otherwise compile every module from source
@@ -15,6 +18,8 @@ from __future__ import annotations
 import argparse
 import compileall
 import json
+import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -41,13 +46,31 @@ print(json.dumps(sorted(m for m in ("torch", "transformers") if m in sys.modules
 """
 
 
-def timed(command: list[str], repeat: int) -> float:
-    samples = []
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(command: list[str], repeat: int) -> tuple[float, float]:
+    """Median (wall seconds, CPU seconds) of ``repeat`` runs."""
+    walls, cpus = [], []
     for _ in range(repeat):
-        start = time.perf_counter()
+        cpu, start = _children_cpu(), time.perf_counter()
         subprocess.run(command, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+        walls.append(time.perf_counter() - start)
+        cpus.append(_children_cpu() - cpu)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def instructions(command: list[str]) -> int | None:
+    """Instructions the command executes (valgrind's callgrind), or None without valgrind."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        return None
+    run = subprocess.run([valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null", *command],
+                         check=False, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    found = re.search(r"Collected : (\d+)", run.stderr)
+    return int(found.group(1)) if found else None
 
 
 def heavy_imports(args: list[str]) -> list[str]:
@@ -59,6 +82,8 @@ def heavy_imports(args: list[str]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count instructions under valgrind (about a minute per command)")
     args = parser.parse_args()
 
     # This interpreter's environment first, so `make bench` works without an activated venv.
@@ -80,12 +105,22 @@ def main() -> None:
         for cmd in commands.values():  # warm the OS file cache once
             subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         medians = {name: timed(cmd, args.repeat) for name, cmd in commands.items()}
-        baseline = medians[f"{Path(hf).name} --help"]
-        print(f"{'command':32s} {'median':>9s} {'vs hf':>7s}   ({args.repeat} runs each)")
-        for name, value in medians.items():
-            print(f"{name:32s} {value * 1000:7.0f}ms {value / baseline:6.2f}x")
+        peer = f"{Path(hf).name} --help"
+        wall0, cpu0 = medians[peer]
+        print(f"{'command':32s} {'wall':>9s} {'vs hf':>7s} {'CPU':>9s} {'vs hf':>7s}   (medians of {args.repeat} runs)")
+        for name, (wall, cpu) in medians.items():
+            print(f"{name:32s} {wall * 1000:7.0f}ms {wall / wall0:6.2f}x {cpu * 1000:7.0f}ms {cpu / cpu0:6.2f}x")
             if name.startswith("lmi-build"):
-                record_comparison("startup", name, value, f"{Path(hf).name} --help", baseline)
+                record_comparison("startup", name, wall, peer, wall0)
+                record_comparison("startup", f"{name}: CPU", cpu, f"{peer}: CPU", cpu0)
+        if args.instructions:
+            counts = {name: instructions(cmd) for name, cmd in commands.items()}
+            base = counts[peer]
+            for name, count in counts.items():
+                if count is None or base is None:
+                    print(f"{name:32s} instructions: not counted (needs valgrind)")
+                else:
+                    print(f"{name:32s} {count / 1e6:9.0f} M instructions {count / base:6.2f}x")
         for probe_args in (["--help"], ["plan", "hf", "--model", str(model), "--json"]):
             heavy = heavy_imports(probe_args)
             if heavy:
