@@ -20,7 +20,7 @@ from lmi_build.planning.checkpoint_estimate import (
     rates,
 )
 from lmi_build.planning.instances import GIB
-from tests.fixtures_planning import Planner
+from tests.fixtures_planning import ModelDirFactory, Planner
 
 CPU = BuildDevice("cpu", 0, "test: no GPU")
 FOUR_GPUS = BuildDevice("cuda", 4, "test: 4 GPUs")
@@ -194,3 +194,17 @@ def test_the_estimate_holds_for_a_real_demo_build(tmp_path: Path, flags: list[st
         step, estimate)
     assert peak <= estimate["host_ram_bytes"] * MEMORY_BOUND, (peak, estimate)
     assert peak >= estimate["host_ram_bytes"] / MEMORY_BOUND, (peak, estimate)
+
+
+def test_planning_the_estimate_imports_no_torch(model_dir: ModelDirFactory) -> None:
+    probe = (
+        "import json, sys\n"
+        "from lmi_build.planner import make_plan\n"
+        "from lmi_build.planning.request import PlanRequest\n"
+        "plan = make_plan(PlanRequest(target='hf', model=sys.argv[1], quantize='awq', env={}))\n"
+        "print(json.dumps({'step': plan.checkpoint_step is not None,\n"
+        "                  'heavy': sorted(m for m in ('torch', 'transformers', 'modelopt') if m in sys.modules)}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe, str(model_dir("meta-llama--Llama-2-7b-hf"))],
+                          capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == {"step": True, "heavy": []}
