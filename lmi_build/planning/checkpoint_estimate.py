@@ -187,7 +187,7 @@ def estimate_checkpoint_step(target: str, build: TrtllmBuild | NeuronxBuild | Hf
     assert isinstance(build, (TrtllmBuild, HfBuild))  # has_checkpoint_step says so
     where = device or detect_build_device()
     if isinstance(build, HfBuild) and quantization.method is None:
-        where = BuildDevice("cpu", 0, "the hf conversion streams tensor by tensor on the CPU")
+        where = BuildDevice("cpu", 0, "the hf conversion streams the shards on the CPU")
     table = rates()
     method = quantization.method
     runs_forward = method is not None and quantization.calibration is not None
