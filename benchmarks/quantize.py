@@ -3,7 +3,10 @@
 Builds a random-weight Llama of about 1.1 GB (fp16 safetensors; hidden 2048, 10 layers, GQA 16/4,
 vocab 32000) once, then runs every case in its own subprocess through the real path
 (``make_plan`` for the build, ``plan_quantization`` for the method, then ``run_checkpoint_step``), so each peak RSS belongs to one case alone
-(``os.wait4`` returns that child's ``ru_maxrss``).
+(``os.wait4`` returns that child's ``ru_maxrss``). A ``baseline`` child that only imports what a case
+imports (torch, transformers, ModelOpt, lmi-build's step) gives the interpreter's own peak, so the
+table reports both the raw peak and the peak above that baseline, each against the model's size on
+disk. One JSON line per case goes to ``<out>/results.jsonl`` (for ``lmi_build/data/quantize_rates.toml``).
 
 Calibration is kept small on purpose (``--calib-size 8 --calib-max-seq-len 128`` by default, vs the
 planner's 32-64 samples of up to 512 tokens): the machine has 2 shared cores. Calibration time
@@ -37,6 +40,7 @@ CASES: dict[str, tuple[str | None, str, int, str]] = {
     "gptq": ("gptq", "bfloat16", 1, "trtllm"),
     # The hf target: an unquantized dtype conversion (streamed) and its quantized checkpoints.
     "hf-bf16": (None, "bfloat16", 1, "hf"),
+    "hf-bf16-tp2": (None, "bfloat16", 2, "hf"),
     "hf-fp8": ("fp8", "float16", 1, "hf"),
     "hf-awq": ("awq", "float16", 1, "hf"),
 }
@@ -67,6 +71,14 @@ def make_model(model_dir: Path) -> None:
         {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>"}))
 
 
+def _existing_model(reference: str) -> Path:
+    if reference.startswith("demo:"):
+        from lmi_build.sources.demo import ensure_demo_model
+
+        return ensure_demo_model(reference.removeprefix("demo:"), with_weights=True)
+    return Path(reference)
+
+
 def run_case(name: str, model_dir: Path, work_dir: Path, calib_size: int, calib_len: int,
              calib_batch: int) -> dict[str, Any]:
     from lmi_build import output
@@ -79,8 +91,9 @@ def run_case(name: str, model_dir: Path, work_dir: Path, calib_size: int, calib_
     output.set_mode(Mode.QUIET)
     method, dtype, tp, target = CASES[name]
     lmi_dtype = {"float16": "fp16", "bfloat16": "bf16"}[dtype]
-    options: tuple[str, ...] = (f"calib_size={calib_size}", f"awq_calib_size={calib_size}",
-                                f"calib_max_seq_len={calib_len}")
+    options: tuple[str, ...] = ()
+    if calib_size:  # 0: the planner's defaults, as a plain build would calibrate
+        options += (f"calib_size={calib_size}", f"awq_calib_size={calib_size}", f"calib_max_seq_len={calib_len}")
     if calib_batch:  # 0: each method's default batch size
         options += (f"calib_batch_size={calib_batch}",)
     plan = make_plan(PlanRequest(target="hf" if target == "hf" else "trtllm", model=str(model_dir), dtype=lmi_dtype, tp=str(tp), option=options))
@@ -99,8 +112,26 @@ def run_case(name: str, model_dir: Path, work_dir: Path, calib_size: int, calib_
             update={"export_format": export_format(quantization)})})
     result = run_checkpoint_step(plan, model_dir, work_dir)
     size = sum((result.out_dir / f).stat().st_size for f in result.files)
+    calibration = result.calibration
     return {"quant_algo": result.quant_algo, "out_bytes": size, "step_seconds": result.seconds,
-            "calib_tokens": result.calibration.tokens if result.calibration else 0}
+            "calib_tokens": calibration.tokens if calibration else 0,
+            "calib_seconds": calibration.seconds if calibration else 0.0,
+            "params": plan.spec.num_parameters,
+            "device": result.placement.describe() if result.placement else "-"}
+
+
+def import_baseline() -> dict[str, Any]:
+    """Import what every case imports, and nothing else: the interpreter's own peak RSS."""
+    import modelopt.torch.export
+    import modelopt.torch.quantization  # noqa: F401
+    import safetensors.torch  # noqa: F401
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
+
+    import lmi_build.planner
+    import lmi_build.quantize.export  # noqa: F401
+
+    return {}
 
 
 def resolved_options_of(plan: Any) -> Any:
@@ -130,39 +161,56 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("/tmp/lmi-bench"))
     parser.add_argument("--cases", default=",".join(CASES))
-    parser.add_argument("--calib-size", type=int, default=8)
+    parser.add_argument("--model", help="demo:NAME or a model directory (default: generate the 1.1 GB Llama)")
+    parser.add_argument("--calib-size", type=int, default=8, help="0: the planner's defaults")
     parser.add_argument("--calib-max-seq-len", type=int, default=128)
     parser.add_argument("--calib-batch-size", type=int, default=0, help="0: each method's default")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--make-model", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--baseline", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     model_dir = args.out / "model"
+    if args.model is not None:  # an existing model (demo:NAME or a directory) instead of the generated one
+        model_dir = _existing_model(args.model)
 
     if args.make_model:
         make_model(model_dir)
+        return
+    if args.baseline:
+        print(json.dumps(import_baseline()))
         return
     if args.child:
         print(json.dumps(run_case(args.child, model_dir, args.out / "work" / args.child,
                                   args.calib_size, args.calib_max_seq_len, args.calib_batch_size)))
         return
 
-    me = [sys.executable, __file__, "--out", str(args.out), "--calib-size", str(args.calib_size),
+    me = [sys.executable, __file__, "--out", str(args.out), *(["--model", args.model] if args.model else []),
+          "--calib-size", str(args.calib_size),
           "--calib-max-seq-len", str(args.calib_max_seq_len), "--calib-batch-size", str(args.calib_batch_size)]
-    if not (model_dir / "model.safetensors").is_file():
+    if args.model is None and not (model_dir / "model.safetensors").is_file():
         seconds, _, _ = _child([*me, "--make-model"], args.out / "logs")
         print(f"made {model_dir} in {seconds:.1f}s", file=sys.stderr)
     disk = sum(p.stat().st_size for p in model_dir.glob("*.safetensors"))
-    print(f"model: {disk / 2**30:.2f} GiB fp16 on disk, {SHAPE}; calibration {args.calib_size} samples "
-          f"x <= {args.calib_max_seq_len} tokens, batch {args.calib_batch_size or 'default'}; {os.cpu_count()} CPUs")
-    print(f"{'case':18} {'dtype':9} {'tp':>2} {'quant_algo':20} {'wall s':>8} {'peak RSS GiB':>12} "
-          f"{'x disk':>7} {'out GiB':>8} {'calib tok':>9}")
+    _, baseline, _ = _child([*me, "--baseline"], args.out / "logs")
+    shape = SHAPE if args.model is None else args.model
+    print(f"model: {disk / 2**30:.2f} GiB fp16 on disk, {shape}; calibration {args.calib_size} samples "
+          f"x <= {args.calib_max_seq_len} tokens, batch {args.calib_batch_size or 'default'}; {os.cpu_count()} CPUs; "
+          f"import baseline {baseline / 2**30:.2f} GiB peak RSS (python + torch + transformers + ModelOpt)")
+    print(f"{'case':18} {'dtype':9} {'tp':>2} {'quant_algo':20} {'wall s':>8} {'calib s':>8} {'peak GiB':>9} "
+          f"{'x disk':>7} {'-base GiB':>9} {'x disk':>7} {'out GiB':>8} {'calib tok':>9}")
+    results = args.out / "results.jsonl"
     for name in args.cases.split(","):
         _, dtype, tp, _ = CASES[name]
         seconds, rss, out_text = _child([*me, "--child", name], args.out / "logs")
         info = json.loads(out_text.strip().splitlines()[-1])
-        print(f"{name:18} {dtype:9} {tp:>2} {info['quant_algo'] or '-':20} {seconds:8.1f} {rss / 2**30:12.2f} "
-              f"{rss / disk:7.2f} {info['out_bytes'] / 2**30:8.2f} {info['calib_tokens']:9}", flush=True)
-
+        above = rss - baseline
+        print(f"{name:18} {dtype:9} {tp:>2} {info['quant_algo'] or '-':20} {seconds:8.1f} {info['calib_seconds']:8.1f} "
+              f"{rss / 2**30:9.2f} {rss / disk:7.2f} {above / 2**30:9.2f} {above / disk:7.2f} "
+              f"{info['out_bytes'] / 2**30:8.2f} {info['calib_tokens']:9}", flush=True)
+        record = {"case": name, "dtype": dtype, "tp": tp, "wall_seconds": round(seconds, 2), "peak_rss_bytes": rss,
+                  "baseline_rss_bytes": baseline, "disk_bytes": disk, "load_average": os.getloadavg()[0], **info}
+        with open(results, "a") as handle:
+            handle.write(json.dumps(record) + "\n")
 
 if __name__ == "__main__":
     main()

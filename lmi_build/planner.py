@@ -16,6 +16,7 @@ from lmi_build.model.spec import ModelSpec
 from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning import checks
 from lmi_build.planning.cache_key import compute_cache_key, config_digest
+from lmi_build.planning.checkpoint_estimate import estimate_checkpoint_step
 from lmi_build.planning.context import PlanContext
 from lmi_build.planning.findings import Findings
 from lmi_build.planning.instances import get_instance
@@ -136,6 +137,10 @@ def plan_request(request: PlanRequest) -> SavedPlan:
         else:
             memory = check_fit(memory, planned.workload, instance, findings)
 
+    # Where the convert/quantize step runs and its cost; not in the cache key (the device decides
+    # how, not what: the manifest records the device the build really used).
+    checkpoint_step = estimate_checkpoint_step(request.target, planned.build, quantization, spec, request.calib_data)
+
     final = options.with_values(ctx.derived)
     written = {k: v for k, v in final.values.items() if k not in NOT_WRITTEN}
     properties = {k: v.value for k, v in written.items()}
@@ -155,6 +160,7 @@ def plan_request(request: PlanRequest) -> SavedPlan:
         build=planned.build,
         quantization=quantization,
         memory=memory,
+        checkpoint_step=checkpoint_step,
         toolchain=planned.toolchain,
         cache_key=cache_key,
         valid=not findings.errors,

@@ -50,3 +50,35 @@ def test_sharded_input_keeps_its_shards_and_loads_in_transformers(tiny_llama3: P
     ids = torch.arange(1, 17).unsqueeze(0)
     with torch.inference_mode():
         assert torch.equal(loaded(input_ids=ids).logits, expected(input_ids=ids).logits)
+
+
+def test_tensors_larger_than_a_chunk_are_cast_piece_by_piece(tiny_llama3: Path, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+    from safetensors.torch import load_file
+
+    from lmi_build.quantize import convert
+
+    monkeypatch.setattr(convert, "CHUNK_BYTES", 1003)  # odd on purpose: chunks end on an element boundary
+    convert_checkpoint(tiny_llama3, tmp_path, "bfloat16")
+    source = load_file(str(tiny_llama3 / "model.safetensors"))
+    converted = load_file(str(tmp_path / "model.safetensors"))
+    assert max(t.numel() * t.element_size() for t in source.values()) > 100 * 1003
+    for name, tensor in source.items():
+        assert torch.equal(converted[name], tensor.to(torch.bfloat16)), name
+
+
+def test_a_truncated_shard_is_a_one_line_error(tiny_llama3: Path, tmp_path: Path) -> None:
+    from lmi_build.errors import StepError
+
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for source in tiny_llama3.iterdir():
+        if source.is_file():
+            (broken / source.name).write_bytes(source.read_bytes())
+    shard = broken / "model.safetensors"
+    shard.write_bytes(shard.read_bytes()[:-4096])
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(StepError, match="shorter than its header says"):
+        convert_checkpoint(broken, out, "bfloat16")

@@ -56,6 +56,10 @@ class StepTiming(BaseModel):
     name: str  # "resolve", "quantize", "convert", "engine_build", "package", ...
     seconds: float = Field(ge=0)
     detail: str | None = None  # one line, e.g. "W8A8_SQ_PER_CHANNEL, 32 samples"
+    # Checkpoint steps (convert/quantize on the build host): where they really ran and their peak.
+    device: Literal["cpu", "cuda"] | None = None
+    gpus: int | None = Field(default=None, ge=0)
+    peak_rss_bytes: int | None = Field(default=None, ge=0)
 
 
 class HardwareTarget(BaseModel):
@@ -88,6 +92,25 @@ class BuildRecord(BaseModel):
             yield
         finally:
             self.steps.append(StepTiming(name=name, seconds=round(time.perf_counter() - start, 3), detail=detail))
+
+    def record_checkpoint(self, name: str, result: Any) -> None:
+        """Add where the checkpoint step ``name`` ran (a ``quantize.export.CheckpointResult``) to its entry."""
+        placement = result.placement
+        for index in range(len(self.steps) - 1, -1, -1):
+            step = self.steps[index]
+            if step.name != name:
+                continue
+            where = [placement.describe()] if placement is not None else []
+            if result.cached:
+                where.append("restored from the checkpoint cache")
+            detail = "; ".join([*([step.detail] if step.detail else []), *where]) or None
+            self.steps[index] = step.model_copy(update={
+                "detail": detail,
+                "device": placement.device if placement is not None else None,
+                "gpus": placement.gpus if placement is not None else None,
+                "peak_rss_bytes": None if result.cached else result.peak_rss_bytes,
+            })
+            return
 
 
 class ToolchainRecord(BaseModel):

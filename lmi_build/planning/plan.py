@@ -131,6 +131,25 @@ class MemoryEstimate(BaseModel):
     host_ram_bytes: int | None = None  # peak host RAM the convert/quantize steps need
 
 
+class CheckpointStepEstimate(BaseModel):
+    """Where the convert/quantize step is expected to run and what it costs, from the rates in
+    ``lmi_build/data/quantize_rates.toml`` (measured; see its ``[source]``). Not part of the cache
+    key: the build records the device it really used in the manifest's step entry."""
+
+    model_config = ConfigDict(frozen=True)
+
+    device: Literal["cpu", "cuda"]  # what this host offers at plan time
+    gpus: int  # visible CUDA devices (0 on CPU)
+    detected: str  # how the device was found, e.g. "/proc/driver/nvidia/gpus: 4"
+    load_dtype: str  # the dtype the model is loaded (and calibrated) in
+    method: str | None  # the quantization method; None: an unquantized conversion
+    calibration_tokens: int = 0  # estimated from the planned samples (characters per token)
+    seconds: float | None = None  # None: no measured rate for this device and method
+    host_ram_bytes: int  # peak resident memory of the step's process
+    gpu_bytes_per_device: int | None = None  # only with device cuda
+    basis: list[str] = []  # one line per number: which measured rate or factor it comes from
+
+
 class ToolchainRef(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -154,6 +173,7 @@ class BuildPlan(BaseModel):
     build: TrtllmBuild | NeuronxBuild | HfBuild | None = None  # None only when invalid early
     quantization: QuantizationPlan = QuantizationPlan()
     memory: MemoryEstimate | None = None
+    checkpoint_step: CheckpointStepEstimate | None = None  # None: no convert/quantize step on this host
     toolchain: ToolchainRef
     cache_key: str  # "sha256:<hex>" over every build-relevant field (see planning.cache_key)
     valid: bool

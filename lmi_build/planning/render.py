@@ -56,6 +56,8 @@ def render_plan(plan: BuildPlan) -> RenderableType:
     parts.append(_options_table(plan))
     if plan.memory is not None:
         parts.append(_memory_table(plan))
+    if plan.checkpoint_step is not None:
+        parts.append(_checkpoint_step_table(plan))
     parts.append(_mapping_table("Toolchain", {"profile": plan.toolchain.profile, "image": plan.toolchain.image,
                                               **plan.toolchain.versions}))
     status = "[green]valid[/green]" if plan.valid else f"[red]invalid[/red] ({len(plan.errors)} error(s))"
@@ -139,3 +141,28 @@ def _memory_table(plan: BuildPlan) -> Table:
     if memory.host_ram_bytes:
         table.add_row("host RAM (build)", f"{memory.host_ram_bytes / GIB:.1f} GiB")
     return table
+
+
+def _checkpoint_step_table(plan: BuildPlan) -> Table:
+    step = plan.checkpoint_step
+    assert step is not None  # checked by the caller; not user input
+    table = _table(f"{'Quantize' if step.method else 'Convert'} step (estimate)")
+    where = f"cuda, {step.gpus} GPU{'s' if step.gpus != 1 else ''}" if step.device == "cuda" else "cpu"
+    table.add_row("device", f"{where} ({step.detected}); weights loaded in {step.load_dtype}")
+    if step.calibration_tokens:
+        table.add_row("calibration", f"~{step.calibration_tokens} tokens")
+    table.add_row("time", f"~{_duration(step.seconds)}" if step.seconds is not None else "unknown (no measured rate)")
+    table.add_row("host RAM", f"{step.host_ram_bytes / GIB:.1f} GiB peak")
+    if step.gpu_bytes_per_device is not None:
+        table.add_row("GPU memory", f"{step.gpu_bytes_per_device / GIB:.1f} GiB per GPU")
+    for line in step.basis:
+        table.add_row("basis", identifier(line))
+    return table
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -183,6 +183,7 @@ def _export_hf(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: Path
 
             convert_checkpoint(model_dir, staging, build.dtype)  # one tensor at a time: no model in memory
             notes.append(f"converted to {build.dtype} tensor by tensor")
+            where = Placement(device="cpu", gpus=0, load_dtype=build.dtype, export_dtype=build.dtype)
         else:
             gptq = build.export_format == "gptq"
             model, calibration, where = _prepare_model(plan, model_dir, build.dtype, calib_file, cast=not gptq)

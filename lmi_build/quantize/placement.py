@@ -17,8 +17,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from lmi_build.planning.checkpoint_estimate import calibration_load_dtype
+
 Device = Literal["cpu", "cuda"]
-CPU_CALIBRATION_DTYPE = "float32"
 
 
 class Placement(BaseModel):
@@ -47,10 +48,10 @@ class Placement(BaseModel):
 def choose_placement(export_dtype: str, *, runs_forward: bool, cuda_devices: int | None = None) -> Placement:
     """The placement for a checkpoint step. ``cuda_devices`` overrides detection (None: ask torch)."""
     gpus = visible_cuda_devices() if cuda_devices is None else cuda_devices
-    if gpus > 0:
-        return Placement(device="cuda", gpus=gpus, load_dtype=export_dtype, export_dtype=export_dtype)
-    load_dtype = CPU_CALIBRATION_DTYPE if runs_forward else export_dtype
-    return Placement(device="cpu", gpus=0, load_dtype=load_dtype, export_dtype=export_dtype)
+    device: Device = "cuda" if gpus > 0 else "cpu"
+    # One rule for the plan's estimate and the step (planning.checkpoint_estimate).
+    load_dtype = calibration_load_dtype(device, export_dtype, runs_forward=runs_forward)
+    return Placement(device=device, gpus=gpus, load_dtype=load_dtype, export_dtype=export_dtype)
 
 
 def visible_cuda_devices() -> int:

@@ -17,7 +17,9 @@ def build(ctx: BuildContext) -> None:
     from lmi_build.quantize.export import run_checkpoint_step
 
     detail = plan.quantization.quant_algo or f"dtype {plan.build.dtype}"
-    with ctx.record.timed("quantize" if plan.quantization.method else "convert", detail=detail):
+    name = "quantize" if plan.quantization.method else "convert"
+    with ctx.record.timed(name, detail=detail):
         result = run_checkpoint_step(plan, ctx.source.path, ctx.work, calib_file=ctx.inputs.calib_data,
                                      use_cache=ctx.settings.use_cache)
+    ctx.record.record_checkpoint(name, result)
     ctx.produced = result.out_dir

@@ -8,6 +8,7 @@ import json
 import shlex
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lmi_build.artifact.manifest import HardwareTarget, StepTiming
 from lmi_build.building.context import BuildContext, BuildOutcome, BuildSettings
@@ -19,6 +20,9 @@ from lmi_build.planning.saved import PLAN_FILE, SavedPlan
 from lmi_build.runners import LOG_DIR, Paths, ScriptRunner, Step, make_runner
 from lmi_build.targets.trtllm.profile_schema import ContainerProfile
 from lmi_build.targets.trtllm.steps import DEFAULT_EXAMPLES
+
+if TYPE_CHECKING:
+    from lmi_build.quantize.export import CheckpointResult
 
 BUNDLE_CHECKPOINT = "checkpoint"
 BUNDLE_ENGINE = "engine"
@@ -63,7 +67,8 @@ def build(ctx: BuildContext) -> None:
         vendor = [s for s in steps if s.python_call is None]
         for step in host:  # ModelOpt runs here whatever the engine runner is
             with ctx.record.timed(step.name, detail=plan.quantization.quant_algo or "ModelOpt export"):
-                _run_host_step(step, ctx, paths)
+                exported = _run_host_step(step, ctx, paths)
+            ctx.record.record_checkpoint(step.name, exported)
         if settings.until == "checkpoint":
             ctx.stopped = _stop_with_checkpoint(ctx, profile, checkpoint, "checkpoint written (--until checkpoint)",
                                                 vendor)
@@ -160,7 +165,7 @@ def _check_prequantized_file(plan: BuildPlan, model: Path) -> None:
                            "max_shard_size large enough), or start from the unquantized model")
 
 
-def _run_host_step(step: Step, ctx: BuildContext, paths: Paths) -> None:
+def _run_host_step(step: Step, ctx: BuildContext, paths: Paths) -> CheckpointResult:
     """A step implemented in Python on this host (the ModelOpt checkpoint export). Called here,
     not through a runner, because it also needs the user's calibration file: the plan only
     records its name and digest, and the step refuses a file that changed since planning."""
@@ -169,7 +174,9 @@ def _run_host_step(step: Step, ctx: BuildContext, paths: Paths) -> None:
     assert step.python_call is not None
     module_name, _, function_name = step.python_call.partition(":")
     export = getattr(importlib.import_module(module_name), function_name)
-    export(ctx.plan, paths.get("model"), paths.get("checkpoint"), calib_file=ctx.inputs.calib_data)
+    result: CheckpointResult = export(ctx.plan, paths.get("model"), paths.get("checkpoint"),
+                                      calib_file=ctx.inputs.calib_data)
+    return result
 
 
 def _keep_logs(work: Path, engine: Path) -> None:
