@@ -28,10 +28,11 @@ def world(tmp_path: Path) -> World:
 
 
 @contextmanager
-def tmpfs(path: Path, size: int) -> Iterator[Path]:
+def tmpfs(path: Path, size: int, *, read_only: bool = False) -> Iterator[Path]:
     """A real tmpfs of ``size`` bytes at ``path`` (unmounted afterwards), or a skip with the reason."""
     path.mkdir(parents=True, exist_ok=True)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(path)],
+    flags = f"size={size},mode=0755" + (",ro" if read_only else "")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", flags, "tmpfs", str(path)],
                              capture_output=True, text=True, check=False)
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN): {mounted.stderr.strip()}")
@@ -69,6 +70,16 @@ def test_new_directory_inside_a_mount_point_is_fine(world: World) -> None:
         result = world.run("hf", "--model", "./model", "--output", "mnt/artifact", "--no-cache")
         world.expect(result, code=0, before=before, allowed=("work/mnt/artifact",))
         assert (mount / "artifact" / "lmi-build.json").is_file()
+
+
+# ---- 9. an output nobody can write (root included: a read-only filesystem) ----
+
+@pytest.mark.parametrize("output", ["ro/out", "ro/a/b"])
+def test_output_on_a_read_only_filesystem_is_one_line(world: World, output: str) -> None:
+    with tmpfs(world.cwd / "ro", 1024 * 1024, read_only=True):
+        before = world.snapshot()
+        result = world.run("hf", "--model", "./model", "--output", output, "--no-cache")
+        world.expect(result, code=1, before=before, says="not writable")
 
 
 # ---- 9. ENOSPC (or EFBIG) while building ----
