@@ -74,6 +74,21 @@ def _check_destination(dest: Path) -> None:
 def _extract_tarball(archive: Path, into: Path, sizes: dict[str, int]) -> None:
     """Extract after checking every member: relative, inside, a regular file or directory, and
     (files) listed in the manifest with its size, so a hostile archive cannot fill the disk."""
+    import zlib
+
+    try:
+        _extract_checked(archive, into, sizes)
+    except (tarfile.TarError, EOFError, zlib.error) as error:  # gzip.BadGzipFile is an OSError: see below
+        raise PublishError(f"{TARBALL_NAME} is not a readable gzip tar archive ({error})",
+                           hint="the remote artifact is corrupted: publish it again") from None
+    except OSError as error:
+        if error.errno is not None:  # a real I/O fault of this machine (disk full, ...): the CLI's line
+            raise
+        raise PublishError(f"{TARBALL_NAME} is not a readable gzip tar archive ({error})",
+                           hint="the remote artifact is corrupted: publish it again") from None
+
+
+def _extract_checked(archive: Path, into: Path, sizes: dict[str, int]) -> None:
     with tarfile.open(archive, mode="r:gz") as tar:
         for member in tar.getmembers():
             name = safe_relpath(member.name.rstrip("/"), error=PublishError, where=TARBALL_NAME)
