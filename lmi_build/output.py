@@ -80,17 +80,19 @@ class Output:
         elif self.mode is Mode.HUMAN and render is not None:
             self.out.print(render)
 
+    # Messages are plain text, never rich markup: they hold option keys, paths and manifest entries
+    # the user or a downloaded artifact chose, and "[/x]" in one used to crash the CLI.
     def info(self, message: str) -> None:
         if self.mode is Mode.HUMAN:
-            self.err.print(message, highlight=False)
+            self.err.print(_plain("", "", message), highlight=False)
 
     def warn(self, message: str) -> None:
         if self.mode is not Mode.QUIET:
-            self.err.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
+            self.err.print(_plain("warning:", "yellow", message), highlight=False)
 
     def error(self, message: str) -> None:
         # Errors are printed in every mode: a pipeline must see why it failed.
-        self.err.print(f"[red]error:[/red] {message}", highlight=False, markup=True)
+        self.err.print(_plain("error:", "red", message), highlight=False)
 
     def failure(self, code: str, message: str, hint: str | None) -> None:
         """The command failed: one line on stderr in every mode and, with ``--json``,
@@ -258,3 +260,11 @@ def reset() -> Output:
     """Human mode, debug as the environment says: the state every command line starts from."""
     set_debugging(_debug_from_env())
     return set_mode(Mode.HUMAN)
+
+
+def _plain(label: str, style: str, message: str) -> Text:
+    from rich.text import Text
+
+    line = Text(label, style=style)
+    line.append(f" {message}" if label else message)
+    return line

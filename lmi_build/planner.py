@@ -144,6 +144,8 @@ def plan_request(request: PlanRequest) -> SavedPlan:
     final = options.with_values(ctx.derived)
     written = {k: v for k, v in final.values.items() if k not in NOT_WRITTEN}
     properties = {k: v.value for k, v in written.items()}
+    _check_portable({"model": source.identity.model_dump(mode="json"), "options": properties,
+                     "quantization": quantization.model_dump(mode="json")}, findings)
     cache_key = compute_cache_key(
         model=source.identity, config_digest=config_digest(spec.raw), recipe=recipe.name,
         recipe_version=recipe.version, target=request.target, options=properties, build=planned.build,
@@ -178,6 +180,23 @@ def _check_tp_groups(quantization: QuantizationPlan, spec: ModelSpec, build: obj
     problem = tp_group_problem(quantization, spec, tp)
     if problem is not None:
         findings.add_errors([problem])
+
+
+def _check_portable(recorded: dict[str, object], findings: Findings) -> None:
+    """What the manifest will record must hold no path of this host (home, tmp, the current
+    directory): the packager refuses such a manifest, so it is a plan error, found before minutes
+    of quantization or compilation rather than after them."""
+    from lmi_build.artifact.hygiene import host_roots, iter_strings, starts_with_root
+
+    roots = host_roots()
+    for where, text in iter_strings(recorded):
+        if starts_with_root(text, roots):
+            name = where.removeprefix(".options.").lstrip(".")  # an option by its key, the rest by JSON path
+            findings.error("host_path",
+                           f"{name}={text} is a path on this build host; the artifact would "
+                           "depend on it",
+                           hint="give a path that exists where the artifact is served (e.g. under /opt/ml/model), "
+                                "or leave it out")
 
 
 def _plan_quantization(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -91,11 +92,20 @@ class World:
         return subprocess.Popen([sys.executable, "-m", "lmi_build", *args], cwd=self.cwd, text=True,
                                 env=self.environment(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
-    def run(self, *args: str, env: dict[str, str] | None = None, timeout: float = 180) -> Result:
+    def run(self, *args: str, env: dict[str, str] | None = None, timeout: float = 180,
+            file_size_limit: int | None = None) -> Result:
+        """``file_size_limit``: RLIMIT_FSIZE of the process, a full disk where no tmpfs can be mounted
+        (a write past it fails with EFBIG: Python ignores SIGXFSZ)."""
         # HOSTILE_TIMEOUT caps every case (the before/after count runs these against older code that hangs).
         timeout = min(timeout, float(os.environ.get("HOSTILE_TIMEOUT", timeout)))
+
+        def limit() -> None:
+            if file_size_limit is not None:
+                resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
+
         completed = subprocess.run([sys.executable, "-m", "lmi_build", *args], cwd=self.cwd, text=True,
-                                   env=self.environment(env), capture_output=True, timeout=timeout, check=False)
+                                   env=self.environment(env), capture_output=True, timeout=timeout, check=False,
+                                   preexec_fn=limit if file_size_limit is not None else None)
         return Result(completed.returncode, completed.stdout, completed.stderr)
 
     def snapshot(self) -> dict[str, str]:

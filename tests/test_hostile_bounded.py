@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import resource
 from pathlib import Path
 
@@ -73,3 +74,71 @@ def test_properties_path_is_a_directory(world: World) -> None:
     before = world.snapshot()
     result = world.run("plan", "hf", "--model", "./model", "--properties", "props")
     world.expect(result, code=1, before=before)
+
+
+# ---- 8. a manifest of 200k entries is summarised, not printed line by line ----
+
+def _built_artifact(world: World) -> Path:
+    result = world.run("hf", "--model", "./model", "--output", "out", "--no-cache")
+    assert result.returncode == 0, result.stderr
+    return world.cwd / "out"
+
+
+def _swell_manifest(artifact: Path, entries: int) -> None:
+    """Add ``entries`` files (absent on disk), serving properties and steps to the manifest."""
+    path = artifact / "lmi-build.json"
+    manifest = json.loads(path.read_text())
+    manifest["files"] += [{"path": f"shard/f{i:06d}.bin", "size": 10, "sha256": "0" * 64} for i in range(entries)]
+    manifest["serving_properties"].update({f"option.k{i}": "v" for i in range(entries)})
+    manifest["steps"] += [{"name": f"step{i}", "seconds": 0.1} for i in range(entries)]
+    path.write_text(json.dumps(manifest))
+
+
+def test_inspect_of_a_200k_entry_manifest_summarises(world: World) -> None:
+    artifact = _built_artifact(world)
+    _swell_manifest(artifact, 200_000)
+    before = world.snapshot()
+    result = world.run("inspect", "out", timeout=300)
+    world.expect(result, code=0, before=before)
+    assert len(result.stdout.splitlines()) < 300, "200k entries must not be 200k lines"
+    assert result.stdout.count("(--json lists every one)") == 2, "steps and serving.properties are cut"
+    assert "total" in result.stdout, "the step total is shown however many steps were cut"
+
+
+def test_verify_of_a_200k_entry_manifest_summarises(world: World) -> None:
+    artifact = _built_artifact(world)
+    _swell_manifest(artifact, 200_000)
+    before = world.snapshot()
+    result = world.run("verify", "out", timeout=300)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.splitlines()) < 100, "200k missing files must not be 200k lines"
+    assert "more errors (--json lists every one)" in result.stderr
+    assert world.snapshot() == before
+
+
+@pytest.mark.parametrize("command", ["verify", "inspect"])
+def test_manifest_entries_that_look_like_markup_print_verbatim(world: World, command: str) -> None:
+    """A manifest is data from wherever the artifact came from: "[/x]" in a name crashed rich."""
+    artifact = _built_artifact(world)
+    path = artifact / "lmi-build.json"
+    manifest = json.loads(path.read_text())
+    manifest["files"].append({"path": "w[/x].bin", "size": 10, "sha256": "0" * 64})
+    manifest["serving_properties"]["option.[/y]"] = "[/z]"
+    path.write_text(json.dumps(manifest))
+    result = world.run(command, "out")
+    assert "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.returncode == (2 if command == "verify" else 0), result.stderr[-2000:]
+    shown = result.stdout + result.stderr
+    assert ("missing file w[/x].bin" if command == "verify" else "[/z]") in shown
+
+
+def test_user_text_that_looks_like_markup_prints_verbatim(world: World) -> None:
+    """Option keys, output paths and saved-plan names are the user's text, not rich markup."""
+    before = world.snapshot()
+    result = world.run("hf", "--model", "./model", "-o", "option.[/x]=1", "--output", "o[/y]", "--no-cache")
+    world.expect(result, code=0, before=before, allowed=("work/o[",))
+    assert "option.[/x]" in result.stderr and "o[/y]" in result.stderr
+    saved = world.run("plan", "hf", "--model", "./model", "--save", "p[/x].json")
+    assert saved.returncode == 0 and "Traceback" not in saved.stderr, saved.stderr[-2000:]
+    assert "p[/x].json" in saved.stderr

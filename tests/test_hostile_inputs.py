@@ -50,6 +50,8 @@ BAD_CONFIGS: list[tuple[str, dict[str, Any]]] = [
     ("architectures_numbers", {"architectures": [1, 2]}),
     ("layers_bool", {"num_hidden_layers": True}),
     ("max_positions_text", {"max_position_embeddings": "many"}),
+    ("max_positions_nan", {"max_position_embeddings": "__NAN__"}),
+    ("max_positions_inf", {"max_position_embeddings": "__INF__"}),
     ("rotary_pct_text", {"partial_rotary_factor": "half"}),
 ]
 

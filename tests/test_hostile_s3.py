@@ -172,3 +172,56 @@ def test_changed_s3_object_of_the_same_size_is_not_reused(world: World, s3_bucke
     assert json.loads(second.stdout)["status"] == "artifact", "not the stale cached artifact"
     assert json.loads(first.stdout)["cache_key"] != json.loads(second.stdout)["cache_key"]
     assert (world.cwd / "b" / "model.safetensors").read_bytes() == changed, "not the stale mirror"
+
+
+# ---- 1 and 8: a hostile tarball is refused, bounded by the manifest, and leaves nothing ----
+
+def _tar_gz(members: dict[str, bytes]) -> bytes:
+    import io
+    import tarfile
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def _replace_tarball(s3_env: S3Server, bucket: str, prefix: str, body: bytes) -> None:
+    """Put a hostile model.tar.gz and record its sha256 on the manifest object, as a hostile
+    publisher would: the archive's own checksum then matches and only its content can be judged."""
+    import hashlib
+
+    client = s3_env.client()
+    client.put_object(Bucket=bucket, Key=f"{prefix}/model.tar.gz", Body=body)
+    manifest = client.get_object(Bucket=bucket, Key=f"{prefix}/lmi-build.json")
+    metadata = {**manifest["Metadata"], "tarball-sha256": hashlib.sha256(body).hexdigest()}
+    client.put_object(Bucket=bucket, Key=f"{prefix}/lmi-build.json", Body=manifest["Body"].read(), Metadata=metadata)
+
+
+HOSTILE_TARBALLS = {
+    # 64 MiB of zeros under a listed name: a few KiB compressed, far beyond the listed size.
+    "oversized_member": lambda listed: _tar_gz({"config.json": bytes(64 * 1024 * 1024)}),
+    "unlisted_member": lambda listed: _tar_gz({"evil.sh": b"#!/bin/sh\n"}),
+    "escaping_member": lambda listed: _tar_gz({"../escaped.txt": b"out\n"}),
+    "not_gzip": lambda listed: b"not a gzip stream at all" * 100,
+    "truncated": lambda listed: _tar_gz(listed)[:200],
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_TARBALLS))
+def test_hostile_tarball_pull_is_one_line_and_leaves_nothing(world: World, s3_bucket: str, s3_env: S3Server,
+                                                             case: str) -> None:
+    artifact = _build(world, "a")
+    url = f"s3://{s3_bucket}/tarred"
+    published = world.run("publish", str(artifact), url, "--tarball")
+    assert published.returncode == 0, published.stderr
+    listed = {p.name: p.read_bytes() for p in artifact.iterdir() if p.is_file()}
+    _replace_tarball(s3_env, s3_bucket, "tarred", HOSTILE_TARBALLS[case](listed))
+    before = world.snapshot()
+    result = world.run("pull", url, "dest")
+    world.expect(result, code=1, before=before)
+    assert not (world.cwd / "dest").exists()
+    assert not (world.root / "escaped.txt").exists() and not (world.cwd / "escaped.txt").exists()

@@ -62,38 +62,53 @@ def human_bytes(size: int) -> str:
     raise AssertionError("unreachable")
 
 
+# A manifest is the artifact's own data, of any size: a section shows this many rows (and a value
+# this many items), then a count, so 200k entries are not 200k lines.
+SHOWN_ROWS = 50
+
+
+def _joined(items: list[str]) -> str:
+    shown = ", ".join(items[:SHOWN_ROWS])
+    return shown + (f", ... and {len(items) - SHOWN_ROWS} more" if len(items) > SHOWN_ROWS else "")
+
+
 def render(info: dict[str, Any]) -> RenderableType:
     from rich.console import Group
+    from rich.markup import escape
     from rich.table import Table
 
-    def section(title: str, rows: dict[str, Any]) -> Table:
+    def section(title: str, rows: dict[str, Any], last: dict[str, Any] | None = None) -> Table:
         table = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False)
         table.add_column(style="bold", no_wrap=True, overflow="fold")
         table.add_column(overflow="fold")  # ids, image URIs, paths: folded, never cut with "…"
-        for key, value in rows.items():
+        for index, (key, value) in enumerate(rows.items()):
+            if index == SHOWN_ROWS:
+                table.add_row(f"... and {len(rows) - SHOWN_ROWS} more", "(--json lists every one)")
+                break
             if value is None or value == {} or value == []:
                 continue
             if isinstance(value, dict):
-                value = ", ".join(f"{k}={v}" for k, v in value.items())
+                value = _joined([f"{k}={v}" for k, v in value.items()])
             elif isinstance(value, list):
-                value = ", ".join(map(str, value))
-            table.add_row(key, str(value))
+                value = _joined(list(map(str, value)))
+            table.add_row(escape(str(key)), escape(str(value)))
+        for key, value in (last or {}).items():  # a total: shown however many rows were cut
+            table.add_row(key, escape(str(value)))
         return table
 
     size = info["size"]
     steps = {step["name"]: f"{step['seconds']:.1f} s" + (f"  ({step['detail']})" if step.get("detail") else "")
              for step in info["steps"]}
-    steps["total"] = f"{info['total_seconds']:.1f} s"
     env = info["built"]["environment"]
     return Group(
-        f"[bold]{info['location']}[/bold]",
+        f"[bold]{escape(info['location'])}[/bold]",
         section("What", info["what"]),
         section("From", info["from"]),
         section("For", {**{k: v for k, v in info["for"].items() if k != "versions"}, **info["for"]["versions"]}),
         section("Size", {"files": size["files"], "total": human_bytes(size["total_bytes"]),
                          "largest": [f"{f['path']} ({human_bytes(f['bytes'])})" for f in size["largest"]],
                          "digest": size["content_digest"]}),
-        section("Steps", steps),
+        section("Steps", steps, last={"total": f"{info['total_seconds']:.1f} s"}),
         section("Built", {"at": info["built"]["at"], "by": info["built"]["by"],
                           "host": f"{env['os']} {env['arch']}, Python {env['python']}",
                           "packages": env["packages"]}),

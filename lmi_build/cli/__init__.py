@@ -122,6 +122,8 @@ def _os_error_hint(error: OSError) -> str:
 
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
         return "free space there (or choose another --output / LMI_BUILD_CACHE) and rerun; partial files were removed"
+    if error.errno == errno.EFBIG:
+        return "a file is larger than the filesystem or the file-size limit (ulimit -f) allows; partial files were removed"
     if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return "choose a location you can write, or fix its permissions"
     return "check the path and rerun; --debug shows the traceback"

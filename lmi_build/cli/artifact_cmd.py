@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Annotated
 
 import typer
 
 from lmi_build.cli.app import EndpointOpt
 from lmi_build.output import current
+from lmi_build.types import PlanMessage
 
 LocationArg = Annotated[str, typer.Argument(help="Artifact directory or s3://bucket/prefix.", show_default=False)]
 
@@ -42,6 +44,8 @@ def verify_command(
 
       lmi-build verify s3://models/llama-7b/trt --endpoint-url http://localhost:8333 --json
     """
+    from rich.markup import escape
+
     from lmi_build.artifact.verify import serving_target
     from lmi_build.storage.verify import verify
 
@@ -49,18 +53,27 @@ def verify_command(
                             devices=devices, compiler_flags=neuron_cc_flags)
     report = verify(location, target=target, endpoint_url=endpoint_url)
     out = current()
-    for warning in report.warnings:
-        out.warn(warning.message + (f" ({warning.hint})" if warning.hint else ""))
+    _report_lines(out.warn, "warning", report.warnings)
     if report.valid:
         summary = report.artifact
         out.result(report.to_json(),
-                   f"[green]valid[/green] {location}: {summary.get('target')} / {summary.get('layout')}, "
+                   f"[green]valid[/green] {escape(location)}: {summary.get('target')} / {summary.get('layout')}, "
                    f"{summary.get('files')} files, {summary.get('total_bytes')} bytes")
         return
-    for problem in report.errors:
-        out.error(problem.message + (f" ({problem.hint})" if problem.hint else ""))
-    out.result(report.to_json(), f"[red]invalid[/red] {location}: {len(report.errors)} error(s)")
+    _report_lines(out.error, "error", report.errors)
+    out.result(report.to_json(), f"[red]invalid[/red] {escape(location)}: {len(report.errors)} error(s)")
     raise typer.Exit(2)
+
+
+def _report_lines(emit: Callable[[str], None], kind: str, messages: Sequence[PlanMessage]) -> None:
+    """One line per problem up to the plan's limit, then a count: a tampered manifest of 200k
+    entries is not 200k lines."""
+    from lmi_build.planning.render import SHOWN_MESSAGES
+
+    for message in messages[:SHOWN_MESSAGES]:
+        emit(message.message + (f" ({message.hint})" if message.hint else ""))
+    if len(messages) > SHOWN_MESSAGES:
+        emit(f"... and {len(messages) - SHOWN_MESSAGES} more {kind}s (--json lists every one)")
 
 
 def inspect_command(

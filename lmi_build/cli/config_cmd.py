@@ -116,9 +116,7 @@ def options(
 
 
 def _line(message: str, hint: str | None) -> str:
-    from rich.markup import escape
-
-    return escape(f"{message} ({hint})" if hint else message)
+    return f"{message} ({hint})" if hint else message
 
 
 def _options_table(rows: dict[str, dict[str, Any]]) -> Any:

@@ -31,9 +31,11 @@ Example:
 
 
 def _summary_line(verb: str, data: dict[str, float | int], where: str) -> str:
+    from rich.markup import escape
+
     mib = data["bytes"] / (1024 * 1024)
     return (f"{verb} {data['objects']} objects ({mib:,.1f} MiB), skipped {data['skipped']}, "
-            f"in {data['seconds']:.1f}s: {where}")
+            f"in {data['seconds']:.1f}s: {escape(where)}")  # a path, not markup
 
 
 def register(app: typer.Typer) -> None:

@@ -194,6 +194,9 @@ def _max_positions(config: Mapping[str, Any], facts: A.ArchFacts) -> tuple[int |
     if found is not None and found[1] is not None and (isinstance(found[1], bool) or
                                                         not isinstance(found[1], int | float)):
         raise ValueError(f"{found[0]}={found[1]!r} is not a number")
+    if found is not None and isinstance(found[1], float) and not math.isfinite(found[1]):
+        # NaN / Infinity used to fall back to the architecture's default length, silently.
+        raise ValueError(f"{found[0]}={found[1]!r} is not a finite number")
     value = _int_or(found, None)
     if found is not None and value:
         return int(value), found[0]

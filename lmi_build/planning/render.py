@@ -37,12 +37,10 @@ SHOWN_MESSAGES = 50
 
 
 def _line(message: PlanMessage) -> str:
-    from rich.markup import escape
-
     text = f"[{message.code}] {message.message}"
     if message.hint:
         text += f" -> {message.hint}"
-    return escape(text)
+    return text
 
 
 def render_plan(plan: BuildPlan) -> RenderableType:

@@ -2,12 +2,14 @@
 
 Files land in a fixed temporary sibling of the destination (``.<name>.lmi-build-partial``), so an
 interrupted pull resumes there: files already present with the manifest's size and SHA-256 are
-kept. Only when every file verifies is the manifest written and the directory renamed into place.
+kept (unless the disk filled up: then the partial directory is removed). Only when every file
+verifies is the manifest written and the directory renamed into place.
 A prefix without a manifest is refused: its publish never finished.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tarfile
@@ -22,6 +24,9 @@ from lmi_build.storage.paths import safe_relpath
 from lmi_build.storage.remote import TARBALL_NAME, RemoteManifest, checked_entries, fetch_remote_manifest
 from lmi_build.storage.s3url import S3Url, parse_s3_url
 from lmi_build.storage.transfer import ChecksumMismatch, Download, TransferSummary, download_all, list_sizes
+
+# errno values of a write the disk (or a quota, or the file-size limit) cannot hold.
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 def _verified(root: Path, entries: list[FileEntry], *, workers: int) -> set[str]:
@@ -69,6 +74,21 @@ def _check_destination(dest: Path) -> None:
 def _extract_tarball(archive: Path, into: Path, sizes: dict[str, int]) -> None:
     """Extract after checking every member: relative, inside, a regular file or directory, and
     (files) listed in the manifest with its size, so a hostile archive cannot fill the disk."""
+    import zlib
+
+    try:
+        _extract_checked(archive, into, sizes)
+    except (tarfile.TarError, EOFError, zlib.error) as error:  # gzip.BadGzipFile is an OSError: see below
+        raise PublishError(f"{TARBALL_NAME} is not a readable gzip tar archive ({error})",
+                           hint="the remote artifact is corrupted: publish it again") from None
+    except OSError as error:
+        if error.errno is not None:  # a real I/O fault of this machine (disk full, ...): the CLI's line
+            raise
+        raise PublishError(f"{TARBALL_NAME} is not a readable gzip tar archive ({error})",
+                           hint="the remote artifact is corrupted: publish it again") from None
+
+
+def _extract_checked(archive: Path, into: Path, sizes: dict[str, int]) -> None:
     with tarfile.open(archive, mode="r:gz") as tar:
         for member in tar.getmembers():
             name = safe_relpath(member.name.rstrip("/"), error=PublishError, where=TARBALL_NAME)
@@ -174,16 +194,23 @@ def pull(url: str, dest: Path, *, endpoint_url: str | None = None, workers: int 
 
     partial = dest.parent / f".{dest.name}.lmi-build-partial"
     partial.mkdir(parents=True, exist_ok=True)
-    with s3_errors(target, endpoint, operation="pull"):
-        if found.layout == "tarball":
-            transferred, kept = _download_tarball(client, target, found, entries, partial, workers=workers,
-                                                  output=output)
-            objects = 1
-        else:
-            transferred, kept = _download_files(client, target, found, entries, partial, workers=workers,
-                                                output=output, endpoint=endpoint)
-            objects = len(entries) - kept
-    (partial / MANIFEST_NAME).write_bytes(found.data)
+    try:
+        with s3_errors(target, endpoint, operation="pull"):
+            if found.layout == "tarball":
+                transferred, kept = _download_tarball(client, target, found, entries, partial, workers=workers,
+                                                      output=output)
+                objects = 1
+            else:
+                transferred, kept = _download_files(client, target, found, entries, partial, workers=workers,
+                                                    output=output, endpoint=endpoint)
+                objects = len(entries) - kept
+        (partial / MANIFEST_NAME).write_bytes(found.data)
+    except OSError as error:
+        # An interrupted pull keeps its files to resume; one that filled the disk does not: resuming
+        # cannot succeed, and the partial files hold the space the user now has to free.
+        if error.errno in DISK_FULL:
+            shutil.rmtree(partial, ignore_errors=True)
+        raise
     if dest.exists():
         dest.rmdir()  # empty (checked above)
     os.rename(partial, dest)
