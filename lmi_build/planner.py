@@ -137,7 +137,7 @@ def plan_request(request: PlanRequest) -> SavedPlan:
             memory = check_fit(memory, planned.workload, instance, findings)
 
     final = options.with_values(ctx.derived)
-    written = {k: v for k, v in final.values.items() if k not in NOT_WRITTEN}
+    written = {k: v for k, v in final.values.items() if k not in NOT_WRITTEN and k not in ctx.withheld}
     properties = {k: v.value for k, v in written.items()}
     cache_key = compute_cache_key(
         model=source.identity, config_digest=config_digest(spec.raw), recipe=recipe.name,
