@@ -297,3 +297,11 @@ def test_hf_profile_names_are_checked(plan_model: Planner) -> None:
     with pytest.raises(UnknownName, match="unknown hf container profile") as raised:
         plan_model("hf", LLAMA, quantize="awq", profile="lmi-0.33.0-trtllm-0.21.0")
     assert raised.value.hint and all(name in raised.value.hint for name in HF_PROFILES)
+
+
+def test_hf_awq_format_needs_a_model_modelopt_can_fold(plan_model: Planner) -> None:
+    profile = "lmi-0.35.0-vllm-0.11.1"
+    plan = plan_model("hf", MISTRAL, quantize="awq", profile=profile)
+    assert "hf_format_awq_fold" in codes(plan)
+    assert "hf_format_awq_fold" not in codes(plan_model("hf", MISTRAL, quantize="gptq", profile=profile))
+    assert "hf_format_awq_fold" not in codes(plan_model("hf", MISTRAL, quantize="awq"))  # ModelOpt's format

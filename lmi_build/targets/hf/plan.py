@@ -17,6 +17,7 @@ from lmi_build.targets.hf.profiles import (
     DEFAULT_FORMATS,
     ExportFormat,
     HfProfile,
+    format_facts,
     get_profile,
     load_profiles,
     serving_formats,
@@ -119,6 +120,11 @@ def plan_export_format(ctx: PlanContext, profile: HfProfile | None, dtype: str) 
                            hint=f"use --quantize {' or '.join(loadable)} for this profile, or leave --profile out "
                                 "(ModelOpt's format, for TensorRT-LLM's PyTorch backend)")
         chosen = "modelopt_hf"
+    folds = format_facts("awq").fold_model_types
+    if chosen == "awq" and ctx.spec.model_type not in folds:
+        ctx.findings.error("hf_format_awq_fold", f"AWQ scales of {ctx.spec.architecture} cannot be folded into "
+                           f"the AutoAWQ format (ModelOpt folds them for model types {', '.join(folds)})",
+                           hint="use --quantize gptq for this profile, or leave --profile out (ModelOpt's format)")
     if chosen in ("awq", "gptq") and quant.kv_cache_quant_algo is not None:
         ctx.findings.error("hf_format_kv_cache", f"the {chosen} checkpoint format has no place for "
                            f"{quant.kv_cache_quant_algo} KV-cache scales",

@@ -30,6 +30,7 @@ class FormatFacts(BaseModel):
     tensors: tuple[str, ...]
     sources: tuple[str, ...]
     inferred: tuple[str, ...] = ()
+    fold_model_types: tuple[str, ...] = ()  # awq: model types whose AWQ scales ModelOpt can fold
 
 
 class ServingRule(BaseModel):
