@@ -142,7 +142,7 @@ def plan_request(request: PlanRequest) -> SavedPlan:
     checkpoint_step = estimate_checkpoint_step(request.target, planned.build, quantization, spec, request.calib_data)
 
     final = options.with_values(ctx.derived)
-    written = {k: v for k, v in final.values.items() if k not in NOT_WRITTEN}
+    written = {k: v for k, v in final.values.items() if k not in NOT_WRITTEN and k not in ctx.withheld}
     properties = {k: v.value for k, v in written.items()}
     _check_portable({"model": source.identity.model_dump(mode="json"), "options": properties,
                      "quantization": quantization.model_dump(mode="json")}, findings)

@@ -285,3 +285,16 @@ def test_quantized_build_json_is_one_object_and_no_chatter(tmp_path: Path) -> No
     assert data["status"] == "artifact" and [s["name"] for s in data["steps"]][1] == "quantize"
     for chatter in ("current rank", "Inserted", "UserWarning", "Registered", "torch_dtype", "Loading checkpoint"):
         assert chatter not in result.stderr, result.stderr
+
+
+def test_profiles_list_and_show_the_hf_containers() -> None:
+    from typer.testing import CliRunner
+
+    from lmi_build.cli import app
+
+    runner = CliRunner()
+    listed = json.loads(runner.invoke(app, ["profiles", "list", "--json"]).stdout)
+    hf = {p["name"]: p for p in listed if p["kind"] == "hf"}
+    assert hf["lmi-0.35.0-vllm-0.11.1"]["vllm"] == "0.11.1" and hf["lmi-0.35.0-vllm-0.11.1"]["formats"]["awq"] == "awq"
+    shown = runner.invoke(app, ["profiles", "show", "lmi-0.29.0-lmi-dist-11.0.0"])
+    assert shown.exit_code == 0 and "--quantize fp8: not loadable" in shown.stdout and "source: djl-serving" in shown.stdout

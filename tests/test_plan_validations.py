@@ -237,3 +237,71 @@ def test_bad_dtype(plan_model: Planner, dtype: str) -> None:
 def test_every_problem_is_collected(plan_model: Planner) -> None:
     plan = plan_model("trtllm", MISTRAL, tp="3", max_input_len=40000, option=("option.use_fused_mlp=true",))
     assert {"tp_heads", "max_len_positions", "option_not_allowed"} <= codes(plan)
+
+
+HF_PROFILES = ("lmi-0.29.0-lmi-dist-11.0.0", "lmi-0.35.0-vllm-0.11.1", "lmi-0.36.0-vllm-0.17.0")
+
+
+@pytest.mark.parametrize("profile", [None, *HF_PROFILES])
+def test_hf_gptq_is_never_labelled_awq(plan_model: Planner, profile: str | None) -> None:
+    """hf --quantize gptq writes quant_method gptq for every container (ModelOpt's own export
+    would label the checkpoint W4A16_AWQ), and serving.properties names no quantization the
+    checkpoint's config.json does not (option.quantize is left to config.json)."""
+    plan = plan_model("hf", LLAMA, quantize="gptq", profile=profile)
+    assert plan.valid, plan.errors
+    assert isinstance(plan.build, HfBuild) and plan.build.export_format == "gptq"
+    assert plan.quantization.quant_algo == "W4A16_GPTQ"
+    assert "option.quantize" not in plan.options
+    assert "W4A16_AWQ" not in plan.model_dump_json()
+
+
+@pytest.mark.parametrize(("profile", "method", "expected"), [
+    (None, "awq", "modelopt_hf"), (None, "fp8", "modelopt_hf"),
+    ("lmi-0.29.0-lmi-dist-11.0.0", "awq", "awq"), ("lmi-0.35.0-vllm-0.11.1", "awq", "awq"),
+    ("lmi-0.36.0-vllm-0.17.0", "awq", "awq"), ("lmi-0.35.0-vllm-0.11.1", "fp8", "modelopt_hf"),
+    ("lmi-0.36.0-vllm-0.17.0", "fp8", "modelopt_hf"),
+])
+def test_hf_format_follows_the_container_profile(plan_model: Planner, profile: str | None, method: str,
+                                                 expected: str) -> None:
+    plan = plan_model("hf", LLAMA, quantize=method, profile=profile)
+    assert plan.valid, plan.errors
+    assert isinstance(plan.build, HfBuild) and plan.build.export_format == expected
+    assert plan.toolchain.profile == profile
+    assert "option.quantize" not in plan.options  # config.json / hf_quant_config.json declare it
+
+
+def test_hf_refuses_a_format_the_container_cannot_load(plan_model: Planner) -> None:
+    # vLLM 0.5.3.post1 (LMI 0.29) has no ModelOpt loader. (The llama recipe offers hf awq, gptq and
+    # fp8 only; the profiles' "" entries for the other methods are refused the same way.)
+    profile = "lmi-0.29.0-lmi-dist-11.0.0"
+    plan = plan_model("hf", LLAMA, quantize="fp8", profile=profile)
+    assert "hf_format" in codes(plan)
+    error = next(m for m in plan.errors if m.code == "hf_format")
+    assert profile in error.message and error.hint and "awq" in error.hint and "--profile" in error.hint
+
+
+def test_hf_packed_formats_note_bf16_and_refuse_kv_cache_scales(plan_model: Planner) -> None:
+    profile = "lmi-0.35.0-vllm-0.11.1"
+    assert "hf_format_dtype" in warning_codes(plan_model("hf", LLAMA, quantize="awq", profile=profile, dtype="bf16"))
+    assert "hf_format_dtype" not in warning_codes(plan_model("hf", LLAMA, quantize="awq", profile=profile,
+                                                             dtype="fp16"))
+    kv = plan_model("hf", LLAMA, quantize="awq", profile=profile, option=("option.kv_cache_dtype=fp8",))
+    assert "hf_format_kv_cache" in codes(kv)
+    # Unquantized and pre-quantized builds keep the user's option.quantize story unchanged.
+    assert plan_model("hf", LLAMA, profile=profile).build.export_format == "hf"  # type: ignore[union-attr]
+
+
+def test_hf_profile_names_are_checked(plan_model: Planner) -> None:
+    from lmi_build.errors import UnknownName
+
+    with pytest.raises(UnknownName, match="unknown hf container profile") as raised:
+        plan_model("hf", LLAMA, quantize="awq", profile="lmi-0.33.0-trtllm-0.21.0")
+    assert raised.value.hint and all(name in raised.value.hint for name in HF_PROFILES)
+
+
+def test_hf_awq_format_needs_a_model_modelopt_can_fold(plan_model: Planner) -> None:
+    profile = "lmi-0.35.0-vllm-0.11.1"
+    plan = plan_model("hf", MISTRAL, quantize="awq", profile=profile)
+    assert "hf_format_awq_fold" in codes(plan)
+    assert "hf_format_awq_fold" not in codes(plan_model("hf", MISTRAL, quantize="gptq", profile=profile))
+    assert "hf_format_awq_fold" not in codes(plan_model("hf", MISTRAL, quantize="awq"))  # ModelOpt's format

@@ -427,3 +427,90 @@ def test_hf_gptq_checkpoint_is_in_the_gptq_format(tiny_llama3: Path, tmp_path: P
     error = float((_logits(model.eval(), tokenizer) - reference).abs().max()) / float(reference.max() - reference.min())
     print(f"gptq (GPTQ format, dequantized): max |dlogit| / logit range = {error:.4f}")
     assert 0 < error < MAX_REL_ERROR["gptq"]
+
+
+def _dequantize_awq(tensors: dict[str, Any], prefix: str) -> Any:
+    """Dense [out, in] weight from the AutoAWQ GEMM tensors, read the way vLLM reads them (v0.11.1
+    awq_triton.py:54-101: nibble at shift 4 * [0, 4, 1, 5, 2, 6, 3, 7][c] holds column 8j + c of
+    word j; (q - z) * s). Written here independently of lmi_build.quantize.awq_format."""
+    import torch
+
+    reverse_order = torch.tensor([0, 4, 1, 5, 2, 6, 3, 7])
+
+    def unpack(words: Any) -> Any:  # [rows, cols/8] int32 -> [rows, cols]
+        shifts = (reverse_order * 4).view(1, 1, 8)
+        return ((words.long().unsqueeze(-1) >> shifts) & 15).reshape(words.shape[0], -1)
+
+    qweight, qzeros, scales = tensors[f"{prefix}.qweight"], tensors[f"{prefix}.qzeros"], tensors[f"{prefix}.scales"]
+    group = qweight.shape[0] // scales.shape[0]
+    values, zeros = unpack(qweight), unpack(qzeros).repeat_interleave(group, dim=0)
+    return ((values - zeros) * scales.float().repeat_interleave(group, dim=0)).t()
+
+
+def test_hf_awq_checkpoint_is_in_the_autoawq_format(tiny_llama3: Path, tmp_path: Path) -> None:
+    """hf --quantize awq for a vLLM profile: quant_method awq with AutoAWQ's GEMM packing and no
+    pre_quant_scale; the packed weights dequantize (as vLLM reads them) to exactly ModelOpt's own
+    quantized weights after the same folding, and to a model within the AWQ logit bound."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from lmi_build.quantize import calibration, modelopt_quant
+    from lmi_build.quantize.awq_format import fold_pre_quant_scales
+    from lmi_build.quantize.export import run_checkpoint_step
+
+    plan = make_build_plan(tiny_llama3, target="hf", method="awq", options=FAST_CALIB, dtype="float16")
+    plan = plan.model_copy(update={"build": plan.build.model_copy(update={"export_format": "awq"})})
+    result = run_checkpoint_step(plan, tiny_llama3, tmp_path)
+    out = result.out_dir
+    assert not (out / "hf_quant_config.json").exists()
+    config = json.loads((out / "config.json").read_text())
+    assert config["quantization_config"] == {"quant_method": "awq", "bits": 4, "group_size": 128,
+                                             "zero_point": True, "version": "gemm"}
+    assert config.get("torch_dtype", config.get("dtype")) == "float16"
+    assert "W4A16" not in (out / "config.json").read_text()
+
+    tensors = _tensors(out / "model.safetensors")
+    assert not [k for k in tensors if "_quantizer" in k or k.endswith("pre_quant_scale")]
+    shapes = {f"{layer}.{s}": (str(tensors[f"model.layers.0.{layer}.{s}"].dtype),
+                               tuple(tensors[f"model.layers.0.{layer}.{s}"].shape))
+              for layer in ("self_attn.q_proj", "self_attn.k_proj") for s in ("qweight", "qzeros", "scales")}
+    assert shapes == {  # q_proj: in 256, out 256; k_proj: in 256, out 4 kv heads x 32 = 128; group 128
+        "self_attn.q_proj.qweight": ("torch.int32", (256, 32)), "self_attn.q_proj.qzeros": ("torch.int32", (2, 32)),
+        "self_attn.q_proj.scales": ("torch.float16", (2, 256)),
+        "self_attn.k_proj.qweight": ("torch.int32", (256, 16)), "self_attn.k_proj.qzeros": ("torch.int32", (2, 16)),
+        "self_attn.k_proj.scales": ("torch.float16", (2, 128)),
+    }
+    assert str(tensors["model.layers.0.input_layernorm.weight"].dtype) == "torch.float16"
+    packed = sorted(k.rsplit(".", 1)[0] for k in tensors if k.endswith(".qweight"))
+    assert len(packed) == 2 * 7 and not [k for k in packed if f"{k}.weight" in tensors]
+    assert all(int(_dequantize_awq(tensors, p).abs().max()) < 1e4 for p in packed)
+    zeros = {int(z) for p in packed for z in torch.unique(tensors[f"{p}.qzeros"])}
+    assert zeros == {0x88888888 - 2**32}  # eight zero points of 8 per word
+
+    # ModelOpt's own quantized weights, calibrated the same way and folded the same way.
+    tokenizer = calibration.load_tokenizer(tiny_llama3, trust_remote_code=False)
+    modelopt_quant.set_deterministic(plan.quantization.calibration.seed)
+    model = modelopt_quant.load_model(tiny_llama3, "float32", trust_remote_code=False)
+    modelopt_quant.quantize(model, plan.quantization,
+                            calibration.build_batches(plan.quantization.calibration, tokenizer, None))
+    fold_pre_quant_scales(model)
+    for prefix in packed:
+        module = model.get_submodule(prefix)
+        with torch.no_grad():
+            expected = module.weight_quantizer(module.weight.float()).float()
+        scale = tensors[f"{prefix}.scales"].float().t().repeat_interleave(128, dim=1)
+        # The scales are stored in float16: the same integers times a scale rounded to 11 bits.
+        assert torch.allclose(_dequantize_awq(tensors, prefix), expected, rtol=2e-3, atol=1e-3 * float(scale.max())), prefix
+    folded_norm = model.get_submodule("model.layers.0.input_layernorm").weight.detach()
+    assert torch.allclose(tensors["model.layers.0.input_layernorm.weight"].float(), folded_norm, rtol=1e-3)
+
+    reference = _logits(modelopt_quant.load_model(tiny_llama3, "float32", trust_remote_code=False), tokenizer)
+    dense = {k: v.float() for k, v in tensors.items() if not k.endswith(("qweight", "qzeros", "scales"))}
+    for layer in packed:
+        dense[f"{layer}.weight"] = _dequantize_awq(tensors, layer)
+    plain = AutoModelForCausalLM.from_pretrained(str(tiny_llama3), dtype=torch.float32)
+    missing, unexpected = plain.load_state_dict(dense, strict=False)
+    assert not unexpected and all("rotary" in m for m in missing), (missing, unexpected)
+    error = float((_logits(plain.eval(), tokenizer) - reference).abs().max()) / float(reference.max() - reference.min())
+    print(f"awq (AutoAWQ format, dequantized): max |dlogit| / logit range = {error:.4f}")
+    assert 0 < error < MAX_REL_ERROR["awq"]

@@ -129,6 +129,8 @@ HF_EPILOG = """[bold]Examples[/bold]
 
   lmi-build hf --model demo:tiny-llama --quantize awq --output ./out/tiny-llama-awq
 
+  lmi-build hf --model demo:tiny-llama --quantize awq --profile lmi-0.35.0-vllm-0.11.1 --output ./out/tiny-awq-vllm
+
   lmi-build hf --model mistralai/Mistral-7B-v0.1 --dtype bf16 --output ./out/mistral --publish s3://bucket/mistral/
 
 Exit status: 0 done, 2 invalid plan, 1 other errors."""
@@ -199,8 +201,8 @@ def _neuronx(
 def _hf(
     model: ModelOpt = None, revision: RevisionOpt = None, tp: TpOpt = None, dtype: DtypeOpt = None,
     quantize: QuantizeOpt = None, trust_remote_code: TrustRemoteCodeOpt = False, option: OptionOpt = None,
-    properties: PropertiesOpt = None, instance_type: InstanceTypeOpt = None, strict: StrictOpt = False,
-    calib_data: CalibDataOpt = None, allow_pickle: AllowPickleOpt = False,
+    properties: PropertiesOpt = None, instance_type: InstanceTypeOpt = None, profile: ProfileOpt = None,
+    strict: StrictOpt = False, calib_data: CalibDataOpt = None, allow_pickle: AllowPickleOpt = False,
     max_input_len: MaxInputLenOpt = None, max_output_len: MaxOutputLenOpt = None,
     max_batch_size: MaxBatchSizeOpt = None, plan_file: PlanFileOpt = None,
     output: OutputOpt = Path("out"), overwrite: OverwriteOpt = False, no_cache: NoCacheOpt = False,
@@ -209,7 +211,7 @@ def _hf(
 ) -> None:
     shaping = PlanFlags(model=model, revision=revision, tp=tp, dtype=dtype, quantize=quantize,
                         trust_remote_code=trust_remote_code, option=option, properties=properties,
-                        instance_type=instance_type, strict=strict, calib_data=calib_data,
+                        instance_type=instance_type, profile=profile, strict=strict, calib_data=calib_data,
                         allow_pickle=allow_pickle, max_input_len=max_input_len, max_output_len=max_output_len,
                         max_batch_size=max_batch_size, endpoint_url=endpoint_url)
     settings = _settings(output=output, overwrite=overwrite, no_cache=no_cache, keep_work=keep_work, copy=copy,

@@ -43,7 +43,7 @@ COMMANDS = (
                                     "Ray cluster, sharing an S3 build cache."),
     Command("config", "config_cmd", "Show how LMI options resolve, and the option reference."),
     Command("recipes", "recipes_cmd", "Supported architectures: targets, quantization, restricted options."),
-    Command("profiles", "profiles_cmd", "LMI container profiles, TensorRT-LLM and Neuron (image, versions, layout, "
+    Command("profiles", "profiles_cmd", "LMI container profiles, TensorRT-LLM, Neuron and hf (image, versions, layout, "
                                         "defaults)."),
 )
 COMMAND_MODULES = tuple(dict.fromkeys(command.module for command in COMMANDS))

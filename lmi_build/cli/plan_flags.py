@@ -68,7 +68,8 @@ GpuOpt = Annotated[str | None, typer.Option(
 ProfileOpt = Annotated[str | None, typer.Option(
     "--profile", rich_help_panel=KNOBS_PANEL,
     help="Container profile (`lmi-build profiles list`). Default: trtllm the newest engine-capable one, "
-    "neuronx the newest published Neuron image.")]
+    "neuronx the newest published Neuron image; hf: none (ModelOpt's format, for TensorRT-LLM's PyTorch "
+    "backend), or a vLLM/LMI-Dist container, whose engine gets the format it loads (AWQ, GPTQ).")]
 CalibDataOpt = Annotated[Path | None, typer.Option(
     "--calib-data", rich_help_panel=KNOBS_PANEL,
     help="Calibration text file (one sample per line or JSONL) instead of the built-in set.")]

@@ -10,19 +10,22 @@ from lmi_build.cli.app import new_app
 from lmi_build.output import current, identifier
 
 if TYPE_CHECKING:
+    from lmi_build.targets.hf.profiles import HfProfile
     from lmi_build.targets.neuronx.profiles import NeuronProfile
 
-profiles_app = new_app(help="LMI container profiles, TensorRT-LLM and Neuron (image, versions, layout, defaults).")
+profiles_app = new_app(help="LMI container profiles, TensorRT-LLM, Neuron and hf (image, versions, layout, defaults).")
 
 
 @profiles_app.command("list")
 def list_command() -> None:
-    """List every container profile, TensorRT-LLM then Neuron, oldest first; * marks each kind's default.
+    """List every container profile, TensorRT-LLM, Neuron, then hf (vLLM/LMI-Dist), oldest first; * marks each
+    kind's default (hf has none: without --profile it writes ModelOpt's format).
 
     Example: lmi-build profiles list --json | jq -r '.[] | select(.kind == "neuronx") | .name'
     """
     from rich.table import Table
 
+    from lmi_build.targets.hf.profiles import load_profiles as load_hf_profiles
     from lmi_build.targets.neuronx.profiles import get_profile as get_neuron_profile
     from lmi_build.targets.neuronx.profiles import load_profiles as load_neuron_profiles
     from lmi_build.targets.trtllm.profiles import get_profile, load_profiles
@@ -44,9 +47,15 @@ def list_command() -> None:
         table.add_row(identifier(marker + n.name), "neuronx", f"neuronx-cc {n.neuronx_cc}",
                       f"Neuron SDK {n.neuron_sdk}, TNX {n.transformers_neuronx}"
                       + ("" if n.released else " (unreleased: no image)"), n.layout, n.default_loader)
+    hf_profiles = load_hf_profiles()
+    for h in hf_profiles:
+        loads = ", ".join(f"{m}->{f}" for m, f in h.formats.items() if f)
+        table.add_row(identifier("  " + h.name), "hf", f"vLLM {h.vllm}", f"transformers {h.transformers}",
+                      f"hf ({loads})", h.engine)
     data = [{"kind": "trtllm", **p.model_dump(mode="json"), "default": p.name == default} for p in profiles]
     data += [{"kind": "neuronx", **n.model_dump(mode="json"), "default": n.name == neuron_default}
              for n in neuron_profiles]
+    data += [{"kind": "hf", **h.model_dump(mode="json"), "default": False} for h in hf_profiles]
     current().result(data, table)
 
 
@@ -65,6 +74,12 @@ def show_command(
     neuron = next((n for n in load_neuron_profiles() if n.name == name), None)
     if neuron is not None:
         _show_neuron(neuron)
+        return
+    from lmi_build.targets.hf.profiles import load_profiles as load_hf_profiles
+
+    hf = next((h for h in load_hf_profiles() if h.name == name), None)
+    if hf is not None:
+        _show_hf(hf)
         return
     profile = get_profile(name)
     table = flag_table(profile.tensorrt_llm)
@@ -105,6 +120,20 @@ def _show_neuron(profile: NeuronProfile) -> None:
     if profile.notes:
         lines.append(f"  notes: {profile.notes}")
     lines += [f"  source: {s}" for s in profile.sources]
+    current().result(data, "\n".join(lines))
+
+
+def _show_hf(profile: HfProfile) -> None:
+    from rich.markup import escape
+
+    data = {"kind": "hf", **profile.model_dump(mode="json")}
+    lines = [f"[bold]{profile.name}[/bold]  engine {profile.engine}"]
+    lines += [f"  {key}: {value}" for key, value in profile.versions().items()]
+    lines += [f"  --quantize {method}: " + (f"{fmt} checkpoint" if fmt else "not loadable (refused)")
+              for method, fmt in profile.formats.items()]
+    if profile.inferred:
+        lines.append(f"  inferred (not checked against a source): {escape('; '.join(profile.inferred))}")
+    lines += [f"  source: {escape(s)}" for s in profile.sources]
     current().result(data, "\n".join(lines))
 
 

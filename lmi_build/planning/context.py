@@ -39,6 +39,9 @@ class PlanContext(TypedReader):
     version_options: dict[str, str] = field(default_factory=dict)
     # serving.properties values the target computes (engine, resolved tp, rolling_batch, ...).
     derived: dict[str, ResolvedValue] = field(default_factory=dict)
+    # Keys the target keeps out of serving.properties (e.g. option.quantize for a checkpoint whose
+    # config.json declares its quantization): full keys.
+    withheld: set[str] = field(default_factory=set)
 
     # -- reading options (the typed readers are TypedReader's) ---------------------------------
     def value(self, key: str) -> OptionValue | None:
@@ -61,6 +64,10 @@ class PlanContext(TypedReader):
         return self.options.source_of(key) in (Source.CLI, Source.PROPERTIES, Source.ENV, Source.ALIAS)
 
     # -- writing options -------------------------------------------------------------------
+    def withhold(self, key: str) -> None:
+        """Keep ``key`` out of serving.properties (the plan's options) whatever its source."""
+        self.withheld.add(_full_key(key))
+
     def derive(self, key: str, value: object, origin: str) -> None:
         """Record a value the planner computed (it goes into serving.properties)."""
         full = _full_key(key)

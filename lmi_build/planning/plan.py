@@ -113,7 +113,9 @@ class HfBuild(BaseModel):
 
     tp: int
     dtype: Literal["float16", "bfloat16", "float32"]
-    export_format: Literal["hf", "modelopt_hf", "gptq"] = "hf"  # gptq: quant_method gptq (vLLM, LMI-Dist)
+    # hf: plain; modelopt_hf: ModelOpt unified (hf_quant_config.json); gptq/awq: quant_method gptq/awq
+    # packed for vLLM/LMI-Dist (lmi_build/targets/hf/data/serving_formats.toml)
+    export_format: Literal["hf", "modelopt_hf", "gptq", "awq"] = "hf"
 
 
 class MemoryEstimate(BaseModel):

@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -26,6 +27,8 @@ from lmi_build.planning.plan import BuildPlan, HfBuild, TrtllmBuild
 from lmi_build.quantize.calibration import CalibrationSummary
 from lmi_build.quantize.placement import Placement, cast_for_export, choose_placement
 
+# hf export formats written by lmi-build's own packers (module ``lmi_build.quantize.<name>_format``).
+PACKED_WRITERS = ("gptq", "awq")
 # Files of a pre-quantized HF checkpoint that carry weights or their description.
 _PASSTHROUGH_SUFFIXES = (".safetensors",)
 _PASSTHROUGH_NAMES = ("config.json", "generation_config.json", "model.safetensors.index.json",
@@ -185,15 +188,14 @@ def _export_hf(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: Path
             notes.append(f"converted to {build.dtype} tensor by tensor")
             where = Placement(device="cpu", gpus=0, load_dtype=build.dtype, export_dtype=build.dtype)
         else:
-            gptq = build.export_format == "gptq"
-            model, calibration, where = _prepare_model(plan, model_dir, build.dtype, calib_file, cast=not gptq)
+            packed = build.export_format in PACKED_WRITERS
+            model, calibration, where = _prepare_model(plan, model_dir, build.dtype, calib_file, cast=not packed)
             import torch
 
-            if gptq:
-                from lmi_build.quantize.gptq_format import write_gptq_checkpoint
-
+            if packed:
                 with _quiet_libraries():
-                    notes = write_gptq_checkpoint(model, where, quant.group_size or 128, staging)
+                    notes = _packed_layout(build.export_format).write_checkpoint(
+                        model, where, quant.group_size or 128, staging)
             else:
                 from modelopt.torch.export import export_hf_checkpoint
 
@@ -303,8 +305,8 @@ def _check_hf(staging: Path, plan: BuildPlan, build: HfBuild) -> None:
     if not list(staging.glob("*.safetensors")):
         problems.append("no *.safetensors written")
     quant = plan.quantization
-    if quant.method is not None and build.export_format == "gptq":
-        problems += _gptq_problems(staging, config, quant.group_size)
+    if quant.method is not None and build.export_format in PACKED_WRITERS:
+        problems += _packed_problems(staging, config, build.export_format, quant.group_size)
     elif quant.method is not None:
         qcfg = config.get("quantization_config") or {}
         if qcfg.get("quant_method") != "modelopt":
@@ -323,27 +325,39 @@ def _check_hf(staging: Path, plan: BuildPlan, build: HfBuild) -> None:
                         hint="this is a toolchain mismatch (ModelOpt/transformers version); report it with --debug output")
 
 
-def _gptq_problems(staging: Path, config: dict[str, Any], group_size: int | None) -> list[str]:
-    """The GPTQ config says what the loaders expect, and every packed linear has its four tensors."""
+def _packed_layout(export_format: str) -> ModuleType:
+    """The module that writes and describes a packed format (``PACKED_WRITERS``)."""
+    if export_format == "awq":
+        from lmi_build.quantize import awq_format
+
+        return awq_format
+    from lmi_build.quantize import gptq_format
+
+    return gptq_format
+
+
+def _packed_problems(staging: Path, config: dict[str, Any], export_format: str, group_size: int | None) -> list[str]:
+    """The config says what the engine's loader expects, and every packed linear has its tensors."""
     from safetensors import safe_open
 
-    from lmi_build.quantize.gptq_format import PACKED_SUFFIXES, quantization_config
-
+    layout = _packed_layout(export_format)
     problems = []
-    expected = quantization_config(group_size or 128)
+    expected = layout.quantization_config(group_size or 128)
     written = config.get("quantization_config") or {}
-    for key in ("quant_method", "bits", "group_size", "desc_act", "sym"):
-        if written.get(key) != expected[key]:
-            problems.append(f"quantization_config.{key}={written.get(key)!r} (expected {expected[key]!r})")
+    for key, value in expected.items():
+        if written.get(key) != value:
+            problems.append(f"quantization_config.{key}={written.get(key)!r} (expected {value!r})")
     names: set[str] = set()
     for shard in staging.glob("*.safetensors"):
         with safe_open(str(shard), "pt") as handle:
             names.update(handle.keys())
+            if export_format == "awq" and any(k.endswith("pre_quant_scale") for k in handle.keys()):  # noqa: SIM118
+                problems.append("a pre_quant_scale tensor is left (AutoAWQ loaders ignore it)")
     packed = {n.rsplit(".", 1)[0] for n in names if n.endswith(".qweight")}
     if not packed:
-        problems.append("no GPTQ-packed (qweight) tensors")
+        problems.append(f"no {export_format}-packed (qweight) tensors")
     for layer in sorted(packed):
-        missing = [s for s in PACKED_SUFFIXES if f"{layer}.{s}" not in names]
+        missing = [s for s in layout.PACKED_SUFFIXES if f"{layer}.{s}" not in names]
         if missing or f"{layer}.weight" in names:
             problems.append(f"{layer}: missing {missing}" if missing else f"{layer}: an unpacked weight is left")
     return problems

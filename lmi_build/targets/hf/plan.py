@@ -13,6 +13,15 @@ from lmi_build.planning.memory import Workload
 from lmi_build.planning.plan import HfBuild, QuantizationPlan, ToolchainRef
 from lmi_build.planning.targets import ContainerFacts, TargetPlan
 from lmi_build.recipes.schema import TargetSupport
+from lmi_build.targets.hf.profiles import (
+    DEFAULT_FORMATS,
+    ExportFormat,
+    HfProfile,
+    format_facts,
+    get_profile,
+    load_profiles,
+    serving_formats,
+)
 from lmi_build.types import TargetName
 from lmi_build.versions import installed_versions
 
@@ -39,14 +48,15 @@ class HfTarget:
         build(ctx)
 
     def container_profiles(self) -> dict[str, ContainerFacts]:
-        return {}  # no container profiles of its own yet
+        return {p.name: ContainerFacts(versions=p.versions(), engine_capable=False) for p in load_profiles()}
 
     def checkpoint_route(self, support: TargetSupport, spec: ModelSpec,
                          options: ResolvedOptions) -> Literal["modelopt", "vendor"]:
         return "modelopt"
 
     def toolchain(self, profile: str | None) -> ToolchainRef:
-        return ToolchainRef(target="hf", profile=None, image=None, versions=installed_versions(_TOOL_PACKAGES))
+        name = get_profile(profile).name if profile else None
+        return ToolchainRef(target="hf", profile=name, image=None, versions=installed_versions(_TOOL_PACKAGES))
 
     def plan(self, ctx: PlanContext) -> TargetPlan:
         tp = checks.resolve_tp(ctx)
@@ -69,25 +79,64 @@ class HfTarget:
             seq_len = min(limit, DEFAULT_MAX_SEQ_LEN) if limit else DEFAULT_MAX_SEQ_LEN
         batch = ctx.int_value("max_rolling_batch_size") or DEFAULT_MAX_BATCH_SIZE
 
-        build = HfBuild(tp=tp, dtype=dtype, export_format=export_format(ctx.quantization))
+        profile = get_profile(ctx.request.profile) if ctx.request.profile else None
+        build = HfBuild(tp=tp, dtype=dtype, export_format=plan_export_format(ctx, profile, dtype))
         ctx.derive("engine", self.engine, "hf target")
         ctx.derive("tensor_parallel_degree", tp, "resolved tp")
         ctx.derive("dtype", checks.lmi_dtype(dtype), "resolved dtype")
         return TargetPlan(
             build=build,
-            toolchain=self.toolchain(None),
+            toolchain=self.toolchain(ctx.request.profile),
             workload=Workload(batch_size=batch, seq_len=seq_len, tp=tp),
             dtype=dtype,
         )
 
 
-def export_format(quantization: QuantizationPlan) -> Literal["hf", "modelopt_hf", "gptq"]:
-    """The checkpoint format of a quantization: GPTQ in the ``quant_method: gptq`` layout the
-    vLLM/LMI-Dist loaders know (ModelOpt would label it W4A16_AWQ), other methods in ModelOpt's
-    unified format, no quantization (or a pre-quantized input, passed through) as plain HF."""
-    if quantization.method is None or quantization.pre_quantized is not None:
+def export_format(quantization: QuantizationPlan, profile: HfProfile | None = None) -> ExportFormat | None:
+    """The checkpoint format of a quantization for ``profile``'s engine (None: the container loads
+    no format lmi-build writes for it). Without a profile: ModelOpt's unified format (TensorRT-LLM's
+    PyTorch backend), GPTQ in the ``quant_method: gptq`` layout (ModelOpt would label it
+    W4A16_AWQ). No quantization, or a pre-quantized input passed through: plain HF."""
+    method = quantization.method
+    if method is None or quantization.pre_quantized is not None:
         return "hf"
-    return "gptq" if quantization.method == "gptq" else "modelopt_hf"
+    if profile is None:
+        return DEFAULT_FORMATS.get(method, "modelopt_hf")
+    return profile.formats.get(method) or None
+
+
+def plan_export_format(ctx: PlanContext, profile: HfProfile | None, dtype: str) -> ExportFormat:
+    """``export_format`` with its plan findings; a quantized checkpoint declares its method in
+    config.json, so option.quantize is kept out of serving.properties (serving_formats.toml [serving])."""
+    quant = ctx.quantization
+    chosen = export_format(quant, profile)
+    if quant.method is None or quant.pre_quantized is not None:
+        return "hf"
+    where = "TensorRT-LLM's PyTorch backend" if profile is None else f"{profile.name} ({profile.engine}, vLLM {profile.vllm})"
+    if chosen is None:
+        assert profile is not None
+        loadable = sorted(m for m, f in profile.formats.items() if f)
+        ctx.findings.error("hf_format", f"{where} loads no --quantize {quant.method} checkpoint that lmi-build writes",
+                           hint=f"use --quantize {' or '.join(loadable)} for this profile, or leave --profile out "
+                                "(ModelOpt's format, for TensorRT-LLM's PyTorch backend)")
+        chosen = "modelopt_hf"
+    folds = format_facts("awq").fold_model_types
+    if chosen == "awq" and ctx.spec.model_type not in folds:
+        ctx.findings.error("hf_format_awq_fold", f"AWQ scales of {ctx.spec.architecture} cannot be folded into "
+                           f"the AutoAWQ format (ModelOpt folds them for model types {', '.join(folds)})",
+                           hint="use --quantize gptq for this profile, or leave --profile out (ModelOpt's format)")
+    if chosen in ("awq", "gptq") and quant.kv_cache_quant_algo is not None:
+        ctx.findings.error("hf_format_kv_cache", f"the {chosen} checkpoint format has no place for "
+                           f"{quant.kv_cache_quant_algo} KV-cache scales",
+                           hint="drop option.kv_cache_dtype (vLLM can quantize the KV cache at run time), "
+                                "or use --quantize fp8")
+    if chosen in ("awq", "gptq") and dtype == "bfloat16":
+        ctx.findings.warn("hf_format_dtype", f"{chosen} in bfloat16 is served only by vLLM's {chosen}_marlin "
+                          f"kernel (its {chosen} kernel takes float16 activations)",
+                          hint="serve on a GPU the marlin kernel supports (sm80+), or build with --dtype fp16")
+    if serving_formats().serving.withhold_quantize:
+        ctx.withhold("quantize")
+    return chosen
 
 
 HF = HfTarget()

@@ -1,0 +1,95 @@
+"""LMI containers that serve the hf target's checkpoints, and the quantized format each one's
+engine loads (``data/serving_formats.toml``, every fact with its source). Read without heavy
+imports (``plan``, ``profiles list``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from lmi_build.errors import UnknownName
+from lmi_build.tables import load_table
+from lmi_build.versions import parse_lmi_version
+
+FORMATS_FILE = Path(__file__).resolve().parent / "data" / "serving_formats.toml"
+ExportFormat = Literal["hf", "modelopt_hf", "gptq", "awq"]
+# What a quantized hf build writes without --profile: ModelOpt's unified format (TensorRT-LLM's
+# PyTorch backend), except GPTQ, which ModelOpt would label W4A16_AWQ.
+DEFAULT_FORMATS: dict[str, ExportFormat] = {"gptq": "gptq"}
+
+
+class FormatFacts(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: ExportFormat
+    quant_method: str  # config.json quantization_config.quant_method
+    description: str
+    config: dict[str, Any]  # the quantization_config keys the loaders read (group_size: the default)
+    tensors: tuple[str, ...]
+    sources: tuple[str, ...]
+    inferred: tuple[str, ...] = ()
+    fold_model_types: tuple[str, ...] = ()  # awq: model types whose AWQ scales ModelOpt can fold
+
+
+class ServingRule(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    withhold_quantize: bool  # quantized checkpoints declare their method: no option.quantize
+    sources: tuple[str, ...]
+
+
+class HfProfile(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    lmi_version: str
+    engine: Literal["vllm", "lmi-dist"]
+    vllm: str
+    transformers: str
+    # --quantize method -> the format this container loads; "" = none that lmi-build writes
+    formats: dict[str, ExportFormat | Literal[""]]
+    quantize_values: tuple[str, ...]  # option.quantize values the container accepts; () = any
+    sources: tuple[str, ...]
+    inferred: tuple[str, ...] = ()
+
+    @field_validator("lmi_version")
+    @classmethod
+    def _lmi_version(cls, value: str) -> str:
+        parse_lmi_version(value)
+        return value
+
+    def versions(self) -> dict[str, str]:
+        return {"lmi": self.lmi_version, "vllm": self.vllm, "transformers": self.transformers}
+
+
+class ServingFormats(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    format: tuple[FormatFacts, ...]
+    serving: ServingRule
+    profile: tuple[HfProfile, ...]
+
+
+def serving_formats() -> ServingFormats:
+    return load_table(FORMATS_FILE, ServingFormats)
+
+
+def load_profiles() -> list[HfProfile]:
+    """Every hf container profile, oldest release first."""
+    return sorted(serving_formats().profile, key=lambda p: parse_lmi_version(p.lmi_version))
+
+
+def get_profile(name: str) -> HfProfile:
+    profiles = load_profiles()
+    for profile in profiles:
+        if profile.name == name:
+            return profile
+    raise UnknownName(f"unknown hf container profile '{name}'",
+                      hint=f"known hf profiles: {', '.join(p.name for p in profiles)} (lmi-build profiles list); "
+                           "leave --profile out for ModelOpt's format (TensorRT-LLM's PyTorch backend)")
+
+
+def format_facts(name: str) -> FormatFacts:
+    return next(f for f in serving_formats().format if f.name == name)
