@@ -14,6 +14,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ORDER = ("startup", "package", "storage", "storage_crt", "quantize", "fleet")
+# Scripts here that are not comparisons against a peer, so not run by `make bench`: quantize_rates
+# fits the plan's estimate rates from two quantize.py result files (its docstring says how).
+TOOLS = ("quantize_rates",)
 sys.path.insert(0, str(HERE.parent))
 
 from benchmarks import ROWS_ENV  # noqa: E402 - the repo root is on sys.path only from here on
