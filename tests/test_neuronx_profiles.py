@@ -88,12 +88,12 @@ def test_verify_knows_the_neuron_containers() -> None:
     assert container_facts("lmi-0.30.0-neuronx-sdk2.20.1").versions["neuronx_cc"] == "2.15.141.0"
 
 
-def test_profiles_list_shows_both_kinds() -> None:
+def test_profiles_list_shows_every_kind() -> None:
     listed = CliRunner().invoke(app, ["profiles", "list", "--json"])
     assert listed.exit_code == 0, listed.output
     rows = json.loads(listed.stdout)
     kinds = {row["kind"] for row in rows}
-    assert kinds == {"trtllm", "neuronx"}
+    assert kinds == {"trtllm", "neuronx", "hf"}  # hf: the vLLM/LMI-Dist containers (serving formats)
     defaults = {row["kind"]: row["name"] for row in rows if row["default"]}
     assert defaults["neuronx"] == "lmi-0.30.0-neuronx-sdk2.20.1"
     shown = CliRunner().invoke(app, ["profiles", "show", "lmi-0.27.0-neuronx-sdk2.18.0", "--json"])

@@ -5,7 +5,6 @@ device it really used in the manifest."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -157,15 +156,26 @@ def test_the_estimate_is_not_in_the_cache_key(plan_model: Planner) -> None:
     assert recomputed == plan.cache_key
 
 
+# The build's peak RSS, measured by a small intermediate process: a child forked straight from this
+# (large) test runner would inherit its high-water mark, since ru_maxrss survives fork and exec.
+_PEAK_OF_CHILD = """
+import os, subprocess, sys
+process = subprocess.Popen(sys.argv[2:])
+_, status, usage = os.wait4(process.pid, 0)
+open(sys.argv[1], "w").write(str(usage.ru_maxrss * 1024))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def _cli(args: list[str], tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], int]:
-    """Run lmi-build in a child; return it and the child's own peak RSS in bytes (os.wait4)."""
-    out, err = tmp_path / "stdout", tmp_path / "stderr"
+    """Run lmi-build in a grandchild; return it and its own peak RSS in bytes."""
+    out, err, peak = tmp_path / "stdout", tmp_path / "stderr", tmp_path / "peak"
     with open(out, "w") as stdout, open(err, "w") as stderr:
-        process = subprocess.Popen([sys.executable, "-m", "lmi_build", *args], stdout=stdout, stderr=stderr)
-        _, status, usage = os.wait4(process.pid, 0)
-    done = subprocess.CompletedProcess(args, os.waitstatus_to_exitcode(status), out.read_text(), err.read_text())
+        code = subprocess.call([sys.executable, "-c", _PEAK_OF_CHILD, str(peak), sys.executable, "-m", "lmi_build",
+                                *args], stdout=stdout, stderr=stderr)
+    done = subprocess.CompletedProcess(args, code, out.read_text(), err.read_text())
     assert done.returncode == 0, done.stderr
-    return done, usage.ru_maxrss * 1024
+    return done, int(peak.read_text())
 
 
 # Generous on purpose. The rates were measured on 2 CPUs at load 7-13 (quantize_rates.toml): an idle
@@ -189,7 +199,7 @@ def test_the_estimate_holds_for_a_real_demo_build(tmp_path: Path, flags: list[st
     step = next(s for s in manifest["steps"] if s["name"] in ("quantize", "convert"))
     # The manifest records where the step really ran; on this CPU host that is what the plan said.
     assert (step["device"], step["gpus"]) == (estimate["device"], estimate["gpus"])
-    assert step["peak_rss_bytes"] > 0
+    assert 0 < step["peak_rss_bytes"] <= 1.05 * peak  # the build's own high-water mark, not the test runner's
     assert estimate["seconds"] / TIME_FASTER_BOUND <= step["seconds"] <= estimate["seconds"] * TIME_SLOWER_BOUND, (
         step, estimate)
     assert peak <= estimate["host_ram_bytes"] * MEMORY_BOUND, (peak, estimate)
@@ -208,3 +218,14 @@ def test_planning_the_estimate_imports_no_torch(model_dir: ModelDirFactory) -> N
     done = subprocess.run([sys.executable, "-c", probe, str(model_dir("meta-llama--Llama-2-7b-hf"))],
                           capture_output=True, text=True, check=True)
     assert json.loads(done.stdout) == {"step": True, "heavy": []}
+
+
+def test_peak_rss_is_the_process_own_not_its_parents() -> None:
+    """ru_maxrss survives exec: a child of a large process reports the parent's peak. The manifest's
+    peak must be the build's own, whatever started it."""
+    code = "from lmi_build.quantize.export import peak_rss; print(peak_rss())"
+    ballast = bytearray(512 * 1024 * 1024)
+    ballast[::4096] = b"\x01" * len(ballast[::4096])  # touch every page: resident in this process
+    reported = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    del ballast
+    assert reported < 400 * 1024 * 1024, reported

@@ -129,7 +129,7 @@ def _export_trtllm(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: 
         tp=build.tp,
         pp=build.pp,
         seconds=round(time.perf_counter() - started, 3),
-        peak_rss_bytes=_peak_rss(),
+        peak_rss_bytes=peak_rss(),
         calibration=calibration,
         notes=notes,
         placement=where,
@@ -212,7 +212,7 @@ def _export_hf(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: Path
         dtype=build.dtype,
         tp=build.tp,
         seconds=round(time.perf_counter() - started, 3),
-        peak_rss_bytes=_peak_rss(),
+        peak_rss_bytes=peak_rss(),
         calibration=calibration,
         pre_quantized=quant.pre_quantized is not None,
         notes=notes,
@@ -423,7 +423,19 @@ def _files(directory: Path) -> list[str]:
     return sorted(str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file())
 
 
-def _peak_rss() -> int:
+def peak_rss() -> int:
+    """This process's peak resident set so far, in bytes.
+
+    On Linux the memory map's own high-water mark (VmHWM): ru_maxrss keeps the peak of the process
+    that forked us across exec, so a build started by a large parent (a test runner, a fleet worker)
+    would report the parent's peak."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     # ru_maxrss is KiB on Linux, bytes on macOS.
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak if sys.platform == "darwin" else peak * 1024)

@@ -93,12 +93,23 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return loaded if isinstance(loaded, dict) else None
 
 
+def _write_model_files(plan: BuildPlan, source_dir: Path, staging: Path, version_file: Path) -> None:
+    """The artifact's top level DJL reads: the model's config.json with the ``neuron`` block for the
+    compiler that wrote ``version_file``, and the tokenizer/source files."""
+    from lmi_build.artifact.packager import carry_source_files, trust_remote_code
+
+    config = _read_json(source_dir / "config.json")
+    if config is None:
+        raise StepError(f"{source_dir}/config.json is missing or unreadable", hint="fetch the model again")
+    config["neuron"] = neuron_block(plan, version_file.read_text(encoding="utf-8").strip())
+    atomic_write_json(staging / "config.json", config, indent=2)
+    carry_source_files(source_dir, staging, trust_remote_code=trust_remote_code(plan))
+
+
 class TnxPrecompiledLayout:
     name = "neuronx-tnx"
 
     def assemble(self, plan: BuildPlan, produced: Path, source_dir: Path, staging: Path) -> None:
-        from lmi_build.artifact.packager import carry_source_files, trust_remote_code
-
         version_file = produced / "VERSION"
         if not version_file.is_file() or not any(produced.glob("*.neff")):
             raise StepError(f"{produced} is not a compiled TNX directory (VERSION and *.neff expected)",
@@ -114,12 +125,7 @@ class TnxPrecompiledLayout:
             for log in sorted(logs.iterdir()):
                 if log.is_file():
                     link_or_copy(log, staging / BUILD_LOGS / log.name)
-        config = _read_json(source_dir / "config.json")
-        if config is None:
-            raise StepError(f"{source_dir}/config.json is missing or unreadable", hint="fetch the model again")
-        config["neuron"] = neuron_block(plan, version_file.read_text(encoding="utf-8").strip())
-        atomic_write_json(staging / "config.json", config, indent=2)
-        carry_source_files(source_dir, staging, trust_remote_code=trust_remote_code(plan))
+        _write_model_files(plan, source_dir, staging, version_file)
 
     def properties(self, plan: BuildPlan) -> dict[str, str]:
         build = _build(plan)
@@ -187,8 +193,6 @@ class LegacyCheckpointLayout:
     split = False  # checkpoint/ holds safetensors (0.28/0.29), or TNX's split format (0.27)
 
     def assemble(self, plan: BuildPlan, produced: Path, source_dir: Path, staging: Path) -> None:
-        from lmi_build.artifact.packager import carry_source_files, trust_remote_code
-
         compiled_in, checkpoint_in = produced / COMPILED_DIR, produced / CHECKPOINT_DIR
         version_file = compiled_in / "VERSION"
         if not version_file.is_file() or not any(compiled_in.glob("*.neff")):
@@ -201,12 +205,7 @@ class LegacyCheckpointLayout:
                                (produced / BUILD_LOGS, staging / BUILD_LOGS)):
             if source.is_dir():
                 link_tree(source, target)
-        config = _read_json(source_dir / "config.json")
-        if config is None:
-            raise StepError(f"{source_dir}/config.json is missing or unreadable", hint="fetch the model again")
-        config["neuron"] = neuron_block(plan, version_file.read_text(encoding="utf-8").strip())
-        atomic_write_json(staging / "config.json", config, indent=2)
-        carry_source_files(source_dir, staging, trust_remote_code=trust_remote_code(plan))
+        _write_model_files(plan, source_dir, staging, version_file)
 
     def properties(self, plan: BuildPlan) -> dict[str, str]:
         return TnxPrecompiledLayout().properties(plan)
