@@ -255,3 +255,19 @@ def test_bad_url_and_bandwidth_setting(tmp_path: Path, monkeypatch: pytest.Monke
 
     with pytest.raises(PublishError, match="LMI_BUILD_S3_MAX_BANDWIDTH"):
         transfer_config(4)
+
+
+def test_classic_transfer_client_even_on_crt_optimized_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On p4d/p5/trn1 boto3 would pick the CRT client on its own (it did on the CI host): never."""
+    awscrt_s3 = pytest.importorskip("awscrt.s3", reason="awscrt (a dev dependency) is not installed")
+    import boto3
+    from boto3.s3.transfer import create_transfer_manager
+    from s3transfer.manager import TransferManager
+
+    from lmi_build.storage.transfer import transfer_config
+
+    monkeypatch.setattr(awscrt_s3, "is_optimized_for_system", lambda: True)
+    client = boto3.client("s3", region_name="us-east-1", endpoint_url="http://127.0.0.1:9",
+                          aws_access_key_id="x", aws_secret_access_key="y")
+    with create_transfer_manager(client, transfer_config(2)) as manager:
+        assert type(manager) is TransferManager

@@ -96,6 +96,10 @@ def transfer_config(workers: int) -> Any:
         use_threads=True,
         io_chunksize=1024 * 1024,  # 4x the default: ~9% faster downloads here, <=100 MiB buffered
         max_bandwidth=max_bandwidth(),
+        # boto3 switches to the CRT client by itself on the instance types it deems optimized (p4d, p5,
+        # trn1...: where users build) when awscrt is installed. That client ignores this config (part size,
+        # bandwidth cap, the per-part SHA-256) and prints its own tracebacks to stderr, so it is never used.
+        preferred_transfer_client="classic",
     )
 
 
