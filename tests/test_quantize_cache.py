@@ -85,3 +85,16 @@ def test_rerun_reuses_the_verified_checkpoint_and_a_corrupt_entry_is_rebuilt(tin
     assert config["quantization"]["quant_algo"] == "W8A16"
     # Without the cache nothing is reused (and nothing stored).
     assert not build_trtllm_checkpoint(plan, tiny_llama3, tmp_path / "d").cached
+
+
+def test_where_calibration_runs_is_in_the_key_but_not_the_gpu_count(tiny_llama3: Path) -> None:
+    """A checkpoint calibrated on a CPU in float32 is not reused by a GPU host that would calibrate
+    in bfloat16 (other scales); one GPU or eight give the same numbers."""
+    from lmi_build.quantize.placement import choose_placement
+
+    plan = make_build_plan(tiny_llama3, method="fp8", options=FAST_CALIB, dtype="bfloat16")
+    on = {name: choose_placement("bfloat16", runs_forward=True, cuda_devices=gpus)
+          for name, gpus in (("cpu", 0), ("1 gpu", 1), ("8 gpus", 8))}
+    keys = {name: checkpoint_key(plan, tiny_llama3, "trtllm", calibrated_on=where)[0] for name, where in on.items()}
+    assert keys["cpu"] != keys["1 gpu"] == keys["8 gpus"]
+    assert checkpoint_key(plan, tiny_llama3, "trtllm")[0] not in keys.values()

@@ -28,6 +28,7 @@ from lmi_build.versions import installed_versions
 
 if TYPE_CHECKING:
     from lmi_build.quantize.export import CheckpointResult
+    from lmi_build.quantize.placement import Placement
 
 KEY_VERSION = 1
 ENTRY_NAME = "entry.json"
@@ -48,9 +49,12 @@ class CacheEntry(BaseModel):
     files: list[FileEntry]
 
 
-def checkpoint_key(plan: BuildPlan, model_dir: Path, checkpoint_format: str) -> tuple[str, dict[str, Any]]:
+def checkpoint_key(plan: BuildPlan, model_dir: Path, checkpoint_format: str, *,
+                   calibrated_on: Placement | None = None) -> tuple[str, dict[str, Any]]:
     """The key and the material it hashes: model identity and input-file fingerprint, format,
-    quantization (with its calibration plan), the build fields that shape the checkpoint, versions."""
+    quantization (with its calibration plan), where calibration runs (device and dtype, not the GPU
+    count: the same numbers on one GPU or spread over several), the build fields that shape the
+    checkpoint, versions."""
     build = plan.build
     shaping = {"dtype": getattr(build, "dtype", None), "tp": getattr(build, "tp", None),
                "pp": getattr(build, "pp", 1), "decoder": getattr(build, "modelopt_decoder", None),
@@ -62,6 +66,8 @@ def checkpoint_key(plan: BuildPlan, model_dir: Path, checkpoint_format: str) -> 
         "format": checkpoint_format,
         "quantization": plan.quantization.model_dump(mode="json"),
         "build": shaping,
+        "calibrated_on": None if calibrated_on is None else {"device": calibrated_on.device,
+                                                             "load_dtype": calibrated_on.load_dtype},
         "trust_remote_code": plan.options.get("option.trust_remote_code", "false"),
         "versions": installed_versions(EXPORTER_PACKAGES),
     }

@@ -158,7 +158,12 @@ def _through_cache(plan: BuildPlan, model_dir: Path, out_dir: Path, checkpoint_f
     from lmi_build.quantize.checkpoint_cache import CheckpointCache, checkpoint_key
 
     cache = CheckpointCache()
-    key, material = checkpoint_key(plan, model_dir, checkpoint_format)
+    # Calibration on a GPU (in the export dtype) and on the CPU (in float32) give slightly different
+    # scales: the placement this host would use is part of what decides the checkpoint.
+    calibrated = plan.quantization.method is not None and plan.quantization.calibration is not None
+    dtype = str(getattr(plan.build, "dtype", "") or "")
+    key, material = checkpoint_key(plan, model_dir, checkpoint_format,
+                                   calibrated_on=_placement(plan, dtype) if calibrated and dtype else None)
     hit = cache.restore(key, out_dir)
     if hit is not None:
         output.current().info(f"reused the cached checkpoint {key[:19]}… (verified)")
@@ -220,6 +225,11 @@ def _export_hf(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: Path
     )
 
 
+def _placement(plan: BuildPlan, dtype: str) -> Placement:
+    quant = plan.quantization
+    return choose_placement(dtype, runs_forward=quant.method is not None and quant.calibration is not None)
+
+
 def _prepare_model(plan: BuildPlan, model_dir: Path, dtype: str, calib_file: Path | None, *,
                    cast: bool = True) -> tuple[Any, CalibrationSummary | None, Placement]:
     """Load, quantize as planned, and return the model in the export dtype ``dtype`` (``cast=False``:
@@ -232,7 +242,7 @@ def _prepare_model(plan: BuildPlan, model_dir: Path, dtype: str, calib_file: Pat
 
     trust = bool(written_options(plan.options).bool_value("trust_remote_code"))
     quant = plan.quantization
-    where = choose_placement(dtype, runs_forward=quant.method is not None and quant.calibration is not None)
+    where = _placement(plan, dtype)
     modelopt_quant.set_deterministic(quant.calibration.seed if quant.calibration else 1234)
     with _quiet_libraries():  # "Loading checkpoint shards", deprecation notices
         model = modelopt_quant.load_model(model_dir, where.load_dtype, trust, device_map=where.device_map)
