@@ -29,8 +29,11 @@ from typing import Any
 
 # name -> (method, dtype, tp, target)
 CASES: dict[str, tuple[str | None, str, int, str]] = {
-    "fp16": (None, "float16", 1, "trtllm"),
+    "fp16": (None, "float16", 1, "trtllm"),  # llama: streamed tensor by tensor (quantize/trtllm_stream.py)
     "fp16-tp2": (None, "float16", 2, "trtllm"),
+    # The peer: the same checkpoint through ModelOpt's exporter with the model loaded.
+    "fp16-modelopt": (None, "float16", 1, "trtllm"),
+    "fp16-tp2-modelopt": (None, "float16", 2, "trtllm"),
     "int8_wo": ("int8_wo", "float16", 1, "trtllm"),
     "int4_wo": ("int4_wo", "float16", 1, "trtllm"),
     "smoothquant": ("smoothquant", "bfloat16", 1, "trtllm"),
@@ -105,6 +108,8 @@ def run_case(name: str, model_dir: Path, work_dir: Path, calib_size: int, calib_
     if errors:
         raise SystemExit(f"{name}: {[e.message for e in errors]}")
     plan = plan.model_copy(update={"quantization": quantization})
+    if name.endswith("-modelopt") and plan.build is not None:
+        plan = plan.model_copy(update={"build": plan.build.model_copy(update={"checkpoint_writer": "modelopt"})})
     if target == "hf" and plan.build is not None:
         from lmi_build.targets.hf.plan import export_format
 
@@ -117,6 +122,7 @@ def run_case(name: str, model_dir: Path, work_dir: Path, calib_size: int, calib_
             "calib_tokens": calibration.tokens if calibration else 0,
             "calib_seconds": calibration.seconds if calibration else 0.0,
             "params": plan.spec.num_parameters,
+            "writer": getattr(plan.build, "checkpoint_writer", None),
             "device": result.placement.describe() if result.placement else "-"}
 
 

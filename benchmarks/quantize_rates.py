@@ -33,10 +33,13 @@ def _method(case: str) -> str:
     return "none" if name.startswith(("fp16", "bf16")) else name.split("-")[0]
 
 
-def _kind(case: str) -> str:
+def _kind(case: str, row: dict[str, Any]) -> str:
     if _method(case) != "none":
         return "quantize"
-    return "convert_hf" if case.startswith("hf-") else "convert_trtllm"
+    if case.startswith("hf-"):
+        return "convert_hf"
+    # Rows from before the streamed writer carry no "writer": they were ModelOpt's exporter.
+    return "stream_trtllm" if row.get("writer") == "stream" else "convert_trtllm"
 
 
 def _through(small: tuple[float, float], large: tuple[float, float]) -> tuple[float, float]:
@@ -50,7 +53,7 @@ def fit(small: dict[str, dict[str, Any]], large: dict[str, dict[str, Any]]) -> d
     outside: dict[str, list[tuple[float, float]]] = {}
     for rows in (small, large):
         for case, row in rows.items():
-            outside.setdefault(_kind(case), []).append((row["params"], row["step_seconds"] - row["calib_seconds"]))
+            outside.setdefault(_kind(case, row), []).append((row["params"], row["step_seconds"] - row["calib_seconds"]))
     steps = {}
     for kind, points in outside.items():
         points.sort()
@@ -78,8 +81,8 @@ def fit(small: dict[str, dict[str, Any]], large: dict[str, dict[str, Any]]) -> d
             load = "float32" if row["calib_tokens"] else row["dtype"]
             value = (row["peak_rss_bytes"] - row["baseline_rss_bytes"]) / (row["params"] * _BYTES[load])
             key = f"{target}.{_method(case)}"
-            if row["params"] < MIN_MEMORY_PARAMS:
-                continue
+            if row["params"] < MIN_MEMORY_PARAMS or row.get("writer") == "stream":
+                continue  # the streamed writer holds a few tensors, not a share of the model
             # The largest model measured wins: a tiny model's factor is the interpreter's noise.
             if key not in factors or (row["params"], value) > factors[key]:
                 factors[key] = (row["params"], round(max(value, 0.0), 3))

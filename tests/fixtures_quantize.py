@@ -114,7 +114,7 @@ def resolved_options(values: dict[str, str]) -> Any:
 def make_build_plan(model_dir: Path, *, target: str = "trtllm", method: str | None = None,
                     options: dict[str, str] | None = None, tp: int = 1, pp: int = 1,
                     dtype: str = "float16", decoder: str | None = "llama", route: str = "modelopt",
-                    calib_file: Path | None = None) -> Any:
+                    calib_file: Path | None = None, writer: str = "modelopt") -> Any:
     """A BuildPlan as the planner would make it, with ``plan_quantization``'s real output."""
     from lmi_build.model.normalize import read_spec_file
     from lmi_build.planning.plan import BuildPlan, HfBuild, ToolchainRef, TrtllmBuild
@@ -131,7 +131,7 @@ def make_build_plan(model_dir: Path, *, target: str = "trtllm", method: str | No
     if target == "trtllm":
         build = TrtllmBuild(tp=tp, pp=pp, dtype=dtype, max_input_len=256, max_output_len=256, max_seq_len=512,
                             max_batch_size=4, modelopt_decoder=decoder, checkpoint_route=route,
-                            trtllm_example=spec.model_type)
+                            checkpoint_writer=writer, trtllm_example=spec.model_type)
     else:
         from lmi_build.targets.hf.plan import export_format
 

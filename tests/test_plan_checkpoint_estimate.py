@@ -72,8 +72,24 @@ def test_the_rates_say_how_they_were_measured() -> None:
     assert "benchmarks/quantize.py" in table.source.command
     assert table.source.machine and table.source.measured[:4].isdigit()
     assert set(table.cpu.calibration) >= {"fp8", "smoothquant"}
-    assert {"convert_hf", "convert_trtllm", "quantize"} == set(table.cpu.steps)
+    assert {"convert_hf", "convert_trtllm", "stream_trtllm", "quantize"} == set(table.cpu.steps)
+    assert 1.0 <= table.host_memory.stream_group_factor <= 4.0
     assert {"hf.none", "trtllm.none", "trtllm.fp8"} <= set(table.host_memory.factor)
+
+
+def test_an_unquantized_7b_trtllm_checkpoint_streams_in_about_a_gib(plan_model: Planner) -> None:
+    """Llama-2-7B: the largest group the streamed writer reads is the 32000 x 4096 fp16 embedding."""
+    plan = plan_model("trtllm", "meta-llama--Llama-2-7b-hf", tp="2")
+    assert plan.valid, plan.errors
+    assert plan.build is not None and plan.build.checkpoint_writer == "stream"  # type: ignore[union-attr]
+    estimate = estimate_checkpoint_step("trtllm", plan.build, plan.quantization, plan.spec, None, FOUR_GPUS)
+    assert estimate is not None and estimate.device == "cpu" and estimate.gpu_bytes_per_device is None
+    table = rates()
+    embedding = 32000 * 4096 * 2
+    assert estimate.host_ram_bytes == int(table.host_memory.baseline_gib * GIB
+                                          + table.host_memory.stream_group_factor * embedding)
+    assert estimate.host_ram_bytes < 0.1 * plan.spec.num_parameters * 2  # the model is ~13.5 GB
+    assert any("largest tensor group" in line for line in estimate.basis)
 
 
 def test_cpu_calibration_loads_float32_and_conversion_the_target_dtype() -> None:

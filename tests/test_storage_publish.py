@@ -271,3 +271,14 @@ def test_classic_transfer_client_even_on_crt_optimized_hosts(monkeypatch: pytest
                           aws_access_key_id="x", aws_secret_access_key="y")
     with create_transfer_manager(client, transfer_config(2)) as manager:
         assert type(manager) is TransferManager
+
+
+def test_botocore_signs_without_the_crt() -> None:
+    """With awscrt installed (the dev extra has it), botocore's CRT signers printed their own
+    traceback when a cancelled upload's body read failed: the client opts out before botocore loads."""
+    pytest.importorskip("awscrt", reason="awscrt (a dev dependency) is not installed")
+    code = ("from lmi_build.storage.client import s3_client; s3_client('http://127.0.0.1:9'); "
+            "import botocore.auth as a; print(a.AUTH_TYPE_MAPS['s3v4'].__module__)")
+    env = {k: v for k, v in os.environ.items() if k != "BOTO_DISABLE_CRT"}
+    shown = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=True)
+    assert shown.stdout.strip() == "botocore.auth"

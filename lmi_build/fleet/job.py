@@ -76,9 +76,13 @@ class Started(BaseModel):
 
 def resources_for(saved: SavedPlan, runner: str, workers: int | None = None) -> Resources:
     """Engine builds take one GPU per rank (``workers`` overrides), Neuron builds tp NeuronCores;
-    every build takes a CPU and, when the plan estimates it, its host RAM."""
+    every build takes a CPU and, when the plan estimates it, its host RAM: the checkpoint step's
+    measured estimate when the plan has one (a streamed conversion needs ~1 GiB for a 7B model, not
+    two copies of it), else the general loaded + exported + allowance bound."""
     plan = saved.plan
     memory = plan.memory.host_ram_bytes if plan.memory is not None else None
+    if plan.checkpoint_step is not None:
+        memory = plan.checkpoint_step.host_ram_bytes
     tp = int(getattr(plan.build, "tp", 1) or 1)
     world_size = tp * int(getattr(plan.build, "pp", 1) or 1)
     if plan.target == "trtllm":

@@ -45,7 +45,7 @@ from lmi_build.tables import bundled_table
 CPU_CALIBRATION_DTYPE = "float32"
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 NVIDIA_PROC = Path("/proc/driver/nvidia/gpus")
-StepKind = Literal["quantize", "convert_hf", "convert_trtllm"]
+StepKind = Literal["quantize", "convert_hf", "convert_trtllm", "stream_trtllm"]
 
 
 class RateSource(BaseModel):
@@ -86,6 +86,8 @@ class HostMemory(BaseModel):
 
     baseline_gib: float  # python + torch + transformers + ModelOpt imported, nothing loaded
     factor: dict[str, float]  # "<target>.<method|none>" -> peak above baseline / loaded weight bytes
+    # The streamed TensorRT-LLM writer: peak above baseline / the largest tensor group it reads at once.
+    stream_group_factor: float
 
 
 class CudaMemory(BaseModel):
@@ -196,6 +198,9 @@ def estimate_checkpoint_step(target: str, build: TrtllmBuild | NeuronxBuild | Hf
     tokens = _calibration_tokens(quantization, calib_file, table.cpu.chars_per_token) if runs_forward else 0
     basis = [f"rates: quantize_rates.toml, measured {table.source.measured} on {table.source.machine}"]
 
+    if isinstance(build, TrtllmBuild) and build.checkpoint_writer == "stream" and method is None:
+        return _stream_estimate(table, spec, build, basis)
+
     seconds: float | None = None
     if where.device == "cpu":
         kind: StepKind = "quantize" if method else "convert_hf" if isinstance(build, HfBuild) else "convert_trtllm"
@@ -234,6 +239,28 @@ def estimate_checkpoint_step(target: str, build: TrtllmBuild | NeuronxBuild | Hf
         device=where.device, gpus=where.gpus, detected=where.detected, load_dtype=load_dtype, method=method,
         calibration_tokens=tokens, seconds=round(seconds, 1) if seconds is not None else None,
         host_ram_bytes=int(host), gpu_bytes_per_device=gpu_bytes, basis=basis,
+    )
+
+
+def _stream_estimate(table: RatesFile, spec: ModelSpec, build: TrtllmBuild, basis: list[str]) -> CheckpointStepEstimate:
+    """The streamed writer (quantize/trtllm_stream.py) holds the tensors of one group at a time (the
+    embedding, the q/k/v of a layer, one MLP matrix) with their rank pieces, on the CPU."""
+    step = table.cpu.steps["stream_trtllm"]
+    seconds = step.fixed_seconds + step.seconds_per_param * spec.num_parameters
+    basis.append(f"time: {step.fixed_seconds:g} s + {step.seconds_per_param:.3g} s per parameter (stream_trtllm), "
+                 f"host load {table.cpu.load_average}")
+    source_bytes = _DTYPE_BYTES.get(spec.torch_dtype or "float16", 2)
+    rows = max(spec.vocab_size, spec.intermediate_size or 0,
+               spec.num_attention_heads * spec.head_dim + 2 * spec.num_kv_heads * spec.head_dim)
+    group = rows * spec.hidden_size * source_bytes
+    factor = table.host_memory.stream_group_factor
+    host = table.host_memory.baseline_gib * GIB + factor * group
+    basis.append(f"host RAM: {table.host_memory.baseline_gib:g} GiB + {factor:g} x the largest tensor group "
+                 f"({group / GIB:.2f} GiB), streamed tensor by tensor")
+    return CheckpointStepEstimate(
+        device="cpu", gpus=0, detected="the streamed TensorRT-LLM writer runs on the CPU", load_dtype=build.dtype,
+        method=None, calibration_tokens=0, seconds=round(seconds, 1), host_ram_bytes=int(host),
+        gpu_bytes_per_device=None, basis=basis,
     )
 
 

@@ -66,6 +66,9 @@ class TrtllmBuild(BaseModel):
     rotary_scaling_factor: float | None = None
     model_version: dict[str, str] = {}  # {"baichuan_model_version": "v2_13b"}
     checkpoint_route: Literal["modelopt", "vendor"] = "modelopt"
+    # modelopt route: "stream" writes ModelOpt's unquantized layout tensor by tensor (bounded memory,
+    # quantize/trtllm_stream.py); "modelopt" loads the model into ModelOpt's exporter.
+    checkpoint_writer: Literal["modelopt", "stream"] = "modelopt"
     modelopt_decoder: str | None = None
     trtllm_architecture: str | None = None
     trtllm_example: str | None = None

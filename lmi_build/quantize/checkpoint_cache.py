@@ -58,7 +58,8 @@ def checkpoint_key(plan: BuildPlan, model_dir: Path, checkpoint_format: str, *,
     build = plan.build
     shaping = {"dtype": getattr(build, "dtype", None), "tp": getattr(build, "tp", None),
                "pp": getattr(build, "pp", 1), "decoder": getattr(build, "modelopt_decoder", None),
-               "export_format": getattr(build, "export_format", None)}
+               "export_format": getattr(build, "export_format", None),
+               "writer": getattr(build, "checkpoint_writer", None)}
     material: dict[str, Any] = {
         "key_version": KEY_VERSION,
         "model": plan.model.model_dump(mode="json"),

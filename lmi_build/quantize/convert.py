@@ -21,14 +21,17 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from lmi_build.errors import StepError
+from lmi_build.quantize.safetensors_files import (
+    ALIGN,
+    FLOAT_DTYPES,
+    ITEMSIZE,
+    ST_DTYPE_OF_TORCH,
+    TORCH_DTYPE_OF_ST,
+    read_header,
+)
 
 INDEX_NAME = "model.safetensors.index.json"
-# safetensors dtype names (the header's "dtype") of the target dtypes, with their sizes.
-_ST_DTYPES = {"float16": ("F16", 2), "bfloat16": ("BF16", 2), "float32": ("F32", 4)}
-_FLOAT_ST = ("F16", "BF16", "F32", "F64")
-_ALIGN = 8  # header padded to 8 bytes, as the safetensors writer does
 CHUNK_BYTES = 64 * 1024 * 1024  # input bytes cast at a time
-_ST_ITEMSIZE = {"F16": 2, "BF16": 2, "F32": 4, "F64": 8}
 
 
 def convert_checkpoint(model_dir: Path, staging: Path, dtype: str) -> int:
@@ -58,16 +61,16 @@ def convert_checkpoint(model_dir: Path, staging: Path, dtype: str) -> int:
 def _convert_shard(source: Path, target: Path, dtype: str) -> int:
     import torch
 
-    st_dtype, itemsize = _ST_DTYPES[dtype]
+    st_dtype, itemsize = ST_DTYPE_OF_TORCH[dtype]
     torch_dtype = getattr(torch, dtype)
-    header_in, data_start = _read_header(source)
+    header_in, data_start = read_header(source)
     metadata = header_in.pop("__metadata__", None)
     names = sorted(header_in, key=lambda n: header_in[n]["data_offsets"][0])  # keep the input's order
     header: dict[str, Any] = {"__metadata__": metadata} if metadata else {}
     offset = 0
     for name in names:
         info = header_in[name]
-        cast = info["dtype"] in _FLOAT_ST
+        cast = info["dtype"] in FLOAT_DTYPES
         count = 1
         for dim in info["shape"]:
             count *= int(dim)
@@ -76,7 +79,7 @@ def _convert_shard(source: Path, target: Path, dtype: str) -> int:
                         "data_offsets": [offset, offset + size]}
         offset += size
     encoded = json.dumps(header, separators=(",", ":")).encode()
-    encoded += b" " * (-len(encoded) % _ALIGN)
+    encoded += b" " * (-len(encoded) % ALIGN)
     with open(source, "rb") as reader, open(target, "wb") as out:
         out.write(struct.pack("<Q", len(encoded)))
         out.write(encoded)
@@ -84,12 +87,12 @@ def _convert_shard(source: Path, target: Path, dtype: str) -> int:
             info = header_in[name]
             begin, end = (data_start + position for position in info["data_offsets"])
             reader.seek(begin)
-            cast = header[name]["dtype"] == st_dtype and info["dtype"] in _FLOAT_ST
+            cast = header[name]["dtype"] == st_dtype and info["dtype"] in FLOAT_DTYPES
             if not cast or info["dtype"] == st_dtype:
                 _copy_bytes(reader, out, end - begin)
             else:
-                _cast_bytes(reader, out, end - begin, _st_torch_dtype(info["dtype"]), torch_dtype,
-                            _ST_ITEMSIZE[info["dtype"]])
+                _cast_bytes(reader, out, end - begin, TORCH_DTYPE_OF_ST[info["dtype"]], torch_dtype,
+                            ITEMSIZE[info["dtype"]])
     return offset
 
 
@@ -115,19 +118,3 @@ def _cast_bytes(reader: io.BufferedReader, out: BinaryIO, size: int, source_dtyp
         cast = torch.frombuffer(view, dtype=source_dtype).to(target_dtype)
         out.write(cast.view(torch.uint8).numpy().data)
         size -= len(view)
-
-
-def _st_torch_dtype(name: str) -> Any:
-    import torch
-
-    return {"F16": torch.float16, "BF16": torch.bfloat16, "F32": torch.float32, "F64": torch.float64}[name]
-
-
-def _read_header(path: Path) -> tuple[dict[str, Any], int]:
-    """The safetensors header and where the data starts (tensor offsets count from there)."""
-    with open(path, "rb") as handle:
-        (length,) = struct.unpack("<Q", handle.read(8))
-        header = json.loads(handle.read(length))
-    if not isinstance(header, dict):
-        raise StepError(f"{path.name} is not a safetensors file", hint="re-download the model")
-    return header, 8 + int(length)

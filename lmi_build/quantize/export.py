@@ -92,6 +92,12 @@ def _export_trtllm(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: 
         raise UnsupportedTarget(f"ModelOpt cannot export {plan.spec.architecture} to a TensorRT-LLM checkpoint",
                                 hint=vendor_hint)
     started = time.perf_counter()
+    fallback: list[str] = []  # why a planned stream went to ModelOpt's exporter
+    if build.checkpoint_writer == "stream" and plan.quantization.method is None:
+        streamed = _stream_trtllm(plan, build, model_dir, out_dir, started)
+        if isinstance(streamed, CheckpointResult):
+            return streamed
+        fallback.append(streamed)
     model, calibration, where = _prepare_model(plan, model_dir, build.dtype, calib_file)
 
     import torch
@@ -117,7 +123,7 @@ def _export_trtllm(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: 
                 f"ModelOpt cannot export {plan.spec.architecture} to a TensorRT-LLM checkpoint ({exc})",
                 hint=vendor_hint,
             ) from exc
-        notes = _fix_missing_pre_quant_scale(staging, build.world_size)
+        notes = [*fallback, *_fix_missing_pre_quant_scale(staging, build.world_size)]
         config = _check_trtllm(staging, plan, build)
     return CheckpointResult(
         format="trtllm",
@@ -133,6 +139,32 @@ def _export_trtllm(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: 
         calibration=calibration,
         notes=notes,
         placement=where,
+    )
+
+
+def _stream_trtllm(plan: BuildPlan, build: TrtllmBuild, model_dir: Path, out_dir: Path,
+                   started: float) -> CheckpointResult | str:
+    """The unquantized checkpoint written tensor by tensor, or why not (one line for the step's
+    notes) when the tensor map does not reproduce ModelOpt's layout for this model."""
+    from lmi_build.quantize.trtllm_stream import LayoutMismatch, write_streamed_checkpoint
+
+    assert build.modelopt_decoder is not None  # checked by the caller
+    try:
+        with staged_directory(out_dir) as staging:
+            with _quiet_libraries():
+                write_streamed_checkpoint(model_dir, staging, architecture=plan.spec.architecture,
+                                          decoder=build.modelopt_decoder, dtype=build.dtype, tp=build.tp, pp=build.pp)
+            config = _check_trtllm(staging, plan, build)
+    except LayoutMismatch as mismatch:
+        reason = f"streamed writer not used ({mismatch}); ModelOpt's exporter loaded the model"
+        output.current().warn(reason)
+        return reason
+    return CheckpointResult(
+        format="trtllm", out_dir=out_dir, files=_files(out_dir), quant_algo=None, kv_cache_quant_algo=None,
+        dtype=config["dtype"], tp=build.tp, pp=build.pp, seconds=round(time.perf_counter() - started, 3),
+        peak_rss_bytes=peak_rss(),
+        notes=[f"ModelOpt's layout written tensor by tensor ({build.dtype}), the model never loaded"],
+        placement=Placement(device="cpu", gpus=0, load_dtype=build.dtype, export_dtype=build.dtype),
     )
 
 

@@ -45,6 +45,11 @@ def s3_client(endpoint_url: str | None, *, workers: int = 8) -> Any:
     """A thread-safe S3 client with a connection pool big enough for ``workers`` transfers.
 
     boto3 itself honours AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_S3 when ``endpoint_url`` is None."""
+    # With awscrt installed, botocore signs with the CRT's signers, which read the request body through
+    # awscrt's stream and print a traceback of their own to stderr when a transfer is cancelled (an
+    # AccessDenied on one part cancels the others): every error must stay one line. Read by
+    # botocore.compat when botocore is first imported; a user's explicit setting wins.
+    os.environ.setdefault("BOTO_DISABLE_CRT", "true")
     try:
         import boto3
         from botocore.config import Config

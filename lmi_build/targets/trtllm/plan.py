@@ -14,6 +14,7 @@ from lmi_build.planning.context import PlanContext
 from lmi_build.planning.memory import Workload
 from lmi_build.planning.plan import ToolchainRef, TrtllmBuild
 from lmi_build.planning.targets import ContainerFacts, TargetPlan
+from lmi_build.quantize.tensor_map import streamable
 from lmi_build.recipes.schema import TargetSupport
 from lmi_build.types import TargetName
 from lmi_build.versions import release
@@ -114,6 +115,13 @@ class TrtllmTarget:
         scaling_type = ctx.text_value("rotary_scaling_type") or (rope.scaling_type if rope else None)
         scaling_factor = ctx.float_value("rotary_scaling_factor") or (rope.scaling_factor if rope else None)
 
+        route = self.checkpoint_route(ctx.support, spec, ctx.options)
+        if route == "modelopt" and pp > 1 and spec.num_layers % pp:
+            # nvidia-modelopt 0.47.0 postprocess.py:275 asserts num_layers % pp == 0.
+            ctx.findings.error("pp_layers_uneven",
+                               f"pp={pp} does not divide the model's {spec.num_layers} layers; ModelOpt's "
+                               "exporter gives every pipeline rank the same number of layers",
+                               hint="use a --pp that divides the layer count")
         versions = ctx.version_options
         build = TrtllmBuild(
             tp=tp,
@@ -138,7 +146,9 @@ class TrtllmTarget:
             rotary_scaling_type=scaling_type,
             rotary_scaling_factor=scaling_factor,
             model_version={key.removeprefix("option."): value for key, value in versions.items()},
-            checkpoint_route=self.checkpoint_route(ctx.support, spec, ctx.options),
+            checkpoint_route=route,
+            checkpoint_writer="stream" if route == "modelopt" and streamable(
+                spec.architecture, quantized=ctx.options.text_value("quantize") is not None) else "modelopt",
             modelopt_decoder=ctx.support.modelopt_decoder,
             trtllm_architecture=ctx.support.trtllm_architecture,
             trtllm_example=ctx.support.trtllm_example,

@@ -1,0 +1,48 @@
+"""The safetensors file format, read and written by hand where lmi-build streams tensors.
+
+The format is an 8-byte little-endian header length, a JSON header (name -> dtype, shape,
+data_offsets counted from the end of the header, plus an optional ``__metadata__``), the data.
+The ``safetensors`` package reads and writes whole dictionaries of tensors; streaming one tensor
+(or a chunk of one) at a time needs the header by itself, so these few lines are ours.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+from lmi_build.errors import StepError
+
+ALIGN = 8  # header padded with spaces to 8 bytes, as the safetensors writer does
+ITEMSIZE = {"F16": 2, "BF16": 2, "F32": 4, "F64": 8}
+FLOAT_DTYPES = tuple(ITEMSIZE)
+# torch dtype name -> (safetensors dtype, bytes per element)
+ST_DTYPE_OF_TORCH = {"float16": ("F16", 2), "bfloat16": ("BF16", 2), "float32": ("F32", 4)}
+
+
+class _TorchDtypes:
+    """safetensors dtype -> torch dtype, resolved on first use (planning code imports this module
+    without torch)."""
+
+    def __getitem__(self, name: str) -> Any:
+        import torch
+
+        table = {"F16": torch.float16, "BF16": torch.bfloat16, "F32": torch.float32, "F64": torch.float64,
+                 "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
+                 "U8": torch.uint8, "BOOL": torch.bool}
+        return table[name]
+
+
+TORCH_DTYPE_OF_ST = _TorchDtypes()
+
+
+def read_header(path: Path) -> tuple[dict[str, Any], int]:
+    """The safetensors header and where the data starts (tensor offsets count from there)."""
+    with open(path, "rb") as handle:
+        (length,) = struct.unpack("<Q", handle.read(8))
+        header = json.loads(handle.read(length))
+    if not isinstance(header, dict):
+        raise StepError(f"{path.name} is not a safetensors file", hint="re-download the model")
+    return header, 8 + int(length)

@@ -1,0 +1,59 @@
+"""The HF -> TensorRT-LLM tensor map (``data/trtllm_tensor_map.toml``): which architectures an
+unquantized checkpoint streams for, and how each TensorRT-LLM tensor is made. Plain data: the
+planner reads it without torch."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from lmi_build.tables import bundled_table
+
+Split = Literal["replicate", "rows", "columns", "rows_each"]
+LAYER = "{i}"
+
+
+class TensorRule(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    trtllm: str
+    hf: list[str]
+    hf_else: list[str] = []
+    split: Split
+
+    def pattern(self) -> re.Pattern[str]:
+        return re.compile(re.escape(self.trtllm).replace(re.escape(LAYER), r"(\d+)") + "$")
+
+
+class Family(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    architectures: list[str]
+    tensors: list[TensorRule]
+
+
+class TensorMapFile(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    families: dict[str, Family]
+
+
+@cache
+def _map() -> TensorMapFile:
+    return bundled_table("trtllm_tensor_map.toml", TensorMapFile)
+
+
+def family_for(architecture: str | None) -> Family | None:
+    """The tensor map for ``architecture`` (config.json ``architectures[0]``), or None."""
+    for family in _map().families.values():
+        if architecture in family.architectures:
+            return family
+    return None
+
+
+def streamable(architecture: str | None, *, quantized: bool) -> bool:
+    """Whether lmi-build writes this model's TensorRT-LLM checkpoint itself, tensor by tensor."""
+    return not quantized and family_for(architecture) is not None
