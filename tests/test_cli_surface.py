@@ -297,4 +297,4 @@ def test_profiles_list_and_show_the_hf_containers() -> None:
     hf = {p["name"]: p for p in listed if p["kind"] == "hf"}
     assert hf["lmi-0.35.0-vllm-0.11.1"]["vllm"] == "0.11.1" and hf["lmi-0.35.0-vllm-0.11.1"]["formats"]["awq"] == "awq"
     shown = runner.invoke(app, ["profiles", "show", "lmi-0.29.0-lmi-dist-11.0.0"])
-    assert shown.exit_code == 0 and "--quantize fp8: not loadable" in shown.stdout and "source: djl-serving" in shown.stdout
+    assert shown.exit_code == 0 and "--quantize fp8: compressed_tensors" in shown.stdout and "--quantize smoothquant: not loadable" in shown.stdout and "source: djl-serving" in shown.stdout

@@ -259,7 +259,7 @@ def test_hf_gptq_is_never_labelled_awq(plan_model: Planner, profile: str | None)
     (None, "awq", "modelopt_hf"), (None, "fp8", "modelopt_hf"),
     ("lmi-0.29.0-lmi-dist-11.0.0", "awq", "awq"), ("lmi-0.35.0-vllm-0.11.1", "awq", "awq"),
     ("lmi-0.36.0-vllm-0.17.0", "awq", "awq"), ("lmi-0.35.0-vllm-0.11.1", "fp8", "modelopt_hf"),
-    ("lmi-0.36.0-vllm-0.17.0", "fp8", "modelopt_hf"),
+    ("lmi-0.36.0-vllm-0.17.0", "fp8", "modelopt_hf"), ("lmi-0.29.0-lmi-dist-11.0.0", "fp8", "compressed_tensors"),
 ])
 def test_hf_format_follows_the_container_profile(plan_model: Planner, profile: str | None, method: str,
                                                  expected: str) -> None:
@@ -270,10 +270,28 @@ def test_hf_format_follows_the_container_profile(plan_model: Planner, profile: s
     assert "option.quantize" not in plan.options  # config.json / hf_quant_config.json declare it
 
 
-def test_hf_refuses_a_format_the_container_cannot_load(plan_model: Planner) -> None:
-    # vLLM 0.5.3.post1 (LMI 0.29) has no ModelOpt loader. (The llama recipe offers hf awq, gptq and
-    # fp8 only; the profiles' "" entries for the other methods are refused the same way.)
+def test_hf_fp8_for_lmi_029_is_compressed_tensors_with_a_gpu_warning(plan_model: Planner) -> None:
+    # vLLM 0.5.3.post1 (LMI 0.29) has no ModelOpt loader; it loads FP8 from compressed-tensors.
     profile = "lmi-0.29.0-lmi-dist-11.0.0"
+    plan = plan_model("hf", LLAMA, quantize="fp8", profile=profile)
+    assert plan.valid, plan.errors
+    assert "hf_format_fp8_gpu" in warning_codes(plan)
+    kv = plan_model("hf", LLAMA, quantize="fp8", profile=profile, option=("option.kv_cache_dtype=fp8",))
+    assert "hf_format_kv_cache" in codes(kv)
+    assert "hf_format_fp8_gpu" not in warning_codes(plan_model("hf", LLAMA, quantize="fp8",
+                                                               profile="lmi-0.35.0-vllm-0.11.1"))
+
+
+def test_hf_refuses_a_format_the_container_cannot_load(plan_model: Planner,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every method a recipe offers for hf has a format in every shipped profile today; a profile
+    # whose entry is "" (loads none lmi-build writes) is refused, naming what it does load.
+    import lmi_build.targets.hf.plan as hf_plan
+
+    profile = "lmi-0.29.0-lmi-dist-11.0.0"
+    real = hf_plan.get_profile(profile)
+    without_fp8 = real.model_copy(update={"formats": {**real.formats, "fp8": ""}})
+    monkeypatch.setattr(hf_plan, "get_profile", lambda name: without_fp8)
     plan = plan_model("hf", LLAMA, quantize="fp8", profile=profile)
     assert "hf_format" in codes(plan)
     error = next(m for m in plan.errors if m.code == "hf_format")

@@ -514,3 +514,48 @@ def test_hf_awq_checkpoint_is_in_the_autoawq_format(tiny_llama3: Path, tmp_path:
     error = float((_logits(plain.eval(), tokenizer) - reference).abs().max()) / float(reference.max() - reference.min())
     print(f"awq (AutoAWQ format, dequantized): max |dlogit| / logit range = {error:.4f}")
     assert 0 < error < MAX_REL_ERROR["awq"]
+
+
+def test_hf_fp8_for_lmi_029_loads_with_compressed_tensors(tiny_llama3: Path, tmp_path: Path) -> None:
+    """LMI 0.29 (vLLM 0.5.3.post1, no ModelOpt loader): FP8 as compressed-tensors float-quantized.
+    Loaded back with the compressed-tensors library (the schema vLLM 0.11.1 validates with): the
+    decompressed weights are the FP8 values times their scales, and the model it builds (static
+    input scales applied) stays within the FP8 logit bound."""
+    pytest.importorskip("compressed_tensors", reason="compressed-tensors (a dev dependency) is not installed")
+    import torch
+    from compressed_tensors.compressors import ModelCompressor
+    from transformers import AutoModelForCausalLM
+
+    from lmi_build.quantize import calibration, modelopt_quant
+    from lmi_build.quantize.compressed_tensors_format import quantization_config
+    from lmi_build.quantize.export import build_hf_checkpoint
+
+    plan = make_build_plan(tiny_llama3, target="hf", method="fp8", options=FAST_CALIB, dtype="float16")
+    plan = plan.model_copy(update={"build": plan.build.model_copy(update={"export_format": "compressed_tensors"})})
+    result = build_hf_checkpoint(plan, tiny_llama3, tmp_path / "ckpt")
+    out = result.out_dir
+    assert not (out / "hf_quant_config.json").exists()
+    config = json.loads((out / "config.json").read_text())
+    assert config["quantization_config"] == quantization_config()
+    tensors = _tensors(out / "model.safetensors")
+    prefix = "model.layers.0.self_attn.k_proj"  # out 128 (4 kv heads x 32), in 256
+    assert {s: (str(tensors[f"{prefix}.{s}"].dtype), tuple(tensors[f"{prefix}.{s}"].shape))
+            for s in ("weight", "weight_scale", "input_scale")} == {
+        "weight": ("torch.float8_e4m3fn", (128, 256)), "weight_scale": ("torch.float32", ()),
+        "input_scale": ("torch.float32", ())}
+    assert not [k for k in tensors if k.rsplit(".", 1)[-1] not in ("weight", "weight_scale", "input_scale", "bias")]
+    assert str(tensors["lm_head.weight"].dtype) == "torch.float16"
+
+    compressor = ModelCompressor.from_pretrained(str(out))
+    assert compressor is not None and compressor.quantization_config is not None
+    assert compressor.quantization_config.format == "float-quantized"
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_llama3), dtype=torch.float32)
+    compressor.decompress(model_path=str(out), model=model)
+    loaded = model.model.layers[0].self_attn.k_proj
+    assert torch.equal(loaded.weight.float(), tensors[f"{prefix}.weight"].float() * tensors[f"{prefix}.weight_scale"])
+    assert torch.equal(loaded.input_scale.float().reshape(()), tensors[f"{prefix}.input_scale"])
+    tokenizer = calibration.load_tokenizer(tiny_llama3, trust_remote_code=False)
+    reference = _logits(modelopt_quant.load_model(tiny_llama3, "float32", trust_remote_code=False), tokenizer)
+    error = float((_logits(model.eval(), tokenizer) - reference).abs().max()) / float(reference.max() - reference.min())
+    print(f"fp8 (compressed-tensors, loaded by compressed-tensors): max |dlogit| / logit range = {error:.4f}")
+    assert 0 < error < MAX_REL_ERROR["fp8"]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from lmi_build.quantize import awq_format, gptq_format, int4_pack
+from lmi_build.quantize import awq_format, compressed_tensors_format, gptq_format, int4_pack
 from lmi_build.targets.hf.profiles import format_facts, load_profiles, serving_formats
 
 GROUP = 128
@@ -45,11 +45,12 @@ def _vllm_quant_utils() -> Any:
 def test_writers_write_the_configs_the_data_file_states() -> None:
     assert awq_format.quantization_config(GROUP) == format_facts("awq").config
     assert gptq_format.quantization_config(GROUP) == format_facts("gptq").config
+    assert compressed_tensors_format.quantization_config() == format_facts("compressed_tensors").config
 
 
 def test_every_format_fact_and_profile_has_a_source() -> None:
     formats = serving_formats()
-    assert {f.name for f in formats.format} == {"awq", "gptq", "modelopt_hf"}
+    assert {f.name for f in formats.format} == {"awq", "gptq", "modelopt_hf", "compressed_tensors"}
     for fact in formats.format:
         assert fact.sources and all(s.split()[0].startswith("v0.") or "/" in s for s in fact.sources), fact.name
     assert formats.serving.sources

@@ -118,7 +118,7 @@ class HfBuild(BaseModel):
     dtype: Literal["float16", "bfloat16", "float32"]
     # hf: plain; modelopt_hf: ModelOpt unified (hf_quant_config.json); gptq/awq: quant_method gptq/awq
     # packed for vLLM/LMI-Dist (lmi_build/targets/hf/data/serving_formats.toml)
-    export_format: Literal["hf", "modelopt_hf", "gptq", "awq"] = "hf"
+    export_format: Literal["hf", "modelopt_hf", "gptq", "awq", "compressed_tensors"] = "hf"
 
 
 class MemoryEstimate(BaseModel):

@@ -239,6 +239,10 @@ def _export_hf(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: Path
                 with _quiet_libraries():
                     export_hf_checkpoint(model, dtype=getattr(torch, build.dtype), export_dir=staging)
                 notes = _fix_missing_pre_quant_scale_hf(staging)
+                if build.export_format == "compressed_tensors":
+                    from lmi_build.quantize import compressed_tensors_format
+
+                    notes += compressed_tensors_format.describe_modelopt_fp8(staging)
         _check_hf(staging, plan, build)
     return CheckpointResult(
         format="hf",
@@ -349,6 +353,10 @@ def _check_hf(staging: Path, plan: BuildPlan, build: HfBuild) -> None:
     quant = plan.quantization
     if quant.method is not None and build.export_format in PACKED_WRITERS:
         problems += _packed_problems(staging, config, build.export_format, quant.group_size)
+    elif quant.method is not None and build.export_format == "compressed_tensors":
+        from lmi_build.quantize import compressed_tensors_format
+
+        problems += compressed_tensors_format.problems(staging, config)
     elif quant.method is not None:
         qcfg = config.get("quantization_config") or {}
         if qcfg.get("quant_method") != "modelopt":

@@ -85,5 +85,7 @@ def cast_for_export(model: Any, placement: Placement) -> Any:
             if buffer.is_floating_point() and name not in module._non_persistent_buffers_set:
                 module._buffers[name] = buffer.to(dtype)
     # save_pretrained writes config.dtype from the model's; keep the config in step with it.
-    model.config.torch_dtype = dtype
+    # transformers >= 4.56 names it `dtype`; `torch_dtype` is then a property that logs a deprecation.
+    renamed = isinstance(getattr(type(model.config), "torch_dtype", None), property)
+    setattr(model.config, "dtype" if renamed else "torch_dtype", dtype)
     return model

@@ -14,7 +14,7 @@ from lmi_build.tables import load_table
 from lmi_build.versions import parse_lmi_version
 
 FORMATS_FILE = Path(__file__).resolve().parent / "data" / "serving_formats.toml"
-ExportFormat = Literal["hf", "modelopt_hf", "gptq", "awq"]
+ExportFormat = Literal["hf", "modelopt_hf", "gptq", "awq", "compressed_tensors"]
 # What a quantized hf build writes without --profile: ModelOpt's unified format (TensorRT-LLM's
 # PyTorch backend), except GPTQ, which ModelOpt would label W4A16_AWQ.
 DEFAULT_FORMATS: dict[str, ExportFormat] = {"gptq": "gptq"}
