@@ -100,7 +100,9 @@ class BuildRecord(BaseModel):
             step = self.steps[index]
             if step.name != name:
                 continue
-            where = [placement.describe()] if placement is not None else []
+            writer = {"stream": "ModelOpt layout written tensor by tensor",
+                      "modelopt": "ModelOpt export"}.get(getattr(result, "writer", None) or "")
+            where = [*([writer] if writer else []), *([placement.describe()] if placement is not None else [])]
             if result.cached:
                 where.append("restored from the checkpoint cache")
             detail = "; ".join([*([step.detail] if step.detail else []), *where]) or None

@@ -53,6 +53,8 @@ class CheckpointResult(BaseModel):
     notes: list[str] = []  # adjustments made to what ModelOpt wrote, one line each
     placement: Placement | None = None  # where the model was loaded/calibrated; None: passed through
     cached: bool = False  # restored from the checkpoint cache (verified), nothing was recomputed
+    # trtllm: who wrote the tensors (a planned stream may fall back to ModelOpt's exporter); None: hf
+    writer: Literal["modelopt", "stream"] | None = None
 
 
 def run_checkpoint_step(plan: BuildPlan, model_dir: Path, work_dir: Path, *,
@@ -139,6 +141,7 @@ def _export_trtllm(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: 
         calibration=calibration,
         notes=notes,
         placement=where,
+        writer="modelopt",
     )
 
 
@@ -163,7 +166,7 @@ def _stream_trtllm(plan: BuildPlan, build: TrtllmBuild, model_dir: Path, out_dir
         format="trtllm", out_dir=out_dir, files=_files(out_dir), quant_algo=None, kv_cache_quant_algo=None,
         dtype=config["dtype"], tp=build.tp, pp=build.pp, seconds=round(time.perf_counter() - started, 3),
         peak_rss_bytes=peak_rss(),
-        notes=[f"ModelOpt's layout written tensor by tensor ({build.dtype}), the model never loaded"],
+        notes=[f"ModelOpt's layout written tensor by tensor ({build.dtype}), the model never loaded"], writer="stream",
         placement=Placement(device="cpu", gpus=0, load_dtype=build.dtype, export_dtype=build.dtype),
     )
 

@@ -66,7 +66,7 @@ def build(ctx: BuildContext) -> None:
         host = [s for s in steps if s.python_call is not None and settings.checkpoint is None]
         vendor = [s for s in steps if s.python_call is None]
         for step in host:  # ModelOpt runs here whatever the engine runner is
-            with ctx.record.timed(step.name, detail=plan.quantization.quant_algo or "ModelOpt export"):
+            with ctx.record.timed(step.name, detail=plan.quantization.quant_algo or "unquantized"):
                 exported = _run_host_step(step, ctx, paths)
             ctx.record.record_checkpoint(step.name, exported)
         if settings.until == "checkpoint":
