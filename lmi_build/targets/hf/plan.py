@@ -125,11 +125,15 @@ def plan_export_format(ctx: PlanContext, profile: HfProfile | None, dtype: str) 
         ctx.findings.error("hf_format_awq_fold", f"AWQ scales of {ctx.spec.architecture} cannot be folded into "
                            f"the AutoAWQ format (ModelOpt folds them for model types {', '.join(folds)})",
                            hint="use --quantize gptq for this profile, or leave --profile out (ModelOpt's format)")
-    if chosen in ("awq", "gptq", "compressed_tensors") and quant.kv_cache_quant_algo is not None:
+    if chosen in ("awq", "gptq") and quant.kv_cache_quant_algo is not None:
         ctx.findings.error("hf_format_kv_cache", f"the {chosen} checkpoint format has no place for "
                            f"{quant.kv_cache_quant_algo} KV-cache scales",
-                           hint="drop option.kv_cache_dtype (vLLM can quantize the KV cache at run time)"
-                                + ("" if chosen == "compressed_tensors" else ", or use --quantize fp8"))
+                           hint="drop option.kv_cache_dtype (vLLM can quantize the KV cache at run time), "
+                                "or use --quantize fp8")
+    if chosen == "compressed_tensors" and quant.kv_cache_quant_algo is not None:
+        ctx.findings.error("hf_format_kv_cache", f"lmi-build writes no {quant.kv_cache_quant_algo} KV-cache scales "
+                           "into compressed-tensors checkpoints (ModelOpt's FP8 export is rewritten without them)",
+                           hint="drop option.kv_cache_dtype (vLLM can quantize the KV cache at run time)")
     if chosen == "compressed_tensors":
         ctx.findings.warn("hf_format_fp8_gpu", f"{where} serves compressed-tensors FP8 with FP8 matmuls "
                           "(sm89+: L4, L40S, H100); that path has no weight-only fallback for older GPUs",
