@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import io
 import json
-import struct
+import math
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from lmi_build.errors import StepError
 from lmi_build.quantize.safetensors_files import (
-    ALIGN,
     FLOAT_DTYPES,
     ITEMSIZE,
     ST_DTYPE_OF_TORCH,
     TORCH_DTYPE_OF_ST,
+    encode_header,
     read_header,
 )
 
@@ -71,18 +71,12 @@ def _convert_shard(source: Path, target: Path, dtype: str) -> int:
     for name in names:
         info = header_in[name]
         cast = info["dtype"] in FLOAT_DTYPES
-        count = 1
-        for dim in info["shape"]:
-            count *= int(dim)
-        size = count * itemsize if cast else info["data_offsets"][1] - info["data_offsets"][0]
+        size = math.prod(int(d) for d in info["shape"]) * itemsize if cast else info["data_offsets"][1] - info["data_offsets"][0]
         header[name] = {"dtype": st_dtype if cast else info["dtype"], "shape": info["shape"],
                         "data_offsets": [offset, offset + size]}
         offset += size
-    encoded = json.dumps(header, separators=(",", ":")).encode()
-    encoded += b" " * (-len(encoded) % ALIGN)
     with open(source, "rb") as reader, open(target, "wb") as out:
-        out.write(struct.pack("<Q", len(encoded)))
-        out.write(encoded)
+        out.write(encode_header(header))
         for name in names:
             info = header_in[name]
             begin, end = (data_start + position for position in info["data_offsets"])

@@ -38,6 +38,13 @@ class _TorchDtypes:
 TORCH_DTYPE_OF_ST = _TorchDtypes()
 
 
+def encode_header(header: dict[str, Any]) -> bytes:
+    """The bytes before the data: the length prefix and the JSON header, space-padded to ``ALIGN``."""
+    encoded = json.dumps(header, separators=(",", ":")).encode()
+    encoded += b" " * (-len(encoded) % ALIGN)
+    return struct.pack("<Q", len(encoded)) + encoded
+
+
 def read_header(path: Path) -> tuple[dict[str, Any], int]:
     """The safetensors header and where the data starts (tensor offsets count from there)."""
     with open(path, "rb") as handle:

@@ -17,18 +17,24 @@ It is ModelOpt's checkpoint, not a second opinion of it:
 
 from __future__ import annotations
 
+import copy
 import json
+import math
 import os
 import re
-import struct
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lmi_build.errors import StepError
-from lmi_build.quantize.safetensors_files import ALIGN, ST_DTYPE_OF_TORCH, TORCH_DTYPE_OF_ST, read_header
-from lmi_build.quantize.tensor_map import Family, TensorRule, family_for
+from lmi_build.quantize.safetensors_files import (
+    ST_DTYPE_OF_TORCH,
+    TORCH_DTYPE_OF_ST,
+    encode_header,
+    read_header,
+)
+from lmi_build.quantize.tensor_map import LAYER, Family, TensorRule, family_for
 
 
 class LayoutMismatch(Exception):
@@ -79,7 +85,7 @@ def checkpoint_jsons(layouts: list[RankLayout]) -> dict[str, str]:
     only quant_algo and kv_cache_quant_algo and the rest goes to quant_cfg.json; otherwise the
     config lists ``exclude_modules``."""
     last = layouts[-1]
-    config = json.loads(json.dumps(last.config))
+    config = copy.deepcopy(last.config)
     files: dict[str, str] = {}
     if "quantized_layers" in last.quant_config:
         config["quantization"] = {key: last.quant_config[key] for key in ("quant_algo", "kv_cache_quant_algo")}
@@ -107,10 +113,8 @@ class _Job:
 @dataclass
 class _RankFile:
     path: Path
-    header: bytes
-    data_start: int
-    size: int
-    jobs: list[_Job] = field(default_factory=list)
+    header: bytes  # length prefix + JSON header: the data starts right after it
+    size: int  # bytes of tensor data
 
 
 class SourceTensors:
@@ -186,12 +190,11 @@ def _first_layers(layouts: list[RankLayout], tp: int) -> dict[int, int]:
 
 
 def _sources(rule: TensorRule, layer: int | None, source: SourceTensors) -> tuple[str, ...]:
-    for names in (rule.hf, rule.hf_else):
-        resolved = tuple(n.replace("{i}", str(layer)) for n in names)
+    choices = [tuple(n.replace(LAYER, str(layer)) for n in names) for names in (rule.hf, rule.hf_else)]
+    for resolved in choices:
         if resolved and all(n in source for n in resolved):
             return resolved
-    raise LayoutMismatch(f"{rule.trtllm} needs {', '.join(rule.hf)}, which the checkpoint does not have"
-                         .replace("{i}", str(layer)))
+    raise LayoutMismatch(f"{', '.join(choices[0])}, needed for {rule.trtllm}, is not in the checkpoint")
 
 
 def cut(rule: TensorRule, tensors: list[Any], tp: int, tp_rank: int) -> Any:
@@ -219,21 +222,15 @@ def _rank_files(layouts: list[RankLayout], jobs: list[_Job], out_dir: Path) -> d
         position = 0
         rank_jobs = [job for job in jobs if job.rank == layout.rank]
         for job in rank_jobs:
-            count = 1
-            for dim in job.shape:
-                count *= dim
-            size = count * ST_DTYPE_OF_TORCH[job.dtype][1]
-            header[job.name] = {"dtype": ST_DTYPE_OF_TORCH[job.dtype][0], "shape": list(job.shape),
-                                "data_offsets": [position, position + size]}
+            st_dtype, itemsize = ST_DTYPE_OF_TORCH[job.dtype]
+            size = math.prod(job.shape) * itemsize
+            header[job.name] = {"dtype": st_dtype, "shape": list(job.shape), "data_offsets": [position, position + size]}
             job.offset = position
             position += size
-        encoded = json.dumps(header, separators=(",", ":")).encode()
-        encoded += b" " * (-len(encoded) % ALIGN)
-        data_start = 8 + len(encoded)
+        encoded = encode_header(header)
         for job in rank_jobs:
-            job.offset += data_start
-        files[layout.rank] = _RankFile(out_dir / f"rank{layout.rank}.safetensors",
-                                       struct.pack("<Q", len(encoded)) + encoded, data_start, position, rank_jobs)
+            job.offset += len(encoded)
+        files[layout.rank] = _RankFile(out_dir / f"rank{layout.rank}.safetensors", encoded, position)
     return files
 
 
@@ -261,7 +258,7 @@ def write_streamed_checkpoint(model_dir: Path, out_dir: Path, *, architecture: s
     files = _rank_files(layouts, jobs, out_dir)
     # Check every piece's shape before the first byte is written (shapes only: no data read yet).
     for job in jobs:
-        expected = tuple(_piece_shape(job, source, tp))
+        expected = _piece_shape(job, source, tp)
         if expected != job.shape:
             raise LayoutMismatch(f"{job.name} of rank {job.rank}: the tensor map makes {list(expected)}, "
                                  f"ModelOpt writes {list(job.shape)}")
@@ -271,7 +268,7 @@ def write_streamed_checkpoint(model_dir: Path, out_dir: Path, *, architecture: s
             descriptor = os.open(rank_file.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             descriptors[rank] = descriptor
             os.write(descriptor, rank_file.header)
-            os.ftruncate(descriptor, rank_file.data_start + rank_file.size)
+            os.ftruncate(descriptor, len(rank_file.header) + rank_file.size)
         for names, group in _groups(jobs):
             tensors = [source.read(name) for name in names]
             for job in group:
@@ -287,22 +284,12 @@ def write_streamed_checkpoint(model_dir: Path, out_dir: Path, *, architecture: s
     return sum(rank_file.size for rank_file in files.values())
 
 
-def _piece_shape(job: _Job, source: SourceTensors, tp: int) -> list[int]:
-    shapes = [list(source.shape(name)) for name in job.sources]
-    first = shapes[0]
-    if job.rule.split == "replicate":
-        return first
-    if job.rule.split == "columns":
-        return [first[0], _chunk_size(first[1], tp, job.tp_rank), *first[2:]]
-    if job.rule.split == "rows_each":
-        return [sum(_chunk_size(shape[0], tp, job.tp_rank) for shape in shapes), *first[1:]]
-    return [-(-first[0] // tp), *first[1:]]  # padded to a multiple of tp, then even chunks
+def _piece_shape(job: _Job, source: SourceTensors, tp: int) -> tuple[int, ...]:
+    """The shape ``cut`` gives, from the sources' shapes alone (the same cut, on meta tensors)."""
+    import torch
 
-
-def _chunk_size(size: int, chunks: int, index: int) -> int:
-    """torch.chunk's size of piece ``index``: ceil(size / chunks) each, the last one what is left."""
-    step = -(-size // chunks)
-    return max(0, min(step, size - step * index))
+    empty = [torch.empty(source.shape(name), device="meta") for name in job.sources]
+    return tuple(cut(job.rule, empty, tp, job.tp_rank).shape)
 
 
 def _pwrite_all(descriptor: int, data: memoryview, offset: int) -> None:
