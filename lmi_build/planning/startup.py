@@ -1,0 +1,88 @@
+"""What a serving container release does with an artifact at start-up.
+
+"The container decides": whether an artifact is good is what the LMI release does with it when it
+starts - load it, rebuild/recompile it, or refuse it. Each target package keeps one model of that
+start-up path per release (property resolution including the Java recommender's defaults, the loader
+chosen, DJL's validators, what is loaded vs compiled), every rule cited to the vendor source at that
+release's commit. ``plan``, the build and ``verify --for-container`` all evaluate that one model and
+get a ``StartupOutcome``.
+
+The model sees an artifact only through ``ArtifactFacts``: the files the artifact holds, the small JSON
+files the container reads and its serving.properties. A plan describes the artifact it will write the
+same way, so plan and verify evaluate the same rules on the same kind of input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+Outcome = Literal["loads", "recompiles", "rebuilds", "rejected"]
+
+
+class Citation(BaseModel):
+    """Where a rule is written in the vendor's source: ``repo@ref path:lines``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    repo: str  # "deepjavalibrary/djl-serving"
+    ref: str  # a release branch ("0.30.0-dlc"), tag or commit
+    path: str
+    lines: str  # "52-69" or "880"
+    inferred: bool = False  # True: read around, not confirmed line by line
+
+    def __str__(self) -> str:
+        where = f"{self.repo}@{self.ref} {self.path}:{self.lines}"
+        return f"{where} (inferred)" if self.inferred else where
+
+
+class RuleFinding(BaseModel):
+    """One rule of a release's start-up path that applied to this artifact."""
+
+    model_config = ConfigDict(frozen=True)
+
+    rule: str  # stable id, e.g. "tnx.rolling_batch_auto"
+    effect: Literal["resolves", "loads", "recompiles", "rebuilds", "rejected", "warning"]
+    message: str  # one line, with the values involved
+    cites: tuple[Citation, ...] = ()  # empty only for effect "warning" (a belief without a citation)
+
+
+class StartupOutcome(BaseModel):
+    """The container release's verdict on an artifact, with every rule that led to it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    profile: str  # the container profile evaluated
+    outcome: Outcome
+    loader: str | None = None  # the loader / backend the release picks ("tnx", "optimum", "trtllm-toolkit", ...)
+    resolved: dict[str, str] = {}  # serving.properties after the container's own resolution
+    loads: tuple[str, ...] = ()  # what it loads without compiling (NEFF files, engine dirs), when known
+    rules: tuple[RuleFinding, ...] = ()  # in the order the start-up path applies them
+
+    @property
+    def loads_as_built(self) -> bool:
+        return self.outcome == "loads"
+
+    def deciding(self) -> tuple[RuleFinding, ...]:
+        """The rules that made the outcome anything but ``loads``."""
+        return tuple(r for r in self.rules if r.effect in ("recompiles", "rebuilds", "rejected"))
+
+    def warnings(self) -> tuple[RuleFinding, ...]:
+        return tuple(r for r in self.rules if r.effect == "warning")
+
+
+class ArtifactFacts(BaseModel):
+    """An artifact as the container's start-up sees it: file names, the JSON files it reads, and
+    serving.properties. Built from a directory (verify) or from a plan (what the build will write)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    files: frozenset[str] = frozenset()  # relative POSIX paths
+    json_files: dict[str, Any] = {}  # relative path -> parsed content, for the JSON files start-up reads
+    properties: dict[str, str] = {}  # the artifact's serving.properties
+
+    def json_file(self, path: str) -> Mapping[str, Any] | None:
+        value = self.json_files.get(path)
+        return value if isinstance(value, Mapping) else None
