@@ -31,6 +31,7 @@ from lmi_build.artifact.packager import package
 from lmi_build.artifact.verify import verify_local
 from lmi_build.model.spec import ModelSpec
 from lmi_build.planning.plan import BuildPlan, HfBuild, ToolchainRef
+from lmi_build.targets import TARGETS
 from lmi_build.types import ModelIdentity
 
 CHUNK = 64 * 1024 * 1024
@@ -111,10 +112,11 @@ def main() -> None:
             for mode, copy in (("link", False), ("copy", True)):
                 target = work / f"artifact-{mode}-{run}"
                 results[f"package ({mode})"].append(timed(lambda target=target, copy=copy: package(  # type: ignore[misc]
-                    plan, layout="hf", produced=source, source_dir=source, output_dir=target,
+                    plan, target=TARGETS["hf"], layout=TARGETS["hf"].layouts()["hf"], produced=source, source_dir=source,
+                    output_dir=target,
                     record=BuildRecord(), copy=copy)))
                 if mode == "copy":
-                    results["verify (rehash)"].append(timed(lambda target=target: verify_local(target)))  # type: ignore[misc]
+                    results["verify (rehash)"].append(timed(lambda target=target: verify_local(target, TARGETS)))  # type: ignore[misc]
                 shutil.rmtree(target)
         best = {name: min(times) for name, times in results.items()}
         base = best["cp -r + sha256sum"]

@@ -2,7 +2,7 @@
 
 Builds a random-weight Llama of about 1.1 GB (fp16 safetensors; hidden 2048, 10 layers, GQA 16/4,
 vocab 32000) once, then runs every case in its own subprocess through the real path
-(``make_plan`` for the build, ``plan_quantization`` for the method, then ``run_checkpoint_step``), so each peak RSS belongs to one case alone
+(``plan_request`` for the build, ``plan_quantization`` for the method, then the target's checkpoint step), so each peak RSS belongs to one case alone
 (``os.wait4`` returns that child's ``ru_maxrss``). A ``baseline`` child that only imports what a case
 imports (torch, transformers, ModelOpt, lmi-build's step) gives the interpreter's own peak, so the
 table reports both the raw peak and the peak above that baseline, each against the model's size on
@@ -86,10 +86,12 @@ def run_case(name: str, model_dir: Path, work_dir: Path, calib_size: int, calib_
              calib_batch: int) -> dict[str, Any]:
     from lmi_build import output
     from lmi_build.output import Mode
-    from lmi_build.planner import make_plan
+    from lmi_build.planner import plan_request
     from lmi_build.planning.quantization import plan_quantization, split_messages
     from lmi_build.planning.request import PlanRequest
-    from lmi_build.quantize.export import run_checkpoint_step
+    from lmi_build.targets import get_target
+    from lmi_build.targets.hf.checkpoint import build_hf_checkpoint
+    from lmi_build.targets.trtllm.checkpoint import build_trtllm_checkpoint
 
     output.set_mode(Mode.QUIET)
     method, dtype, tp, target = CASES[name]
@@ -99,7 +101,9 @@ def run_case(name: str, model_dir: Path, work_dir: Path, calib_size: int, calib_
         options += (f"calib_size={calib_size}", f"awq_calib_size={calib_size}", f"calib_max_seq_len={calib_len}")
     if calib_batch:  # 0: each method's default batch size
         options += (f"calib_batch_size={calib_batch}",)
-    plan = make_plan(PlanRequest(target="hf" if target == "hf" else "trtllm", model=str(model_dir), dtype=lmi_dtype, tp=str(tp), option=options))
+    target = "hf" if target == "hf" else "trtllm"
+    plan = plan_request(PlanRequest(model=str(model_dir), dtype=lmi_dtype, tp=str(tp), option=options),
+                        get_target(target)).plan
     if not plan.valid:
         raise SystemExit(f"{name}: invalid plan: {[e.message for e in plan.errors]}")
     # The recipes may not offer every method for llama yet; the step itself is what is measured.
@@ -115,14 +119,15 @@ def run_case(name: str, model_dir: Path, work_dir: Path, calib_size: int, calib_
 
         plan = plan.model_copy(update={"build": plan.build.model_copy(
             update={"export_format": export_format(quantization)})})
-    result = run_checkpoint_step(plan, model_dir, work_dir)
+    step = build_hf_checkpoint if target == "hf" else build_trtllm_checkpoint
+    result = step(plan, model_dir, work_dir / f"{target}-checkpoint")
     size = sum((result.out_dir / f).stat().st_size for f in result.files)
     calibration = result.calibration
     return {"quant_algo": result.quant_algo, "out_bytes": size, "step_seconds": result.seconds,
             "calib_tokens": calibration.tokens if calibration else 0,
             "calib_seconds": calibration.seconds if calibration else 0.0,
             "params": plan.spec.num_parameters,
-            "writer": getattr(plan.build, "checkpoint_writer", None),
+            "writer": result.writer,
             "device": result.placement.describe() if result.placement else "-"}
 
 

@@ -8,6 +8,11 @@ only with ``--debug``. Anything else that escapes is a bug and keeps its traceba
 from __future__ import annotations
 
 
+def with_hint(message: str, hint: str | None) -> str:
+    """One line: what went wrong and, in brackets, what to do (every error, warning and plan message)."""
+    return f"{message} ({hint})" if hint else message
+
+
 class LmiBuildError(Exception):
     """Base class: a clean, one-line, user-facing error."""
 
@@ -24,7 +29,8 @@ class LmiBuildError(Exception):
             self.code = code
 
     def one_line(self) -> str:
-        return f"{self.message} ({self.hint})" if self.hint else self.message
+        """The line a user reads: the message and, in brackets, what to do."""
+        return with_hint(self.message, self.hint)
 
 
 class OptionError(LmiBuildError):

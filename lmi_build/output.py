@@ -104,7 +104,9 @@ class Output:
             sys.stdout.write(json.dumps({"error": error}, indent=2) + "\n")
             sys.stdout.flush()
         line = Text("error:", style="red")
-        line.append(f" {message} ({hint})" if hint else f" {message}")  # plain text: it may hold "[...]"
+        from lmi_build.errors import with_hint
+
+        line.append(" " + with_hint(message, hint))  # plain text: it may hold "[...]"
         self.err.print(line, highlight=False)
 
     def debug(self, message: str) -> None:

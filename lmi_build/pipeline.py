@@ -1,7 +1,7 @@
 """Runs a saved plan: check output -> cache -> fetch -> ``target.build`` -> package -> publish.
 
-The plan decides everything; this module only orchestrates. Targets are looked up through the
-registry, and each target's ``build`` turns the fetched model into the directory its layout
+The plan decides everything; this module only orchestrates. The caller hands it the plan's target
+(``lmi_build.targets``), whose ``build`` turns the fetched model into the directory its layout
 packages. Nothing is written to the output directory until the packager has verified the staged
 artifact.
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from lmi_build.artifact.manifest import BuildRecord, StepTiming
 from lmi_build.building.context import BuildContext, BuildOutcome, BuildSettings
-from lmi_build.building.target import get_target
+from lmi_build.building.target import Target
 from lmi_build.errors import InvalidPlan, LmiBuildError, SourceError, UnsupportedTarget
 from lmi_build.fs import DirectoryBusy, directory_lock, make_temp_dir, remove_stale_temp_dirs
 from lmi_build.output import current
@@ -30,12 +30,14 @@ if TYPE_CHECKING:
     from lmi_build.storage.build_cache import RemoteBuildCache
 
 
-def run_plan(saved: SavedPlan, settings: BuildSettings) -> BuildOutcome:
-    """Execute the saved plan and return what was produced."""
+def run_plan(saved: SavedPlan, settings: BuildSettings, target: Target) -> BuildOutcome:
+    """Execute the saved plan with its target and return what was produced."""
     plan = saved.plan
     if not plan.valid:
         raise InvalidPlan("the plan has errors; nothing was built", hint="run `lmi-build plan` to see them")
-    get_target(plan.target)  # an unknown target fails before anything is checked or locked
+    if target.name != plan.target:
+        raise InvalidPlan(f"a {plan.target} plan cannot be built by the {target.name} target",
+                          hint=f"run it with `lmi-build {plan.target} --plan ...`")
     output = settings.output.absolute()
     from lmi_build.artifact.output_place import check_output_place
     from lmi_build.artifact.packager import check_output
@@ -44,7 +46,7 @@ def run_plan(saved: SavedPlan, settings: BuildSettings) -> BuildOutcome:
     check_output_place(settings.output, overwrite=settings.overwrite, protected=_protected(saved, settings))
     check_output(output, settings.overwrite)
     with _output_locked(output):
-        return _run_locked(saved, settings, output)
+        return _run_locked(saved, settings, output, target)
 
 
 def _protected(saved: SavedPlan, settings: BuildSettings) -> dict[str, Path]:
@@ -73,9 +75,8 @@ def _output_locked(output: Path) -> Iterator[None]:
                             hint="wait for it to finish, or choose another --output", code="output_busy") from None
 
 
-def _run_locked(saved: SavedPlan, settings: BuildSettings, output: Path) -> BuildOutcome:
+def _run_locked(saved: SavedPlan, settings: BuildSettings, output: Path, target: Target) -> BuildOutcome:
     plan = saved.plan
-    target = get_target(plan.target)
     from lmi_build.artifact.packager import check_output
 
     check_output(output, settings.overwrite)  # again: another build may have finished into it meanwhile
@@ -84,7 +85,7 @@ def _run_locked(saved: SavedPlan, settings: BuildSettings, output: Path) -> Buil
         _check_publish_target(settings)
     remote = _remote_cache(settings)
     if settings.until == "artifact" and settings.use_cache:
-        cached = _from_cache(plan, output, settings)
+        cached = _from_cache(plan, output, settings, target)
         if cached is None and remote is not None:
             cached = _from_remote_cache(remote, plan, output, settings)
         if cached is not None:
@@ -100,10 +101,12 @@ def _run_locked(saved: SavedPlan, settings: BuildSettings, output: Path) -> Buil
         target.build(ctx)
         if ctx.stopped is not None:
             return ctx.stopped
-        assert ctx.produced is not None  # a target either stops or produces
+        if ctx.produced is None or ctx.layout is None:
+            raise LmiBuildError(f"the {target.name} target neither produced an artifact directory nor stopped",
+                                hint="this is a bug in the target; rerun with --debug and report it")
         from lmi_build.artifact.packager import package
 
-        package(plan, layout=ctx.layout, produced=ctx.produced, source_dir=source.path,
+        package(plan, target=target, layout=ctx.layout, produced=ctx.produced, source_dir=source.path,
                 output_dir=output, record=record, overwrite=settings.overwrite, copy=settings.copy)
         outcome = BuildOutcome(plan=plan, status="artifact", output=output, steps=_steps_of(output),
                                stand_in=ctx.stand_in,
@@ -167,10 +170,10 @@ def check_identity(planned: ModelIdentity, fetched: ModelIdentity, ref: str) -> 
 
 # ---- the config-aware artifact cache ----
 
-def _from_cache(plan: BuildPlan, output: Path, settings: BuildSettings) -> BuildOutcome | None:
+def _from_cache(plan: BuildPlan, output: Path, settings: BuildSettings, target: Target) -> BuildOutcome | None:
     from lmi_build.artifact.cache import ArtifactCache
 
-    hit = ArtifactCache().restore(plan.cache_key, output, overwrite=settings.overwrite)
+    hit = ArtifactCache().restore(plan.cache_key, output, {target.name: target}, overwrite=settings.overwrite)
     if hit is None:
         return None
     return BuildOutcome(plan=plan, status="cached", output=output, steps=_steps_of(output),

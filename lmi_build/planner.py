@@ -21,24 +21,21 @@ from lmi_build.planning.context import PlanContext
 from lmi_build.planning.findings import Findings
 from lmi_build.planning.instances import get_instance
 from lmi_build.planning.memory import check_fit, estimate
-from lmi_build.planning.plan import BuildPlan, QuantizationPlan, ToolchainRef
+from lmi_build.planning.plan import BuildPlan, QuantizationPlan, TargetKnobs, ToolchainRef
 from lmi_build.planning.request import PlanRequest
 from lmi_build.planning.saved import BuildInputs, SavedPlan
-from lmi_build.planning.targets import Target, get_target
+from lmi_build.planning.target_api import PlanningTarget
 from lmi_build.recipes.schema import Recipe
 from lmi_build.types import ModelIdentity
 
 # Keys the written serving.properties never carries (they point at the build's inputs).
 NOT_WRITTEN = frozenset({"option.model_id", "option.save_mp_checkpoint_path", "model_dir",
                          "upload_checkpoints_s3url", "properties_dir"})
+_ACCELERATOR_WORDS = {"gpu": "NVIDIA GPUs", "neuron": "Neuron devices"}
+INSTANCE_HINTS = {"gpu": "pick a GPU instance type (g5, g6, g6e, p4d, p5, ...), or use the neuronx target",
+                  "neuron": "pick an inf2.* or trn1.* instance type, or use a GPU target (trtllm, hf)"}
 # infer_version_options codes that are warnings (the user's value wins); the rest are errors.
 VERSION_WARNINGS = frozenset({"model_version_mismatch"})
-
-
-def make_plan(request: PlanRequest) -> BuildPlan:
-    """Plan a build. Raises ``LmiBuildError`` only when no plan can be made at all (unknown target,
-    unreadable model source, malformed properties); every other problem is a plan error."""
-    return plan_request(request).plan
 
 
 def _check_tokenizer_code(model_dir: Path, trusted: bool | None, findings: Findings) -> None:
@@ -60,14 +57,16 @@ def _check_tokenizer_code(model_dir: Path, trusted: bool | None, findings: Findi
                        "which is not trusted", hint="review the repository's code, then pass --trust-remote-code")
 
 
-def plan_request(request: PlanRequest) -> SavedPlan:
-    """The plan and where its inputs are: what ``--save`` writes and every build executes."""
+def plan_request(request: PlanRequest, target: PlanningTarget) -> SavedPlan:
+    """The plan of a build for ``target`` and where its inputs are: what ``--save`` writes and every
+    build executes. Raises ``LmiBuildError`` only when no plan can be made at all (unreadable model
+    source, malformed properties); every other problem is a plan error."""
     from lmi_build.model.normalize import read_spec_file
     from lmi_build.options.resolve import OptionInputs, cli_option_pairs, resolve_options
     from lmi_build.recipes.registry import load_recipes
     from lmi_build.sources.resolve import resolve_source
 
-    target = get_target(request.target)
+    target_name = target.name
     instance = get_instance(request.instance_type) if request.instance_type else None
     findings = Findings()
 
@@ -80,7 +79,7 @@ def plan_request(request: PlanRequest) -> SavedPlan:
                           f"give {key} once")
     cli.update(flags)  # a dedicated flag wins over the same key in --option
     inputs = OptionInputs(cli=cli, properties_file=request.properties, env=request.env, recipe_defaults={})
-    first = resolve_options(inputs, target=request.target, strict=request.strict)
+    first = resolve_options(inputs, target=target_name, strict=request.strict)
 
     model_ref = request.model or first.options.get("model_id")
     if not model_ref:
@@ -103,23 +102,23 @@ def plan_request(request: PlanRequest) -> SavedPlan:
         return SavedPlan(inputs=build_inputs, plan=_early_plan(request, target, source.identity, spec,
                                                       first.options, findings, None))
 
-    support = recipe.targets.get(request.target)
+    support = recipe.targets.get(target_name)
     if support is None:
         others = ", ".join(recipe.targets) or "none"
         findings.error("architecture_unsupported",
-                       f"{spec.architecture} ({recipe.name}) cannot be built for {request.target}",
+                       f"{spec.architecture} ({recipe.name}) cannot be built for {target_name}",
                        hint=f"targets that support it: {others}")
         return SavedPlan(inputs=build_inputs, plan=_early_plan(request, target, source.identity, spec,
                                                       first.options, findings, recipe))
 
     resolution = resolve_options(replace(inputs, recipe_defaults=support.defaults),
-                                 target=request.target, strict=request.strict)
+                                 target=target_name, strict=request.strict)
     findings.add_errors(resolution.errors)
     findings.add_warnings(resolution.warnings)
     options = resolution.options
 
     quantization = _plan_quantization(request, target, recipe, spec, options, findings)
-    ctx = PlanContext(request=request, target=request.target, spec=spec, recipe=recipe, support=support,
+    ctx = PlanContext(request=request, target=target_name, spec=spec, recipe=recipe, support=support,
                       options=options, instance=instance, quantization=quantization, findings=findings)
     _version_options(ctx)
     checks.check_common(ctx)
@@ -129,17 +128,16 @@ def plan_request(request: PlanRequest) -> SavedPlan:
 
     memory = estimate(spec, planned.dtype, quantization, planned.workload, instance)
     if instance is not None:
-        if instance.accelerator.kind == "gpu" and request.target == "neuronx":
-            pass  # reported by the neuronx target
-        elif instance.accelerator.kind == "neuron" and request.target != "neuronx":
-            findings.error("instance_target", f"{instance.name} has Neuron devices, not GPUs",
-                           hint="use the neuronx target, or a GPU instance type (g5, g6, g6e, p4d, p5, ...)")
+        if instance.accelerator.kind != target.accelerator:
+            findings.error("instance_target", f"{instance.name} has {instance.accelerator.description}, not the "
+                           f"{_ACCELERATOR_WORDS[target.accelerator]} the {target_name} target builds for",
+                           hint=INSTANCE_HINTS[target.accelerator])
         else:
             memory = check_fit(memory, planned.workload, instance, findings)
 
     # Where the convert/quantize step runs and its cost; not in the cache key (the device decides
     # how, not what: the manifest records the device the build really used).
-    checkpoint_step = estimate_checkpoint_step(request.target, planned.build, quantization, spec, request.calib_data)
+    checkpoint_step = estimate_checkpoint_step(planned.checkpoint_work, quantization, spec, request.calib_data)
 
     final = options.with_values(ctx.derived)
     written = {k: v for k, v in final.values.items() if k not in NOT_WRITTEN and k not in ctx.withheld}
@@ -148,11 +146,11 @@ def plan_request(request: PlanRequest) -> SavedPlan:
                      "quantization": quantization.model_dump(mode="json")}, findings)
     cache_key = compute_cache_key(
         model=source.identity, config_digest=config_digest(spec.raw), recipe=recipe.name,
-        recipe_version=recipe.version, target=request.target, options=properties, build=planned.build,
+        recipe_version=recipe.version, target=target_name, options=properties, build=planned.build,
         quantization=quantization, toolchain=planned.toolchain,
     )
-    plan = BuildPlan(
-        target=request.target,
+    plan: BuildPlan[TargetKnobs] = BuildPlan(
+        target=target_name,
         recipe=recipe.name,
         recipe_version=recipe.version,
         model=source.identity,
@@ -172,11 +170,12 @@ def plan_request(request: PlanRequest) -> SavedPlan:
     return SavedPlan(inputs=build_inputs, plan=plan)
 
 
-def _check_tp_groups(quantization: QuantizationPlan, spec: ModelSpec, build: object, findings: Findings) -> None:
+def _check_tp_groups(quantization: QuantizationPlan, spec: ModelSpec, build: TargetKnobs,
+                     findings: Findings) -> None:
     """Group-quantized (INT4) row-parallel layers need whole groups on every rank: known only once tp is."""
     from lmi_build.planning.quantization import tp_group_problem
 
-    tp = getattr(build, "tp", 1)
+    tp = build.tp
     problem = tp_group_problem(quantization, spec, tp)
     if problem is not None:
         findings.add_errors([problem])
@@ -201,7 +200,7 @@ def _check_portable(recorded: dict[str, object], findings: Findings) -> None:
 
 def _plan_quantization(
     request: PlanRequest,
-    target: Target,
+    target: PlanningTarget,
     recipe: Recipe,
     spec: ModelSpec,
     options: ResolvedOptions,
@@ -209,10 +208,10 @@ def _plan_quantization(
 ) -> QuantizationPlan:
     from lmi_build.planning.quantization import plan_quantization, split_messages
 
-    support = recipe.targets[request.target]
+    support = recipe.targets[target.name]
     route = target.checkpoint_route(support, spec, options)
     # --quantize is option.quantize from the CLI layer: resolution checked it against the table.
-    plan, messages = plan_quantization(None, options, spec, request.target, request.calib_data,
+    plan, messages = plan_quantization(None, options, spec, target.name, request.calib_data,
                                        checkpoint_route=route)
     errors, warnings = split_messages(messages)
     findings.add_errors(errors)
@@ -224,7 +223,7 @@ def _plan_quantization(
         elsewhere = [name for name, other in recipe.targets.items() if method in other.quantize]
         supported = ", ".join(support.quantize) or "none"
         findings.error("quantize_unsupported",
-                       f"{method} quantization is not supported for {recipe.name} on {request.target} "
+                       f"{method} quantization is not supported for {recipe.name} on {target.name} "
                        f"(supported: {supported})",
                        hint=(f"use one of: {supported}" if support.quantize else "build without --quantize")
                        + (f"; {method} is available for {', '.join(elsewhere)}" if elsewhere else ""))
@@ -232,7 +231,7 @@ def _plan_quantization(
     if pre is not None and pre.method.lower() not in {m.lower() for m in support.prequantized}:
         accepted = ", ".join(support.prequantized) or "none"
         findings.error("prequantized_unsupported",
-                       f"the model is already quantized ({pre.method}), which {request.target} cannot load "
+                       f"the model is already quantized ({pre.method}), which {target.name} cannot load "
                        f"for {recipe.name} (accepted: {accepted})",
                        hint="start from the unquantized model (lmi-build quantizes it), or pick another target")
     return plan
@@ -253,7 +252,7 @@ def _version_options(ctx: PlanContext) -> None:
 
 def _early_plan(
     request: PlanRequest,
-    target: Target,
+    target: PlanningTarget,
     identity: ModelIdentity,
     spec: ModelSpec,
     options: ResolvedOptions,
@@ -262,15 +261,15 @@ def _early_plan(
 ) -> BuildPlan:
     """An invalid plan for a model the target cannot build: no knobs, memory or toolchain check."""
     properties = {k: v.value for k, v in options.values.items() if k not in NOT_WRITTEN}
-    toolchain = ToolchainRef(target=request.target)
+    toolchain = ToolchainRef(target=target.name)
     name, version = (recipe.name, recipe.version) if recipe else ("none", 0)
     cache_key = compute_cache_key(
         model=identity, config_digest=config_digest(spec.raw), recipe=name, recipe_version=version,
-        target=request.target, options=properties, build=None, quantization=QuantizationPlan(),
+        target=target.name, options=properties, build=None, quantization=QuantizationPlan(),
         toolchain=toolchain,
     )
     return BuildPlan(
-        target=request.target, recipe=name, recipe_version=version, model=identity, spec=spec,
+        target=target.name, recipe=name, recipe_version=version, model=identity, spec=spec,
         options=properties, option_sources={k: v.source.value for k, v in options.values.items()
                                             if k not in NOT_WRITTEN},
         toolchain=toolchain, cache_key=cache_key, valid=False, errors=findings.errors,

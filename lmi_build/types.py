@@ -10,7 +10,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-TargetName = Literal["trtllm", "neuronx", "hf"]
+from lmi_build.target_names import TARGET_NAMES, TargetName
+
+__all__ = ["TARGET_NAMES", "ModelIdentity", "PlanMessage", "TargetName"]
+
 
 
 class PlanMessage(BaseModel):

@@ -8,16 +8,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from lmi_build.artifact.layout import Layout
 from lmi_build.artifact.manifest import BuildRecord, HardwareTarget, StepTiming
 from lmi_build.model.spec import ModelSpec
-from lmi_build.planning.plan import BuildPlan, HfBuild, QuantizationPlan, ToolchainRef, TrtllmBuild
+from lmi_build.planning.plan import BuildPlan, QuantizationPlan, ToolchainRef
+from lmi_build.targets import TARGETS
+from lmi_build.targets.hf.knobs import HfBuild
+from lmi_build.targets.trtllm.knobs import TrtllmBuild
 from lmi_build.types import ModelIdentity
+
+HF = TARGETS["hf"]
+HF_LAYOUT = HF.layouts()["hf"]
 
 LLAMA_CONFIG: dict[str, Any] = {
     "architectures": ["LlamaForCausalLM"],
@@ -143,7 +151,7 @@ def hf_artifact(tmp_path: Path, source_model: Path) -> Path:
     """An hf-layout artifact packaged from ``source_model`` (produced = the source checkpoint)."""
     from lmi_build.artifact.packager import package
 
-    return package(make_plan("hf"), layout="hf", produced=source_model, source_dir=source_model,
+    return package(make_plan("hf"), target=HF, layout=HF_LAYOUT, produced=source_model, source_dir=source_model,
                    output_dir=tmp_path / "out" / "artifact", record=make_record())
 
 
@@ -154,10 +162,24 @@ def make_artifact(tmp_path: Path) -> Callable[..., Path]:
 
     counter = iter(range(1000))
 
-    def build(plan: BuildPlan, layout: str, produced: Path, source: Path, *,
+    def build(plan: BuildPlan, target: Any, layout: Layout, produced: Path, source: Path, *,
               hardware: HardwareTarget | None = None, toolchain: dict[str, str] | None = None) -> Path:
         record = make_record(hardware=hardware or HardwareTarget(), toolchain=toolchain or {})
-        return package(plan, layout=layout, produced=produced, source_dir=source,
+        return package(plan, target=target, layout=layout, produced=produced, source_dir=source,
                        output_dir=tmp_path / "out" / f"artifact-{next(counter)}", record=record)
 
     return build
+
+
+@dataclass(frozen=True)
+class TargetWithLayouts:
+    """A target with test layouts added to its own, as a target package would declare them."""
+
+    base: Any
+    extra: tuple[Layout, ...]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.base, name)
+
+    def layouts(self) -> dict[str, Layout]:
+        return {**self.base.layouts(), **{layout.name: layout for layout in self.extra}}

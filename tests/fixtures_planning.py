@@ -38,16 +38,23 @@ def model_dir(tmp_path: Path) -> ModelDirFactory:
     return make
 
 
+def plan_for(target: str, **fields: Any) -> BuildPlan:
+    """The plan ``lmi-build plan <target>`` makes of these PlanRequest fields (env={} unless given)."""
+    from lmi_build.planner import plan_request
+    from lmi_build.planning.request import PlanRequest
+    from lmi_build.targets import get_target
+
+    fields.setdefault("env", {})
+    return plan_request(PlanRequest(**fields), get_target(target)).plan
+
+
 @pytest.fixture
 def plan_model(model_dir: ModelDirFactory) -> Planner:
     """``plan_model(target, fixture_name_or_dir, **PlanRequest fields)`` -> BuildPlan (env={})."""
-    from lmi_build.planner import make_plan
-    from lmi_build.planning.request import PlanRequest
 
     def run(target: str, model: str | Path, **fields: Any) -> BuildPlan:
         path = model if isinstance(model, Path) else model_dir(model)
-        fields.setdefault("env", {})
-        return make_plan(PlanRequest(target=target, model=str(path), **fields))  # type: ignore[arg-type]
+        return plan_for(target, model=str(path), **fields)
 
     return run
 

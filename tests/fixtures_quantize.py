@@ -117,8 +117,10 @@ def make_build_plan(model_dir: Path, *, target: str = "trtllm", method: str | No
                     calib_file: Path | None = None, writer: str = "modelopt") -> Any:
     """A BuildPlan as the planner would make it, with ``plan_quantization``'s real output."""
     from lmi_build.model.normalize import read_spec_file
-    from lmi_build.planning.plan import BuildPlan, HfBuild, ToolchainRef, TrtllmBuild
+    from lmi_build.planning.plan import BuildPlan, ToolchainRef
     from lmi_build.planning.quantization import plan_quantization, split_messages
+    from lmi_build.targets.hf.knobs import HfBuild
+    from lmi_build.targets.trtllm.knobs import TrtllmBuild
     from lmi_build.types import ModelIdentity
 
     spec = read_spec_file(model_dir)
@@ -139,6 +141,17 @@ def make_build_plan(model_dir: Path, *, target: str = "trtllm", method: str | No
     return BuildPlan(
         target=target, recipe=spec.model_type, recipe_version=1,
         model=ModelIdentity(kind="local", id=model_dir.name), spec=spec,
-        options=resolved.as_properties(), option_sources={}, build=build, quantization=quantization,
+        options={key: item.value for key, item in resolved.values.items()}, option_sources={}, build=build, quantization=quantization,
         toolchain=ToolchainRef(target=target), cache_key="sha256:test", valid=True,
     )
+
+
+def run_checkpoint_step(plan: Any, model_dir: Path, work_dir: Path, **how: Any) -> Any:
+    """The plan's target's checkpoint step into ``work_dir/<target>-checkpoint`` (as its build runs it)."""
+    if plan.target == "hf":
+        from lmi_build.targets.hf.checkpoint import build_hf_checkpoint
+
+        return build_hf_checkpoint(plan, model_dir, work_dir / "hf-checkpoint", **how)
+    from lmi_build.targets.trtllm.checkpoint import build_trtllm_checkpoint
+
+    return build_trtllm_checkpoint(plan, model_dir, work_dir / "trtllm-checkpoint", **how)

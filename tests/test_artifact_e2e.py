@@ -15,7 +15,8 @@ from lmi_build.artifact.packager import package
 from lmi_build.artifact.verify import verify_local
 from lmi_build.cli import app
 from lmi_build.planning.plan import QuantizationPlan
-from tests.fixtures_artifact import CHAT_TEMPLATE, make_plan, make_record, write_tokenizer
+from lmi_build.targets import TARGETS
+from tests.fixtures_artifact import CHAT_TEMPLATE, HF, HF_LAYOUT, make_plan, make_record, write_tokenizer
 
 pytestmark = pytest.mark.slow
 
@@ -60,9 +61,9 @@ def test_tiny_llama_artifact_loads_in_transformers(tiny_llama: Path, tmp_path: P
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    out = package(make_plan("hf"), layout="hf", produced=tiny_llama, source_dir=tiny_llama,
+    out = package(make_plan("hf"), target=HF, layout=HF_LAYOUT, produced=tiny_llama, source_dir=tiny_llama,
                   output_dir=tmp_path / "artifact", record=make_record())
-    report = verify_local(out)
+    report = verify_local(out, TARGETS)
     assert report.valid, report.errors
 
     tokenizer = AutoTokenizer.from_pretrained(out)
@@ -83,13 +84,13 @@ def test_modelopt_export_artifact(tiny_llama: Path, smoothquant_export: Path, tm
     monkeypatch.setenv("HF_TOKEN", "hf_secretvalue123")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMIK7MDENGbPxRfiCYsecretkey")
     plan = make_plan("hf", quantization=QuantizationPlan(method="smoothquant", quant_algo="W8A8_SQ_PER_CHANNEL"))
-    out = package(plan, layout="hf", produced=smoothquant_export, source_dir=tiny_llama,
+    out = package(plan, target=HF, layout=HF_LAYOUT, produced=smoothquant_export, source_dir=tiny_llama,
                   output_dir=tmp_path / "artifact", record=make_record())
     names = {p.name for p in out.iterdir()}
     assert {"hf_quant_config.json", "model.safetensors", "tokenizer.json", "chat_template.jinja"} <= names
     config = json.loads((out / "config.json").read_text())
     assert config["quantization_config"]["quant_method"] == "modelopt"  # the produced config, not the source's
-    assert verify_local(out).valid
+    assert verify_local(out, TARGETS).valid
     assert load_manifest(out).plan["quantization"]["quant_algo"] == "W8A8_SQ_PER_CHANNEL"
 
     forbidden = [str(tmp_path.parent), str(tiny_llama), str(smoothquant_export), str(Path.home()),
@@ -100,7 +101,7 @@ def test_modelopt_export_artifact(tiny_llama: Path, smoothquant_export: Path, tm
             assert needle.encode() not in data, f"{needle} found in {path.name}"
 
     (out / "hf_quant_config.json").unlink()
-    messages = [e.message for e in verify_local(out).errors]
+    messages = [e.message for e in verify_local(out, TARGETS).errors]
     assert any(m.startswith("missing file hf_quant_config.json") for m in messages)
     assert "config.json says quant_method=modelopt but hf_quant_config.json is missing" in messages
     assert (out / MANIFEST_NAME).is_file()

@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from lmi_build.artifact.files import MANIFEST_NAME
-from lmi_build.artifact.layout import register_layout
+from lmi_build.artifact.layout import Layout
 from lmi_build.artifact.manifest import SCHEMA_PATH, load_manifest, manifest_schema
 from lmi_build.artifact.packager import carry_source_files, package
 from lmi_build.artifact.verify import verify_local
@@ -18,9 +18,17 @@ from lmi_build.errors import LmiBuildError, OptionError, StepError, VerifyError
 from lmi_build.fs import link_or_copy
 from lmi_build.options.properties import read_properties
 from lmi_build.planning.plan import BuildPlan
+from lmi_build.targets import TARGETS
 from lmi_build.targets.hf.layouts import HfLayout
 from lmi_build.types import ModelIdentity
-from tests.fixtures_artifact import make_plan, make_record, write_source_model
+from tests.fixtures_artifact import (
+    HF,
+    HF_LAYOUT,
+    TargetWithLayouts,
+    make_plan,
+    make_record,
+    write_source_model,
+)
 
 
 def test_hf_artifact_end_to_end(hf_artifact: Path, source_model: Path) -> None:
@@ -48,7 +56,7 @@ def test_hf_artifact_end_to_end(hf_artifact: Path, source_model: Path) -> None:
     assert manifest.plan["options"]["option.model_id"] == "tiny-org/tiny-llama"
     assert manifest.serving_properties == properties
 
-    report = verify_local(hf_artifact)
+    report = verify_local(hf_artifact, TARGETS)
     assert report.valid, report.errors
     assert report.warnings == []
     # Same filesystem: weights are hard links, not copies.
@@ -69,12 +77,12 @@ def test_manifest_validates_against_checked_in_schema(hf_artifact: Path) -> None
 
 def test_sharded_checkpoint_and_copy_mode(tmp_path: Path) -> None:
     source = write_source_model(tmp_path / "sharded", shards=3)
-    out = package(make_plan("hf"), layout="hf", produced=source, source_dir=source,
+    out = package(make_plan("hf"), target=HF, layout=HF_LAYOUT, produced=source, source_dir=source,
                   output_dir=tmp_path / "copied", record=make_record(), copy=True)
     assert (out / "model.safetensors.index.json").is_file()
     assert sorted(p.name for p in out.glob("*.safetensors")) == [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]
     assert (out / "model-00001-of-00003.safetensors").stat().st_ino != (source / "model-00001-of-00003.safetensors").stat().st_ino
-    assert verify_local(out).valid
+    assert verify_local(out, TARGETS).valid
 
 
 def test_artifact_and_its_files_get_the_users_umask_permissions(tmp_path: Path) -> None:
@@ -83,7 +91,7 @@ def test_artifact_and_its_files_get_the_users_umask_permissions(tmp_path: Path) 
     source = write_source_model(tmp_path / "model")
     previous = os.umask(0o022)
     try:
-        out = package(make_plan("hf"), layout="hf", produced=source, source_dir=source,
+        out = package(make_plan("hf"), target=HF, layout=HF_LAYOUT, produced=source, source_dir=source,
                       output_dir=tmp_path / "artifact", record=make_record())
     finally:
         os.umask(previous)
@@ -103,7 +111,7 @@ def test_no_host_paths_and_no_secrets_in_any_file(tmp_path: Path, source_model: 
     # A local source whose option.model_id is a host path: build-only, it must not reach the artifact.
     plan = make_plan("hf", model=ModelIdentity(kind="local", id="tiny-llama", digest="sha256:" + "c" * 64),
                      options={**make_plan().options, "option.model_id": str(source_model)})
-    out = package(plan, layout="hf", produced=source_model, source_dir=source_model,
+    out = package(plan, target=HF, layout=HF_LAYOUT, produced=source_model, source_dir=source_model,
                   output_dir=tmp_path / "out", record=make_record())
     forbidden = [str(tmp_path), str(Path.home()), str(work), str(source_model), "/tmp/",
                  "hf_secretvalue123", "wJalrXUtnFEMIK7MDENGbPxRfiCYsecretkey", "AKIAIOSFODNN7EXAMPLE"]
@@ -119,7 +127,7 @@ def test_option_carrying_a_secret_is_refused(tmp_path: Path, source_model: Path,
     monkeypatch.setenv("HF_TOKEN", "hf_secretvalue123")
     plan = make_plan("hf", options={**make_plan().options, "option.hub_auth": "Bearer hf_secretvalue123"})
     with pytest.raises(OptionError, match=r"option\.hub_auth"):
-        package(plan, layout="hf", produced=source_model, source_dir=source_model,
+        package(plan, target=HF, layout=HF_LAYOUT, produced=source_model, source_dir=source_model,
                 output_dir=tmp_path / "out", record=make_record())
     assert not (tmp_path / "out").exists()
     assert list(tmp_path.glob(".out.staging-*")) == []
@@ -128,7 +136,7 @@ def test_option_carrying_a_secret_is_refused(tmp_path: Path, source_model: Path,
 def test_host_path_in_plan_is_refused_before_anything_is_written(tmp_path: Path, source_model: Path) -> None:
     plan = make_plan("hf", model=ModelIdentity(kind="local", id=str(source_model)))
     with pytest.raises(VerifyError, match=r"build-host paths at \.source\.id"):
-        package(plan, layout="hf", produced=source_model, source_dir=source_model,
+        package(plan, target=HF, layout=HF_LAYOUT, produced=source_model, source_dir=source_model,
                 output_dir=tmp_path / "out", record=make_record())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
 
@@ -151,18 +159,18 @@ class _IncompleteLayout(HfLayout):
             link_or_copy(produced / name, staging / name)
 
 
-register_layout(_FailingLayout())
-register_layout(_IncompleteLayout())
+FAILING, INCOMPLETE = _FailingLayout(), _IncompleteLayout()
+WITH_TEST_LAYOUTS = TargetWithLayouts(HF, (FAILING, INCOMPLETE))
 
 
 @pytest.mark.parametrize(("layout", "error", "match"), [
-    ("test-failing", StepError, "exploded"),
-    ("test-incomplete", VerifyError, "staged artifact failed verification: no tokenizer"),
+    (FAILING, StepError, "exploded"),
+    (INCOMPLETE, VerifyError, "staged artifact failed verification: no tokenizer"),
 ])
-def test_failing_layout_leaves_nothing_behind(tmp_path: Path, source_model: Path, layout: str,
+def test_failing_layout_leaves_nothing_behind(tmp_path: Path, source_model: Path, layout: Layout,
                                               error: type[Exception], match: str) -> None:
     with pytest.raises(error, match=match):
-        package(make_plan("hf"), layout=layout, produced=source_model, source_dir=source_model,
+        package(make_plan("hf"), target=WITH_TEST_LAYOUTS, layout=layout, produced=source_model, source_dir=source_model,
                 output_dir=tmp_path / "out" / "artifact", record=make_record())
     assert list((tmp_path / "out").iterdir()) == []
 
@@ -170,7 +178,7 @@ def test_failing_layout_leaves_nothing_behind(tmp_path: Path, source_model: Path
 def test_failing_rebuild_keeps_the_previous_artifact(hf_artifact: Path, source_model: Path) -> None:
     before = {p.name: p.read_bytes() for p in hf_artifact.iterdir()}
     with pytest.raises(StepError):
-        package(make_plan("hf"), layout="test-failing", produced=source_model, source_dir=source_model,
+        package(make_plan("hf"), target=WITH_TEST_LAYOUTS, layout=FAILING, produced=source_model, source_dir=source_model,
                 output_dir=hf_artifact, record=make_record(), overwrite=True)
     assert {p.name: p.read_bytes() for p in hf_artifact.iterdir()} == before
     assert sorted(p.name for p in hf_artifact.parent.iterdir()) == [hf_artifact.name]
@@ -179,22 +187,22 @@ def test_failing_rebuild_keeps_the_previous_artifact(hf_artifact: Path, source_m
 def test_overwrite_refused_then_replaced(hf_artifact: Path, source_model: Path) -> None:
     (hf_artifact / "stale.txt").write_text("old")
     with pytest.raises(LmiBuildError, match="not empty") as caught:
-        package(make_plan("hf"), layout="hf", produced=source_model, source_dir=source_model,
+        package(make_plan("hf"), target=HF, layout=HF_LAYOUT, produced=source_model, source_dir=source_model,
                 output_dir=hf_artifact, record=make_record())
     assert "--overwrite" in (caught.value.hint or "")
     assert (hf_artifact / "stale.txt").exists()
-    package(make_plan("hf"), layout="hf", produced=source_model, source_dir=source_model,
+    package(make_plan("hf"), target=HF, layout=HF_LAYOUT, produced=source_model, source_dir=source_model,
             output_dir=hf_artifact, record=make_record(), overwrite=True)
     assert not (hf_artifact / "stale.txt").exists()
-    assert verify_local(hf_artifact).valid
+    assert verify_local(hf_artifact, TARGETS).valid
     assert sorted(p.name for p in hf_artifact.parent.iterdir()) == [hf_artifact.name]
 
 
 def test_empty_output_dir_is_used(tmp_path: Path, source_model: Path) -> None:
     (tmp_path / "empty").mkdir()
-    out = package(make_plan("hf"), layout="hf", produced=source_model, source_dir=source_model,
+    out = package(make_plan("hf"), target=HF, layout=HF_LAYOUT, produced=source_model, source_dir=source_model,
                   output_dir=tmp_path / "empty", record=make_record())
-    assert verify_local(out).valid
+    assert verify_local(out, TARGETS).valid
 
 
 def test_custom_code_carried_only_with_trust_remote_code(tmp_path: Path, source_model: Path) -> None:
@@ -211,7 +219,7 @@ def test_custom_code_carried_only_with_trust_remote_code(tmp_path: Path, source_
     assert {"modeling_tiny.py", "configuration_tiny.py"} <= set(carried)
 
     plan = make_plan("hf", options={**make_plan().options, "option.trust_remote_code": "true"})
-    out = package(plan, layout="hf", produced=source_model, source_dir=source_model,
+    out = package(plan, target=HF, layout=HF_LAYOUT, produced=source_model, source_dir=source_model,
                   output_dir=tmp_path / "artifact", record=make_record())
     assert (out / "modeling_tiny.py").is_file()
     assert read_properties(out / "serving.properties")["option.trust_remote_code"] == "true"
@@ -223,7 +231,7 @@ def test_source_config_never_overwrites_produced_config(tmp_path: Path, source_m
     (produced / "config.json").write_text(json.dumps({"architecture": "LlamaForCausalLM", "produced": True}))
     (produced / "generation_config.json").write_text(json.dumps({"produced": True}))
     os.link(source_model / "model.safetensors", produced / "model.safetensors")
-    out = package(make_plan("hf"), layout="hf", produced=produced, source_dir=source_model,
+    out = package(make_plan("hf"), target=HF, layout=HF_LAYOUT, produced=produced, source_dir=source_model,
                   output_dir=tmp_path / "artifact", record=make_record())
     assert json.loads((out / "config.json").read_text())["produced"] is True
     assert json.loads((out / "generation_config.json").read_text()) == {"produced": True}
@@ -251,7 +259,7 @@ def test_produced_dir_without_safetensors_is_refused(tmp_path: Path) -> None:
     (produced / "config.json").write_text("{}")
     (produced / "pytorch_model.bin").write_bytes(b"x")
     with pytest.raises(StepError, match=r"no safetensors weights .*pytorch_model.bin"):
-        package(make_plan("hf"), layout="hf", produced=produced, source_dir=produced,
+        package(make_plan("hf"), target=HF, layout=HF_LAYOUT, produced=produced, source_dir=produced,
                 output_dir=tmp_path / "out", record=make_record())
     assert not (tmp_path / "out").exists()
 
@@ -260,7 +268,7 @@ def test_invalid_plan_is_refused(tmp_path: Path, source_model: Path) -> None:
     from lmi_build.errors import InvalidPlan
 
     with pytest.raises(InvalidPlan):
-        package(make_plan("hf", valid=False), layout="hf", produced=source_model, source_dir=source_model,
+        package(make_plan("hf", valid=False), target=HF, layout=HF_LAYOUT, produced=source_model, source_dir=source_model,
                 output_dir=tmp_path / "out", record=make_record())
 
 

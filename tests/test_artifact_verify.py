@@ -11,7 +11,6 @@ import pytest
 from typer.testing import CliRunner
 
 from lmi_build.artifact.files import MANIFEST_NAME
-from lmi_build.artifact.layout import register_layout
 from lmi_build.artifact.manifest import HardwareTarget, load_manifest
 from lmi_build.artifact.packager import carry_source_files, package
 from lmi_build.artifact.verify import (
@@ -24,9 +23,19 @@ from lmi_build.artifact.verify import (
 from lmi_build.cli import app
 from lmi_build.errors import OptionError, VerifyError
 from lmi_build.fs import link_or_copy
-from lmi_build.planning.plan import BuildPlan, NeuronxBuild, ToolchainRef
+from lmi_build.planning.plan import BuildPlan, ToolchainRef
+from lmi_build.targets import TARGETS
+from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.types import PlanMessage
-from tests.fixtures_artifact import make_plan, make_record, write_source_model, write_tokenizer
+from tests.fixtures_artifact import (
+    HF,
+    HF_LAYOUT,
+    TargetWithLayouts,
+    make_plan,
+    make_record,
+    write_source_model,
+    write_tokenizer,
+)
 
 runner = CliRunner()
 
@@ -56,7 +65,9 @@ class RankLayout:
         return problems
 
 
-register_layout(RankLayout())
+RANKS = RankLayout()
+# The trtllm target with the test layout: what verify is handed for these artifacts.
+TEST_TARGETS = {**TARGETS, "trtllm": TargetWithLayouts(TARGETS["trtllm"], (RANKS,))}
 
 
 @pytest.fixture
@@ -71,7 +82,7 @@ def engine_artifact(tmp_path: Path, make_artifact: Callable[..., Path]) -> Path:
     source = tmp_path / "source"
     source.mkdir()
     write_tokenizer(source)
-    return make_artifact(make_plan("trtllm"), "test-ranks", produced, source,
+    return make_artifact(make_plan("trtllm"), TEST_TARGETS["trtllm"], RANKS, produced, source,
                          hardware=HardwareTarget(gpu_sm="sm90", gpu_name="NVIDIA H100 80GB HBM3"),
                          toolchain={"tensorrt_llm": "0.8.0"})
 
@@ -82,7 +93,7 @@ def _codes(messages: list[PlanMessage]) -> list[str]:
 
 def test_missing_file(hf_artifact: Path) -> None:
     (hf_artifact / "tokenizer.json").unlink()
-    report = verify_local(hf_artifact)
+    report = verify_local(hf_artifact, TARGETS)
     assert not report.valid
     assert "missing file tokenizer.json" in report.errors[0].message
 
@@ -93,7 +104,7 @@ def test_edited_byte_same_size(hf_artifact: Path) -> None:
     data[-1] ^= 0xFF
     path.unlink()  # break the hard link: the source model stays intact
     path.write_bytes(bytes(data))
-    report = verify_local(hf_artifact)
+    report = verify_local(hf_artifact, TARGETS)
     assert _codes(report.errors) == ["file_hash"]
     assert report.errors[0].message.startswith("model.safetensors content changed: sha256 ")
 
@@ -103,14 +114,14 @@ def test_truncated_file_is_a_size_error(hf_artifact: Path) -> None:
     text = path.read_text()
     path.unlink()
     path.write_text(text[:-3])
-    report = verify_local(hf_artifact)
+    report = verify_local(hf_artifact, TARGETS)
     assert report.errors[0].code == "file_size"
     assert f"is {len(text) - 3} bytes, the manifest says {len(text)}" in report.errors[0].message
 
 
 def test_extra_file_is_a_warning(hf_artifact: Path) -> None:
     (hf_artifact / "notes.txt").write_text("hello")
-    report = verify_local(hf_artifact)
+    report = verify_local(hf_artifact, TARGETS)
     assert report.valid
     assert [w.message for w in report.warnings] == ["unexpected file notes.txt (not in the manifest)"]
 
@@ -119,12 +130,12 @@ def test_missing_and_corrupt_manifest(hf_artifact: Path) -> None:
     manifest = hf_artifact / MANIFEST_NAME
     text = manifest.read_text()
     manifest.write_text(text[: len(text) // 2])
-    report = verify_local(hf_artifact)
+    report = verify_local(hf_artifact, TARGETS)
     assert not report.valid and "is not valid JSON" in report.errors[0].message
     data = json.loads(text)
     del data["files"]
     manifest.write_text(json.dumps(data))
-    report = verify_local(hf_artifact)
+    report = verify_local(hf_artifact, TARGETS)
     assert "does not match the manifest schema v1: files: Field required" in report.errors[0].message
     data = json.loads(text)
     data["schema_version"] = 7
@@ -132,7 +143,7 @@ def test_missing_and_corrupt_manifest(hf_artifact: Path) -> None:
     with pytest.raises(VerifyError, match="schema_version 7, this lmi-build reads up to 1"):
         load_manifest(hf_artifact)
     manifest.unlink()
-    report = verify_local(hf_artifact)
+    report = verify_local(hf_artifact, TARGETS)
     assert report.errors[0].message == f"no {MANIFEST_NAME} in {hf_artifact}"
 
 
@@ -141,66 +152,66 @@ def test_edited_manifest_file_list_is_detected(hf_artifact: Path) -> None:
     data = json.loads(path.read_text())
     data["files"] = [f for f in data["files"] if f["path"] != "chat_template.jinja"]
     path.write_text(json.dumps(data))
-    report = verify_local(hf_artifact)
+    report = verify_local(hf_artifact, TARGETS)
     assert "manifest_digest" in _codes(report.errors)
 
 
 def test_hf_layout_checks_index_shards(tmp_path: Path, hf_artifact: Path) -> None:
     source = write_source_model(tmp_path / "sharded", shards=2)
-    out = package(make_plan("hf"), layout="hf", produced=source, source_dir=source,
+    out = package(make_plan("hf"), target=HF, layout=HF_LAYOUT, produced=source, source_dir=source,
                   output_dir=tmp_path / "sharded-artifact", record=make_record(), copy=True)
     (out / "model-00002-of-00002.safetensors").unlink()
-    messages = [e.message for e in verify_local(out).errors]
+    messages = [e.message for e in verify_local(out, TARGETS).errors]
     assert "missing file model-00002-of-00002.safetensors (" in messages[0]
     assert "shard model-00002-of-00002.safetensors listed in model.safetensors.index.json is missing" in messages
 
 
 def test_engine_artifact_valid_then_extra_and_missing_rank(engine_artifact: Path) -> None:
-    assert verify_local(engine_artifact).valid
+    assert verify_local(engine_artifact, TEST_TARGETS).valid
     properties = (engine_artifact / "serving.properties").read_text()
     assert "engine=MPI" in properties and "option.rolling_batch=trtllm" in properties
 
     shutil.copyfile(engine_artifact / "rank1.engine", engine_artifact / "rank2.engine")
-    report = verify_local(engine_artifact)
+    report = verify_local(engine_artifact, TEST_TARGETS)
     assert [e.message for e in report.errors] == ["unexpected rank2.engine (world size 2)"]
     assert [w.message for w in report.warnings] == ["unexpected file rank2.engine (not in the manifest)"]
 
     (engine_artifact / "rank2.engine").unlink()
     (engine_artifact / "rank1.engine").unlink()
-    report = verify_local(engine_artifact)
+    report = verify_local(engine_artifact, TEST_TARGETS)
     assert [e.message for e in report.errors] == [
         "missing file rank1.engine (4096 bytes in the manifest)", "missing rank1.engine (world size 2)"]
 
 
 def test_wrong_sm(engine_artifact: Path) -> None:
-    report = verify_local(engine_artifact, target=serving_target(gpu="sm80"))
+    report = verify_local(engine_artifact, TEST_TARGETS, serving=serving_target(TARGETS, gpu="sm80"))
     assert [e.message for e in report.errors] == [
         "engines built for sm90, serving GPU is sm80; TensorRT engines run only on the SM they were built on"]
-    assert verify_local(engine_artifact, target=serving_target(gpu="h100")).valid
+    assert verify_local(engine_artifact, TEST_TARGETS, serving=serving_target(TARGETS, gpu="h100")).valid
 
 
 def test_wrong_trtllm_and_tensorrt_version(engine_artifact: Path) -> None:
-    target = ServingTarget(container="lmi-0.28.0-trtllm-0.9.0",
+    target = ServingTarget(container="lmi-0.28.0-trtllm-0.9.0", container_target="trtllm",
                            versions={"tensorrt_llm": "0.9.0", "tensorrt": "9.3.0.post12.dev1", "cuda": "12.4"})
-    report = verify_local(engine_artifact, target=target)
+    report = verify_local(engine_artifact, TEST_TARGETS, serving=target)
     assert [e.message for e in report.errors] == [
         "engine built with TensorRT-LLM 0.8.0, container lmi-0.28.0-trtllm-0.9.0 has 0.9.0",
         "engine built with TensorRT 9.2.0.post12.dev5, container lmi-0.28.0-trtllm-0.9.0 has 9.3.0.post12.dev1",
     ]
-    same = ServingTarget(container="lmi-0.27.0-trtllm-0.8.0",
+    same = ServingTarget(container="lmi-0.27.0-trtllm-0.8.0", container_target="trtllm",
                          versions={"tensorrt_llm": "0.8.0", "tensorrt": "9.2.0.post12.dev5"})
-    assert verify_local(engine_artifact, target=same).valid
+    assert verify_local(engine_artifact, TEST_TARGETS, serving=same).valid
 
 
 def test_devices_and_cross_target(engine_artifact: Path) -> None:
     manifest = load_manifest(engine_artifact)
-    errors, warnings = check_compatibility(manifest, ServingTarget(devices=1))
+    errors, warnings = check_compatibility(manifest, TARGETS[manifest.target], ServingTarget(devices=1))
     assert [e.message for e in errors] == ["artifact needs 2 GPUs (tp 2 x pp 1), serving target has 1"]
-    errors, warnings = check_compatibility(manifest, ServingTarget(devices=8))
+    errors, warnings = check_compatibility(manifest, TARGETS[manifest.target], ServingTarget(devices=8))
     assert not errors and "6 stay idle" in warnings[0].message
-    errors, _ = check_compatibility(manifest, ServingTarget(neuron_platform="inf2"))
+    errors, _ = check_compatibility(manifest, TARGETS[manifest.target], ServingTarget(neuron_platform="inf2"))
     assert errors[0].message == "artifact holds TensorRT-LLM engines, serving target is Neuron inf2"
-    errors, _ = check_compatibility(manifest, ServingTarget(container="lmi-neuronx", versions={"neuronx_cc": "2.16"}))
+    errors, _ = check_compatibility(manifest, TARGETS[manifest.target], ServingTarget(container="lmi-neuronx", container_target="neuronx", versions={"neuronx_cc": "2.16"}))
     assert errors[0].code == "container_target"
 
 
@@ -213,24 +224,24 @@ def test_neuron_compatibility(tmp_path: Path, hf_artifact: Path) -> None:
     neuron = manifest.model_copy(update={"target": "neuronx", "plan": plan.to_json(),
                                          "hardware": HardwareTarget(neuron_platform="inf2"),
                                          "toolchain": manifest.toolchain.model_copy(update={"expected": {"neuronx_cc": "2.16.372.0"}})})
-    errors, _ = check_compatibility(neuron, ServingTarget(neuron_platform="trn1"))
+    errors, _ = check_compatibility(neuron, TARGETS[neuron.target], ServingTarget(neuron_platform="trn1"))
     assert [e.message for e in errors] == ["NEFFs compiled for inf2, serving platform is trn1"]
-    errors, _ = check_compatibility(neuron, ServingTarget(container="lmi-0.30.0-neuronx", versions={"neuronx_cc": "2.15.128.0"}))
+    errors, _ = check_compatibility(neuron, TARGETS[neuron.target], ServingTarget(container="lmi-0.30.0-neuronx", container_target="neuronx", versions={"neuronx_cc": "2.15.128.0"}))
     assert errors[0].message == "artifact built with neuronx-cc 2.16.372.0, container lmi-0.30.0-neuronx has 2.15.128.0"
-    errors, _ = check_compatibility(neuron, ServingTarget(compiler_flags="--logfile /tmp/compile.log --model-type=transformer --auto-cast=none"))
+    errors, _ = check_compatibility(neuron, TARGETS[neuron.target], ServingTarget(compiler_flags="--logfile /tmp/compile.log --model-type=transformer --auto-cast=none"))
     assert errors[0].code == "compiler_flags" and "'--model-type=transformer --auto-cast=none'" in errors[0].message
-    errors, _ = check_compatibility(neuron, ServingTarget(gpu_sm="sm90"))
+    errors, _ = check_compatibility(neuron, TARGETS[neuron.target], ServingTarget(gpu_sm="sm90"))
     assert errors[0].code == "target_gpu"
-    assert check_compatibility(neuron, ServingTarget(neuron_platform="inf2", devices=2)) == ([], [])
+    assert check_compatibility(neuron, TARGETS[neuron.target], ServingTarget(neuron_platform="inf2", devices=2)) == ([], [])
 
 
 def test_fp8_needs_sm89(hf_artifact: Path) -> None:
     manifest = load_manifest(hf_artifact)
     plan = dict(manifest.plan, quantization={"method": "fp8", "quant_algo": "FP8"})
     fp8 = manifest.model_copy(update={"plan": plan})
-    errors, _ = check_compatibility(fp8, ServingTarget(gpu_sm="sm80"))
+    errors, _ = check_compatibility(fp8, TARGETS[fp8.target], ServingTarget(gpu_sm="sm80"))
     assert errors[0].message.startswith("artifact is quantized FP8, which needs sm89 or newer; serving GPU is sm80")
-    assert check_compatibility(fp8, ServingTarget(gpu_sm="sm90")) == ([], [])
+    assert check_compatibility(fp8, TARGETS[fp8.target], ServingTarget(gpu_sm="sm90")) == ([], [])
 
 
 @pytest.mark.parametrize(("given", "expected"), [("sm90", "sm90"), ("sm_86", "sm86"), ("80", "sm80"),

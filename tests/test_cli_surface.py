@@ -223,11 +223,10 @@ def test_piped_tables_keep_identifiers_whole_at_80_columns() -> None:
 def test_tables_on_an_80_column_terminal_fold_never_cut() -> None:
     from rich.console import Console
 
-    from lmi_build.planner import make_plan
     from lmi_build.planning.render import render_plan
-    from lmi_build.planning.request import PlanRequest
+    from tests.fixtures_planning import plan_for
 
-    plan = make_plan(PlanRequest(target="trtllm", model="demo:tiny-llama", tp="1", env={}))
+    plan = plan_for("trtllm", model="demo:tiny-llama", tp="1")
     buffer = io.StringIO()
     Console(file=buffer, width=80, force_terminal=True, color_system=None).print(render_plan(plan))
     text = buffer.getvalue()

@@ -20,8 +20,8 @@ from lmi_build.fleet.executors import ray_task_options
 from lmi_build.fleet.job import BuildResult, Started
 from lmi_build.fleet.matrix import MatrixError, plan_matrix
 from lmi_build.fleet.run import run_matrix
-from lmi_build.planning.saved import SavedPlan
 from lmi_build.storage.remote import verify_remote
+from lmi_build.targets import parse_plan_text
 from tests.fixtures_ray import PROFILE, RayCluster, fleet_env
 from tests.fixtures_s3 import S3Server
 
@@ -164,7 +164,7 @@ def test_plan_resources_follow_the_plan(s3_env: S3Server, tmp_path: Path) -> Non
     assert jobs["trtllm-tiny-llama-tp1"].resources.num_gpus == 1
     assert jobs["hf-tiny-llama-float16"].resources.num_gpus == 0
     assert jobs["hf-tiny-llama-float16"].publish == "s3://any-bucket/models/tiny-llama/float16/"
-    streamed = SavedPlan.model_validate_json(jobs["trtllm-tiny-llama-tp1"].saved_plan).plan
+    streamed = parse_plan_text(jobs["trtllm-tiny-llama-tp1"].saved_plan, "test").plan
     assert streamed.checkpoint_step is not None and streamed.memory is not None
     # The Ray memory request is the checkpoint step's estimate (streamed: the baseline and a few
     # tensors), not the general two-copies bound.

@@ -8,14 +8,21 @@ from pathlib import Path
 import pytest
 
 from lmi_build.fleet.matrix import BuildEntry, MatrixError, expand, plan_matrix, read_matrix
+from lmi_build.planning.request import PLAN_KNOBS
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+
+def _table_keys() -> list[str]:
+    """Every key a matrix build table takes: BuildEntry's own fields and the PlanRequest knobs."""
+    return [name for name in BuildEntry.model_fields if name != "knobs"] + list(PLAN_KNOBS)
 
 
 def test_readme_documents_every_matrix_key() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     section = readme.split("### `lmi-build matrix")[1].split("\n### ")[0]
-    missing = [name for name in BuildEntry.table_keys() if f"`{name}`" not in section]
+    missing = [name for name in _table_keys() if f"`{name}`" not in section]
     assert missing == []
 
 
@@ -53,8 +60,9 @@ def test_saved_plan_entry_is_built_as_planned(tmp_path: Path) -> None:
 
     from lmi_build.planner import plan_request
     from lmi_build.planning.request import PlanRequest
+    from lmi_build.targets import get_target
 
-    saved = plan_request(PlanRequest(target="hf", model="demo:tiny-llama", dtype="bf16", env=dict(os.environ)))
+    saved = plan_request(PlanRequest(model="demo:tiny-llama", dtype="bf16", env=dict(os.environ)), get_target("hf"))
     saved.save(tmp_path / "plan.json")
     path = tmp_path / "builds.toml"
     # The defaults' knobs shape the flag builds only; the saved plan keeps its own.
@@ -83,7 +91,7 @@ def test_build_keys_are_the_plan_request_knobs(tmp_path: Path) -> None:
     path.write_text("[[build]]\ntarget = 'neuronx'\nmodel = 'demo:tiny-llama'\ntp = 2\nn_positions = 512\n"
                     "context_length_estimate = 128\noption = ['option.batch_size=2']\n", encoding="utf-8")
     (_, entry, _), = expand(read_matrix(path))[0]
-    assert entry.knobs == {"model": "demo:tiny-llama", "tp": "2", "n_positions": "512",
+    assert entry.knobs == {"model": "demo:tiny-llama", "tp": "2", "n_positions": 512,
                            "context_length_estimate": "128", "option": ("option.batch_size=2",)}
-    assert set(PLAN_KNOBS) <= set(BuildEntry.table_keys())
+    assert set(PLAN_KNOBS) <= set(_table_keys())
     assert {"target", "env", "endpoint_url"}.isdisjoint(PLAN_KNOBS)

@@ -1,11 +1,10 @@
 """Every fixture config a neuronx recipe claims, planned for every Neuron profile; the compile
 step's compile.json per profile x fixture and the llama build-neffs.sh per profile as golden files.
-Regenerate with LMI_BUILD_UPDATE_GOLDEN=1 (then review them)."""
+LMI_BUILD_UPDATE_GOLDEN=1 rewrites them for review (tests/golden.py)."""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -20,21 +19,14 @@ from lmi_build.targets.neuronx.steps import (
     neuronx_paths,
 )
 from tests.fixtures_planning import Planner, fixture_names
+from tests.golden import check_golden
 
-GOLDEN = Path(__file__).resolve().parent / "golden" / "neuronx"
 NEURONX_RECIPES = {"bloom", "gpt2", "gpt_neox", "gptj", "llama", "mistral", "mixtral", "opt"}
 PROFILES = [p.name for p in load_profiles()]
 
 
 def _golden(name: str, data: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("LMI_BUILD_UPDATE_GOLDEN"):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(data)
-        return
-    if not path.is_file():
-        pytest.fail(f"golden file {path} is missing (run with LMI_BUILD_UPDATE_GOLDEN=1 and review it)")
-    assert data == path.read_text(), f"{name} differs from its golden file (LMI_BUILD_UPDATE_GOLDEN=1 to update)"
+    check_golden(f"neuronx/{name}", data)
 
 
 @pytest.mark.parametrize("profile_name", PROFILES)

@@ -7,7 +7,7 @@ import hashlib
 
 import pytest
 
-from lmi_build.planning.plan import NeuronxBuild
+from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.targets.neuronx.plan import LoaderRefused, choose_loader, compiler_flags
 from lmi_build.targets.neuronx.profiles import get_profile
 from tests.fixtures_planning import Planner

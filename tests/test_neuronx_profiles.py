@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from lmi_build.cli import app
 from lmi_build.errors import UnknownName
-from lmi_build.planning.targets import container_facts
+from lmi_build.targets import TARGETS
 from lmi_build.targets.neuronx.profiles import get_profile, load_profiles
 from lmi_build.targets.neuronx.sdk import UnbuiltLoader, sdk
 from tests.fixtures_planning import ModelDirFactory, Planner
@@ -85,7 +85,7 @@ def test_unknown_profile_is_named() -> None:
 
 
 def test_verify_knows_the_neuron_containers() -> None:
-    assert container_facts("lmi-0.30.0-neuronx-sdk2.20.1").versions["neuronx_cc"] == "2.15.141.0"
+    assert TARGETS["neuronx"].container_profiles()["lmi-0.30.0-neuronx-sdk2.20.1"].versions["neuronx_cc"] == "2.15.141.0"
 
 
 def test_profiles_list_shows_every_kind() -> None:

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from lmi_build.artifact.manifest import load_manifest
 from lmi_build.artifact.verify import check_compatibility, serving_target
 from lmi_build.cli import app
+from lmi_build.targets import TARGETS
 from lmi_build.targets.neuronx.cache_tree import check_tree, remove_unusable
 from lmi_build.targets.neuronx.layouts import TnxPrecompiledLayout
 from tests.fixtures_neuronx import write_neuron_model
@@ -31,7 +32,7 @@ def _build(tmp_path: Path, *extra: str) -> Path:
 
 def _codes(artifact: Path, container: str) -> dict[str, str]:
     manifest = load_manifest(artifact)
-    errors, _ = check_compatibility(manifest, serving_target(container=container))
+    errors, _ = check_compatibility(manifest, TARGETS["neuronx"], serving_target(TARGETS, container=container))
     return {e.code: e.message for e in errors}
 
 

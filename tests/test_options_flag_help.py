@@ -15,23 +15,23 @@ from typer.testing import CliRunner
 
 from lmi_build.cli import app
 from lmi_build.cli import option_flags as generated
-from lmi_build.options.flag_help import GENERATED_PATH, help_text, render
-from lmi_build.options.flag_keys import FLAG_KEYS
+from lmi_build.cli.flag_help import GENERATED_PATH, help_text, render
 from lmi_build.options.spec import exact_spec, option_spec
-from lmi_build.planning.request import PlanRequest
+from lmi_build.planning.request import FLAG_KEYS, PlanRequest
 
 
 def test_the_generated_module_matches_the_table() -> None:
-    assert GENERATED_PATH.read_text(encoding="utf-8") == render(FLAG_KEYS), (
-        "lmi_build/cli/option_flags.py is stale: run `python -m lmi_build.options.flag_help`")
+    assert GENERATED_PATH.read_text(encoding="utf-8") == render(FLAG_KEYS.values()), (
+        "lmi_build/cli/option_flags.py is stale: run `python -m lmi_build.cli.flag_help`")
 
 
 def test_every_flag_that_sets_an_option_is_covered() -> None:
     # FLAG_KEYS is what PlanRequest.flag_options maps: every dedicated flag, and only those.
-    request = PlanRequest(target="neuronx", tp="2", pp=1, dtype="fp16", quantize="int8", max_input_len=1,
-                          max_output_len=1, max_batch_size=1, n_positions="128", context_length_estimate="64",
+    request = PlanRequest(tp="2", pp=1, dtype="fp16", quantize="int8", max_input_len=1,
+                          max_output_len=1, max_batch_size=1, n_positions=128, context_length_estimate="64",
                           revision="main", trust_remote_code=True)
-    assert {flag for _, flag in request.flag_options().values()} == set(FLAG_KEYS) == set(generated.HELP)
+    assert {flag for _, flag in request.flag_options().values()} == set(FLAG_KEYS)
+    assert set(FLAG_KEYS.values()) == set(generated.HELP)
     assert all(exact_spec(key) is not None for key in FLAG_KEYS.values())
 
 

@@ -13,15 +13,29 @@ import pytest
 
 from lmi_build.planning.checkpoint_estimate import (
     BuildDevice,
+    CheckpointWork,
     calibration_load_dtype,
     detect_build_device,
     estimate_checkpoint_step,
     rates,
 )
 from lmi_build.planning.instances import GIB
+from lmi_build.planning.plan import BuildPlan
+from lmi_build.targets.hf.plan import checkpoint_work as hf_work
+from lmi_build.targets.trtllm.plan import checkpoint_work as trtllm_work
 from tests.fixtures_planning import ModelDirFactory, Planner
 
 CPU = BuildDevice("cpu", 0, "test: no GPU")
+
+
+def _work(plan: BuildPlan) -> CheckpointWork | None:
+    """What the plan's target says its checkpoint step is (TargetPlan.checkpoint_work)."""
+    from lmi_build.targets.hf.knobs import HfBuild
+    from lmi_build.targets.trtllm.knobs import TrtllmBuild
+
+    if plan.target == "hf":
+        return hf_work(plan.quantization, plan.spec.torch_dtype, plan.knobs(HfBuild).dtype)
+    return trtllm_work(plan.knobs(TrtllmBuild), plan.quantization)
 FOUR_GPUS = BuildDevice("cuda", 4, "test: 4 GPUs")
 
 
@@ -82,7 +96,7 @@ def test_an_unquantized_7b_trtllm_checkpoint_streams_in_about_a_gib(plan_model: 
     plan = plan_model("trtllm", "meta-llama--Llama-2-7b-hf", tp="2")
     assert plan.valid, plan.errors
     assert plan.build is not None and plan.build.checkpoint_writer == "stream"  # type: ignore[union-attr]
-    estimate = estimate_checkpoint_step("trtllm", plan.build, plan.quantization, plan.spec, None, FOUR_GPUS)
+    estimate = estimate_checkpoint_step(_work(plan), plan.quantization, plan.spec, None, FOUR_GPUS)
     assert estimate is not None and estimate.device == "cpu" and estimate.gpu_bytes_per_device is None
     table = rates()
     embedding = 32000 * 4096 * 2
@@ -102,8 +116,8 @@ def test_a_7b_fp8_plan_on_cpu_and_on_four_gpus(plan_model: Planner) -> None:
     plan = plan_model("hf", "meta-llama--Llama-2-7b-hf", quantize="fp8")
     assert plan.valid, plan.errors
     assert plan.build is not None
-    on_cpu = estimate_checkpoint_step("hf", plan.build, plan.quantization, plan.spec, None, CPU)
-    on_gpus = estimate_checkpoint_step("hf", plan.build, plan.quantization, plan.spec, None, FOUR_GPUS)
+    on_cpu = estimate_checkpoint_step(_work(plan), plan.quantization, plan.spec, None, CPU)
+    on_gpus = estimate_checkpoint_step(_work(plan), plan.quantization, plan.spec, None, FOUR_GPUS)
     assert on_cpu is not None and on_gpus is not None
     table = rates()
     params = plan.spec.num_parameters
@@ -132,7 +146,7 @@ def test_a_method_without_a_measured_rate_has_no_time(plan_model: Planner, monke
     table = rates()
     unmeasured = table.model_copy(update={"cpu": table.cpu.model_copy(update={"calibration": {}})})
     monkeypatch.setattr(checkpoint_estimate, "rates", lambda: unmeasured)
-    estimate = estimate_checkpoint_step("hf", plan.build, plan.quantization, plan.spec, None, CPU)
+    estimate = estimate_checkpoint_step(_work(plan), plan.quantization, plan.spec, None, CPU)
     assert estimate is not None and estimate.seconds is None
     assert any("no measured CPU calibration rate for smoothquant" in line for line in estimate.basis)
 
@@ -225,9 +239,10 @@ def test_the_estimate_holds_for_a_real_demo_build(tmp_path: Path, flags: list[st
 def test_planning_the_estimate_imports_no_torch(model_dir: ModelDirFactory) -> None:
     probe = (
         "import json, sys\n"
-        "from lmi_build.planner import make_plan\n"
+        "from lmi_build.planner import plan_request\n"
         "from lmi_build.planning.request import PlanRequest\n"
-        "plan = make_plan(PlanRequest(target='hf', model=sys.argv[1], quantize='awq', env={}))\n"
+        "from lmi_build.targets import get_target\n"
+        "plan = plan_request(PlanRequest(model=sys.argv[1], quantize='awq', env={}), get_target('hf')).plan\n"
         "print(json.dumps({'step': plan.checkpoint_step is not None,\n"
         "                  'heavy': sorted(m for m in ('torch', 'transformers', 'modelopt') if m in sys.modules)}))\n"
     )

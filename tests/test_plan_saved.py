@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from lmi_build.options.properties import read_properties_with_lines
-from lmi_build.planning.saved import SAVED_PLAN_FORMAT, load_saved_plan
+from lmi_build.planning.saved import SAVED_PLAN_FORMAT
+from lmi_build.targets import load_saved_plan
 from tests.test_pipeline_build import STANDINS, as_json, lmi_build, no_gpu_path
 
 PROFILE = "lmi-0.33.0-trtllm-0.21.0"
@@ -191,3 +192,92 @@ def test_checkpoint_is_checked_against_the_plan(tmp_path: Path) -> None:
     missing = lmi_build("trtllm", "--model", "demo:tiny-llama", "--checkpoint", str(tmp_path / "nope"),
                         "--runner", "script", "--output", str(tmp_path / "bundle"))
     assert missing.returncode == 1 and "is not a directory" in missing.stderr and "Traceback" not in missing.stderr
+
+
+# ---- a saved plan is built as planned, never as edited (in-process: no build runs) ----
+
+def _saved(tmp_path: Path, target: str = "trtllm", **fields: object) -> tuple[Path, dict[str, object]]:
+    from lmi_build.planner import plan_request
+    from lmi_build.planning.request import PlanRequest
+    from lmi_build.targets import get_target
+    from tests.conftest import FIXTURE_CONFIGS
+
+    model = tmp_path / "llama"
+    model.mkdir(exist_ok=True)
+    shutil.copy(FIXTURE_CONFIGS / "meta-llama--Llama-2-7b-hf" / "config.json", model / "config.json")
+    saved = plan_request(PlanRequest(model=str(model), env={}, **fields), get_target(target))  # type: ignore[arg-type]
+    path = tmp_path / "plan.json"
+    saved.save(path)
+    return path, json.loads(path.read_text())
+
+
+def _write(path: Path, data: dict[str, object], *, redigest: bool) -> None:
+    from lmi_build.planning.saved import DIGEST_FIELD, content_digest
+
+    content = {key: value for key, value in data.items() if key != DIGEST_FIELD}
+    if redigest:  # as a careful editor would: the digest recomputed over the edited content
+        content[DIGEST_FIELD] = content_digest(content)
+    else:
+        content[DIGEST_FIELD] = data[DIGEST_FIELD]
+    path.write_text(json.dumps(content, indent=2))
+
+
+def _refusal(path: Path) -> str:
+    from lmi_build.errors import OptionError
+
+    with pytest.raises(OptionError) as refused:
+        load_saved_plan(path)
+    return refused.value.one_line()
+
+
+def test_a_saved_plan_loads_as_written(tmp_path: Path) -> None:
+    path, _ = _saved(tmp_path, tp="2")
+    saved = load_saved_plan(path)
+    assert saved.plan.valid and saved.plan.build is not None and saved.plan.build.tp == 2
+
+
+@pytest.mark.parametrize("edit", ["tp3", "option", "cache_key", "valid"])
+def test_an_edited_plan_is_refused(tmp_path: Path, edit: str) -> None:
+    path, data = _saved(tmp_path, tp="2", **({"max_input_len": 100000} if edit == "valid" else {}))
+    plan = data["plan"]
+    assert isinstance(plan, dict)
+    if edit == "tp3":
+        plan["build"]["tp"] = 3
+    elif edit == "option":
+        plan["options"]["option.max_rolling_batch_size"] = "999"
+    elif edit == "cache_key":
+        plan["cache_key"] = "sha256:" + "0" * 64  # another plan's artifact would be served
+    else:
+        assert plan["valid"] is False and plan["errors"]
+        plan["valid"], plan["errors"] = True, []
+    _write(path, data, redigest=False)
+    assert "was edited after it was saved" in _refusal(path)
+
+
+@pytest.mark.parametrize("edit", ["tp3", "deleted", "extra", "cache_key", "valid_with_errors", "another_target"])
+def test_an_edited_plan_with_a_recomputed_digest_is_still_refused(tmp_path: Path, edit: str) -> None:
+    path, data = _saved(tmp_path, tp="2")
+    plan = data["plan"]
+    assert isinstance(plan, dict)
+    build = plan["build"]
+    if edit == "tp3":
+        build["tp"] = 3  # the cache key is the content's: tp is in it
+        expected = "cache key"
+    elif edit == "deleted":
+        del build["tokens_per_block"]  # never silently the default
+        expected = "plan.build.tokens_per_block is missing"
+    elif edit == "extra":
+        build["max_beam_width_typo"] = 4
+        expected = "invalid at plan.build.trtllm.max_beam_width_typo"
+    elif edit == "cache_key":
+        plan["cache_key"] = "sha256:" + "0" * 64
+        expected = "cache key that is not its content's"
+    elif edit == "valid_with_errors":
+        plan["errors"] = [{"code": "x", "message": "m", "hint": None}]
+        expected = "valid=True with 1 error(s)"
+    else:
+        build["target"] = "hf"  # a trtllm plan's knobs never load as another target's
+        expected = "invalid at plan"
+    _write(path, data, redigest=True)
+    message = _refusal(path)
+    assert expected in message and "\n" not in message, message

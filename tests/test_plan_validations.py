@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from lmi_build.planning.plan import HfBuild, NeuronxBuild, TrtllmBuild
+from lmi_build.targets.hf.knobs import HfBuild
+from lmi_build.targets.neuronx.knobs import NeuronxBuild
+from lmi_build.targets.trtllm.knobs import TrtllmBuild
 from tests.fixtures_planning import ModelDirFactory, Planner, codes, warning_codes
 
 LLAMA = "meta-llama--Llama-2-7b-hf"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,8 +19,15 @@ def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LMI_BUILD_CACHE", str(tmp_path / "cache"))
 
 
-def _key(plan: object, model_dir: Path) -> str:
-    return checkpoint_key(plan, model_dir, "trtllm")[0]  # type: ignore[arg-type]
+def _shaping(plan: Any) -> dict[str, Any]:
+    from lmi_build.targets.trtllm.checkpoint import checkpoint_shaping
+    from lmi_build.targets.trtllm.knobs import TrtllmBuild
+
+    return checkpoint_shaping(plan.knobs(TrtllmBuild))
+
+
+def _key(plan: Any, model_dir: Path) -> str:
+    return checkpoint_key(plan, model_dir, "trtllm", _shaping(plan))[0]
 
 
 def test_engine_knobs_do_not_change_the_key_but_calibration_and_shape_do(tiny_llama3: Path) -> None:
@@ -42,7 +50,7 @@ def test_engine_knobs_do_not_change_the_key_but_calibration_and_shape_do(tiny_ll
     }
     keys = {name: _key(p, tiny_llama3) for name, p in changed.items()}
     assert key not in keys.values() and len(set(keys.values())) == len(keys), keys
-    assert checkpoint_key(plan, tiny_llama3, "hf:modelopt_hf")[0] != key  # another format
+    assert checkpoint_key(plan, tiny_llama3, "hf:modelopt_hf", _shaping(plan))[0] != key  # another format
 
 
 def test_changed_input_weights_change_the_key(tiny_llama3: Path, tmp_path: Path) -> None:
@@ -61,7 +69,7 @@ def test_changed_input_weights_change_the_key(tiny_llama3: Path, tmp_path: Path)
 @pytest.mark.slow
 def test_rerun_reuses_the_verified_checkpoint_and_a_corrupt_entry_is_rebuilt(tiny_llama3: Path,
                                                                             tmp_path: Path) -> None:
-    from lmi_build.quantize.export import build_trtllm_checkpoint
+    from lmi_build.targets.trtllm.checkpoint import build_trtllm_checkpoint
 
     plan = make_build_plan(tiny_llama3, method="int8_wo")
     first = build_trtllm_checkpoint(plan, tiny_llama3, tmp_path / "a", use_cache=True)
@@ -95,6 +103,6 @@ def test_where_calibration_runs_is_in_the_key_but_not_the_gpu_count(tiny_llama3:
     plan = make_build_plan(tiny_llama3, method="fp8", options=FAST_CALIB, dtype="bfloat16")
     on = {name: choose_placement("bfloat16", runs_forward=True, cuda_devices=gpus)
           for name, gpus in (("cpu", 0), ("1 gpu", 1), ("8 gpus", 8))}
-    keys = {name: checkpoint_key(plan, tiny_llama3, "trtllm", calibrated_on=where)[0] for name, where in on.items()}
+    keys = {name: checkpoint_key(plan, tiny_llama3, "trtllm", _shaping(plan), calibrated_on=where)[0] for name, where in on.items()}
     assert keys["cpu"] != keys["1 gpu"] == keys["8 gpus"]
-    assert checkpoint_key(plan, tiny_llama3, "trtllm")[0] not in keys.values()
+    assert checkpoint_key(plan, tiny_llama3, "trtllm", _shaping(plan))[0] not in keys.values()

@@ -81,7 +81,7 @@ def _tensors(path: Path) -> dict[str, Any]:
 @pytest.mark.parametrize("method", [None, "smoothquant", "awq", "gptq", "fp8", "int8_wo", "int4_wo"])
 def test_trtllm_checkpoint_per_method(tiny_llama3: Path, tmp_path: Path, method: str | None,
                                       capsys: pytest.CaptureFixture[str]) -> None:
-    from lmi_build.quantize.export import build_trtllm_checkpoint
+    from lmi_build.targets.trtllm.checkpoint import build_trtllm_checkpoint
 
     # fp16 for the cheap paths; bfloat16 where calibration runs (fp16 matmuls of these tiny shapes
     # run ~19x slower than bf16 on CPU).
@@ -182,7 +182,7 @@ def test_cpu_calibration_in_fp32_keeps_the_logit_bounds(tiny_llama3: Path, metho
 def test_unquantized_tp2_shards_recombine_exactly(tiny_llama3: Path, tmp_path: Path) -> None:
     import torch
 
-    from lmi_build.quantize.export import build_trtllm_checkpoint
+    from lmi_build.targets.trtllm.checkpoint import build_trtllm_checkpoint
 
     plan = make_build_plan(tiny_llama3, tp=2, dtype="float16")
     result = build_trtllm_checkpoint(plan, tiny_llama3, tmp_path / "ckpt")
@@ -226,7 +226,7 @@ def test_unquantized_tp2_shards_recombine_exactly(tiny_llama3: Path, tmp_path: P
 
 def test_two_runs_are_byte_identical(tiny_llama3: Path, tmp_path: Path) -> None:
     from lmi_build.hashing import sha256_file
-    from lmi_build.quantize.export import build_trtllm_checkpoint
+    from lmi_build.targets.trtllm.checkpoint import build_trtllm_checkpoint
 
     plan = make_build_plan(tiny_llama3, method="awq", options=FAST_CALIB, dtype="bfloat16", tp=2)
     digests = []
@@ -239,7 +239,7 @@ def test_two_runs_are_byte_identical(tiny_llama3: Path, tmp_path: Path) -> None:
 
 def test_existing_output_kept_until_the_new_one_is_complete(tiny_llama3: Path, tiny_gpt2: Path,
                                                              tmp_path: Path) -> None:
-    from lmi_build.quantize.export import build_trtllm_checkpoint
+    from lmi_build.targets.trtllm.checkpoint import build_trtllm_checkpoint
 
     out = tmp_path / "ckpt"
     out.mkdir()
@@ -259,7 +259,7 @@ def test_existing_output_kept_until_the_new_one_is_complete(tiny_llama3: Path, t
 
 
 def test_vendor_route_is_refused_before_loading(tiny_llama3: Path, tmp_path: Path) -> None:
-    from lmi_build.quantize.export import build_trtllm_checkpoint
+    from lmi_build.targets.trtllm.checkpoint import build_trtllm_checkpoint
 
     plan = make_build_plan(tiny_llama3, route="vendor", decoder=None, dtype="float16")
     with pytest.raises(UnsupportedTarget, match="ModelOpt cannot export LlamaForCausalLM") as raised:
@@ -270,7 +270,7 @@ def test_vendor_route_is_refused_before_loading(tiny_llama3: Path, tmp_path: Pat
 
 @pytest.mark.parametrize("method", ["awq", "fp8"])
 def test_hf_unified_checkpoint(tiny_llama3: Path, tmp_path: Path, method: str) -> None:
-    from lmi_build.quantize.export import run_checkpoint_step
+    from tests.fixtures_quantize import run_checkpoint_step
 
     plan = make_build_plan(tiny_llama3, target="hf", method=method,
                            options={**FAST_CALIB, "kv_cache_dtype": "fp8"}, dtype="bfloat16")
@@ -290,7 +290,7 @@ def test_hf_unified_checkpoint(tiny_llama3: Path, tmp_path: Path, method: str) -
 
 
 def test_hf_plain_dtype_conversion(tiny_llama3: Path, tmp_path: Path) -> None:
-    from lmi_build.quantize.export import run_checkpoint_step
+    from tests.fixtures_quantize import run_checkpoint_step
 
     plan = make_build_plan(tiny_llama3, target="hf", dtype="bfloat16")
     result = run_checkpoint_step(plan, tiny_llama3, tmp_path)
@@ -303,7 +303,8 @@ def test_hf_plain_dtype_conversion(tiny_llama3: Path, tmp_path: Path) -> None:
 
 
 def test_prequantized_input_passes_through(tiny_llama3: Path, tmp_path: Path) -> None:
-    from lmi_build.quantize.export import build_trtllm_checkpoint, run_checkpoint_step
+    from lmi_build.targets.trtllm.checkpoint import build_trtllm_checkpoint
+    from tests.fixtures_quantize import run_checkpoint_step
 
     # The bytes are not real AutoAWQ weights, but pass-through never reads them: it must not
     # re-quantize, and must hand over the very same files.
@@ -331,7 +332,7 @@ def test_prequantized_input_passes_through(tiny_llama3: Path, tmp_path: Path) ->
 
 
 def test_changed_calibration_file_is_refused(tiny_llama3: Path, tmp_path: Path) -> None:
-    from lmi_build.quantize.export import build_trtllm_checkpoint
+    from lmi_build.targets.trtllm.checkpoint import build_trtllm_checkpoint
 
     calib = tmp_path / "calib.jsonl"
     calib.write_text("\n".join(json.dumps({"text": f"sample number {i} about invoices"}) for i in range(8)))
@@ -352,7 +353,7 @@ def test_changed_calibration_file_is_refused(tiny_llama3: Path, tmp_path: Path) 
 def test_pipeline_parallel_splits_layers(tiny_llama3: Path, tmp_path: Path) -> None:
     import torch
 
-    from lmi_build.quantize.export import build_trtllm_checkpoint
+    from lmi_build.targets.trtllm.checkpoint import build_trtllm_checkpoint
 
     plan = make_build_plan(tiny_llama3, pp=2, dtype="float16")
     build_trtllm_checkpoint(plan, tiny_llama3, tmp_path / "ckpt")
@@ -389,7 +390,7 @@ def test_hf_gptq_checkpoint_is_in_the_gptq_format(tiny_llama3: Path, tmp_path: P
     from transformers import AutoModelForCausalLM
 
     from lmi_build.quantize import calibration, modelopt_quant
-    from lmi_build.quantize.export import run_checkpoint_step
+    from tests.fixtures_quantize import run_checkpoint_step
 
     plan = make_build_plan(tiny_llama3, target="hf", method="gptq", options=FAST_CALIB, dtype="float16")
     assert plan.build.export_format == "gptq"
@@ -456,7 +457,7 @@ def test_hf_awq_checkpoint_is_in_the_autoawq_format(tiny_llama3: Path, tmp_path:
 
     from lmi_build.quantize import calibration, modelopt_quant
     from lmi_build.quantize.awq_format import fold_pre_quant_scales
-    from lmi_build.quantize.export import run_checkpoint_step
+    from tests.fixtures_quantize import run_checkpoint_step
 
     plan = make_build_plan(tiny_llama3, target="hf", method="awq", options=FAST_CALIB, dtype="float16")
     plan = plan.model_copy(update={"build": plan.build.model_copy(update={"export_format": "awq"})})
@@ -528,7 +529,7 @@ def test_hf_fp8_for_lmi_029_loads_with_compressed_tensors(tiny_llama3: Path, tmp
 
     from lmi_build.quantize import calibration, modelopt_quant
     from lmi_build.quantize.compressed_tensors_format import quantization_config
-    from lmi_build.quantize.export import build_hf_checkpoint
+    from lmi_build.targets.hf.checkpoint import build_hf_checkpoint
 
     plan = make_build_plan(tiny_llama3, target="hf", method="fp8", options=FAST_CALIB, dtype="float16")
     plan = plan.model_copy(update={"build": plan.build.model_copy(update={"export_format": "compressed_tensors"})})

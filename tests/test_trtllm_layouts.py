@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from lmi_build.artifact.layout import get_layout
 from lmi_build.artifact.manifest import BuildRecord
 from lmi_build.artifact.packager import package
 from lmi_build.output import Mode, set_mode
 from lmi_build.runners import LocalRunner, Paths, run_steps
-from lmi_build.targets.trtllm.layouts import container_model_dir, layout_name, read_pbtxt_parameter
+from lmi_build.targets import TARGETS
+from lmi_build.targets.trtllm.layouts import LAYOUTS, layout_for, read_pbtxt_parameter
 from lmi_build.targets.trtllm.profiles import get_profile
 from lmi_build.targets.trtllm.steps import plan_steps, trtllm_paths
 from tests.fixtures_trtllm import TrtllmPlanner, write_checkpoint, write_model_dir
@@ -39,9 +39,8 @@ def _build(profile_name: str, trtllm_plan: TrtllmPlanner, tmp_path: Path, standi
 def test_toolkit_layout(trtllm_plan: TrtllmPlanner, tmp_path: Path, standin_path: Callable[..., None]) -> None:
     name = "lmi-0.29.0-trtllm-0.11.0"
     plan, paths = _build(name, trtllm_plan, tmp_path, standin_path)
-    with container_model_dir("/opt/ml/model"):
-        out = package(plan, layout=layout_name(get_profile(name).layout), produced=paths.engine,  # type: ignore[arg-type]
-                      source_dir=paths.model, output_dir=tmp_path / "artifact", record=BuildRecord())
+    out = package(plan, target=TARGETS["trtllm"], layout=layout_for(get_profile(name).layout), produced=paths.engine,  # type: ignore[arg-type]
+                  source_dir=paths.model, output_dir=tmp_path / "artifact", record=BuildRecord())
     repo = out / "tensorrt_llm"
     assert sorted(p.name for p in (repo / "1").iterdir()) == ["config.json", "rank0.engine", "rank1.engine"]
     assert json.loads((repo / "1" / "config.json").read_text())["stand_in"] is True
@@ -53,7 +52,7 @@ def test_toolkit_layout(trtllm_plan: TrtllmPlanner, tmp_path: Path, standin_path
     props = (out / "serving.properties").read_text()
     assert "engine=MPI" in props and "option.rolling_batch=trtllm" in props
     assert "option.tensor_parallel_degree=2" in props
-    layout = get_layout("trtllm-toolkit")
+    layout = LAYOUTS["trtllm-toolkit"]
     assert layout.check(out) == []
     (repo / "1" / "rank1.engine").unlink()
     assert [m.code for m in layout.check(out)] == ["engine_ranks"]
@@ -67,20 +66,13 @@ def test_toolkit_pbtxt_path_is_checked(tmp_path: Path) -> None:
     (repo / "1" / "rank0.engine").write_bytes(b"x")
     (repo / "tokenizer_config.json").write_text("{}")
     (repo / "config.pbtxt").write_text('parameters: {\n  key: "gpt_model_path"\n  value: {\n    string_value: "engines"\n  }\n}\n')
-    assert [m.code for m in get_layout("trtllm-toolkit").check(tmp_path)] == ["pbtxt_path"]
-
-
-def test_container_model_dir_must_be_absolute() -> None:
-    from lmi_build.errors import StepError
-
-    with pytest.raises(StepError), container_model_dir("relative/dir"):
-        pass
+    assert [m.code for m in LAYOUTS["trtllm-toolkit"].check(tmp_path)] == ["pbtxt_path"]
 
 
 def test_flat_layout(trtllm_plan: TrtllmPlanner, tmp_path: Path, standin_path: Callable[..., None]) -> None:
     name = "lmi-0.33.0-trtllm-0.21.0"
     plan, paths = _build(name, trtllm_plan, tmp_path, standin_path)
-    out = package(plan, layout=layout_name(get_profile(name).layout), produced=paths.engine,  # type: ignore[arg-type]
+    out = package(plan, target=TARGETS["trtllm"], layout=layout_for(get_profile(name).layout), produced=paths.engine,  # type: ignore[arg-type]
                   source_dir=paths.model, output_dir=tmp_path / "artifact", record=BuildRecord())
     config = json.loads((out / "config.json").read_text())
     assert "build_config" in config and "model_type" not in config  # the HF config never overwrote it
@@ -92,7 +84,7 @@ def test_flat_layout(trtllm_plan: TrtllmPlanner, tmp_path: Path, standin_path: C
                  "option.rolling_batch=disable"):
         assert line in props
     assert "engine=Python" in props and "engine=MPI" not in props and "option.mpi_mode" not in props
-    layout = get_layout("trtllm-flat")
+    layout = LAYOUTS["trtllm-flat"]
     assert layout.check(out) == []
     (out / "tokenizer.json").unlink()
     (out / "tokenizer_config.json").unlink()
@@ -103,4 +95,4 @@ def test_flat_check_refuses_hf_config(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
     (tmp_path / "rank0.engine").write_bytes(b"x")
     (tmp_path / "tokenizer.json").write_text("{}")
-    assert [m.code for m in get_layout("trtllm-flat").check(tmp_path)] == ["engine_config"]
+    assert [m.code for m in LAYOUTS["trtllm-flat"].check(tmp_path)] == ["engine_config"]

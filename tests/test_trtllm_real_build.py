@@ -34,9 +34,9 @@ def test_real_engine_build_of_tiny_llama(tmp_path: Path, plan_model: Callable[..
         pytest.skip(reason)
     import tensorrt_llm
 
-    from lmi_build.quantize.export import build_trtllm_checkpoint
     from lmi_build.runners import LocalRunner, run_steps
     from lmi_build.sources.demo import ensure_demo_model
+    from lmi_build.targets.trtllm.checkpoint import build_trtllm_checkpoint
     from lmi_build.targets.trtllm.engine_check import check_engine_dir, gpu_sm
     from lmi_build.targets.trtllm.profiles import get_profile
     from lmi_build.targets.trtllm.steps import plan_steps, trtllm_paths

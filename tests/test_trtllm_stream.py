@@ -110,7 +110,7 @@ def test_a_layout_the_map_cannot_make_writes_nothing(tmp_path: Path) -> None:
 
 
 def test_the_build_step_falls_back_to_modelopt_and_says_why(tmp_path: Path) -> None:
-    from lmi_build.quantize.export import build_trtllm_checkpoint
+    from lmi_build.targets.trtllm.checkpoint import build_trtllm_checkpoint
 
     model_dir = _save_model(tmp_path / "hf", "LlamaConfig", "float16", architectures=["LlamaForCausalLM"],
                             vocab_size=1000, num_key_value_heads=2)
@@ -123,20 +123,19 @@ def test_the_build_step_falls_back_to_modelopt_and_says_why(tmp_path: Path) -> N
 
 
 def test_the_planner_streams_unquantized_llama_only(tmp_path: Path) -> None:
-    from lmi_build.planner import make_plan
-    from lmi_build.planning.request import PlanRequest
+    from tests.fixtures_planning import plan_for
 
     model_dir = _save_model(tmp_path / "hf", "LlamaConfig", "float16", architectures=["LlamaForCausalLM"],
                             vocab_size=1000)
-    plain = make_plan(PlanRequest(target="trtllm", model=str(model_dir), tp="2"))
-    quantized = make_plan(PlanRequest(target="trtllm", model=str(model_dir), tp="2", quantize="fp8"))
+    plain = plan_for("trtllm", model=str(model_dir), tp="2")
+    quantized = plan_for("trtllm", model=str(model_dir), tp="2", quantize="fp8")
     assert plain.valid and quantized.valid, (plain.errors, quantized.errors)
     assert plain.build.checkpoint_writer == "stream"  # type: ignore[union-attr]
     assert quantized.build.checkpoint_writer == "modelopt"  # type: ignore[union-attr]
 
 
 def test_the_build_step_streams_and_the_checkpoint_passes_its_checks(tmp_path: Path) -> None:
-    from lmi_build.quantize.export import build_trtllm_checkpoint
+    from lmi_build.targets.trtllm.checkpoint import build_trtllm_checkpoint
 
     model_dir = _save_model(tmp_path / "hf", "LlamaConfig", "bfloat16", architectures=["LlamaForCausalLM"],
                             vocab_size=1000)

@@ -13,7 +13,7 @@ from lmi_build.targets.trtllm.triton import backend_config, config_pbtxt
 from tests.fixtures_trtllm import TrtllmPlanner
 
 TOOLKIT = [p.name for p in load_profiles() if p.layout == "toolkit"]
-# What DJL's TensorRT-LLM runtime sends or reads (lmi-facts §3: trtllm_rolling_batch.py 67-86, 118-122)
+# What DJL's TensorRT-LLM runtime sends or reads (docs/VENDOR-FACTS.md §3: trtllm_rolling_batch.py 67-86, 118-122)
 # and the sampling inputs the issue lists.
 DJL_INPUTS = ("input_ids", "input_lengths", "request_output_len", "end_id", "pad_id", "streaming", "temperature",
               "runtime_top_k", "runtime_top_p", "random_seed", "repetition_penalty", "beam_width", "stop_words_list")

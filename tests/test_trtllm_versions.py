@@ -167,7 +167,7 @@ def test_every_valid_fixture_plan_renders_a_script(profile_name: str, plan_model
         plan = plan_model("trtllm", fixture, profile=profile_name)
         if not plan.valid:
             continue
-        steps = [s for s in plan_steps(plan, profile).steps if s.python_call is None]
+        steps = [s for s in plan_steps(plan, profile).steps if s.in_process is None]
         runner = ScriptRunner(image=profile.image)
         paths = trtllm_paths(model=tmp_path / "model", checkpoint=Path("checkpoint"), engine=Path("engine"))
         run_steps(steps, runner, tmp_path / fixture, paths, plan)

@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 from lmi_build.artifact.manifest import load_manifest
+from lmi_build.artifact.target_api import TargetsByName
 from lmi_build.errors import VerifyError
 from lmi_build.fs import link_tree, staged_directory
 from lmi_build.output import current
@@ -44,16 +45,16 @@ class ArtifactCache:
             return None
         return final
 
-    def restore(self, cache_key: str, output: Path, *, overwrite: bool = False) -> Path | None:
-        """Copy (hard-link) the cached artifact to ``output`` after verifying it; None on a miss.
-        A corrupted entry is evicted and reported, and the caller builds afresh."""
+    def restore(self, cache_key: str, output: Path, targets: TargetsByName, *, overwrite: bool = False) -> Path | None:
+        """Copy (hard-link) the cached artifact to ``output`` after verifying it (by its target in
+        ``targets``); None on a miss. A corrupted entry is evicted and reported, and the caller builds afresh."""
         from lmi_build.artifact.packager import check_output
         from lmi_build.artifact.verify import verify_local
 
         entry = self.entry(cache_key)
         if not entry.is_dir():
             return None
-        report = verify_local(entry)
+        report = verify_local(entry, targets)
         key_matches = report.valid and load_manifest(entry).cache_key == cache_key
         if not key_matches:
             reason = report.errors[0].message if report.errors else "its manifest has another cache key"

@@ -1,7 +1,7 @@
 """The layout contract: where each produced file goes and what serving.properties needs.
 
-Targets register their layouts here from their packages' ``layouts`` modules. The packager only
-talks to this interface.
+Each target package declares its layouts (``Target.layouts()``); the packager and verify get the
+layout from the target they are handed, never by importing a target.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from lmi_build.errors import UnknownName
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.types import PlanMessage
 
@@ -27,36 +26,3 @@ class Layout(Protocol):
 
     def check(self, artifact_dir: Path) -> list[PlanMessage]:
         """Structural completeness problems of an artifact of this layout (empty when complete)."""
-
-
-_LAYOUTS: dict[str, Layout] = {}
-
-
-def register_layout(layout: Layout) -> Layout:
-    _LAYOUTS[layout.name] = layout
-    return layout
-
-
-def get_layout(name: str) -> Layout:
-    _load_builtin_layouts()
-    try:
-        return _LAYOUTS[name]
-    except KeyError:
-        known = ", ".join(sorted(_LAYOUTS)) or "none"
-        raise UnknownName(f"unknown artifact layout '{name}'", hint=f"known layouts: {known}") from None
-
-
-def _load_builtin_layouts() -> None:
-    # Each target package's ``layouts`` module registers its layouts; the artifact layer reaches
-    # the targets only through the registry's names (docs/DESIGN.md, the layer contract).
-    import importlib
-
-    from lmi_build.planning.targets import TARGET_PACKAGES
-
-    for package in TARGET_PACKAGES.values():
-        module = f"{package}.layouts"
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as error:
-            if error.name != module:
-                raise

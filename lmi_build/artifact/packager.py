@@ -14,7 +14,7 @@ from pathlib import Path
 
 from lmi_build.artifact.files import MANIFEST_NAME
 from lmi_build.artifact.hygiene import is_secret_key, secret_values
-from lmi_build.artifact.layout import Layout, get_layout
+from lmi_build.artifact.layout import Layout
 from lmi_build.artifact.manifest import (
     BUILD_ONLY_KEYS,
     BuildRecord,
@@ -22,6 +22,7 @@ from lmi_build.artifact.manifest import (
     build_manifest,
     write_manifest,
 )
+from lmi_build.artifact.target_api import ArtifactTarget
 from lmi_build.errors import InvalidPlan, LmiBuildError, OptionError, VerifyError
 from lmi_build.fs import link_mode, link_or_copy, make_readable, replace_directory, staged_directory
 from lmi_build.planning.plan import BuildPlan
@@ -131,7 +132,8 @@ def install_directory(staged: Path, output_dir: Path, *, overwrite: bool = False
 def package(
     plan: BuildPlan,
     *,
-    layout: str,
+    target: ArtifactTarget,
+    layout: Layout,
     produced: Path,
     source_dir: Path,
     output_dir: Path,
@@ -143,11 +145,12 @@ def package(
 
     ``produced``: what the build steps wrote (engine dir, checkpoint); ``source_dir``: the source
     model (tokenizer etc. are carried from it). ``copy=True`` forces copies instead of hard links.
+    ``target``: the plan's target (its layout checks and serving rules verify the staged artifact).
     """
     if not plan.valid:
         raise InvalidPlan("the plan has errors; refusing to package",
                           hint="run `lmi-build plan` to see them")
-    chosen = get_layout(layout)
+    chosen = layout
     output_dir = output_dir.absolute()
     check_output(output_dir, overwrite)
     # The staged artifact replaces output_dir only after it passed verification (see fs.staged_directory).
@@ -160,16 +163,16 @@ def package(
         make_readable(staging, keep=_inodes(source_dir))
         properties = serving_properties(plan, chosen)
         if (staging / PROPERTIES_NAME).exists() or (staging / MANIFEST_NAME).exists():
-            raise VerifyError(f"layout '{layout}' wrote {PROPERTIES_NAME} or {MANIFEST_NAME} itself",
+            raise VerifyError(f"layout '{layout.name}' wrote {PROPERTIES_NAME} or {MANIFEST_NAME} itself",
                               hint="this is a bug in the layout: the packager writes these files")
         _write_properties(staging / PROPERTIES_NAME, properties)
         step = StepTiming(name="package", seconds=round(time.perf_counter() - start, 3),
-                          detail=f"layout {layout}, {'copy' if copy else 'hard link or copy'}")
+                          detail=f"layout {layout.name}, {'copy' if copy else 'hard link or copy'}")
         packaged = record.model_copy(update={"steps": [*record.steps, step]})
-        manifest = build_manifest(plan, layout=layout, record=packaged, artifact_dir=staging,
+        manifest = build_manifest(plan, layout=layout.name, record=packaged, artifact_dir=staging,
                                   serving_properties=properties, extra_roots=(produced, source_dir))
         write_manifest(staging, manifest, extra_roots=(produced, source_dir))
-        _verify_staged(staging)
+        _verify_staged(staging, target)
     return output_dir
 
 
@@ -190,12 +193,12 @@ def _write_properties(path: Path, values: dict[str, str]) -> None:
     write_properties(path, values)
 
 
-def _verify_staged(staging: Path) -> None:
+def _verify_staged(staging: Path, target: ArtifactTarget) -> None:
     # The files were hashed moments ago to write the manifest; re-reading gigabytes would only
     # catch a concurrent writer, so the staged check compares sizes and runs the layout's checks.
     from lmi_build.artifact.verify import verify_local
 
-    report = verify_local(staging, rehash=False)
+    report = verify_local(staging, {target.name: target}, rehash=False)
     if not report.valid:
         first = report.errors[0]
         more = f" (+{len(report.errors) - 1} more)" if len(report.errors) > 1 else ""

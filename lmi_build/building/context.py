@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from lmi_build.artifact.layout import Layout
 from lmi_build.artifact.manifest import BuildRecord, StepTiming
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import BuildInputs, SavedPlan
@@ -75,7 +76,7 @@ class BuildContext:
     source: ResolvedSource
     work: Path  # a scratch directory beside the output (same filesystem), removed afterwards
     record: BuildRecord
-    layout: str = ""  # the artifact layout the produced directory is packaged with
+    layout: Layout | None = None  # the artifact layout (one of the target's) the produced directory is packaged with
     produced: Path | None = None
     stopped: BuildOutcome | None = None  # set when the target stops before an artifact
     stand_in: bool = False

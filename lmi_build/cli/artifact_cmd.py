@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from lmi_build.cli.app import EndpointOpt
+from lmi_build.errors import with_hint
 from lmi_build.output import current
 from lmi_build.types import PlanMessage
 
@@ -48,10 +49,11 @@ def verify_command(
 
     from lmi_build.artifact.verify import serving_target
     from lmi_build.storage.verify import verify
+    from lmi_build.targets import TARGETS
 
-    target = serving_target(container=for_container, gpu=gpu, neuron_platform=neuron_platform,
-                            devices=devices, compiler_flags=neuron_cc_flags)
-    report = verify(location, target=target, endpoint_url=endpoint_url)
+    serving = serving_target(TARGETS, container=for_container, gpu=gpu, neuron_platform=neuron_platform,
+                             devices=devices, compiler_flags=neuron_cc_flags)
+    report = verify(location, TARGETS, serving=serving, endpoint_url=endpoint_url)
     out = current()
     _report_lines(out.warn, "warning", report.warnings)
     if report.valid:
@@ -71,7 +73,7 @@ def _report_lines(emit: Callable[[str], None], kind: str, messages: Sequence[Pla
     from lmi_build.planning.render import SHOWN_MESSAGES
 
     for message in messages[:SHOWN_MESSAGES]:
-        emit(message.message + (f" ({message.hint})" if message.hint else ""))
+        emit(with_hint(message.message, message.hint))
     if len(messages) > SHOWN_MESSAGES:
         emit(f"... and {len(messages) - SHOWN_MESSAGES} more {kind}s (--json lists every one)")
 

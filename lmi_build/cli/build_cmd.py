@@ -1,7 +1,7 @@
 """``lmi-build trtllm``, ``lmi-build neuronx`` and ``lmi-build hf``: plan, then run the plan into an artifact.
 
-Both commands take exactly the ``plan`` flags (declared once in ``plan_flags``) plus the build
-flags below, so a plan that ``lmi-build plan`` accepts is the plan that gets built.
+Each command takes the knobs declared for it (``PlanRequest``'s fields, added by ``with_knobs``) plus
+the build flags below, so a plan that ``lmi-build plan`` accepts is the plan that gets built.
 """
 
 from __future__ import annotations
@@ -13,31 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from lmi_build.cli.app import EndpointOpt
-from lmi_build.cli.plan_flags import (
-    AllowPickleOpt,
-    CalibDataOpt,
-    ContextLengthEstimateOpt,
-    DtypeOpt,
-    GpuOpt,
-    InstanceTypeOpt,
-    MaxBatchSizeOpt,
-    MaxInputLenOpt,
-    MaxOutputLenOpt,
-    ModelOpt,
-    NPositionsOpt,
-    OptionOpt,
-    PlanFileOpt,
-    PlanFlags,
-    PpOpt,
-    ProfileOpt,
-    PropertiesOpt,
-    QuantizeOpt,
-    RevisionOpt,
-    StrictOpt,
-    TpOpt,
-    TrustRemoteCodeOpt,
-    load_plan_for,
-)
+from lmi_build.cli.plan_flags import PlanFileOpt, load_plan_for, plan_request_from, with_knobs
 
 if TYPE_CHECKING:
     from lmi_build.building.context import BuildOutcome, BuildSettings
@@ -139,84 +115,54 @@ Exit status: 0 done, 2 invalid plan, 1 other errors."""
 def register(app: typer.Typer) -> None:
     app.command("trtllm", epilog=TRTLLM_EPILOG,
                 help="Build TensorRT-LLM engines for the LMI TensorRT-LLM container (checkpoint on this host, "
-                "engines by the profile's TensorRT-LLM).")(_trtllm)
+                "engines by the profile's TensorRT-LLM).")(with_knobs(_trtllm, "trtllm"))
     app.command("neuronx", epilog=NEURONX_EPILOG,
                 help="Compile NEFFs for the LMI Neuron container (transformers-neuronx, exactly as the container "
-                "would) and package the precompiled layout it loads without compiling.")(_neuronx)
+                "would) and package the precompiled layout it loads without compiling.")(with_knobs(_neuronx, "neuronx"))
     app.command("hf", epilog=HF_EPILOG,
-                help="Build a Hugging Face checkpoint artifact (optionally quantized with ModelOpt).")(_hf)
+                help="Build a Hugging Face checkpoint artifact (optionally quantized with ModelOpt).")(
+                    with_knobs(_hf, "hf"))
 
 
 def _trtllm(
-    model: ModelOpt = None, revision: RevisionOpt = None, tp: TpOpt = None, pp: PpOpt = None,
-    dtype: DtypeOpt = None, quantize: QuantizeOpt = None, max_input_len: MaxInputLenOpt = None,
-    max_output_len: MaxOutputLenOpt = None, max_batch_size: MaxBatchSizeOpt = None,
-    trust_remote_code: TrustRemoteCodeOpt = False, option: OptionOpt = None,
-    properties: PropertiesOpt = None, instance_type: InstanceTypeOpt = None, gpu: GpuOpt = None,
-    profile: ProfileOpt = None,
-    strict: StrictOpt = False, calib_data: CalibDataOpt = None, allow_pickle: AllowPickleOpt = False,
     plan_file: PlanFileOpt = None,
     output: OutputOpt = Path("out"), until: UntilOpt = Until.artifact, runner: RunnerOpt = RunnerChoice.local,
     checkpoint: CheckpointOpt = None, engine_dir: EngineDirOpt = None, trtllm_examples: ExamplesOpt = None,
     step_timeout: TimeoutOpt = None,
     overwrite: OverwriteOpt = False, no_cache: NoCacheOpt = False, keep_work: KeepWorkOpt = False,
     copy: CopyOpt = False, publish: PublishOpt = None, endpoint_url: EndpointOpt = None,
-    cache: RemoteCacheOpt = None,
+    cache: RemoteCacheOpt = None, **knobs: Any,
 ) -> None:
-    shaping = PlanFlags(model=model, revision=revision, tp=tp, pp=pp, dtype=dtype, quantize=quantize,
-                        max_input_len=max_input_len, max_output_len=max_output_len,
-                        max_batch_size=max_batch_size, trust_remote_code=trust_remote_code, option=option,
-                        properties=properties, instance_type=instance_type, gpu=gpu, profile=profile, strict=strict,
-                        calib_data=calib_data, allow_pickle=allow_pickle, endpoint_url=endpoint_url)
     settings = _settings(output=output, until=until.value, runner=runner.value, checkpoint=checkpoint,
                          engine_dir=engine_dir, trtllm_examples=trtllm_examples, step_timeout_s=step_timeout,
                          overwrite=overwrite, no_cache=no_cache, keep_work=keep_work, copy=copy, publish=publish,
                          endpoint_url=endpoint_url, remote_cache=cache)
-    _build("trtllm", shaping, plan_file, settings)
+    _build("trtllm", knobs, plan_file, settings)
 
 
 def _neuronx(
-    model: ModelOpt = None, revision: RevisionOpt = None, tp: TpOpt = None, dtype: DtypeOpt = None,
-    quantize: QuantizeOpt = None, max_batch_size: MaxBatchSizeOpt = None, n_positions: NPositionsOpt = None,
-    context_length_estimate: ContextLengthEstimateOpt = None, trust_remote_code: TrustRemoteCodeOpt = False,
-    option: OptionOpt = None, properties: PropertiesOpt = None, instance_type: InstanceTypeOpt = None,
-    profile: ProfileOpt = None, strict: StrictOpt = False, plan_file: PlanFileOpt = None,
+    plan_file: PlanFileOpt = None,
     output: OutputOpt = Path("out"), runner: NeuronRunnerOpt = RunnerChoice.local,
     compiled_dir: CompiledDirOpt = None, step_timeout: NeuronTimeoutOpt = None,
     overwrite: OverwriteOpt = False, no_cache: NoCacheOpt = False, keep_work: KeepWorkOpt = False,
     copy: CopyOpt = False, publish: PublishOpt = None, endpoint_url: EndpointOpt = None,
-    cache: RemoteCacheOpt = None,
+    cache: RemoteCacheOpt = None, **knobs: Any,
 ) -> None:
-    shaping = PlanFlags(model=model, revision=revision, tp=tp, dtype=dtype, quantize=quantize,
-                        max_batch_size=max_batch_size, n_positions=n_positions,
-                        context_length_estimate=context_length_estimate, trust_remote_code=trust_remote_code,
-                        option=option, properties=properties, instance_type=instance_type, profile=profile,
-                        strict=strict, endpoint_url=endpoint_url)
     settings = _settings(output=output, runner=runner.value, compiled_dir=compiled_dir, step_timeout_s=step_timeout,
                          overwrite=overwrite, no_cache=no_cache, keep_work=keep_work, copy=copy, publish=publish,
                          endpoint_url=endpoint_url, remote_cache=cache)
-    _build("neuronx", shaping, plan_file, settings)
+    _build("neuronx", knobs, plan_file, settings)
 
 
 def _hf(
-    model: ModelOpt = None, revision: RevisionOpt = None, tp: TpOpt = None, dtype: DtypeOpt = None,
-    quantize: QuantizeOpt = None, trust_remote_code: TrustRemoteCodeOpt = False, option: OptionOpt = None,
-    properties: PropertiesOpt = None, instance_type: InstanceTypeOpt = None, profile: ProfileOpt = None,
-    strict: StrictOpt = False, calib_data: CalibDataOpt = None, allow_pickle: AllowPickleOpt = False,
-    max_input_len: MaxInputLenOpt = None, max_output_len: MaxOutputLenOpt = None,
-    max_batch_size: MaxBatchSizeOpt = None, plan_file: PlanFileOpt = None,
+    plan_file: PlanFileOpt = None,
     output: OutputOpt = Path("out"), overwrite: OverwriteOpt = False, no_cache: NoCacheOpt = False,
     keep_work: KeepWorkOpt = False, copy: CopyOpt = False, publish: PublishOpt = None,
-    endpoint_url: EndpointOpt = None, cache: RemoteCacheOpt = None,
+    endpoint_url: EndpointOpt = None, cache: RemoteCacheOpt = None, **knobs: Any,
 ) -> None:
-    shaping = PlanFlags(model=model, revision=revision, tp=tp, dtype=dtype, quantize=quantize,
-                        trust_remote_code=trust_remote_code, option=option, properties=properties,
-                        instance_type=instance_type, profile=profile, strict=strict, calib_data=calib_data,
-                        allow_pickle=allow_pickle, max_input_len=max_input_len, max_output_len=max_output_len,
-                        max_batch_size=max_batch_size, endpoint_url=endpoint_url)
     settings = _settings(output=output, overwrite=overwrite, no_cache=no_cache, keep_work=keep_work, copy=copy,
                          publish=publish, endpoint_url=endpoint_url, remote_cache=cache)
-    _build("hf", shaping, plan_file, settings)
+    _build("hf", knobs, plan_file, settings)
 
 
 def _settings(*, output: Path, no_cache: bool, **how: Any) -> BuildSettings:
@@ -225,24 +171,27 @@ def _settings(*, output: Path, no_cache: bool, **how: Any) -> BuildSettings:
     return BuildSettings(output=output, use_cache=not no_cache, **how)
 
 
-def _build(target: TargetName, flags: PlanFlags, plan_file: Path | None, settings: BuildSettings) -> None:
+def _build(name: TargetName, knobs: dict[str, Any], plan_file: Path | None, settings: BuildSettings) -> None:
+    from lmi_build.errors import with_hint
     from lmi_build.output import current
     from lmi_build.pipeline import run_plan
     from lmi_build.planning.render import report_plan
+    from lmi_build.targets import get_target
 
-    saved = load_plan_for(target, plan_file, flags) if plan_file is not None else None
+    target = get_target(name)
+    saved = load_plan_for(name, plan_file, knobs) if plan_file is not None else None
     if saved is None:
-        from lmi_build.planner import plan_request as make_saved_plan
+        from lmi_build.planner import plan_request
 
-        saved = make_saved_plan(flags.request(target))
+        saved = plan_request(plan_request_from(knobs, endpoint_url=settings.endpoint_url), target)
     plan = saved.plan
     if not plan.valid:
         report_plan(plan)
         raise typer.Exit(2)
     out = current()
     for warning in plan.warnings:
-        out.warn(f"{warning.message}" + (f" ({warning.hint})" if warning.hint else ""))
-    outcome = run_plan(saved, settings)
+        out.warn(with_hint(warning.message, warning.hint))
+    outcome = run_plan(saved, settings, target)
     _report(outcome)
     if outcome.status == "checkpoint" and settings.until != "checkpoint":
         raise typer.Exit(EXIT_INCOMPLETE)

@@ -3,39 +3,14 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import TYPE_CHECKING, cast
+from typing import Any
 
 import typer
 
 from lmi_build.cli.app import EndpointOpt
-from lmi_build.cli.plan_flags import (
-    AllowPickleOpt,
-    CalibDataOpt,
-    ContextLengthEstimateOpt,
-    DtypeOpt,
-    GpuOpt,
-    InstanceTypeOpt,
-    MaxBatchSizeOpt,
-    MaxInputLenOpt,
-    MaxOutputLenOpt,
-    ModelOpt,
-    NPositionsOpt,
-    OptionOpt,
-    PlanFlags,
-    PpOpt,
-    ProfileOpt,
-    PropertiesOpt,
-    QuantizeOpt,
-    RevisionOpt,
-    SaveOpt,
-    StrictOpt,
-    TpOpt,
-    TrustRemoteCodeOpt,
-)
+from lmi_build.cli.plan_flags import SaveOpt, plan_request_from, with_knobs
 from lmi_build.output import current
-
-if TYPE_CHECKING:
-    from lmi_build.types import TargetName
+from lmi_build.target_names import TARGET_NAMES
 
 EPILOG = """[bold]Examples[/bold]
 
@@ -48,53 +23,26 @@ EPILOG = """[bold]Examples[/bold]
 Exit status: 0 valid plan, 2 invalid plan (the plan is still printed), 1 other errors."""
 
 
-class PlanTarget(str, Enum):
-    trtllm = "trtllm"
-    neuronx = "neuronx"
-    hf = "hf"
+PlanTarget = Enum("PlanTarget", {name: name for name in TARGET_NAMES}, type=str)  # type: ignore[misc]
 
 
 def register(app: typer.Typer) -> None:
-    app.command("plan", epilog=EPILOG)(plan)
+    app.command("plan", epilog=EPILOG)(with_knobs(plan, command=None))
 
 
 def plan(
     target: PlanTarget = typer.Argument(..., help="What to build: trtllm engines, neuronx NEFFs, or an hf checkpoint."),
-    model: ModelOpt = None,
-    revision: RevisionOpt = None,
-    tp: TpOpt = None,
-    pp: PpOpt = None,
-    dtype: DtypeOpt = None,
-    quantize: QuantizeOpt = None,
-    max_input_len: MaxInputLenOpt = None,
-    max_output_len: MaxOutputLenOpt = None,
-    max_batch_size: MaxBatchSizeOpt = None,
-    n_positions: NPositionsOpt = None,
-    context_length_estimate: ContextLengthEstimateOpt = None,
-    trust_remote_code: TrustRemoteCodeOpt = False,
-    option: OptionOpt = None,
-    properties: PropertiesOpt = None,
-    instance_type: InstanceTypeOpt = None,
-    gpu: GpuOpt = None,
-    profile: ProfileOpt = None,
-    strict: StrictOpt = False,
-    calib_data: CalibDataOpt = None,
-    allow_pickle: AllowPickleOpt = False,
     endpoint_url: EndpointOpt = None,
     save: SaveOpt = None,
+    **knobs: Any,
 ) -> None:
     """Resolve every build knob, validate it against the model, estimate memory and compute the
     cache key, without reading weights or building anything."""
     from lmi_build.planner import plan_request
     from lmi_build.planning.render import report_plan
+    from lmi_build.targets import get_target
 
-    flags = PlanFlags(model=model, revision=revision, tp=tp, pp=pp, dtype=dtype, quantize=quantize,
-                      max_input_len=max_input_len, max_output_len=max_output_len, max_batch_size=max_batch_size,
-                      n_positions=n_positions, context_length_estimate=context_length_estimate,
-                      trust_remote_code=trust_remote_code, option=option, properties=properties,
-                      instance_type=instance_type, profile=profile, strict=strict, calib_data=calib_data,
-                      allow_pickle=allow_pickle, endpoint_url=endpoint_url, gpu=gpu)
-    saved = plan_request(flags.request(cast("TargetName", target.value)))
+    saved = plan_request(plan_request_from(knobs, endpoint_url=endpoint_url), get_target(target.value))
     report_plan(saved.plan)
     if save is not None:
         saved.save(save)  # an invalid plan is saved too (for review); builds refuse it

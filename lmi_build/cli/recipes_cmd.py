@@ -8,13 +8,13 @@ import typer
 
 from lmi_build.cli.app import new_app
 from lmi_build.output import current, identifier
+from lmi_build.target_names import TARGET_NAMES
 
 if TYPE_CHECKING:  # the pydantic models load when a recipes command runs, not for --help
     from rich.console import RenderableType
 
     from lmi_build.recipes.schema import Recipe, TargetSupport
 
-TARGETS = ("trtllm", "neuronx", "hf")
 
 LIST_EPILOG = """[bold]Examples[/bold]
 
@@ -72,13 +72,13 @@ def _list_table(recipes: tuple[Recipe, ...]) -> RenderableType:
     table = Table(title="lmi-build recipes (cell: supported, quantization methods lmi-build applies)")
     table.add_column("recipe", style="bold", no_wrap=True, overflow="fold")
     table.add_column("architectures", no_wrap=True, overflow="fold")  # one class name per line
-    for target in TARGETS:
+    for target in TARGET_NAMES:
         table.add_column(target, overflow="fold")
     for recipe in recipes:
         table.add_row(
             identifier(recipe.name),
             identifier("\n".join(recipe.architectures or recipe.model_types)),
-            *(_support_cell(recipe.targets.get(target)) for target in TARGETS),  # type: ignore[call-overload]
+            *(_support_cell(recipe.targets.get(target)) for target in TARGET_NAMES),
         )
     return table
 
@@ -97,9 +97,9 @@ def _show(recipe: Recipe) -> RenderableType:
 
     targets = Table(title="targets")
     targets.add_column("", no_wrap=True)
-    for target in TARGETS:
+    for target in TARGET_NAMES:
         targets.add_column(target, overflow="fold")
-    supports = [recipe.targets.get(t) for t in TARGETS]  # type: ignore[call-overload]
+    supports = [recipe.targets.get(t) for t in TARGET_NAMES]
     rows: list[tuple[str, Any]] = [
         ("supported", lambda s: "yes"),
         ("quantize", lambda s: ", ".join(s.quantize) or "-"),

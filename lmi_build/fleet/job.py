@@ -83,13 +83,15 @@ def resources_for(saved: SavedPlan, runner: str, workers: int | None = None) -> 
     memory = plan.memory.host_ram_bytes if plan.memory is not None else None
     if plan.checkpoint_step is not None:
         memory = plan.checkpoint_step.host_ram_bytes
-    tp = int(getattr(plan.build, "tp", 1) or 1)
-    world_size = tp * int(getattr(plan.build, "pp", 1) or 1)
-    if plan.target == "trtllm":
-        return Resources(num_gpus=workers or world_size, memory_bytes=memory)
-    if plan.target == "neuronx":
-        return Resources(neuron_cores=workers or tp, memory_bytes=memory)
-    return Resources(memory_bytes=memory)
+    from lmi_build.targets import get_target
+
+    devices = get_target(plan.target).build_devices(plan)
+    if devices is None:
+        return Resources(memory_bytes=memory)
+    kind, count = devices
+    if kind == "gpu":
+        return Resources(num_gpus=workers or count, memory_bytes=memory)
+    return Resources(neuron_cores=workers or count, memory_bytes=memory)
 
 
 def host_label() -> str:
@@ -119,7 +121,7 @@ def run_job(job: Job, announce: Callable[[Started], None] | None = None) -> Buil
     try:
         result.status, result.artifact_url, result.error = _cached_or_built(job)
     except LmiBuildError as error:
-        result.error = error.message + (f" ({error.hint})" if error.hint else "")
+        result.error = error.one_line()
     except Exception as error:  # a bug, not a lost node: report it, never retry it
         result.error = f"{type(error).__name__}: {error}"
     result.seconds = round(time.monotonic() - started, 3)
@@ -131,8 +133,9 @@ def _cached_or_built(job: Job) -> tuple[ResultStatus, str | None, str | None]:
     from lmi_build.building.context import BuildSettings
     from lmi_build.pipeline import run_plan
     from lmi_build.storage.build_cache import RemoteBuildCache
+    from lmi_build.targets import get_target, parse_plan_text
 
-    saved = SavedPlan.model_validate_json(job.saved_plan)
+    saved = parse_plan_text(job.saved_plan, f"the plan of {job.name}")
     cache = RemoteBuildCache(job.cache, endpoint_url=job.endpoint_url) if job.cache else None
     entry = cache.lookup(job.cache_key) if cache is not None else None
     if cache is not None and entry is not None:
@@ -141,7 +144,7 @@ def _cached_or_built(job: Job) -> tuple[ResultStatus, str | None, str | None]:
         output = Path(work) / "artifact"
         settings = BuildSettings(output=output, runner=job.runner, use_cache=False, step_timeout_s=job.step_timeout_s,
                                  endpoint_url=job.endpoint_url)
-        outcome = run_plan(saved, settings)
+        outcome = run_plan(saved, settings, get_target(saved.plan.target))
         if outcome.status != "artifact":  # e.g. exit 3: no engine toolchain on this worker
             return "incomplete", None, outcome.message
         if outcome.stand_in:  # never cached, never published

@@ -74,11 +74,6 @@ class BuildEntry(BaseModel):
         knobs = _PLAN_KNOBS_MODEL.model_validate(given).model_dump(exclude_unset=True)
         return cls.model_validate({**own, "knobs": knobs})
 
-    @classmethod
-    def table_keys(cls) -> list[str]:
-        """Every key a build table takes."""
-        return [name for name in cls.model_fields if name != "knobs"] + list(PLAN_KNOBS)
-
 
 class Matrix(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -156,9 +151,7 @@ def _template_values(saved: SavedPlan, chosen: dict[str, Any]) -> dict[str, str]
     values = {
         "target": saved.plan.target,
         "model": _short_model(saved.inputs.model),
-        "tp": str(getattr(build, "tp", "") or ""),
-        "pp": str(getattr(build, "pp", 1) or 1),
-        "dtype": str(getattr(build, "dtype", None) or getattr(build, "amp", "") or ""),
+        **(build.summary() if build is not None else {"tp": "", "pp": "1", "dtype": ""}),
         "quantize": saved.plan.quantization.method or "none",
         "profile": saved.plan.toolchain.profile or "",
         "key": saved.plan.cache_key.partition(":")[2][:12],
@@ -179,7 +172,7 @@ def _fill(template: str, values: dict[str, str], what: str) -> str:
 
 def _plan_entry(entry: BuildEntry, base: Path) -> SavedPlan:
     """The saved plan of one build: loaded (``plan = ...``) or made from its flags."""
-    from lmi_build.planning.saved import load_saved_plan
+    from lmi_build.targets import get_target, load_saved_plan
 
     def here(path: Path | None) -> Path | None:
         return path if path is None or path.is_absolute() else base / path
@@ -198,7 +191,7 @@ def _plan_entry(entry: BuildEntry, base: Path) -> SavedPlan:
 
     knobs = {**entry.knobs, "properties": here(entry.knobs.get("properties")),
              "calib_data": here(entry.knobs.get("calib_data"))}
-    return plan_request(PlanRequest(target=entry.target, env=dict(os.environ), **knobs))
+    return plan_request(PlanRequest(env=dict(os.environ), **knobs), get_target(entry.target))
 
 
 def plan_matrix(path: Path, *, cache: str | None, endpoint_url: str | None = None) -> list[Job]:

@@ -106,9 +106,6 @@ class ResolvedOptions(TypedReader, BaseModel):
     def __iter__(self) -> Iterator[str]:  # type: ignore[override]
         return iter(self.values)
 
-    def as_properties(self) -> dict[str, str]:
-        return {k: v.value for k, v in self.values.items()}
-
     def with_values(self, updates: Mapping[str, ResolvedValue]) -> ResolvedOptions:
         merged = dict(self.values)
         merged.update({_full_key(k): v for k, v in updates.items()})

@@ -19,13 +19,13 @@ from lmi_build.options.booleans import SPELLING as BOOL_SPELLING
 from lmi_build.options.booleans import bool_text, parse_bool
 from lmi_build.options.resolved import TOP_LEVEL_KEYS, OptionValue
 from lmi_build.tables import DATA_DIR, read_table
+from lmi_build.target_names import TARGET_NAMES, TargetName
 
 OptionType = Literal["str", "int", "float", "bool", "enum", "int_list", "int_or_max"]
-TargetName = Literal["trtllm", "neuronx", "hf"]
 # "lmi-build": a build-time knob of this tool only; never written to the artifact's serving.properties.
 EngineFamily = Literal["common", "server", "deepspeed", "accelerate", "lmi-dist", "vllm", "tnx", "trtllm", "lmi-build"]
 
-TARGETS: tuple[TargetName, ...] = ("trtllm", "neuronx", "hf")
+TARGETS: tuple[TargetName, ...] = TARGET_NAMES
 TABLE_PATH = DATA_DIR / "options.toml"
 
 
@@ -110,10 +110,6 @@ class OptionSpec(BaseModel):
     @property
     def is_top_level(self) -> bool:
         return not self.key.startswith("option.")
-
-    @property
-    def short_key(self) -> str:
-        return self.key.removeprefix("option.")
 
     def applies_to(self, target: str) -> bool:
         return target in self.targets

@@ -9,7 +9,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from lmi_build.planning.plan import HfBuild, NeuronxBuild, QuantizationPlan, ToolchainRef, TrtllmBuild
+from lmi_build.planning.plan import BuildPlan, QuantizationPlan, TargetKnobs, ToolchainRef
 from lmi_build.types import ModelIdentity
 
 KEY_VERSION = 1
@@ -45,7 +45,7 @@ def compute_cache_key(
     recipe_version: int,
     target: str,
     options: Mapping[str, str],
-    build: TrtllmBuild | NeuronxBuild | HfBuild | None,
+    build: TargetKnobs | None,
     quantization: QuantizationPlan,
     toolchain: ToolchainRef,
 ) -> str:
@@ -69,3 +69,13 @@ def config_digest(config: Mapping[str, Any]) -> str:
     """A digest of a parsed config.json that ignores key order and whitespace."""
     text = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def plan_cache_key(plan: BuildPlan) -> str:
+    """The cache key of a plan's own content: what the planner computed it from (a saved plan whose
+    key is not this one was edited)."""
+    return compute_cache_key(
+        model=plan.model, config_digest=config_digest(plan.spec.raw), recipe=plan.recipe,
+        recipe_version=plan.recipe_version, target=plan.target, options=plan.options, build=plan.build,
+        quantization=plan.quantization, toolchain=plan.toolchain,
+    )

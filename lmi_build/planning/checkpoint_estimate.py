@@ -33,13 +33,7 @@ from pydantic import BaseModel, ConfigDict
 from lmi_build.errors import LmiBuildError
 from lmi_build.model.spec import ModelSpec
 from lmi_build.planning.instances import GIB
-from lmi_build.planning.plan import (
-    CheckpointStepEstimate,
-    HfBuild,
-    NeuronxBuild,
-    QuantizationPlan,
-    TrtllmBuild,
-)
+from lmi_build.planning.plan import CheckpointStepEstimate, QuantizationPlan
 from lmi_build.tables import bundled_table
 
 CPU_CALIBRATION_DTYPE = "float32"
@@ -168,42 +162,42 @@ def _driver_gpus(proc_dir: Path, use_nvidia_smi: bool) -> tuple[int, str]:
     return sum(1 for line in listing.splitlines() if line.startswith("GPU ")), "nvidia-smi -L"
 
 
-def has_checkpoint_step(target: str, build: TrtllmBuild | NeuronxBuild | HfBuild | None,
-                        quantization: QuantizationPlan, spec: ModelSpec) -> bool:
-    """Whether this host converts or quantizes the weights (the vendor converter runs in its container)."""
-    if quantization.pre_quantized is not None or build is None:
-        return False
-    if isinstance(build, HfBuild):
-        return quantization.method is not None or spec.torch_dtype != build.dtype
-    if isinstance(build, TrtllmBuild):
-        return build.checkpoint_route == "modelopt" and build.modelopt_decoder is not None
-    return False
+@dataclass(frozen=True)
+class CheckpointWork:
+    """The convert/quantize step a target runs on this host, as the estimate needs it (the target
+    decides whether there is one and what it is; the rates are keyed by ``family``)."""
+
+    family: Literal["hf", "trtllm"]  # whose rows of quantize_rates.toml apply
+    dtype: str  # the export dtype
+    # Written tensor by tensor without loading the model (the streamed TensorRT-LLM writer).
+    streamed: bool = False
+    # Why the step runs on the CPU whatever this host offers (None: it uses a GPU when there is one).
+    cpu_only: str | None = None
 
 
-def estimate_checkpoint_step(target: str, build: TrtllmBuild | NeuronxBuild | HfBuild | None,
-                             quantization: QuantizationPlan, spec: ModelSpec, calib_file: Path | None,
+def estimate_checkpoint_step(work: CheckpointWork | None, quantization: QuantizationPlan, spec: ModelSpec,
+                             calib_file: Path | None,
                              device: BuildDevice | None = None) -> CheckpointStepEstimate | None:
     """The estimate for the plan's checkpoint step, or None when this host runs none."""
-    if not has_checkpoint_step(target, build, quantization, spec):
+    if work is None:
         return None
-    assert isinstance(build, (TrtllmBuild, HfBuild))  # has_checkpoint_step says so
     where = device or detect_build_device()
-    if isinstance(build, HfBuild) and quantization.method is None:
-        where = BuildDevice("cpu", 0, "the hf conversion streams the shards on the CPU")
+    if work.cpu_only is not None:
+        where = BuildDevice("cpu", 0, work.cpu_only)
     table = rates()
     method = quantization.method
     runs_forward = method is not None and quantization.calibration is not None
-    load_dtype = calibration_load_dtype(where.device, build.dtype, runs_forward=runs_forward)
+    load_dtype = calibration_load_dtype(where.device, work.dtype, runs_forward=runs_forward)
     params = spec.num_parameters
     tokens = _calibration_tokens(quantization, calib_file, table.cpu.chars_per_token) if runs_forward else 0
     basis = [f"rates: quantize_rates.toml, measured {table.source.measured} on {table.source.machine}"]
 
-    if isinstance(build, TrtllmBuild) and build.checkpoint_writer == "stream" and method is None:
-        return _stream_estimate(table, spec, build, basis)
+    if work.streamed and method is None:
+        return _stream_estimate(table, spec, work.dtype, basis)
 
     seconds: float | None = None
     if where.device == "cpu":
-        kind: StepKind = "quantize" if method else "convert_hf" if isinstance(build, HfBuild) else "convert_trtllm"
+        kind: StepKind = "quantize" if method else "convert_hf" if work.family == "hf" else "convert_trtllm"
         step = table.cpu.steps[kind]
         seconds = step.fixed_seconds + step.seconds_per_param * params
         basis.append(f"time: {step.fixed_seconds:g} s + {step.seconds_per_param:.3g} s per parameter ({kind}), "
@@ -222,7 +216,7 @@ def estimate_checkpoint_step(target: str, build: TrtllmBuild | NeuronxBuild | Hf
 
     gpu_bytes: int | None = None
     if where.device == "cpu":
-        key = f"{'hf' if isinstance(build, HfBuild) else 'trtllm'}.{method or 'none'}"
+        key = f"{work.family}.{method or 'none'}"
         factor = table.host_memory.factor.get(key)
         if factor is None:
             factor = max(table.host_memory.factor.values())
@@ -242,7 +236,7 @@ def estimate_checkpoint_step(target: str, build: TrtllmBuild | NeuronxBuild | Hf
     )
 
 
-def _stream_estimate(table: RatesFile, spec: ModelSpec, build: TrtllmBuild, basis: list[str]) -> CheckpointStepEstimate:
+def _stream_estimate(table: RatesFile, spec: ModelSpec, dtype: str, basis: list[str]) -> CheckpointStepEstimate:
     """The streamed writer (quantize/trtllm_stream.py) holds the tensors of one group at a time (the
     embedding, the q/k/v of a layer, one MLP matrix) with their rank pieces, on the CPU."""
     step = table.cpu.steps["stream_trtllm"]
@@ -258,7 +252,7 @@ def _stream_estimate(table: RatesFile, spec: ModelSpec, build: TrtllmBuild, basi
     basis.append(f"host RAM: {table.host_memory.baseline_gib:g} GiB + {factor:g} x the largest tensor group "
                  f"({group / GIB:.2f} GiB), streamed tensor by tensor")
     return CheckpointStepEstimate(
-        device="cpu", gpus=0, detected="the streamed TensorRT-LLM writer runs on the CPU", load_dtype=build.dtype,
+        device="cpu", gpus=0, detected="the streamed TensorRT-LLM writer runs on the CPU", load_dtype=dtype,
         method=None, calibration_tokens=0, seconds=round(seconds, 1), host_ram_bytes=int(host),
         gpu_bytes_per_device=None, basis=basis,
     )

@@ -11,7 +11,7 @@ from lmi_build.errors import OptionError
 GPU_SM = {"v100": "sm70", "t4": "sm75", "a100": "sm80", "a10": "sm86", "a10g": "sm86", "l4": "sm89",
           "l40": "sm89", "l40s": "sm89", "h100": "sm90", "h200": "sm90", "b200": "sm100"}
 # Minimum SM of quantization formats that need hardware support: FP8 tensor cores arrived with Ada
-# and Hopper (sm89/sm90; shared/docs/lmi-facts.md §3 "FP8 needs SM >= 89"), FP4 with Blackwell.
+# and Hopper (sm89/sm90; docs/VENDOR-FACTS.md §3 "FP8 needs SM >= 89"), FP4 with Blackwell.
 MIN_SM_FOR_QUANT = {"FP8": 89, "NVFP4": 100}
 
 

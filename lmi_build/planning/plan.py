@@ -6,10 +6,11 @@ A plan is computed without heavy imports and without touching weights; steps onl
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
+from lmi_build.errors import InvalidPlan
 from lmi_build.model.spec import ModelSpec, PreQuantization
 from lmi_build.types import ModelIdentity, PlanMessage, TargetName
 
@@ -40,85 +41,28 @@ class QuantizationPlan(BaseModel):
     pre_quantized: PreQuantization | None = None  # the input is already quantized: no re-quantization
 
 
-class TrtllmBuild(BaseModel):
-    model_config = ConfigDict(frozen=True)
+class TargetKnobs(BaseModel):
+    """What every target's build knobs have. Each target package declares its own subclass (its
+    ``knobs`` model, with ``target`` as the literal discriminator); shared layers read only these
+    fields, never a target's own."""
 
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    target: TargetName
     tp: int
-    pp: int = 1
-    dtype: Literal["float16", "bfloat16", "float32"]
-    max_input_len: int
-    max_output_len: int
-    max_seq_len: int  # max_input_len + max_output_len
-    max_batch_size: int
-    max_num_tokens: int | None = None
-    max_beam_width: int = 1
-    tokens_per_block: int | None = None  # None: the toolchain's default
-    gemm_plugin: str | None = None  # dtype string or None (disabled)
-    gpt_attention_plugin: str | None = None
-    use_paged_context_fmha: bool = False
-    use_fused_mlp: bool | None = None
-    multi_block_mode: bool | None = None
-    use_custom_all_reduce: bool | None = None
-    enable_kv_cache_reuse: bool = False
-    rotary_base: float | None = None
-    rotary_dim: int | None = None
-    rotary_scaling_type: str | None = None
-    rotary_scaling_factor: float | None = None
-    model_version: dict[str, str] = {}  # {"baichuan_model_version": "v2_13b"}
-    checkpoint_route: Literal["modelopt", "vendor"] = "modelopt"
-    # modelopt route: "stream" writes ModelOpt's unquantized layout tensor by tensor (bounded memory,
-    # quantize/trtllm_stream.py); "modelopt" loads the model into ModelOpt's exporter.
-    checkpoint_writer: Literal["modelopt", "stream"] = "modelopt"
-    modelopt_decoder: str | None = None
-    trtllm_architecture: str | None = None
-    trtllm_example: str | None = None
 
     @property
     def world_size(self) -> int:
-        return self.tp * self.pp
+        """The devices one copy of the model runs on."""
+        return self.tp
+
+    def summary(self) -> dict[str, str]:
+        """tp, pp and the weights' dtype as text (a matrix build's name and publish template use them)."""
+        return {"tp": str(self.tp), "pp": "1", "dtype": ""}
 
 
-class NeuronxBuild(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    tp: int
-    amp: Literal["f16", "bf16", "f32"]
-    n_positions: tuple[int, ...]  # token-generation buckets
-    context_length_estimate: tuple[int, ...]  # context-encoding buckets
-    batch_size: int
-    continuous_batching: bool = False
-    gqa_requested: str | None = None
-    gqa_effective: str | None = None  # after TNX's silent fallback rules
-    unroll: int | None = None
-    neuron_optimize_level: int | None = None
-    on_device_embedding: bool = False
-    compiler_flags: str  # byte-identical to what the serving container computes (NEFF cache key)
-    platform: Literal["inf2", "trn1"] | None = None
-    loader: Literal["tnx", "optimum", "nxdi", "vllm"] = "tnx"  # the model loader DJL picks
-    # The artifact layout: the profile's precompiled layout, or "neuronx-cache" (a compile-cache
-    # tree for option.compiled_graph_path=s3://..., served next to the original weights).
-    layout: Literal["neuronx-tnx", "neuronx-legacy", "neuronx-split", "neuronx-optimum", "neuronx-cache"] = (
-        "neuronx-tnx")
-    # What the compile step passes, exactly as DJL's TNX loader would: from_pretrained kwargs and
-    # the NeuronConfig keys (only those DJL sets).
-    tnx_kwargs: dict[str, Any] = {}
-    neuron_config: dict[str, Any] = {}
-    # With the optimum loader: the NeuronModelForCausalLM.from_pretrained export kwargs DJL's
-    # OptimumModelLoader passes (compiler args + input shapes).
-    optimum_kwargs: dict[str, Any] = {}
-    # The split layout (LMI 0.26/0.27) loads checkpoint/ with this transformers_neuronx sampling
-    # class ("<module>.<class>"), chosen by model type.
-    split_class: str | None = None
-
-
-class HfBuild(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    tp: int
-    dtype: Literal["float16", "bfloat16", "float32"]
-    # hf: plain; modelopt_hf: ModelOpt unified (hf_quant_config.json); gptq/awq: quant_method gptq/awq
-    # packed for vLLM/LMI-Dist (lmi_build/targets/hf/data/serving_formats.toml)
-    export_format: Literal["hf", "modelopt_hf", "gptq", "awq", "compressed_tensors"] = "hf"
+KnobsT = TypeVar("KnobsT", bound=TargetKnobs)
+K = TypeVar("K", bound=TargetKnobs)
 
 
 class MemoryEstimate(BaseModel):
@@ -164,8 +108,12 @@ class ToolchainRef(BaseModel):
     versions: dict[str, str] = {}  # {"tensorrt_llm": "0.8.0", "tensorrt": "9.2.0", "cuda": "12.2"}
 
 
-class BuildPlan(BaseModel):
-    model_config = ConfigDict(frozen=True)
+class BuildPlan(BaseModel, Generic[KnobsT]):
+    """The plan of one build. Generic in its target's knobs: ``BuildPlan[TrtllmBuild]`` in the trtllm
+    target; a saved plan is read as ``BuildPlan[PlanKnobs]``, the union of every target's knobs
+    discriminated on ``target`` (``lmi_build.targets``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     schema_version: int = 1
     target: TargetName
@@ -175,7 +123,7 @@ class BuildPlan(BaseModel):
     spec: ModelSpec
     options: dict[str, str]  # serving.properties keys/values the artifact will carry
     option_sources: dict[str, str]  # key -> Source value ("cli", "env", ...)
-    build: TrtllmBuild | NeuronxBuild | HfBuild | None = None  # None only when invalid early
+    build: KnobsT | None = None  # None only when invalid early
     quantization: QuantizationPlan = QuantizationPlan()
     memory: MemoryEstimate | None = None
     checkpoint_step: CheckpointStepEstimate | None = None  # None: no convert/quantize step on this host
@@ -184,6 +132,20 @@ class BuildPlan(BaseModel):
     valid: bool
     errors: list[PlanMessage] = []
     warnings: list[PlanMessage] = []
+
+    @model_validator(mode="after")
+    def _knobs_of_this_target(self) -> BuildPlan[KnobsT]:
+        if self.build is not None and self.build.target != self.target:
+            raise ValueError(f"the build knobs are {self.build.target}'s, the plan is for {self.target}")
+        return self
+
+    def knobs(self, kind: type[K]) -> K:
+        """The build knobs as the calling target's own type; a plan of another target, or one made
+        invalid before any knobs, is refused (a saved plan is read by its ``target``)."""
+        if not isinstance(self.build, kind):
+            raise InvalidPlan(f"this {self.target} plan has no {kind.__name__} knobs",
+                              hint="plan it again for this target: lmi-build plan <target> ... --save plan.json")
+        return self.build
 
     def to_json(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")

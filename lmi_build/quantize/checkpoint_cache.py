@@ -24,10 +24,10 @@ from lmi_build.fs import atomic_write_json, link_tree, staged_directory
 from lmi_build.output import current
 from lmi_build.paths import cache_root
 from lmi_build.planning.plan import BuildPlan
+from lmi_build.quantize.result import CheckpointResult
 from lmi_build.versions import installed_versions
 
 if TYPE_CHECKING:
-    from lmi_build.quantize.export import CheckpointResult
     from lmi_build.quantize.placement import Placement
 
 KEY_VERSION = 1
@@ -49,17 +49,12 @@ class CacheEntry(BaseModel):
     files: list[FileEntry]
 
 
-def checkpoint_key(plan: BuildPlan, model_dir: Path, checkpoint_format: str, *,
+def checkpoint_key(plan: BuildPlan, model_dir: Path, checkpoint_format: str, shaping: dict[str, Any], *,
                    calibrated_on: Placement | None = None) -> tuple[str, dict[str, Any]]:
     """The key and the material it hashes: model identity and input-file fingerprint, format,
     quantization (with its calibration plan), where calibration runs (device and dtype, not the GPU
     count: the same numbers on one GPU or spread over several), the build fields that shape the
-    checkpoint, versions."""
-    build = plan.build
-    shaping = {"dtype": getattr(build, "dtype", None), "tp": getattr(build, "tp", None),
-               "pp": getattr(build, "pp", 1), "decoder": getattr(build, "modelopt_decoder", None),
-               "export_format": getattr(build, "export_format", None),
-               "writer": getattr(build, "checkpoint_writer", None)}
+    checkpoint (``shaping``, given by the target), versions."""
     material: dict[str, Any] = {
         "key_version": KEY_VERSION,
         "model": plan.model.model_dump(mode="json"),
@@ -101,8 +96,6 @@ class CheckpointCache:
     def restore(self, key: str, out_dir: Path) -> CheckpointResult | None:
         """The cached checkpoint linked into ``out_dir`` (replaced only once the entry verified),
         with its original result; None on a miss or a corrupted entry (evicted, reported)."""
-        from lmi_build.quantize.export import CheckpointResult
-
         entry_dir = self.entry_dir(key)
         entry = self._read_entry(entry_dir)
         if entry is None:

@@ -8,7 +8,7 @@ and field named, so a bad recipe never reaches a plan.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -151,10 +151,3 @@ def _index(recipes: tuple[Recipe, ...], attribute: str, directory: Path) -> dict
     return index
 
 
-def recipes_by_target(book: RecipeBook) -> Mapping[str, list[str]]:
-    """Target -> names of the recipes that support it (for listings and error hints)."""
-    result: dict[str, list[str]] = {"trtllm": [], "neuronx": [], "hf": []}
-    for recipe in book:
-        for target in recipe.targets:
-            result[target].append(recipe.name)
-    return result

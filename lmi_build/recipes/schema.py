@@ -7,11 +7,11 @@ and how to infer version options (``baichuan_model_version`` ...) from the confi
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-TargetName = Literal["trtllm", "neuronx", "hf"]
+from lmi_build.target_names import TargetName
 
 
 class TargetSupport(BaseModel):

@@ -7,7 +7,6 @@ one-line ``StepError`` with the log tail.
 
 from __future__ import annotations
 
-import importlib
 import os
 import shutil
 import subprocess
@@ -16,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
-from lmi_build.errors import MissingDependency, StepError
+from lmi_build.errors import StepError
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.runners.process import stream_process
 from lmi_build.runners.step import Paths, Step, StepResult, bind
@@ -47,7 +46,7 @@ def gpu_count() -> int:
 
 def workers_for(plan: BuildPlan | None, gpus: int) -> int:
     """Parallel engine builds: the plan's world size, capped by the GPUs present (at least 1)."""
-    world = plan.build.tp * getattr(plan.build, "pp", 1) if plan is not None and plan.build is not None else 1
+    world = plan.build.world_size if plan is not None and plan.build is not None else 1
     return max(1, min(world, gpus or 1))
 
 
@@ -80,23 +79,6 @@ def _prepare_outputs(step: Step, paths: Paths) -> None:
         path.mkdir(parents=True, exist_ok=True)
 
 
-def _run_python_call(step: Step, paths: Paths, plan: BuildPlan | None) -> None:
-    """A host step implemented in Python (e.g. the ModelOpt export of the quantize package)."""
-    if step.python_call is None or plan is None:
-        raise StepError(f"step '{step.name}' needs the build plan")
-    module_name, func_name = step.python_call.split(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        if error.name == module_name:
-            raise StepError(f"step '{step.name}': {module_name} is not available in this lmi-build",
-                            hint="update lmi-build") from None
-        raise MissingDependency.for_module(error.name or module_name, "convert") from None
-    inputs = [paths.get(name) for name in step.inputs]
-    outputs = [paths.get(name) for name in step.outputs]
-    getattr(module, func_name)(plan, *inputs, *outputs)
-
-
 @dataclass
 class _ExecutingRunner:
     kind: RunnerKind = "local"
@@ -111,12 +93,12 @@ class _ExecutingRunner:
         _prepare_outputs(step, paths)
         log_path = work_dir / LOG_DIR / f"{step.name}.log"
         start = time.perf_counter()
+        if step.in_process is not None:
+            raise StepError(f"step '{step.name}' ({step.in_process}) runs in lmi-build itself, not through a runner",
+                            hint="this is a bug in the target that handed it to a runner")
         try:
-            if step.python_call is not None:
-                _run_python_call(step, paths, plan)
-            else:
-                stream_process(self._argv(step, paths, plan), name=step.name, log_path=log_path,
-                               timeout_s=step.timeout_s, env={**step.env, **self.extra_env}, cwd=step.cwd)
+            stream_process(self._argv(step, paths, plan), name=step.name, log_path=log_path,
+                           timeout_s=step.timeout_s, env={**step.env, **self.extra_env}, cwd=step.cwd)
         except BaseException:
             _remove_outputs(step, paths)
             raise

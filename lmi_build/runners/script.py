@@ -25,8 +25,8 @@ class ScriptRunner:
 
     def run(self, step: Step, paths: Paths, work_dir: Path, plan: BuildPlan | None) -> StepResult:
         self.lines.append(f"# step: {step.name} ({step.where})")
-        if step.python_call is not None:
-            self.lines.append(f"# produced on the lmi-build host by {step.python_call}")
+        if step.in_process is not None:
+            self.lines.append(f"# produced on the lmi-build host: {step.in_process}")
             for name in step.outputs:
                 var = paths.dir(name).variable
                 self.lines.append(f'test -f "${var}/config.json" || {{ echo "missing {name} '

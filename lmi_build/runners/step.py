@@ -20,7 +20,9 @@ class Step(BaseModel):
     argv: list[str]  # placeholders in braces ({model}, {engine}, {workers}, ...)
     where: Literal["host", "container"]
     tool: str | None = None  # the target's flag-table tool this argv was validated against
-    python_call: str | None = None  # "module:function" run in-process on the host
+    # Run in this process by the target itself (e.g. "ModelOpt checkpoint export"), never by a runner:
+    # what it does, in words, for logs and scripts. None: a vendor tool's argv.
+    in_process: str | None = None
     cwd: str | None = None
     env: dict[str, str] = {}
     inputs: list[str] = []  # placeholder names read

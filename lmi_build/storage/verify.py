@@ -10,19 +10,15 @@ from pathlib import Path
 
 from lmi_build.artifact.files import MANIFEST_NAME
 from lmi_build.artifact.manifest import Manifest, load_manifest
-from lmi_build.artifact.verify import (
-    ServingTarget,
-    VerifyReport,
-    check_compatibility,
-    report,
-    summarize,
-    verify_local,
-)
+from lmi_build.artifact.serving import ServingTarget
+from lmi_build.artifact.target_api import TargetsByName
+from lmi_build.artifact.verify import VerifyReport, check_compatibility, report, summarize, verify_local
 from lmi_build.errors import VerifyError
 from lmi_build.types import PlanMessage
 
 
-def verify_s3(url: str, *, target: ServingTarget | None = None, endpoint_url: str | None = None) -> VerifyReport:
+def verify_s3(url: str, targets: TargetsByName, *, serving: ServingTarget | None = None,
+              endpoint_url: str | None = None) -> VerifyReport:
     """Verify a published artifact: the remote files against the manifest, and compatibility from
     the remote manifest. The layout's structural checks need the files locally (`lmi-build pull`)."""
     from lmi_build.storage.publish import remote_manifest, verify_remote
@@ -35,14 +31,20 @@ def verify_s3(url: str, *, target: ServingTarget | None = None, endpoint_url: st
     if manifest is None:
         return report(errors or [PlanMessage(code="manifest", message=f"no {MANIFEST_NAME} under {url}")], [],
                       {"location": url})
-    compat_errors, warnings = check_compatibility(manifest, target or ServingTarget())
+    target = targets.get(manifest.target)
+    if target is None:
+        unknown = PlanMessage(code="target_unknown", message=f"artifact of target '{manifest.target}', which this "
+                              f"lmi-build does not know", hint="upgrade lmi-build")
+        return report([*errors, unknown], [], summarize(manifest, url))
+    compat_errors, warnings = check_compatibility(manifest, target, serving or ServingTarget())
     return report(errors + compat_errors, warnings, summarize(manifest, url))
 
 
-def verify(location: str, *, target: ServingTarget | None = None, endpoint_url: str | None = None) -> VerifyReport:
+def verify(location: str, targets: TargetsByName, *, serving: ServingTarget | None = None,
+           endpoint_url: str | None = None) -> VerifyReport:
     if location.startswith("s3://"):
-        return verify_s3(location, target=target, endpoint_url=endpoint_url)
-    return verify_local(Path(location), target=target)
+        return verify_s3(location, targets, serving=serving, endpoint_url=endpoint_url)
+    return verify_local(Path(location), targets, serving=serving)
 
 
 def load_any(location: str, endpoint_url: str | None = None) -> Manifest:

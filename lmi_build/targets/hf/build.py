@@ -2,24 +2,31 @@
 
 from __future__ import annotations
 
-from lmi_build.building.context import BuildContext
-from lmi_build.planning.plan import HfBuild
+from lmi_build.building.context import BuildContext, BuildSettings
+from lmi_build.planning.saved import SavedPlan
+from lmi_build.targets.hf.knobs import HfBuild
+from lmi_build.targets.hf.layouts import LAYOUTS
+
+CHECKPOINT_DIR = "hf-checkpoint"
+
+
+def preflight(saved: SavedPlan, settings: BuildSettings) -> None:
+    """Nothing beyond the plan: the checkpoint step reads only the model and the calibration data."""
 
 
 def build(ctx: BuildContext) -> None:
     plan = ctx.plan
-    assert isinstance(plan.build, HfBuild)
-    ctx.layout = "hf"
-    needs_step = plan.quantization.method is not None or plan.spec.torch_dtype != plan.build.dtype
-    if not needs_step:
-        ctx.produced = ctx.source.path
+    knobs = plan.knobs(HfBuild)
+    ctx.layout = LAYOUTS["hf"]
+    if plan.quantization.method is None and plan.spec.torch_dtype == knobs.dtype:
+        ctx.produced = ctx.source.path  # the source's safetensors as they are
         return
-    from lmi_build.quantize.export import run_checkpoint_step
+    from lmi_build.targets.hf.checkpoint import build_hf_checkpoint
 
-    detail = plan.quantization.quant_algo or f"dtype {plan.build.dtype}"
+    detail = plan.quantization.quant_algo or f"dtype {knobs.dtype}"
     name = "quantize" if plan.quantization.method else "convert"
     with ctx.record.timed(name, detail=detail):
-        result = run_checkpoint_step(plan, ctx.source.path, ctx.work, calib_file=ctx.inputs.calib_data,
-                                     use_cache=ctx.settings.use_cache)
+        result = build_hf_checkpoint(plan, ctx.source.path, ctx.work / CHECKPOINT_DIR,
+                                     calib_file=ctx.inputs.calib_data, use_cache=ctx.settings.use_cache)
     ctx.record.record_checkpoint(name, result)
     ctx.produced = result.out_dir

@@ -12,7 +12,7 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
-from lmi_build.artifact.layout import register_layout
+from lmi_build.artifact.layout import Layout
 from lmi_build.errors import StepError
 from lmi_build.fs import link_or_copy
 from lmi_build.planning.plan import BuildPlan
@@ -150,4 +150,5 @@ class HfLayout:
                    "rebuild the artifact: the loader needs the index to find the shards")
 
 
-register_layout(HfLayout())
+# The layouts this target packages, by name (``Target.layouts()``).
+LAYOUTS: dict[str, Layout] = {layout.name: layout for layout in (HfLayout(),)}

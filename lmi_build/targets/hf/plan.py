@@ -3,16 +3,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from lmi_build.model.spec import ModelSpec
 from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning import checks
+from lmi_build.planning.checkpoint_estimate import CheckpointWork
 from lmi_build.planning.context import PlanContext
 from lmi_build.planning.memory import Workload
-from lmi_build.planning.plan import HfBuild, QuantizationPlan, ToolchainRef
-from lmi_build.planning.targets import ContainerFacts, TargetPlan
+from lmi_build.planning.plan import QuantizationPlan, ToolchainRef
+from lmi_build.planning.target_api import ContainerFacts, TargetPlan
 from lmi_build.recipes.schema import TargetSupport
+from lmi_build.targets.hf.knobs import HfBuild
 from lmi_build.targets.hf.profiles import (
     DEFAULT_FORMATS,
     ExportFormat,
@@ -25,27 +27,18 @@ from lmi_build.targets.hf.profiles import (
 from lmi_build.types import TargetName
 from lmi_build.versions import installed_versions
 
-if TYPE_CHECKING:
-    from lmi_build.building.context import BuildContext, BuildSettings
-    from lmi_build.planning.saved import SavedPlan
-
 DEFAULT_MAX_BATCH_SIZE = 32
 DEFAULT_MAX_SEQ_LEN = 4096  # the memory estimate's sequence length when no max length is given
 # The packages whose versions decide the exported bytes (read from metadata: nothing is imported).
 _TOOL_PACKAGES = ("transformers", "nvidia-modelopt", "safetensors")
 
 
-class HfTarget:
+class HfPlanning:
+    """The planning half of the hf target (``lmi_build.targets.hf.target``)."""
+
     name: TargetName = "hf"
     engine = "Python"
-
-    def preflight(self, saved: SavedPlan, settings: BuildSettings) -> None:
-        pass  # nothing beyond the plan: the checkpoint step reads only the model and calibration data
-
-    def build(self, ctx: BuildContext) -> None:
-        from lmi_build.targets.hf.build import build
-
-        build(ctx)
+    accelerator: Literal["gpu", "neuron"] = "gpu"
 
     def container_profiles(self) -> dict[str, ContainerFacts]:
         return {p.name: ContainerFacts(versions=p.versions(), engine_capable=False) for p in load_profiles()}
@@ -89,7 +82,20 @@ class HfTarget:
             toolchain=self.toolchain(ctx.request.profile),
             workload=Workload(batch_size=batch, seq_len=seq_len, tp=tp),
             dtype=dtype,
+            checkpoint_work=checkpoint_work(ctx.quantization, ctx.spec.torch_dtype, dtype),
         )
+
+
+def checkpoint_work(quantization: QuantizationPlan, source_dtype: str | None, dtype: str) -> CheckpointWork | None:
+    """A quantization or a dtype change makes a new checkpoint on this host; otherwise the source's
+    safetensors are the artifact's (a pre-quantized input is passed through as it is)."""
+    if quantization.pre_quantized is not None:
+        return None
+    if quantization.method is not None:
+        return CheckpointWork(family="hf", dtype=dtype)
+    if source_dtype != dtype:
+        return CheckpointWork(family="hf", dtype=dtype, cpu_only="the hf conversion streams the shards on the CPU")
+    return None
 
 
 def export_format(quantization: QuantizationPlan, profile: HfProfile | None = None) -> ExportFormat | None:
@@ -146,5 +152,3 @@ def plan_export_format(ctx: PlanContext, profile: HfProfile | None, dtype: str) 
         ctx.withhold("quantize")
     return chosen
 
-
-HF = HfTarget()

@@ -18,9 +18,10 @@ from lmi_build.building.context import BuildContext, BuildOutcome, BuildSettings
 from lmi_build.errors import SourceError, UnsupportedTarget
 from lmi_build.fs import link_tree
 from lmi_build.output import current
-from lmi_build.planning.plan import NeuronxBuild
 from lmi_build.planning.saved import PLAN_FILE, SavedPlan
 from lmi_build.runners import LOG_DIR, ScriptRunner, make_runner
+from lmi_build.targets.neuronx.knobs import NeuronxBuild
+from lmi_build.targets.neuronx.layouts import LAYOUTS
 from lmi_build.targets.neuronx.profiles import NeuronProfile, get_profile
 from lmi_build.targets.neuronx.sdk import sdk
 
@@ -71,18 +72,18 @@ def probe_sdk(python: str) -> dict[str, str]:
 def preflight(saved: SavedPlan, settings: BuildSettings) -> None:
     """Refuse what cannot work before anything is fetched or compiled."""
     plan = saved.plan
-    assert isinstance(plan.build, NeuronxBuild)
+    knobs = plan.knobs(NeuronxBuild)
     profile = get_profile(plan.toolchain.profile)
-    if plan.build.loader not in ("tnx", "optimum"):
-        why = sdk().unbuilt_loaders[plan.build.loader].reason
-        raise UnsupportedTarget(f"{profile.name} loads this model with DJL's {plan.build.loader} loader, "
+    if knobs.loader not in ("tnx", "optimum"):
+        why = sdk().unbuilt_loaders[knobs.loader].reason
+        raise UnsupportedTarget(f"{profile.name} loads this model with DJL's {knobs.loader} loader, "
                                 f"whose artifact lmi-build does not build: {why}",
                                 hint="pick a profile or options where DJL uses transformers-neuronx or "
                                      "optimum-neuron (lmi-build profiles list)")
-    if plan.build.layout == "neuronx-split" and profile.split_layout_unbuilt:
+    if knobs.layout == "neuronx-split" and profile.split_layout_unbuilt:
         raise UnsupportedTarget(f"{profile.name}: lmi-build does not build its split checkpoint/ + compiled/ layout: "
                                 f"{profile.split_layout_unbuilt}", hint="pick lmi-0.27.0 or newer (lmi-build profiles list)")
-    if plan.build.loader == "optimum" and profile.optimum_class != OPTIMUM_CLASS:
+    if knobs.loader == "optimum" and profile.optimum_class != OPTIMUM_CLASS:
         raise UnsupportedTarget(f"{profile.name} exports with {profile.optimum_class}, not {OPTIMUM_CLASS}: "
                                 "lmi-build's driver would not be the container's code path",
                                 hint="pick lmi-0.27.0 or newer (lmi-build profiles list)")
@@ -105,7 +106,7 @@ def preflight(saved: SavedPlan, settings: BuildSettings) -> None:
     if settings.runner == "local":
         versions = probe_sdk(neuron_python())
         found = versions.get("neuronx_cc")
-        if plan.build.loader == "optimum" and versions.get("optimum_neuron") != profile.optimum_neuron:
+        if knobs.loader == "optimum" and versions.get("optimum_neuron") != profile.optimum_neuron:
             # optimum-neuron builds its own TNX config: another version compiles other graphs.
             raise UnsupportedTarget(f"optimum-neuron {versions.get('optimum_neuron')} here, {profile.name} has "
                                     f"{profile.optimum_neuron}: its export would not be the container's",
@@ -122,10 +123,10 @@ def build(ctx: BuildContext) -> None:
     from lmi_build.targets.neuronx.steps import compile_step, host_neuron_devices, neuronx_paths, write_driver
 
     plan, settings = ctx.plan, ctx.settings
-    assert isinstance(plan.build, NeuronxBuild)
+    knobs = plan.knobs(NeuronxBuild)
     profile = get_profile(plan.toolchain.profile)
-    ctx.layout = plan.build.layout
-    cache_layout = plan.build.layout == CACHE_LAYOUT
+    ctx.layout = LAYOUTS[knobs.layout]
+    cache_layout = knobs.layout == CACHE_LAYOUT
     if settings.compiled_dir is not None:
         produced = settings.compiled_dir.absolute()
     else:
@@ -151,17 +152,17 @@ def build(ctx: BuildContext) -> None:
             shutil.copytree(logs, compiled / LOG_DIR, dirs_exist_ok=True)
     if cache_layout:
         info = inspect_cache(produced)
-    elif plan.build.layout == OPTIMUM_LAYOUT:
+    elif knobs.layout == OPTIMUM_LAYOUT:
         info = inspect_optimum_export(produced)
     else:
-        info = inspect_compiled(produced, legacy=plan.build.layout in (LEGACY_LAYOUT, SPLIT_LAYOUT))
+        info = inspect_compiled(produced, legacy=knobs.layout in (LEGACY_LAYOUT, SPLIT_LAYOUT))
     if info.neuronx_cc != profile.neuronx_cc:
         # The container's compile cache would not match: it would compile again at start-up (or fail).
         raise SourceError(f"{produced} was compiled by neuronx-cc {info.neuronx_cc}, {profile.name} has "
                           f"{profile.neuronx_cc}", hint=f"compile with Neuron SDK {profile.neuron_sdk} "
                           "(the profile's image), or plan for the profile of that compiler (--profile)")
     ctx.record.toolchain["neuronx_cc"] = info.neuronx_cc or ""
-    ctx.record.hardware = HardwareTarget(neuron_platform=plan.build.platform)
+    ctx.record.hardware = HardwareTarget(neuron_platform=knobs.platform)
     if info.stand_in:
         ctx.record.toolchain["stand_in"] = "true"
         current().warn("the NEFFs were written by a STAND-IN Neuron compiler: this is not a real compile")
@@ -237,8 +238,7 @@ def _write_bundle(ctx: BuildContext, profile: NeuronProfile) -> BuildOutcome:
     ctx.saved.save(bundle / PLAN_FILE)
     install_directory(bundle, output, overwrite=ctx.settings.overwrite)
     artifact = output.with_name(f"{output.name}-artifact")
-    assert isinstance(ctx.plan.build, NeuronxBuild)
-    produced = CACHE_DIR if ctx.plan.build.layout == CACHE_LAYOUT else "compiled"
+    produced = CACHE_DIR if ctx.plan.knobs(NeuronxBuild).layout == CACHE_LAYOUT else "compiled"
     package_cmd = finish_command(output / PLAN_FILE, compiled_dir=output / produced, output=artifact)
     run_script = f"(cd {shlex.quote(str(output))} && ./{BUNDLE_SCRIPT})"
     return BuildOutcome(plan=ctx.plan, status="script", output=output, steps=list(ctx.record.steps),

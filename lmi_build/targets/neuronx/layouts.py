@@ -56,10 +56,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from lmi_build.artifact.layout import register_layout
+from lmi_build.artifact.layout import Layout
 from lmi_build.errors import StepError
 from lmi_build.fs import atomic_write_json, link_or_copy, link_tree
-from lmi_build.planning.plan import BuildPlan, NeuronxBuild
+from lmi_build.planning.plan import BuildPlan
+from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.types import PlanMessage
 
 COMPILED_DIR = "compiled"
@@ -72,9 +73,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model",
 
 
 def _build(plan: BuildPlan) -> NeuronxBuild:
-    if not isinstance(plan.build, NeuronxBuild):
-        raise StepError(f"the Neuron layouts need a neuronx plan, got target '{plan.target}'")
-    return plan.build
+    return plan.knobs(NeuronxBuild)
 
 
 def neuron_block(plan: BuildPlan, compiler_version: str) -> dict[str, Any]:
@@ -370,8 +369,6 @@ class CacheTreeLayout:
         return problems
 
 
-register_layout(TnxPrecompiledLayout())
-register_layout(CacheTreeLayout())
-register_layout(LegacyCheckpointLayout())
-register_layout(OptimumExportLayout())
-register_layout(SplitCheckpointLayout())
+# The layouts this target packages, by name (``Target.layouts()``).
+LAYOUTS: dict[str, Layout] = {layout.name: layout for layout in (
+    TnxPrecompiledLayout(), CacheTreeLayout(), LegacyCheckpointLayout(), OptimumExportLayout(), SplitCheckpointLayout())}

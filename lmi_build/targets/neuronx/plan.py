@@ -18,15 +18,14 @@ from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning import checks
 from lmi_build.planning.context import PlanContext
 from lmi_build.planning.memory import Workload
-from lmi_build.planning.plan import NeuronxBuild, ToolchainRef
-from lmi_build.planning.targets import ContainerFacts, TargetPlan
+from lmi_build.planning.plan import ToolchainRef
+from lmi_build.planning.target_api import ContainerFacts, TargetPlan
 from lmi_build.recipes.schema import TargetSupport
+from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.targets.neuronx.sdk import NeuronDefaults, NeuronPlatform, sdk
 from lmi_build.types import TargetName
 
 if TYPE_CHECKING:
-    from lmi_build.building.context import BuildContext, BuildSettings
-    from lmi_build.planning.saved import SavedPlan
     from lmi_build.targets.neuronx.profiles import Loader, NeuronProfile
 
 DEFAULT_GQA = "shard-over-heads"  # TNX's own default; option.group_query_attention's choices are the table's
@@ -213,19 +212,12 @@ def neuron_config(*, continuous: bool, batch: int, gqa_requested: str | None, qu
     return config
 
 
-class NeuronxTarget:
+class NeuronxPlanning:
+    """The planning half of the neuronx target (``lmi_build.targets.neuronx.target``)."""
+
     name: TargetName = "neuronx"
     engine = "Python"
-
-    def preflight(self, saved: SavedPlan, settings: BuildSettings) -> None:
-        from lmi_build.targets.neuronx.build import preflight
-
-        preflight(saved, settings)
-
-    def build(self, ctx: BuildContext) -> None:
-        from lmi_build.targets.neuronx.build import build
-
-        build(ctx)
+    accelerator: Literal["gpu", "neuron"] = "neuron"
 
     def container_profiles(self) -> dict[str, ContainerFacts]:
         from lmi_build.targets.neuronx.profiles import load_profiles
@@ -251,11 +243,8 @@ class NeuronxTarget:
         profile = get_profile(ctx.request.profile)
         defaults = sdk().defaults
         spec = ctx.spec
+        # A GPU instance type is refused by the planner (instance_target); it gives no platform.
         platform = ctx.instance.accelerator.platform if ctx.instance else None
-        if ctx.instance is not None and ctx.instance.accelerator.kind != "neuron":
-            ctx.findings.error("instance_target", f"{ctx.instance.name} has no Neuron devices",
-                               hint="pick an inf2.* or trn1.* instance type for the neuronx target")
-            platform = None
 
         tp = checks.resolve_tp(ctx, unit="NeuronCore")
         self._check_tp_degree(ctx, tp, platform)
@@ -470,5 +459,3 @@ class NeuronxTarget:
                                f"max_input_len + max_output_len = {max_input + max_output} exceeds n_positions {top}",
                                hint=f"raise --n-positions to at least {max_input + max_output}")
 
-
-NEURONX = NeuronxTarget()

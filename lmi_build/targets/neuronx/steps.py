@@ -12,9 +12,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from lmi_build.planning.plan import BuildPlan, NeuronxBuild
+from lmi_build.planning.plan import BuildPlan
 from lmi_build.runners.script import ScriptRunner
 from lmi_build.runners.step import Dir, Paths, Step
+from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.targets.neuronx.profiles import NeuronProfile
 
 DRIVER_SOURCE = Path(__file__).resolve().parent / "driver.py"
@@ -77,5 +78,4 @@ def neff_script(runner: ScriptRunner, paths: Paths, *, header: str) -> str:
 
 
 def _build(plan: BuildPlan) -> NeuronxBuild:
-    assert isinstance(plan.build, NeuronxBuild), "a neuronx plan"
-    return plan.build
+    return plan.knobs(NeuronxBuild)

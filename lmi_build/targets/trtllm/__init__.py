@@ -1,6 +1,6 @@
 """The ``trtllm`` target: TensorRT-LLM engines for the LMI TensorRT-LLM containers (checkpoint on
 this host, engines by the profile's TensorRT-LLM through the shared runners)."""
 
-from lmi_build.targets.trtllm.plan import TRTLLM as TARGET
+from lmi_build.targets.trtllm.target import TARGET
 
 __all__ = ["TARGET"]

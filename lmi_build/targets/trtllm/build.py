@@ -15,14 +15,15 @@ from lmi_build.building.context import BuildContext, BuildOutcome, BuildSettings
 from lmi_build.errors import LmiBuildError, SourceError
 from lmi_build.fs import link_tree
 from lmi_build.output import current
-from lmi_build.planning.plan import BuildPlan, TrtllmBuild
+from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import PLAN_FILE, SavedPlan
 from lmi_build.runners import LOG_DIR, Paths, ScriptRunner, Step, make_runner
+from lmi_build.targets.trtllm.knobs import TrtllmBuild
 from lmi_build.targets.trtllm.profile_schema import ContainerProfile
 from lmi_build.targets.trtllm.steps import DEFAULT_EXAMPLES
 
 if TYPE_CHECKING:
-    from lmi_build.quantize.export import CheckpointResult
+    from lmi_build.quantize.result import CheckpointResult
 
 BUNDLE_CHECKPOINT = "checkpoint"
 BUNDLE_ENGINE = "engine"
@@ -43,15 +44,15 @@ def preflight(saved: SavedPlan, settings: BuildSettings) -> None:
 
 def build(ctx: BuildContext) -> None:
     from lmi_build.targets.trtllm.engine_check import check_engine_dir, gpu_sm
-    from lmi_build.targets.trtllm.layouts import layout_name
+    from lmi_build.targets.trtllm.layouts import layout_for
     from lmi_build.targets.trtllm.profiles import get_profile
     from lmi_build.targets.trtllm.steps import engine_steps, trtllm_paths
     from lmi_build.targets.trtllm.toolchain import toolchain_available
 
     plan, settings = ctx.plan, ctx.settings
-    assert isinstance(plan.build, TrtllmBuild)
+    knobs = plan.knobs(TrtllmBuild)
     profile = get_profile(plan.toolchain.profile)
-    ctx.layout = layout_name(profile.layout)
+    ctx.layout = layout_for(profile.layout)
     checkpoint = settings.checkpoint.absolute() if settings.checkpoint else ctx.work / BUNDLE_CHECKPOINT
     engine = settings.engine_dir.absolute() if settings.engine_dir else ctx.work / BUNDLE_ENGINE
     paths = trtllm_paths(model=ctx.source.path, checkpoint=checkpoint, engine=engine,
@@ -63,11 +64,11 @@ def build(ctx: BuildContext) -> None:
         steps = engine_steps(plan, profile)
         if settings.step_timeout_s is not None:
             steps = [step.model_copy(update={"timeout_s": settings.step_timeout_s}) for step in steps]
-        host = [s for s in steps if s.python_call is not None and settings.checkpoint is None]
-        vendor = [s for s in steps if s.python_call is None]
+        host = [s for s in steps if s.in_process is not None and settings.checkpoint is None]
+        vendor = [s for s in steps if s.in_process is None]
         for step in host:  # ModelOpt runs here whatever the engine runner is
             with ctx.record.timed(step.name, detail=plan.quantization.quant_algo or "unquantized"):
-                exported = _run_host_step(step, ctx, paths)
+                exported = _export_checkpoint(ctx, paths)
             ctx.record.record_checkpoint(step.name, exported)
         if settings.until == "checkpoint":
             ctx.stopped = _stop_with_checkpoint(ctx, profile, checkpoint, "checkpoint written (--until checkpoint)",
@@ -87,7 +88,7 @@ def build(ctx: BuildContext) -> None:
             ctx.record.steps.append(StepTiming(name=step.name, seconds=result.seconds, detail=f"{runner.kind} runner"))
         _keep_logs(ctx.work, engine)
 
-    info = check_engine_dir(engine, profile, world_size=plan.build.world_size)
+    info = check_engine_dir(engine, profile, world_size=knobs.world_size)
     _check_engine_is_the_plans(engine, plan)
     sm, name = gpu_sm()
     ctx.record.hardware = HardwareTarget(gpu_sm=sm, gpu_name=name)
@@ -102,7 +103,7 @@ def build(ctx: BuildContext) -> None:
 def check_checkpoint(directory: Path, plan: BuildPlan, *, legacy: bool = False) -> None:
     """Refuse a ``--checkpoint`` that is not the one this plan converts: its architecture, dtype,
     world size and quantization must be the plan's (checked before any work)."""
-    assert isinstance(plan.build, TrtllmBuild)
+    build = plan.knobs(TrtllmBuild)
     if not directory.is_dir():
         raise SourceError(f"--checkpoint {directory} is not a directory",
                           hint="give the directory `lmi-build trtllm --until checkpoint` wrote")
@@ -120,7 +121,6 @@ def check_checkpoint(directory: Path, plan: BuildPlan, *, legacy: bool = False) 
     except (OSError, ValueError, TypeError, AttributeError) as error:
         raise SourceError(f"--checkpoint {directory}: config.json is unreadable ({error})",
                           hint="give the directory `lmi-build trtllm --until checkpoint` wrote") from None
-    build = plan.build
     expected = {
         "architecture": (config.get("architecture"), build.trtllm_architecture),
         "dtype": (config.get("dtype"), build.dtype),
@@ -165,18 +165,15 @@ def _check_prequantized_file(plan: BuildPlan, model: Path) -> None:
                            "max_shard_size large enough), or start from the unquantized model")
 
 
-def _run_host_step(step: Step, ctx: BuildContext, paths: Paths) -> CheckpointResult:
-    """A step implemented in Python on this host (the ModelOpt checkpoint export). Called here,
-    not through a runner, because it also needs the user's calibration file: the plan only
-    records its name and digest, and the step refuses a file that changed since planning."""
-    import importlib
+def _export_checkpoint(ctx: BuildContext, paths: Paths) -> CheckpointResult:
+    """The ModelOpt checkpoint step, run here whatever the engine runner is (never by a runner: it
+    also needs the user's calibration file; the plan records only its name and digest, and the step
+    refuses a file that changed since planning)."""
+    from lmi_build.targets.trtllm.checkpoint import build_trtllm_checkpoint
 
-    assert step.python_call is not None
-    module_name, _, function_name = step.python_call.partition(":")
-    export = getattr(importlib.import_module(module_name), function_name)
-    result: CheckpointResult = export(ctx.plan, paths.get("model"), paths.get("checkpoint"),
-                                      calib_file=ctx.inputs.calib_data)
-    return result
+    model, checkpoint = paths.get("model"), paths.get("checkpoint")
+    assert model is not None and checkpoint is not None  # trtllm_paths always names both
+    return build_trtllm_checkpoint(ctx.plan, model, checkpoint, calib_file=ctx.inputs.calib_data)
 
 
 def _keep_logs(work: Path, engine: Path) -> None:

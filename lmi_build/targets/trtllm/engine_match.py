@@ -14,10 +14,11 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict
 
-from lmi_build.planning.plan import BuildPlan, TrtllmBuild
+from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets.trtllm.engine_check import world_size_of
+from lmi_build.targets.trtllm.knobs import TrtllmBuild
 
-# option.quantize -> how the engine's quant_algo starts (TensorRT-LLM QuantAlgo names, lmi-facts §3).
+# option.quantize -> how the engine's quant_algo starts (TensorRT-LLM QuantAlgo names, docs/VENDOR-FACTS.md §3).
 QUANT_ALGO_PREFIX = {"smoothquant": "W8A8_SQ", "awq": "W4A16_AWQ", "gptq": "W4A16_GPTQ", "fp8": "FP8",
                      "int8_wo": "W8A16", "int4_wo": "W4A16"}
 KV_CACHE_ALGO = {"fp8": "FP8", "int8": "INT8"}
@@ -41,8 +42,7 @@ class EngineExpectation(BaseModel):
 
 
 def expectation_from_plan(plan: BuildPlan) -> EngineExpectation:
-    build = plan.build
-    assert isinstance(build, TrtllmBuild)
+    build = plan.knobs(TrtllmBuild)
     quant = plan.quantization
     return EngineExpectation(
         side="the plan", max_batch_size_at_least=build.max_batch_size, max_input_len=build.max_input_len,

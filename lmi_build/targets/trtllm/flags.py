@@ -230,10 +230,6 @@ def flags_file() -> FlagsFile:
     return load_table(FLAGS_FILE, FlagsFile)
 
 
-def series_names() -> list[str]:
-    return flags_file().names()
-
-
 def series_for(version: str) -> str:
     """The flag series that covers a TensorRT-LLM version (``"0.21.0rc1"`` -> ``"0.16"``)."""
     return flags_file().series_for(version)

@@ -19,47 +19,33 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from pathlib import Path, PurePosixPath
 
-from lmi_build.artifact.layout import register_layout
+from lmi_build.artifact.layout import Layout
 from lmi_build.errors import LmiBuildError, StepError
 from lmi_build.fs import link_or_copy
-from lmi_build.planning.plan import BuildPlan, TrtllmBuild
+from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets.trtllm.engine_check import RANK_FILE, world_size_of
-from lmi_build.targets.trtllm.plan import FLAT_ENGINE
+from lmi_build.targets.trtllm.knobs import TrtllmBuild
 from lmi_build.targets.trtllm.triton import config_pbtxt
 from lmi_build.types import PlanMessage
 
+# The flat (LLM API) layout is served by ONE Python process whose LLM(...) starts its own MPI ranks.
+# engine=MPI would be engine=Python + option.mpi_mode=true: every rank would construct LLM(...) with
+# tp=N, which fails at tp > 1. DJL 0.33 sets mpi_mode only for rolling_batch=trtllm
+# (djl-serving wlm LmiConfigRecommender.java setMpiMode, :85 at 0.33.0-dlc; rolling_batch=auto with the
+# trtllm feature becomes disable + async_mode=true), and its trtllm async-service test configs set no MPI
+# engine (tests/integration/llm/prepare.py build_trtllm_handler_model); docs/VENDOR-FACTS.md.
+FLAT_ENGINE = "Python"
 BUILD_LOGS = "build-logs"
 TOOLKIT_DIR = "tensorrt_llm"
 ENGINE_SUBDIR = "1"
-DEFAULT_CONTAINER_MODEL_DIR = "/opt/ml/model"
+DEFAULT_CONTAINER_MODEL_DIR = "/opt/ml/model"  # where SageMaker and the LMI docs mount the model
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt")
-_container_model_dir: ContextVar[str] = ContextVar("lmi_build_container_model_dir",
-                                                   default=DEFAULT_CONTAINER_MODEL_DIR)
-
-
-@contextmanager
-def container_model_dir(path: str) -> Iterator[None]:
-    """Where the serving container will find the artifact (``--container-model-dir``): the
-    toolkit layout writes ``gpt_model_path`` under it."""
-    if not path.startswith("/"):
-        raise StepError(f"--container-model-dir must be an absolute path, got '{path}'",
-                        hint=f"e.g. {DEFAULT_CONTAINER_MODEL_DIR}")
-    token = _container_model_dir.set(path.rstrip("/") or "/")
-    try:
-        yield
-    finally:
-        _container_model_dir.reset(token)
 
 
 def _build(plan: BuildPlan) -> TrtllmBuild:
-    if not isinstance(plan.build, TrtllmBuild):
-        raise StepError(f"the TensorRT-LLM layouts need a trtllm plan, got target '{plan.target}'")
-    return plan.build
+    return plan.knobs(TrtllmBuild)
 
 
 def _engine_files(produced: Path) -> list[Path]:
@@ -145,7 +131,7 @@ class ToolkitLayout:
             link_or_copy(hf_config, repo / "config.json")  # beside the engines' own config, never over it
         carry_source_files(source_dir, repo, trust_remote_code=trust_remote_code(plan))
         _carry_build_logs(produced, staging)
-        gpt_model_path = str(PurePosixPath(_container_model_dir.get()) / TOOLKIT_DIR / ENGINE_SUBDIR)
+        gpt_model_path = str(PurePosixPath(DEFAULT_CONTAINER_MODEL_DIR) / TOOLKIT_DIR / ENGINE_SUBDIR)
         backend = plan.toolchain.versions.get("tensorrt_llm", "")  # tensorrtllm_backend is released with it
         (repo / "config.pbtxt").write_text(config_pbtxt(plan, gpt_model_path, backend), encoding="utf-8")
 
@@ -209,10 +195,14 @@ class FlatLayout:
                 + _check_tokenizer(artifact_dir, ""))
 
 
-TOOLKIT = register_layout(ToolkitLayout())
-FLAT = register_layout(FlatLayout())
+TOOLKIT = ToolkitLayout()
+FLAT = FlatLayout()
+# The layouts this target packages, by name (``Target.layouts()``).
+LAYOUTS: dict[str, Layout] = {TOOLKIT.name: TOOLKIT, FLAT.name: FLAT}
 
 
-def layout_name(profile_layout: str) -> str:
-    """The registered layout name for a profile's ``layout`` field."""
-    return {"toolkit": TOOLKIT.name, "flat": FLAT.name}[profile_layout]
+def layout_for(profile_layout: str) -> Layout:
+    """The layout of a profile's ``layout`` field (toolkit: 0.26-0.30, flat: 0.33+)."""
+    if profile_layout == "toolkit":
+        return TOOLKIT
+    return FLAT

@@ -10,43 +10,30 @@ from typing import TYPE_CHECKING, Literal
 from lmi_build.model.spec import ModelSpec
 from lmi_build.options.resolved import ResolvedOptions, Source
 from lmi_build.planning import checks
+from lmi_build.planning.checkpoint_estimate import CheckpointWork
 from lmi_build.planning.context import PlanContext
 from lmi_build.planning.memory import Workload
-from lmi_build.planning.plan import ToolchainRef, TrtllmBuild
-from lmi_build.planning.targets import ContainerFacts, TargetPlan
+from lmi_build.planning.plan import QuantizationPlan, ToolchainRef
+from lmi_build.planning.target_api import ContainerFacts, TargetPlan
 from lmi_build.quantize.tensor_map import streamable
 from lmi_build.recipes.schema import TargetSupport
+from lmi_build.targets.trtllm.knobs import TrtllmBuild
+from lmi_build.targets.trtllm.layouts import FLAT_ENGINE
 from lmi_build.types import TargetName
 from lmi_build.versions import release
 
 if TYPE_CHECKING:
-    from lmi_build.building.context import BuildContext, BuildSettings
-    from lmi_build.planning.saved import SavedPlan
     from lmi_build.targets.trtllm.profile_schema import ContainerProfile
 
-# The flat (LLM API) layout is served by ONE Python process whose LLM(...) starts its own MPI ranks.
-# engine=MPI would be engine=Python + option.mpi_mode=true: every rank would construct LLM(...) with
-# tp=N, which fails at tp > 1. DJL 0.33 sets mpi_mode only for rolling_batch=trtllm
-# (djl-serving wlm LmiConfigRecommender.java setMpiMode, :85 at 0.33.0-dlc; rolling_batch=auto with the
-# trtllm feature becomes disable + async_mode=true), and its trtllm async-service test configs set no MPI
-# engine (tests/integration/llm/prepare.py build_trtllm_handler_model); shared/docs/lmi-facts.md §3.
-FLAT_ENGINE = "Python"
 DEFAULT_MAX_BATCH_SIZE = 32  # DJL's max_rolling_batch_size default, passed as trtllm-build max_batch_size
 
 
-class TrtllmTarget:
+class TrtllmPlanning:
+    """The planning half of the trtllm target (``lmi_build.targets.trtllm.target``)."""
+
     name: TargetName = "trtllm"
     engine = "MPI"
-
-    def preflight(self, saved: SavedPlan, settings: BuildSettings) -> None:
-        from lmi_build.targets.trtllm.build import preflight
-
-        preflight(saved, settings)
-
-    def build(self, ctx: BuildContext) -> None:
-        from lmi_build.targets.trtllm.build import build
-
-        build(ctx)
+    accelerator: Literal["gpu", "neuron"] = "gpu"
 
     def container_profiles(self) -> dict[str, ContainerFacts]:
         from lmi_build.targets.trtllm.profiles import load_profiles
@@ -178,6 +165,7 @@ class TrtllmTarget:
                                    versions=profile.versions()),
             workload=Workload(batch_size=batch, seq_len=lengths.max_seq_len, tp=tp, pp=pp),
             dtype=dtype,
+            checkpoint_work=checkpoint_work(build, ctx.quantization),
         )
 
     @staticmethod
@@ -268,4 +256,9 @@ class TrtllmTarget:
         return None
 
 
-TRTLLM = TrtllmTarget()
+def checkpoint_work(build: TrtllmBuild, quantization: QuantizationPlan) -> CheckpointWork | None:
+    """The ModelOpt route converts (or quantizes) on this host; the vendor route converts in the
+    container, and a pre-quantized input is converted there too."""
+    if quantization.pre_quantized is not None or build.checkpoint_route != "modelopt" or not build.modelopt_decoder:
+        return None
+    return CheckpointWork(family="trtllm", dtype=build.dtype, streamed=build.checkpoint_writer == "stream")

@@ -14,10 +14,11 @@ from typing import cast
 from pydantic import BaseModel, ConfigDict
 
 from lmi_build.errors import UnsupportedTarget
-from lmi_build.planning.plan import BuildPlan, QuantizationPlan, TrtllmBuild
+from lmi_build.planning.plan import BuildPlan, QuantizationPlan
 from lmi_build.runners.script import ScriptRunner
 from lmi_build.runners.step import Dir, Paths, Step
 from lmi_build.targets.trtllm.flags import FlagError, FlagTable, Tool, flag_table
+from lmi_build.targets.trtllm.knobs import TrtllmBuild
 from lmi_build.targets.trtllm.profile_schema import ContainerProfile
 
 # The directories TensorRT-LLM steps use: their container mounts and the variables build-engines.sh reads.
@@ -36,7 +37,7 @@ def trtllm_paths(*, model: Path, checkpoint: Path, engine: Path, examples: Path 
 
 
 PLACEHOLDERS = ("model", "checkpoint", "engine", "examples", "workers")
-MODELOPT_EXPORT = "lmi_build.quantize.export:build_trtllm_checkpoint"
+MODELOPT_EXPORT = "the ModelOpt checkpoint export"
 CHECKPOINT_TIMEOUT_S = 3 * 3600
 BUILD_TIMEOUT_S = 4 * 3600
 # The legacy (0.7.x) scripts and the SmoothQuant converter exist for the Llama example only here.
@@ -67,10 +68,7 @@ class StepInputs(BaseModel):
 
     @classmethod
     def of(cls, plan: BuildPlan) -> StepInputs:
-        if not isinstance(plan.build, TrtllmBuild):
-            raise UnsupportedTarget(f"plan target is '{plan.target}', not trtllm",
-                                    hint="plan with --target trtllm")
-        return cls(build=plan.build, quantization=plan.quantization, recipe=plan.recipe,
+        return cls(build=plan.knobs(TrtllmBuild), quantization=plan.quantization, recipe=plan.recipe,
                    option_sources=plan.option_sources)
 
 
@@ -155,7 +153,7 @@ def _checkpoint_steps(plan: StepInputs, build: TrtllmBuild, table: FlagTable) ->
             argv=["lmi-build-modelopt-export", "--model_dir", "{model}", "--output_dir", "{checkpoint}",
                   "--dtype", build.dtype, "--tp_size", str(build.tp), "--pp_size", str(build.pp),
                   *(["--quant_algo", quant.quant_algo] if quant.quant_algo else [])],
-            where="host", python_call=MODELOPT_EXPORT, inputs=["model"], outputs=["checkpoint"],
+            where="host", in_process=MODELOPT_EXPORT, inputs=["model"], outputs=["checkpoint"],
             timeout_s=CHECKPOINT_TIMEOUT_S,
         )]
     example = build.trtllm_example

@@ -18,7 +18,7 @@ def toolchain_available(runner_kind: RunnerKind, profile: ContainerProfile,
     if runner_kind == "local":
         programs = {"trtllm-build"} if profile.workflow != "legacy" else {"python3"}
         for step in steps or []:
-            if step.python_call is None and step.where == "container":
+            if step.in_process is None and step.where == "container":
                 programs.add(step.argv[0])
         problems += [f"{p} not found on PATH" for p in sorted(programs) if shutil.which(p) is None]
     else:

@@ -16,8 +16,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from lmi_build.errors import StepError
-from lmi_build.planning.plan import BuildPlan, TrtllmBuild
+from lmi_build.planning.plan import BuildPlan
 from lmi_build.tables import load_table
+from lmi_build.targets.trtllm.knobs import TrtllmBuild
 
 TRITON_FILE = Path(__file__).with_name("data") / "triton_config.toml"
 # LMI's documented default; the 0.7.1 backend would turn it on when the parameter is absent.
@@ -103,9 +104,7 @@ def _tensor(tensor: Tensor) -> str:
 
 
 def config_pbtxt(plan: BuildPlan, gpt_model_path: str, backend_version: str) -> str:
-    build = plan.build
-    if not isinstance(build, TrtllmBuild):
-        raise StepError(f"config.pbtxt needs a trtllm plan, got target '{plan.target}'")
+    build = plan.knobs(TrtllmBuild)
     facts = backend_config(backend_version)
     lines = [f"# tensorrtllm_backend v{backend_version} inflight_batcher_llm/tensorrt_llm model config, written by "
              "lmi-build", 'name: "tensorrt_llm"', 'backend: "tensorrtllm"', f"max_batch_size: {build.max_batch_size}",

@@ -1,24 +1,25 @@
 """Help text and bounds of the CLI flags that set an option, from those options' table entries.
 
-``python -m lmi_build.options.flag_help`` writes them to ``lmi_build/cli/option_flags.py``, which
-the flag declarations read; ``tests/test_options_flag_help.py`` fails when that file and the table
-drift apart. (Why a generated file rather than reading the table when the CLI starts: see there.)
+``python -m lmi_build.cli.flag_help`` writes them, keyed by option, to ``lmi_build/cli/option_flags.py``,
+which the generated flags read (``plan_flags``); ``tests/test_options_flag_help.py`` fails when that
+file and the table drift apart. (Why a generated file rather than reading the table when the CLI
+starts: see there.) The options are those a ``PlanRequest`` knob sets.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from lmi_build.options.spec import TARGETS, OptionSpec, exact_spec
 
-GENERATED_PATH = Path(__file__).resolve().parents[1] / "cli" / "option_flags.py"
+GENERATED_PATH = Path(__file__).resolve().with_name("option_flags.py")
 
-_HEADER = '''"""Help text and bounds of the flags that set an LMI option: GENERATED from the option table
-(lmi_build/data/options.toml) by `python -m lmi_build.options.flag_help`; do not edit.
+_HEADER = '''"""Help text and bounds of the flags that set an LMI option, by option key: GENERATED from the option
+table (lmi_build/data/options.toml) by `python -m lmi_build.cli.flag_help`; do not edit.
 
 Generated, not read from the table here, because every `lmi-build` start imports this module
 (`--help` included): reading options.toml would add about 20 ms (tomllib's import, then the
@@ -38,18 +39,18 @@ class FlagFacts:
     maximum: int | None = None
 
 
-def flag_facts(flag_keys: Mapping[str, str]) -> dict[str, FlagFacts]:
-    """Each flag's facts from the table entry of the option it sets (``flag -> key``)."""
+def flag_facts(option_keys: Iterable[str]) -> dict[str, FlagFacts]:
+    """The facts of the flag that sets each option, from the option's table entry, by option key."""
     facts: dict[str, FlagFacts] = {}
-    for flag, key in flag_keys.items():
+    for key in option_keys:
         spec = exact_spec(key)
         if spec is None:
-            raise ValueError(f"{flag} sets {key}, which the option table does not have")
+            raise ValueError(f"a flag sets {key}, which the option table does not have")
         integer = spec.type in ("int", "int_or_max")
         minimum = spec.minimum if integer else None
         if minimum is not None and spec.exclusive_minimum:
             minimum += 1
-        facts[flag] = FlagFacts(
+        facts[key] = FlagFacts(
             help=help_text(spec),
             minimum=int(minimum) if minimum is not None else None,
             maximum=int(spec.maximum) if integer and spec.maximum is not None else None,
@@ -85,9 +86,9 @@ def _default_text(spec: OptionSpec) -> str | None:
     return f"{common} ({', '.join(target for target, value in defaults.items() if value == common)})"
 
 
-def render(flag_keys: Mapping[str, str]) -> str:
+def render(option_keys: Iterable[str]) -> str:
     """The source of ``lmi_build/cli/option_flags.py``."""
-    facts = flag_facts(flag_keys)
+    facts = flag_facts(option_keys)
     return _HEADER + "".join([
         _literal("HELP: dict[str, str]", {flag: item.help for flag, item in facts.items()}),
         _literal("MINIMUM: dict[str, int]", {f: item.minimum for f, item in facts.items() if item.minimum is not None}),
@@ -104,9 +105,9 @@ def _literal(name: str, values: Mapping[str, str | int]) -> str:
 
 
 def main() -> None:
-    from lmi_build.options.flag_keys import FLAG_KEYS
+    from lmi_build.planning.request import FLAG_KEYS
 
-    GENERATED_PATH.write_text(render(FLAG_KEYS), encoding="utf-8")
+    GENERATED_PATH.write_text(render(FLAG_KEYS.values()), encoding="utf-8")
     print(f"wrote {GENERATED_PATH}", file=sys.stderr)
 
 

@@ -1,0 +1,75 @@
+"""What planning needs of a target, and what a target's planning returns.
+
+A target turns a ``PlanContext`` into its own build knobs (a ``TargetKnobs`` subclass it declares),
+the serving.properties values it derives, its toolchain and the workload its memory estimate is for,
+appending its validations to ``ctx.findings``. The planner is handed the target object by its caller
+(the CLI, a fleet job): nothing here looks a target up. The whole protocol a target implements is
+``lmi_build.building.target.Target``; this is the part of it the planning layers call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from lmi_build.model.spec import ModelSpec
+from lmi_build.options.resolved import ResolvedOptions
+from lmi_build.planning.checkpoint_estimate import CheckpointWork
+from lmi_build.planning.context import PlanContext
+from lmi_build.planning.memory import Workload
+from lmi_build.planning.plan import TargetKnobs, ToolchainRef
+from lmi_build.recipes.schema import TargetSupport
+from lmi_build.types import TargetName
+
+
+@dataclass(frozen=True)
+class ContainerFacts:
+    """What verify needs to know of a serving container profile."""
+
+    versions: dict[str, str]  # toolchain versions an artifact is bound to ("tensorrt_llm", "neuronx_cc", ...)
+    engine_capable: bool = True  # False: the container cannot load compiled engines
+    # Neuron: the neuronx-cc flags string this container computes for an artifact's
+    # serving.properties (its NEURON_CC_FLAGS plus what DJL and TNX append); compared byte for byte.
+    compiler_flags: Callable[[Mapping[str, str]], str] | None = None
+
+
+@dataclass(frozen=True)
+class TargetPlan:
+    build: TargetKnobs
+    toolchain: ToolchainRef
+    workload: Workload
+    dtype: str  # the weights' dtype for the memory estimate ("float16", ...)
+    # The convert/quantize step this host runs for the plan (None: none here, e.g. the vendor
+    # converter runs in the container, or the NEFF compile reads the weights itself).
+    checkpoint_work: CheckpointWork | None = None
+
+
+class PlanningTarget(Protocol):
+    """The planning half of ``lmi_build.building.target.Target``."""
+
+    @property
+    def name(self) -> TargetName: ...
+
+    @property
+    def engine(self) -> str:  # serving.properties engine= for this target
+        ...
+
+    @property
+    def accelerator(self) -> Literal["gpu", "neuron"]:  # what its artifacts are served on
+        ...
+
+    @property
+    def knobs(self) -> type[TargetKnobs]:  # its build knobs' model (discriminated on ``target``)
+        ...
+
+    def plan(self, ctx: PlanContext) -> TargetPlan: ...
+
+    def checkpoint_route(self, support: TargetSupport, spec: ModelSpec,
+                         options: ResolvedOptions) -> Literal["modelopt", "vendor"]: ...
+
+    def toolchain(self, profile: str | None) -> ToolchainRef: ...
+
+    def container_profiles(self) -> dict[str, ContainerFacts]:
+        """The serving container profiles this target builds for, by name."""
+        ...

@@ -1,0 +1,39 @@
+"""The hf target object: planning (``plan``), the build (``build``), layouts and serving rules."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+from lmi_build.artifact.layout import Layout
+from lmi_build.artifact.manifest import Manifest
+from lmi_build.artifact.serving import ServingTarget
+from lmi_build.artifact.target_api import Problems
+from lmi_build.building.context import BuildContext, BuildSettings
+from lmi_build.planning.plan import BuildPlan
+from lmi_build.planning.saved import SavedPlan
+from lmi_build.targets.hf import build, compatibility, layouts
+from lmi_build.targets.hf.knobs import HfBuild
+from lmi_build.targets.hf.plan import HfPlanning
+
+
+class HfTarget(HfPlanning):
+    knobs = HfBuild
+
+    def preflight(self, saved: SavedPlan, settings: BuildSettings) -> None:
+        build.preflight(saved, settings)
+
+    def build(self, ctx: BuildContext) -> None:
+        build.build(ctx)
+
+    def layouts(self) -> Mapping[str, Layout]:
+        return layouts.LAYOUTS
+
+    def build_devices(self, plan: BuildPlan) -> tuple[Literal["gpu", "neuron"], int] | None:
+        return None  # conversion and calibration use a GPU when there is one, the CPU otherwise
+
+    def check_compatibility(self, manifest: Manifest, serving: ServingTarget) -> Problems:
+        return compatibility.check_compatibility(manifest, serving)
+
+
+TARGET = HfTarget()

@@ -1,0 +1,73 @@
+"""Where Neuron NEFFs can be served: the container's neuronx-cc (the NEFF cache is keyed on it), the
+platform the graphs were compiled for and its tensor-parallel degrees, the NeuronCore count, and the
+compiler flags string the container computes from serving.properties (part of the NEFF cache key)."""
+
+from __future__ import annotations
+
+from lmi_build.artifact.manifest import Manifest
+from lmi_build.artifact.serving import ServingTarget
+from lmi_build.artifact.target_api import Problems, bound_version_problems, device_count_problems, message
+from lmi_build.targets.neuronx.sdk import sdk
+from lmi_build.types import PlanMessage
+
+BOUND_VERSIONS = ("neuronx_cc",)
+
+
+def check_compatibility(manifest: Manifest, serving: ServingTarget) -> Problems:
+    errors: list[PlanMessage] = []
+    warnings: list[PlanMessage] = []
+    build = manifest.plan.get("build") or {}
+    if serving.container is not None and serving.container_target not in (None, "neuronx"):
+        return [message("container_target", f"artifact holds Neuron NEFFs, container {serving.container} loads no "
+                        "Neuron artifact", "choose a Neuron container profile (lmi-build profiles list)")], []
+    version_errors, version_warnings = bound_version_problems(manifest, serving, BOUND_VERSIONS, "artifact")
+    errors += version_errors
+    warnings += version_warnings
+    if serving.gpu_sm is not None:
+        errors.append(message("target_gpu", "artifact holds Neuron NEFFs (platform "
+                              f"{manifest.hardware.neuron_platform or 'unrecorded'}), serving target is GPU "
+                              f"{serving.gpu_sm}", "build with `lmi-build trtllm` or `lmi-build hf` for GPUs"))
+    if serving.neuron_platform is not None:
+        platform_errors, platform_warnings = _platform_problems(manifest, serving.neuron_platform, build)
+        errors += platform_errors
+        warnings += platform_warnings
+    device_errors, device_warnings = device_count_problems(manifest, serving, "NeuronCores", f"tp {build.get('tp')}")
+    errors += device_errors
+    warnings += device_warnings
+    errors += _flags_problems(manifest, serving, build)
+    return errors, warnings
+
+
+def _platform_problems(manifest: Manifest, platform: str, build: dict[str, object]) -> Problems:
+    errors: list[PlanMessage] = []
+    warnings: list[PlanMessage] = []
+    built_platform = manifest.hardware.neuron_platform or build.get("platform")
+    if built_platform is None:
+        warnings.append(message("platform_unknown", f"artifact does not record its Neuron platform; serving "
+                                f"platform is {platform}",
+                                "plan with --instance-type (an inf2/trn1 type) so the build records it"))
+    elif built_platform != platform:
+        errors.append(message("neuron_platform", f"NEFFs compiled for {built_platform}, serving platform is "
+                              f"{platform}", f"rebuild for {platform} (--instance-type of that platform)"))
+    tp = build.get("tp")
+    degrees = sdk().tp_degrees.get(platform)  # type: ignore[call-overload]
+    if isinstance(tp, int) and degrees is not None and tp not in degrees:
+        errors.append(message("neuron_tp", f"artifact has tp {tp}, {platform} supports tp "
+                              f"{', '.join(map(str, degrees))}", "rebuild with a supported tp"))
+    return errors, warnings
+
+
+def _flags_problems(manifest: Manifest, serving: ServingTarget, build: dict[str, object]) -> list[PlanMessage]:
+    served = serving.compiler_flags
+    if served is None and serving.container is not None:
+        from lmi_build.targets.neuronx.plan import serving_compiler_flags
+        from lmi_build.targets.neuronx.profiles import load_profiles
+
+        profile = next((p for p in load_profiles() if p.name == serving.container), None)
+        if profile is not None:
+            served = serving_compiler_flags(profile.neuron_cc_flags, manifest.serving_properties)
+    built = build.get("compiler_flags")
+    if served is None or built is None or built == served:
+        return []
+    return [message("compiler_flags", f"NEFFs compiled with flags '{built}', container uses '{served}'; the NEFF "
+                    "cache key differs, so it would recompile", "rebuild with the container's NEURON_CC_FLAGS")]

@@ -1,0 +1,213 @@
+"""The trtllm target's checkpoint on this host: ModelOpt's TensorRT-LLM checkpoint export (quantized
+as planned), or the same layout streamed tensor by tensor for unquantized models
+(``lmi_build.quantize.trtllm_stream``). What was written is checked against the plan's knobs before
+it is moved into place (an existing ``out_dir`` is replaced only after the new one passed)."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from lmi_build import output
+from lmi_build.errors import StepError, UnsupportedTarget
+from lmi_build.fs import staged_directory
+from lmi_build.planning.plan import BuildPlan
+from lmi_build.quantize.export import (
+    output_files,
+    peak_rss,
+    prepare_model,
+    quiet_libraries,
+    read_json,
+    through_cache,
+    write_json,
+)
+from lmi_build.quantize.placement import Placement
+from lmi_build.quantize.result import CheckpointResult
+from lmi_build.targets.trtllm.knobs import TrtllmBuild
+
+
+def build_trtllm_checkpoint(plan: BuildPlan, model_dir: Path, out_dir: Path, *,
+                            calib_file: Path | None = None, use_cache: bool = False) -> CheckpointResult:
+    """Quantize (if planned) and export a TensorRT-LLM checkpoint with the plan's TP/PP sharding."""
+    build = plan.knobs(TrtllmBuild)
+    return through_cache(plan, model_dir, out_dir, "trtllm", checkpoint_shaping(build), use_cache,
+                         lambda: _export_trtllm(plan, model_dir, out_dir, calib_file), dtype=build.dtype)
+
+
+def checkpoint_shaping(build: TrtllmBuild) -> dict[str, Any]:
+    """The knobs that shape the checkpoint (its cache key's; engine knobs such as lengths do not)."""
+    return {"dtype": build.dtype, "tp": build.tp, "pp": build.pp, "decoder": build.modelopt_decoder,
+            "export_format": None, "writer": build.checkpoint_writer}
+
+
+def _export_trtllm(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: Path | None) -> CheckpointResult:
+    build = plan.knobs(TrtllmBuild)
+    vendor_hint = _vendor_hint(plan, build)
+    if plan.quantization.pre_quantized is not None:
+        raise UnsupportedTarget(
+            f"ModelOpt cannot re-export the pre-quantized ({plan.quantization.pre_quantized.method}) checkpoint",
+            hint=vendor_hint,
+        )
+    if build.checkpoint_route == "vendor" or not build.modelopt_decoder:
+        raise UnsupportedTarget(f"ModelOpt cannot export {plan.spec.architecture} to a TensorRT-LLM checkpoint",
+                                hint=vendor_hint)
+    started = time.perf_counter()
+    fallback: list[str] = []  # why a planned stream went to ModelOpt's exporter
+    if build.checkpoint_writer == "stream" and plan.quantization.method is None:
+        streamed = _stream_trtllm(plan, build, model_dir, out_dir, started)
+        if isinstance(streamed, CheckpointResult):
+            return streamed
+        fallback.append(streamed)
+    model, calibration, where = prepare_model(plan, model_dir, build.dtype, calib_file)
+
+    import torch
+    from modelopt.torch.export import export_tensorrt_llm_checkpoint
+
+    with staged_directory(out_dir) as staging:
+        try:
+            with quiet_libraries():
+                export_tensorrt_llm_checkpoint(
+                    model,
+                    build.modelopt_decoder,
+                    getattr(torch, build.dtype),
+                    export_dir=staging,
+                    inference_tensor_parallel=build.tp,
+                    inference_pipeline_parallel=build.pp,
+                )
+        except NotImplementedError as exc:
+            if "Cannot pack weight" in str(exc):
+                raise StepError(f"INT4 packing failed: {exc}",
+                                hint="each rank's input dimension must be a multiple of the group size; "
+                                     "lower the tensor parallel degree") from exc
+            raise UnsupportedTarget(
+                f"ModelOpt cannot export {plan.spec.architecture} to a TensorRT-LLM checkpoint ({exc})",
+                hint=vendor_hint,
+            ) from exc
+        except (AssertionError, ValueError, RuntimeError) as exc:
+            # ModelOpt states its preconditions with assert (e.g. "Weights with shape 256 cannot be split
+            # into 3 ranks"): a one-line error, not a traceback.
+            raise StepError(f"ModelOpt refused the TensorRT-LLM export of {plan.spec.architecture} "
+                            f"(tp {build.tp}, pp {build.pp}): {str(exc).strip() or type(exc).__name__}",
+                            hint="plan again (lmi-build plan trtllm ...): the plan's tp/pp must split the model's "
+                                 "layers and heads; --debug shows the traceback") from exc
+        notes = [*fallback, *_fix_missing_pre_quant_scale(staging, build.world_size)]
+        config = _check_trtllm(staging, plan, build)
+    return CheckpointResult(
+        format="trtllm",
+        out_dir=out_dir,
+        files=output_files(out_dir),
+        quant_algo=config["quantization"].get("quant_algo"),
+        kv_cache_quant_algo=config["quantization"].get("kv_cache_quant_algo"),
+        dtype=config["dtype"],
+        tp=build.tp,
+        pp=build.pp,
+        seconds=round(time.perf_counter() - started, 3),
+        peak_rss_bytes=peak_rss(),
+        calibration=calibration,
+        notes=notes,
+        placement=where,
+        writer="modelopt",
+    )
+
+
+def _stream_trtllm(plan: BuildPlan, build: TrtllmBuild, model_dir: Path, out_dir: Path,
+                   started: float) -> CheckpointResult | str:
+    """The unquantized checkpoint written tensor by tensor, or why not (one line for the step's
+    notes) when the tensor map does not reproduce ModelOpt's layout for this model."""
+    from lmi_build.quantize.trtllm_stream import LayoutMismatch, write_streamed_checkpoint
+
+    assert build.modelopt_decoder is not None  # checked by the caller
+    try:
+        with staged_directory(out_dir) as staging:
+            with quiet_libraries():
+                write_streamed_checkpoint(model_dir, staging, architecture=plan.spec.architecture,
+                                          decoder=build.modelopt_decoder, dtype=build.dtype, tp=build.tp, pp=build.pp)
+            config = _check_trtllm(staging, plan, build)
+    except LayoutMismatch as mismatch:
+        reason = f"streamed writer not used ({mismatch}); ModelOpt's exporter loaded the model"
+        output.current().warn(reason)
+        return reason
+    return CheckpointResult(
+        format="trtllm", out_dir=out_dir, files=output_files(out_dir), quant_algo=None, kv_cache_quant_algo=None,
+        dtype=config["dtype"], tp=build.tp, pp=build.pp, seconds=round(time.perf_counter() - started, 3),
+        peak_rss_bytes=peak_rss(),
+        notes=[f"ModelOpt's layout written tensor by tensor ({build.dtype}), the model never loaded"], writer="stream",
+        placement=Placement(device="cpu", gpus=0, load_dtype=build.dtype, export_dtype=build.dtype),
+    )
+
+
+def _check_trtllm(staging: Path, plan: BuildPlan, build: TrtllmBuild) -> dict[str, Any]:
+    """What ModelOpt wrote must match the plan; a mismatch is a toolchain problem, never silent."""
+    config = read_json(staging / "config.json")
+    problems: list[str] = []
+    mapping = config.get("mapping", {})
+    expected_mapping = {"world_size": build.world_size, "tp_size": build.tp, "pp_size": build.pp}
+    for key, value in expected_mapping.items():
+        if mapping.get(key) != value:
+            problems.append(f"mapping.{key}={mapping.get(key)} (planned {value})")
+    if config.get("dtype") != build.dtype:
+        problems.append(f"dtype={config.get('dtype')} (planned {build.dtype})")
+    quantization = config.get("quantization") or {}
+    for key, planned in (("quant_algo", plan.quantization.quant_algo),
+                         ("kv_cache_quant_algo", plan.quantization.kv_cache_quant_algo)):
+        if quantization.get(key) != planned:
+            problems.append(f"quantization.{key}={quantization.get(key)} (planned {planned})")
+    if plan.quantization.group_size is not None and quantization.get("group_size") != plan.quantization.group_size:
+        problems.append(f"quantization.group_size={quantization.get('group_size')} "
+                        f"(planned {plan.quantization.group_size})")
+    problems += _rope_problems(config, plan)
+    missing = [f"rank{r}.safetensors" for r in range(build.world_size) if not (staging / f"rank{r}.safetensors").is_file()]
+    if missing:
+        problems.append(f"missing {', '.join(missing)}")
+    if problems:
+        raise StepError(
+            "the exported TensorRT-LLM checkpoint does not match the plan: " + "; ".join(problems),
+            hint="this is a toolchain mismatch (ModelOpt/transformers version); report it with --debug output",
+        )
+    return config
+
+
+def _rope_problems(config: dict[str, Any], plan: BuildPlan) -> list[str]:
+    rope = plan.spec.rope
+    if rope is None or plan.spec.position_embedding != "rope":
+        return []
+    problems = []
+    base = config.get("rotary_base", 10000.0)
+    if not math.isclose(float(base), rope.theta, rel_tol=1e-6):
+        problems.append(f"rotary_base={config.get('rotary_base')} (model rope_theta {rope.theta})")
+    if rope.raw_scaling:
+        exported = config.get("rotary_scaling") or {}
+        for key, value in rope.raw_scaling.items():
+            if key == "type" and "rope_type" in exported:
+                key = "rope_type"
+            if exported.get(key) != value:
+                problems.append(f"rotary_scaling.{key}={exported.get(key)!r} (model rope_scaling {value!r})")
+    return problems
+
+
+def _fix_missing_pre_quant_scale(staging: Path, world_size: int) -> list[str]:
+    """ModelOpt 0.47 labels every INT4 block export ``pre_quant_scale: true``, also for GPTQ and
+    round-to-nearest INT4 where it writes no ``prequant_scaling_factor`` tensors; TensorRT-LLM
+    would then look for tensors that do not exist. Say what was written."""
+    from safetensors import safe_open
+
+    config_path = staging / "config.json"
+    config = read_json(config_path)
+    quantization = config.get("quantization") or {}
+    if not quantization.get("pre_quant_scale"):
+        return []
+    for rank in range(world_size):
+        with safe_open(str(staging / f"rank{rank}.safetensors"), "pt") as handle:
+            if any(k.endswith("prequant_scaling_factor") for k in handle.keys()):  # noqa: SIM118
+                return []
+    quantization["pre_quant_scale"] = False
+    write_json(config_path, config)
+    return ["set quantization.pre_quant_scale=false: no prequant_scaling_factor tensors were exported"]
+
+
+def _vendor_hint(plan: BuildPlan, build: TrtllmBuild) -> str:
+    example = build.trtllm_example or plan.spec.model_type
+    return (f"build it inside the TensorRT-LLM container with the vendor converter "
+            f"(examples/{example}/convert_checkpoint.py); lmi-build's trtllm steps run it for you")

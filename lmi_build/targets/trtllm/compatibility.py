@@ -1,0 +1,48 @@
+"""Where TensorRT-LLM engines can be served: the container's TensorRT-LLM/TensorRT (an engine runs only
+on the versions that built it), the GPU's SM (and the SM the quantization needs), the device count."""
+
+from __future__ import annotations
+
+from lmi_build.artifact.manifest import Manifest
+from lmi_build.artifact.serving import ServingTarget
+from lmi_build.artifact.target_api import (
+    Problems,
+    bound_version_problems,
+    device_count_problems,
+    gpu_quantization_problems,
+    message,
+)
+from lmi_build.planning.gpus import normalize_sm
+from lmi_build.types import PlanMessage
+
+BOUND_VERSIONS = ("tensorrt_llm", "tensorrt")
+
+
+def check_compatibility(manifest: Manifest, serving: ServingTarget) -> Problems:
+    errors: list[PlanMessage] = []
+    warnings: list[PlanMessage] = []
+    if serving.container is not None and not serving.engine_capable:
+        return [message("container_engine", f"artifact holds TensorRT-LLM engines, container {serving.container} "
+                        "has no TensorRT engine backend",
+                        "serve it with an engine-capable profile (lmi-build profiles list), or rebuild with "
+                        f"lmi-build hf for {serving.container}")], []
+    version_errors, version_warnings = bound_version_problems(manifest, serving, BOUND_VERSIONS, "engine")
+    errors += version_errors
+    warnings += version_warnings
+    if serving.gpu_sm is not None:
+        built_sm = manifest.hardware.gpu_sm
+        if built_sm is None:
+            warnings.append(message("gpu_unknown", "artifact does not record the GPU SM its engines were built on; "
+                                    f"serving GPU is {serving.gpu_sm}", "rebuild with lmi-build to record it"))
+        elif normalize_sm(built_sm) != serving.gpu_sm:
+            errors.append(message("gpu_sm", f"engines built for {normalize_sm(built_sm)}, serving GPU is "
+                                  f"{serving.gpu_sm}; TensorRT engines run only on the SM they were built on",
+                                  f"rebuild on a {serving.gpu_sm} GPU"))
+        errors += gpu_quantization_problems(manifest, serving)
+    if serving.neuron_platform is not None:
+        errors.append(message("target_neuron", "artifact holds TensorRT-LLM engines, serving target is Neuron "
+                              f"{serving.neuron_platform}", "build with `lmi-build neuronx` for Inferentia/Trainium"))
+    build = manifest.plan.get("build") or {}
+    device_errors, device_warnings = device_count_problems(
+        manifest, serving, "GPUs", f"tp {build.get('tp')} x pp {build.get('pp') or 1}")
+    return errors + device_errors, warnings + device_warnings

@@ -1,0 +1,119 @@
+"""The structure a maintainer relies on: targets are objects in one registry (no module reached by a
+string), every knob has one declaration that makes the CLI flags, the request and the matrix schema,
+and the repository refers to nothing outside itself."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import subprocess
+import typing
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer.main
+
+from lmi_build.target_names import TARGET_NAMES
+from lmi_build.targets import TARGETS, PlanKnobs, get_target
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCES = sorted((REPO / "lmi_build").rglob("*.py"))
+# A module path in a string ("lmi_build.x.y" or "lmi_build.x:f") is an edge nobody can follow.
+MODULE_STRING = re.compile(r"""["']lmi_build(\.[a-z_]+)+(:[a-z_]+)?["']""")
+# Where importing by name is legitimate: vendor modules on the build host (the Neuron driver picks a
+# transformers_neuronx sampling class from a table) and typer's private copy of click.
+IMPORT_BY_NAME_ALLOWED = {"lmi_build/targets/neuronx/driver.py", "lmi_build/cli/__init__.py"}
+
+
+def test_the_registry_holds_every_target_once_by_its_name() -> None:
+    assert tuple(TARGETS) == TARGET_NAMES
+    assert all(target.name == name for name, target in TARGETS.items())
+    assert get_target("hf") is TARGETS["hf"]
+    knobs = typing.get_args(typing.get_args(PlanKnobs)[0])
+    assert knobs == tuple(target.knobs for target in TARGETS.values())
+    assert all(target.knobs.model_fields["target"].default == name for name, target in TARGETS.items())
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(REPO)))
+def test_no_module_is_reached_by_a_string(path: Path) -> None:
+    rel = path.relative_to(REPO).as_posix()
+    text = path.read_text(encoding="utf-8")
+    assert not MODULE_STRING.search(text), f"{rel} names a module in a string: import it"
+    if rel not in IMPORT_BY_NAME_ALLOWED:
+        assert "import_module" not in text and "__import__" not in text, f"{rel} imports by name"
+
+
+def test_the_repository_refers_to_nothing_outside_itself() -> None:
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=False).stdout.split()
+    if not tracked:
+        pytest.skip("not a git checkout")
+    outside = re.compile(r"\.\./shared|shared/docs|shared/seeds|shared/fixtures|lmi-facts")
+    offenders = []
+    for name in tracked:
+        path = REPO / name
+        if path.suffix not in (".py", ".md", ".toml", ".txt", ".json", ".cfg", ".sh", "") or not path.is_file():
+            continue
+        if "SOURCE.txt" in name or name == "tests/test_structure.py":
+            continue  # fixture provenance names public repositories, not files beside this one
+        text = path.read_text(encoding="utf-8", errors="replace")
+        offenders += [f"{name}: {m.group(0)}" for m in outside.finditer(text)]
+    assert offenders == []
+
+
+def _command_options(command: str) -> dict[str, Any]:
+    from lmi_build.cli import app
+
+    found = typer.main.get_command(app).commands[command]  # type: ignore[attr-defined]
+    return {param.name: param for param in found.params}
+
+
+def test_every_knob_is_declared_once_and_generates_the_flags() -> None:
+    """Each PlanRequest knob appears as the same flag on `plan` and on each build command it is
+    declared for, and nowhere else."""
+    from lmi_build.planning.request import knob_fields
+
+    plan = _command_options("plan")
+    builds = {name: _command_options(name) for name in TARGET_NAMES}
+    for declared, how in knob_fields():
+        assert declared.name in plan and how.flag in plan[declared.name].opts
+        for name, options in builds.items():
+            assert (declared.name in options) == (name in how.commands), (declared.name, name)
+
+
+def test_a_new_knob_is_one_declaration(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Adding a field to PlanRequest is all it takes: the flag appears on `plan` and on the build
+    command it names, the request carries it to the option it sets, and a matrix build accepts it."""
+    from lmi_build.cli import plan_flags
+    from lmi_build.fleet import matrix
+    from lmi_build.planning import request
+
+    @dataclasses.dataclass(frozen=True)
+    class WithKnob(request.PlanRequest):
+        max_num_tokens: int | None = request.knob(flag="--max-num-tokens", option="option.max_num_tokens",
+                                                  panel=request.KNOBS_PANEL, commands=("trtllm",),
+                                                  help="Tokens per engine step.")
+
+    monkeypatch.setattr(request, "PlanRequest", WithKnob)
+    monkeypatch.setattr(plan_flags, "PlanRequest", WithKnob)
+    monkeypatch.setattr(matrix, "PlanRequest", WithKnob)
+    monkeypatch.setattr(matrix, "PLAN_KNOBS", tuple(f.name for f, _ in request.knob_fields()))
+    # What `python -m lmi_build.cli.flag_help` regenerates from the declarations and the option table.
+    from lmi_build.cli.flag_help import flag_facts
+
+    facts = flag_facts([*request.FLAG_KEYS.values(), "option.max_num_tokens"])
+    monkeypatch.setattr(plan_flags, "HELP", {key: fact.help for key, fact in facts.items()})
+
+    from lmi_build.cli.app import new_app
+
+    app = new_app()
+    for name in ("trtllm", "hf"):
+        app.command(name)(plan_flags.with_knobs(lambda **knobs: None, name))
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    flag = {param.name: param for param in commands["trtllm"].params}["max_num_tokens"]
+    assert flag.opts == ["--max-num-tokens"] and "Sets option.max_num_tokens." in (flag.help or "")
+    assert "max_num_tokens" not in {param.name for param in commands["hf"].params}
+    given = plan_flags.plan_request_from({"max_num_tokens": 8192}, env={})
+    assert given.flag_options()["option.max_num_tokens"] == ("8192", "--max-num-tokens")
+    entry = matrix._knobs_model().model_validate({"max_num_tokens": 4096})
+    assert entry.max_num_tokens == 4096  # type: ignore[attr-defined]
