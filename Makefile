@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 OUT ?= out
 
-.PHONY: install demo test unit lint bench clean
+.PHONY: install demo test unit test-fast lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,8 +30,14 @@ demo:
 
 test: lint unit
 
+# One worker per core; a test file stays on one worker so its module-scoped servers start once.
+WORKERS ?= auto
 unit:
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile
+
+# The inner loop: everything that neither loads torch/transformers nor needs the S3 server.
+test-fast:
+	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile -m "not slow and not s3"
 
 lint:
 	$(BIN)/ruff check lmi_build tests benchmarks

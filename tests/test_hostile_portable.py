@@ -60,8 +60,9 @@ def test_absolute_model_path_plans_without_host_paths(world: World) -> None:
 @pytest.mark.parametrize("value", ["{root}/template.jinja", "{home}/draft", "{cwd}/extra.py", "{cwd}"])
 def test_option_holding_a_host_path_is_a_plan_error(world: World, value: str) -> None:
     path = value.format(root=world.root, home=world.home, cwd=world.cwd)
+    before = world.snapshot()
     result = world.run("plan", "hf", "--model", str(world.model), "-o", f"option.chat_template={path}")
-    world.expect(result, code=2, before=world.snapshot())
+    world.expect(result, code=2, before=before)
     assert "[host_path] option.chat_template=" in result.stderr
 
 

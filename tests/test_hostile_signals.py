@@ -91,10 +91,11 @@ def test_vendor_tool_gets_no_credentials_and_its_output_is_redacted(world: World
     os.symlink(STANDINS / "nvidia-smi", spy / "nvidia-smi")
     leak = "a-custom-api-key-value-0123456789"
     world.secrets["MY_API_KEY"] = leak
+    before = world.snapshot()
     result = world.run("trtllm", "--model", "demo:tiny-llama", "--profile", PROFILE, "--output", "out", "--no-cache", *SHORT,
                        env={"PATH": f"{spy}{os.pathsep}{world.env['PATH']}", "MY_API_KEY": leak,
                             "LEAK_ME": world.secrets["HF_TOKEN"]})
-    world.expect(result, code=0, before=world.snapshot() | {}, allowed=("work/out", "spy-bin", "tool-env.txt"))
+    world.expect(result, code=0, before=before, allowed=("work/out", "spy-bin", "tool-env.txt"))
     tool_env = (tmp_path / "tool-env.txt").read_text()
     for name in ("HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "MY_API_KEY"):
         assert f"{name}=" not in tool_env, f"{name} was given to the vendor tool"
