@@ -1,5 +1,5 @@
 """File-system helpers every layer shares: atomic file writes, stage-and-swap of directories,
-and placing a file by hard link or copy.
+and placing a file by copy-on-write clone, copy or (large, read-only payloads) hard link.
 
 A reader (a serving container, a concurrent lmi-build, a crash-resumed run) must never see half a
 file or half a directory, so everything lmi-build owns is built beside its target (same
@@ -17,6 +17,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -239,8 +240,45 @@ def link_mode(mode: LinkMode) -> Iterator[None]:
         _link_mode.reset(token)
 
 
-def link_or_copy(src: Path, dst: Path) -> Literal["link", "copy"]:
-    """Place ``src`` at ``dst``: a hard link when possible (same filesystem), else a copy.
+# Below this size a file is copied even where a hard link is possible: the cost is negligible and a
+# copy can never be edited through another path. serving.properties, configs, tokenizers and
+# manifests are always copies; only large payloads (weights, engines, NEFFs) are ever shared.
+SHARED_MIN_BYTES = 16 * 1024 * 1024
+
+# ioctl FICLONE (linux/fs.h): a copy-on-write clone of a whole file (btrfs, XFS, bcachefs, ...).
+_FICLONE = 0x40049409
+
+
+def _reflink(src: Path, dst: Path) -> bool:
+    """Clone ``src`` to the new file ``dst`` copy-on-write; False (and no ``dst``) where the file
+    system cannot. A clone shares blocks, never the inode: writing one leaves the other as it was."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        return False
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    with open(src, "rb") as source:
+        target = os.open(dst, flags, 0o600)
+        try:
+            fcntl.ioctl(target, _FICLONE, source.fileno())
+        except OSError:
+            os.close(target)
+            os.unlink(dst)
+            return False
+        os.close(target)
+    return True
+
+
+def _is_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def link_or_copy(src: Path, dst: Path) -> Literal["reflink", "link", "copy"]:
+    """Place ``src`` at ``dst`` without ever sharing a small writable file: a copy-on-write clone
+    where the file system supports it, else a copy for files under ``SHARED_MIN_BYTES``, else a
+    hard link (same file system; never for root, whom no mode bit stops) or a copy. A hard-linked
+    payload is shared with its source, so the caller makes what it owns read-only afterwards
+    (``freeze_shared``).
 
     Never a symbolic link: an artifact is uploaded and moved, a link would dangle. Symlinked
     sources (the Hugging Face cache) are followed. ``dst`` must not exist.
@@ -249,18 +287,53 @@ def link_or_copy(src: Path, dst: Path) -> Literal["link", "copy"]:
         raise FileExistsError(f"refusing to overwrite {dst}")
     dst.parent.mkdir(parents=True, exist_ok=True)
     real = src.resolve()
+    mode = file_mode() | (real.stat().st_mode & 0o111 & ~current_umask())
     if _link_mode.get() == "auto":
-        try:
-            os.link(real, dst)
-            return "link"
-        except OSError as error:
-            if error.errno not in _NO_LINK:
-                raise
+        if _reflink(real, dst):
+            os.chmod(dst, mode)
+            return "reflink"
+        # Root writes through any mode bits, so for root a shared inode is always a writable one.
+        if real.stat().st_size >= SHARED_MIN_BYTES and not _is_root():
+            try:
+                os.link(real, dst)
+                return "link"
+            except OSError as error:
+                if error.errno not in _NO_LINK:
+                    raise
     shutil.copyfile(real, dst)
     # A copy is ours: the umask's mode (plus the source's execute bits), never an owner-only 0600
     # that a library gave the source.
-    os.chmod(dst, file_mode() | (real.stat().st_mode & 0o111 & ~current_umask()))
+    os.chmod(dst, mode)
     return "copy"
+
+
+def freeze_shared(root: Path, *, keep: AbstractSet[tuple[int, int]] = frozenset()) -> int:
+    """Make every file under ``root`` that has another hard link read-only for everyone, except the
+    inodes in ``keep`` (the user's own files, never ours to change). A shared payload can then be
+    replaced (rename, rm) but not edited in place through any of its paths, so an edit to one
+    output can never reach the cache or another output. Returns the number of files changed."""
+    changed = 0
+    for dirpath, _dirnames, filenames in os.walk(root):
+        for name in filenames:
+            path = Path(dirpath) / name
+            info = path.lstat()
+            if not path.is_file() or path.is_symlink() or info.st_nlink < 2 \
+                    or (info.st_dev, info.st_ino) in keep or not info.st_mode & 0o222:
+                continue
+            os.chmod(path, info.st_mode & 0o7555)
+            changed += 1
+    return changed
+
+
+def inodes(root: Path) -> set[tuple[int, int]]:
+    """The (device, inode) pairs of the regular files under ``root`` (links followed)."""
+    found: set[tuple[int, int]] = set()
+    if root.is_dir():
+        for path in root.rglob("*"):
+            if path.is_file():
+                info = path.stat()
+                found.add((info.st_dev, info.st_ino))
+    return found
 
 
 def make_readable(root: Path, *, keep: set[tuple[int, int]]) -> None:
@@ -279,8 +352,17 @@ def make_readable(root: Path, *, keep: set[tuple[int, int]]) -> None:
                 os.chmod(path, (info.st_mode & 0o7777) | wanted)
 
 
-def link_tree(source: Path, destination: Path) -> None:
+def link_tree(source: Path, destination: Path, *, share_writable: bool = True) -> None:
     """Recreate the tree ``source`` under ``destination`` (which may exist, empty) with
-    ``link_or_copy`` for every file; symlinked files are followed."""
-    shutil.copytree(source, destination, copy_function=lambda src, dst: link_or_copy(Path(src), Path(dst)),
-                    dirs_exist_ok=True)
+    ``link_or_copy`` for every file; symlinked files are followed. ``share_writable=False`` copies
+    every file that someone could still write (a user's file linked into an output) instead of
+    linking it, so the copy (a cache entry) shares only frozen payloads."""
+
+    def place(src: str, dst: str) -> None:
+        if not share_writable and os.stat(src).st_mode & 0o222:
+            with link_mode("copy"):
+                link_or_copy(Path(src), Path(dst))
+        else:
+            link_or_copy(Path(src), Path(dst))
+
+    shutil.copytree(source, destination, copy_function=place, dirs_exist_ok=True)

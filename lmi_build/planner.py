@@ -41,12 +41,12 @@ VERSION_WARNINGS = frozenset({"model_version_mismatch"})
 def _check_tokenizer_code(model_dir: Path, trusted: bool | None, findings: Findings) -> None:
     """A tokenizer_config.json with ``auto_map`` makes transformers import the repository's own
     tokenizer code: refused at plan time unless trusted, not when the build loads the tokenizer."""
-    import json
+    from lmi_build.reading import read_json_file
 
     path = model_dir / "tokenizer_config.json"
     try:
-        config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        config = read_json_file(path, what="tokenizer config") if path.exists() else {}
+    except (OSError, ValueError):
         findings.error("tokenizer_config", f"{path.name} of the model is not readable JSON",
                        hint="fix or re-download the tokenizer files")
         return

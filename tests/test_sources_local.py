@@ -34,21 +34,34 @@ def test_identity_is_the_name_and_the_digest_of_build_files(tmp_path: Path) -> N
     assert resolve_source(str(model), purpose="plan").identity == source.identity
 
 
-def test_second_run_reads_nothing_but_stat(tmp_path: Path) -> None:
+def test_second_run_reads_nothing_but_stat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     model = _model_dir(tmp_path / "m")
     first = resolve_source(str(model), purpose="build")
     cache = json.loads((cache_root() / CACHE_NAME).read_text())
-    weights = str((model / "model.safetensors").resolve())
-    assert weights in cache
-    # Same size and mtime, other bytes: a cache hit proves the file was not read again.
-    stat = (model / "model.safetensors").stat()
-    data = bytearray((model / "model.safetensors").read_bytes())
+    assert str((model / "model.safetensors").resolve()) in cache
+
+    def no_hashing(paths: list[Path], **_: object) -> dict[Path, str]:
+        raise AssertionError(f"re-hashed {paths}")
+
+    import lmi_build.sources.digest_cache as digest_cache
+
+    with monkeypatch.context() as patch:
+        patch.setattr(digest_cache, "sha256_files", no_hashing)
+        assert resolve_source(str(model), purpose="build").identity.digest == first.identity.digest
+
+
+def test_replaced_weights_with_the_same_size_and_mtime_are_hashed_again(tmp_path: Path) -> None:
+    """A file replaced by one of the same size whose mtime was set back (cp --preserve, touch -r,
+    an unpacked archive) is another model: its old digest must not be served."""
+    model = _model_dir(tmp_path / "m")
+    first = resolve_source(str(model), purpose="build")
+    weights = model / "model.safetensors"
+    stat = weights.stat()
+    data = bytearray(weights.read_bytes())
     data[-1] ^= 0xFF
-    (model / "model.safetensors").write_bytes(bytes(data))
-    os.utime(model / "model.safetensors", ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert resolve_source(str(model), purpose="build").identity.digest == first.identity.digest
-    # A real change (new mtime) is noticed.
-    os.utime(model / "model.safetensors", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    weights.write_bytes(bytes(data))
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert weights.stat().st_size == stat.st_size and weights.stat().st_mtime_ns == stat.st_mtime_ns
     assert resolve_source(str(model), purpose="build").identity.digest != first.identity.digest
 
 

@@ -2,9 +2,10 @@
 
 The key hashes the model identity, recipe, every build-relevant option and the toolchain (see
 ``planning.cache_key``), so a changed dtype, quantization or max length never reuses a stale
-engine (the DJL container's JIT cache keys on model id + tp only). Entries are hard links to the
-artifact's files, so keeping them costs no disk on the same filesystem, and every restore
-re-verifies the SHA-256 of every file before it is handed out.
+engine (the DJL container's JIT cache keys on model id + tp only). Entries share only large,
+read-only payloads with the artifacts (copy-on-write clones or copies for everything else, see
+``fs.link_or_copy``), so no edit of an output reaches the entry, and every restore re-verifies the
+SHA-256 of every file before it is handed out.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from lmi_build.artifact.manifest import load_manifest
 from lmi_build.artifact.target_api import TargetsByName
 from lmi_build.errors import VerifyError
-from lmi_build.fs import link_tree, staged_directory
+from lmi_build.fs import freeze_shared, link_tree, staged_directory
 from lmi_build.output import current
 from lmi_build.paths import cache_root
 
@@ -38,7 +39,10 @@ class ArtifactCache:
         try:
             # An entry another process stored meanwhile has the same content: it is kept.
             with staged_directory(final, keep_existing=True) as staging:
-                link_tree(artifact, staging)
+                # Only read-only payloads are shared with the artifact; whatever a user could
+                # still edit (a file linked from their model) is copied into the entry.
+                link_tree(artifact, staging, share_writable=False)
+                freeze_shared(staging)
         except OSError as error:
             # A cache that cannot be written must never fail the build that produced the artifact.
             current().warn(f"could not store the artifact in the cache {self.root}: {error.strerror or error}")
@@ -65,4 +69,5 @@ class ArtifactCache:
         check_output(output, overwrite)  # before linking, not after
         with staged_directory(output) as staging:
             link_tree(entry, staging)
+            freeze_shared(staging)
         return output

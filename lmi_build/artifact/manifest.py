@@ -33,6 +33,7 @@ from lmi_build.errors import VerifyError
 from lmi_build.fs import atomic_write_text
 from lmi_build.hashing import tree_digest
 from lmi_build.planning.plan import BuildPlan
+from lmi_build.reading import BadFile, parse_json
 from lmi_build.types import ModelIdentity, TargetName
 from lmi_build.versions import installed_versions
 
@@ -254,9 +255,9 @@ def write_manifest(directory: Path, manifest: Manifest, *, extra_roots: tuple[Pa
 def parse_manifest(text: str | bytes, origin: str) -> Manifest:
     """Validate manifest JSON text; every failure is a one-line VerifyError naming ``origin``."""
     try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise VerifyError(f"{origin} is not valid JSON ({error})",
+        data = parse_json(text, what=origin)
+    except BadFile as error:
+        raise VerifyError(error.message,
                           hint="the artifact is corrupt: rebuild or re-download it") from None
     if not isinstance(data, dict):
         raise VerifyError(f"{origin} is not a JSON object", hint="the artifact is corrupt: rebuild it")

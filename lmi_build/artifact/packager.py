@@ -24,7 +24,15 @@ from lmi_build.artifact.manifest import (
 )
 from lmi_build.artifact.target_api import ArtifactTarget
 from lmi_build.errors import InvalidPlan, LmiBuildError, OptionError, VerifyError
-from lmi_build.fs import link_mode, link_or_copy, make_readable, replace_directory, staged_directory
+from lmi_build.fs import (
+    freeze_shared,
+    inodes,
+    link_mode,
+    link_or_copy,
+    make_readable,
+    replace_directory,
+    staged_directory,
+)
 from lmi_build.planning.plan import BuildPlan
 
 PROPERTIES_NAME = "serving.properties"
@@ -160,7 +168,11 @@ def package(
             chosen.assemble(plan, produced, source_dir, staging)
         # Files the build produced (ModelOpt, transformers and vendor tools may write 0600) become
         # readable as the umask allows, so a serving user can read them; the source's are left alone.
-        make_readable(staging, keep=_inodes(source_dir))
+        source_inodes = inodes(source_dir)
+        make_readable(staging, keep=source_inodes)
+        # Payloads hard-linked from what the build produced become read-only: an edit through this
+        # output can then never reach another output or the cache that later links the same inode.
+        freeze_shared(staging, keep=source_inodes)
         properties = serving_properties(plan, chosen)
         if (staging / PROPERTIES_NAME).exists() or (staging / MANIFEST_NAME).exists():
             raise VerifyError(f"layout '{layout.name}' wrote {PROPERTIES_NAME} or {MANIFEST_NAME} itself",
@@ -174,17 +186,6 @@ def package(
         write_manifest(staging, manifest, extra_roots=(produced, source_dir))
         _verify_staged(staging, target)
     return output_dir
-
-
-def _inodes(root: Path) -> set[tuple[int, int]]:
-    if not root.is_dir():
-        return set()
-    found: set[tuple[int, int]] = set()
-    for path in root.rglob("*"):
-        info = path.stat() if path.is_file() else None
-        if info is not None:
-            found.add((info.st_dev, info.st_ino))
-    return found
 
 
 def _write_properties(path: Path, values: dict[str, str]) -> None:

@@ -12,7 +12,6 @@ import itertools
 import os
 import re
 import string
-import sys
 import typing
 from pathlib import Path
 from typing import Any, Literal
@@ -23,13 +22,13 @@ from lmi_build.errors import LmiBuildError
 from lmi_build.fleet.job import Job, resources_for
 from lmi_build.planning.request import PLAN_KNOBS, PlanRequest
 from lmi_build.planning.saved import SavedPlan
+from lmi_build.reading import BadFile, parse_toml, read_regular_text
 from lmi_build.types import TargetName
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
+# A matrix file is a page of TOML; a megabyte is far beyond any real one.
+MAX_MATRIX_BYTES = 1024 * 1024
+# A fleet run of more builds than this is a typo in a product (10 keys of 4 values is a million).
+MAX_BUILDS = 1000
 _TEMPLATE_FIELD = re.compile(r"^[a-z_]+$")
 
 
@@ -95,12 +94,12 @@ class MatrixError(LmiBuildError):
 
 
 def read_matrix(path: Path) -> Matrix:
+    if not path.exists():
+        raise MatrixError(path, [f"{path} does not exist"])
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise MatrixError(path, [f"{path} does not exist"]) from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise MatrixError(path, [f"not readable TOML ({error})"]) from None
+        data = parse_toml(read_regular_text(path, limit=MAX_MATRIX_BYTES, what="matrix file"), what="matrix file")
+    except BadFile as error:
+        raise MatrixError(path, [error.message]) from None
     try:
         return Matrix.model_validate(data)
     except ValidationError as error:
@@ -130,6 +129,13 @@ def expand(matrix: Matrix) -> tuple[list[tuple[str, BuildEntry, dict[str, Any]]]
             problems.append(f"build[{index}].matrix: every key needs a non-empty list of values")
             continue
         keys = list(product)
+        count = 1
+        for choices in product.values():
+            count *= len(choices)
+        if len(builds) + count > MAX_BUILDS:
+            problems.append(f"build[{index}].matrix expands to {count:,} builds; a matrix file may hold at most "
+                            f"{MAX_BUILDS:,} (split it, or narrow the product)")
+            continue
         for values in itertools.product(*(product[k] for k in keys)):
             chosen = dict(zip(keys, values, strict=True))
             label = f"build[{index}]" + (" (" + ", ".join(f"{k}={v}" for k, v in chosen.items()) + ")" if chosen else "")
@@ -162,12 +168,23 @@ def _template_values(saved: SavedPlan, chosen: dict[str, Any]) -> dict[str, str]
 
 
 def _fill(template: str, values: dict[str, str], what: str) -> str:
-    fields = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+    parsed = list(string.Formatter().parse(template))
+    if any(spec or conversion for _, name, spec, conversion in parsed if name is not None):
+        # A format spec ("{model:>400000000}") could make any width; names are substituted as they are.
+        raise ValueError(f"{what} template {template!r} has a format spec or conversion; write plain {{field}}")
+    fields = [name for _, name, _, _ in parsed if name is not None]
     unknown = [name for name in fields if not _TEMPLATE_FIELD.match(name) or name not in values]
     if unknown:
         raise ValueError(f"{what} template names unknown field(s) {', '.join(sorted(set(unknown)))} "
                          f"(known: {', '.join(sorted(values))})")
     return template.format(**values)
+
+
+def _prefixes_overlap(first: str, second: str) -> bool:
+    """Two publish prefixes that are the same, or one inside the other: one publish would replace
+    or nest into the other's artifact."""
+    a, b = first.rstrip("/") + "/", second.rstrip("/") + "/"
+    return a.startswith(b) or b.startswith(a)
 
 
 def _plan_entry(entry: BuildEntry, base: Path) -> SavedPlan:
@@ -201,6 +218,7 @@ def plan_matrix(path: Path, *, cache: str | None, endpoint_url: str | None = Non
     jobs: list[Job] = []
     by_key: dict[str, str] = {}
     by_name: dict[str, str] = {}
+    by_publish: dict[str, str] = {}
     for label, entry, chosen in builds:
         try:
             saved = _plan_entry(entry, path.parent)
@@ -234,6 +252,13 @@ def plan_matrix(path: Path, *, cache: str | None, endpoint_url: str | None = Non
         if name in by_name:
             problems.append(f"{label}: the name {name} is taken by {by_name[name]}; set name = \"...\" templates")
             continue
+        if publish is not None:
+            clash = next((other for prefix, other in by_publish.items() if _prefixes_overlap(prefix, publish)), None)
+            if clash is not None:
+                problems.append(f"{label}: publishes to {publish}, which overlaps the prefix of {clash}; "
+                                "put a varying field ({tp}, {quantize}, {name}, ...) in the publish template")
+                continue
+            by_publish[publish] = label
         by_name[name], by_key[key] = label, label
         jobs.append(Job(name=name, saved_plan=saved.dumps(), cache_key=key, target=saved.plan.target,
                         publish=publish, cache=cache, endpoint_url=endpoint_url, runner=entry.runner,

@@ -19,6 +19,7 @@ from lmi_build.model.native import native_names
 from lmi_build.model.params import Shapes, estimate_parameters
 from lmi_build.model.prequant import modelopt_quant_config, parse_quantization_config
 from lmi_build.model.spec import ModelSpec, PositionEmbedding, PreQuantization, RopeSpec
+from lmi_build.reading import BadFile, parse_json, read_regular_bytes
 
 # Sibling files that describe a pre-quantized checkpoint when config.json does not.
 _MODELOPT_QUANT_FILE = "hf_quant_config.json"
@@ -304,7 +305,9 @@ def _load_json(path: Path, *, what: str) -> Any:
             hint="pass a model directory that contains config.json, or the config.json itself",
         )
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return parse_json(read_regular_bytes(path, what=what), what=f"{what} {path}")
+    except BadFile as exc:
+        raise SourceError(exc.message, hint=exc.hint) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SourceError(f"cannot read {path}: {exc}", hint="check the file's permissions") from exc
     except json.JSONDecodeError as exc:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from lmi_build.errors import OptionError
 from lmi_build.fs import atomic_write_text
+from lmi_build.reading import BadFile, read_regular_bytes
 from lmi_build.types import PlanMessage
 
 _WHITESPACE = " \t\f"
@@ -101,8 +102,15 @@ def _unescape(raw: str, where: str) -> str:
             index += 4
         else:
             out.append(_SIMPLE_ESCAPES.get(escaped, escaped))
-    # Java works in UTF-16 code units: \uD83D\uDE00 is one character. Join surrogate pairs.
-    return "".join(out).encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
+    # Java works in UTF-16 code units: \uD83D\uDE00 is one character. Join surrogate pairs; a lone
+    # surrogate is no character at all and could be written nowhere (not even to the terminal).
+    joined = "".join(out).encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
+    try:
+        joined.encode("utf-8")
+    except UnicodeEncodeError:
+        raise OptionError(f"{where}: a \\u escape makes a lone UTF-16 surrogate (\\uD800-\\uDFFF unpaired)",
+                          hint="write the character itself, or a complete surrogate pair") from None
+    return joined
 
 
 def _split(line: str) -> tuple[str, str]:
@@ -187,16 +195,12 @@ MAX_PROPERTIES_BYTES = 1024 * 1024
 
 
 def _read_text(path: Path) -> str:
+    if not path.exists():
+        raise OptionError(f"properties file not found: {path}", hint="check the --properties path")
     try:
-        with open(path, "rb") as stream:
-            data = stream.read(MAX_PROPERTIES_BYTES + 1)
-    except FileNotFoundError:
-        raise OptionError(f"properties file not found: {path}", hint="check the --properties path") from None
-    except OSError as error:
-        raise OptionError(f"cannot read {path}: {error.strerror}", hint="check the file's permissions") from None
-    if len(data) > MAX_PROPERTIES_BYTES:
-        raise OptionError(f"{path} is larger than {MAX_PROPERTIES_BYTES // 1024} KiB; that is not a serving.properties",
-                          hint="check the --properties path")
+        data = read_regular_bytes(path, limit=MAX_PROPERTIES_BYTES, what="properties file")
+    except BadFile as error:
+        raise OptionError(error.message, hint="check the --properties path") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:

@@ -34,6 +34,7 @@ from lmi_build.options.spec import (
     all_option_specs,
     exact_spec,
     full_key,
+    shown_value,
 )
 from lmi_build.options.spec import (
     option_spec as option_spec,
@@ -90,7 +91,7 @@ class _Messages:
     unknown: int = 0  # unknown keys seen so far
 
     def show(self, key: str, value: str) -> str:
-        return redact(key, value, self.secrets)
+        return shown_value(redact(key, value, self.secrets))
 
     def warn(self, code: str, message: str, hint: str | None = None) -> None:
         self.warnings.append(PlanMessage(code=code, message=message, hint=hint))

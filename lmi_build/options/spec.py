@@ -160,12 +160,16 @@ class OptionSpec(BaseModel):
             items = [item.strip() for item in text.split(",")]
             if not text or not all(_is_int(item) and int(item) > 0 for item in items):
                 return None, f"expected {self.expected()}"
+            if any(int(item) > JAVA_INT_MAX for item in items):
+                return None, f"each value must be at most {JAVA_INT_MAX} (DJL reads it as a Java int)"
             return tuple(int(item) for item in items), None
         number: int | float
         if self.type in ("int", "int_or_max"):
             if not _is_int(text):
                 return None, f"expected {self.expected()}"
             number = int(text)
+            if abs(number) > JAVA_INT_MAX:
+                return None, f"must be at most {JAVA_INT_MAX} (DJL reads it as a Java int)"
             if self.type == "int_or_max" and not (number >= 1 or number == -1):
                 return None, "expected a positive integer, -1 (all devices) or \"max\""
         else:
@@ -192,7 +196,7 @@ class OptionSpec(BaseModel):
         """The typed value of a valid ``value``; ``ValueError`` names the problem otherwise."""
         typed, problem = self.read(value)
         if problem is not None or typed is None:
-            raise ValueError(f"{self.key}={value}: {problem}")
+            raise ValueError(f"{self.key}={shown_value(value)}: {problem}")
         return typed
 
     def normalize(self, value: str) -> str:
@@ -221,9 +225,24 @@ _EXPECTED: dict[str, str] = {
 }
 
 
+# DJL parses integer options with Integer.parseInt / Python int and hands them to Java ints.
+JAVA_INT_MAX = 2**31 - 1
+# An integer option longer than this is no number DJL accepts (and int() of 5,000 digits raises).
+_MAX_INT_CHARS = 20
+
+
 def _is_int(text: str) -> bool:
     body = text[1:] if text[:1] in "+-" else text
-    return body.isascii() and body.isdigit()
+    return body.isascii() and body.isdigit() and len(body) <= _MAX_INT_CHARS
+
+
+# A value quoted in a message is cut here: the message stays one readable line.
+SHOWN_VALUE_CHARS = 64
+
+
+def shown_value(value: str) -> str:
+    """``value`` as a message quotes it: at most SHOWN_VALUE_CHARS characters, cut with an ellipsis."""
+    return value if len(value) <= SHOWN_VALUE_CHARS else value[: SHOWN_VALUE_CHARS - 1] + "…"
 
 
 def _show(number: float) -> str:

@@ -1,6 +1,6 @@
 """The build cache key: a SHA-256 over everything that decides the artifact's bytes, and nothing
-else. Same inputs -> same key on any host; any build-relevant change -> a new key; runtime-only
-options (job_queue_size, ...) and where a value came from (CLI, properties, env) do not matter."""
+else. Same inputs -> same key on any host; any change to what lands in the artifact (a build knob
+or a serving option) -> a new key; where a value came from (CLI, properties, env) does not matter."""
 
 from __future__ import annotations
 
@@ -12,29 +12,19 @@ from typing import Any
 from lmi_build.planning.plan import BuildPlan, QuantizationPlan, TargetKnobs, ToolchainRef
 from lmi_build.types import ModelIdentity
 
-KEY_VERSION = 1
-# Keys that never change what is built, whatever the option table says: the model's identity is
-# hashed separately (id/revision/digest), and these only tell the container where things are.
-IGNORED_KEYS = frozenset({
-    "option.model_id", "option.revision", "option.save_mp_checkpoint_path", "option.entryPoint",
-    "option.compiled_graph_path", "option.load_split_model", "engine", "model_dir",
-    "upload_checkpoints_s3url", "properties_dir", "job_queue_size",
-})
+# 2: every option written into the artifact is hashed (1 left runtime-only options out, so an
+# artifact's serving.properties could come from another build's options).
+KEY_VERSION = 2
+# The model's identity is hashed separately (id, revision, content digest); these two keys only name it.
+IDENTITY_KEYS = frozenset({"option.model_id", "option.revision"})
 
 
-def build_relevant_options(options: Mapping[str, str], target: str) -> dict[str, str]:
-    """The options that change the artifact: those the option table marks build_relevant; options
-    it does not know are kept (an unknown key might matter, and a spurious rebuild is cheap)."""
-    from lmi_build.options.resolve import option_spec
-
-    kept: dict[str, str] = {}
-    for key, value in options.items():
-        if key in IGNORED_KEYS:
-            continue
-        spec = option_spec(key)
-        if spec is None or spec.is_build_relevant(target):
-            kept[key] = value
-    return kept
+def artifact_options(options: Mapping[str, str]) -> dict[str, str]:
+    """The options that reach the artifact (its serving.properties among them): all of them but
+    the model's name. A runtime-only option changes only serving.properties, yet an artifact
+    reused under another option set would serve the other set's values, so it is part of the key.
+    (The quantized-checkpoint cache has its own narrower key: a runtime option never re-quantizes.)"""
+    return {key: value for key, value in options.items() if key not in IDENTITY_KEYS}
 
 
 def compute_cache_key(
@@ -56,7 +46,7 @@ def compute_cache_key(
         "config": config_digest,
         "recipe": {"name": recipe, "version": recipe_version},
         "target": target,
-        "options": build_relevant_options(options, target),
+        "options": artifact_options(options),
         "build": build.model_dump(mode="json") if build is not None else None,
         "quantization": quantization.model_dump(mode="json"),
         "toolchain": toolchain.model_dump(mode="json"),

@@ -10,7 +10,6 @@ through here, so they always agree on what a "sample" is:
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from lmi_build.errors import OptionError, SourceError
 from lmi_build.hashing import sha256_file
+from lmi_build.reading import BadFile, parse_json
 
 BUILTIN_NAME = "lmi-mixed-v1"
 BUILTIN_DIR = Path(__file__).resolve().parents[1] / "data" / "calibration"
@@ -104,10 +104,10 @@ def _parse_jsonl(text: str, name: str) -> list[str]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
+            record = parse_json(line, what=f"line {number} of {name}")
+        except BadFile as exc:
             raise OptionError(
-                f"{name}:{number} is not valid JSON ({exc.msg})",
+                f"{name}:{number} is not valid JSON ({exc.message})",
                 hint="write one JSON object per line with a 'text' field",
             ) from exc
         value = record.get("text") if isinstance(record, dict) else None

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from lmi_build import __version__
 from lmi_build.errors import OptionError
 from lmi_build.planning.plan import BuildPlan, KnobsT
+from lmi_build.reading import BadFile, parse_json, read_regular_text
 
 SAVED_PLAN_FORMAT = "lmi-build-plan"
 SAVED_PLAN_SCHEMA = 2  # 2: the knobs carry their target; the file carries the digest of its content
@@ -92,10 +93,12 @@ def read_saved_plan(path: Path, model: type[SavedT]) -> SavedT:
     lmi-build wrote it: another file (a plan --json report, a manifest, a corrupt file), an older
     schema, or a plan edited since it was saved (its content digest, a field left out or added, a
     value lmi-build would not write, a cache key that is not its content's). One line says what to do."""
+    if not path.exists():
+        raise OptionError(f"plan file {path} does not exist", hint=_HINT)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise OptionError(f"plan file {path} does not exist", hint=_HINT) from None
+        text = read_regular_text(path, what="plan file")
+    except BadFile as error:
+        raise OptionError(error.message, hint=error.hint) from None
     except (OSError, UnicodeDecodeError) as error:
         raise OptionError(f"plan file {path} is not readable ({type(error).__name__})", hint=_HINT) from None
     return parse_saved_plan(text, str(path), model)
@@ -106,9 +109,9 @@ def parse_saved_plan(text: str, origin: str, model: type[SavedT]) -> SavedT:
     hint = _HINT
     path = origin
     try:
-        data = json.loads(text)
-    except (ValueError, RecursionError) as error:
-        raise OptionError(f"plan file {path} is not readable JSON ({type(error).__name__})", hint=hint) from None
+        data = parse_json(text, what=f"plan file {path}")
+    except BadFile as error:
+        raise OptionError(error.message, hint=hint) from None
     if not isinstance(data, dict) or data.get("format") != SAVED_PLAN_FORMAT:
         raise OptionError(f"{path} is not a saved lmi-build plan", hint=hint)
     if data.get("schema_version") != SAVED_PLAN_SCHEMA:

@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from lmi_build.artifact.files import FileEntry, list_files, verify_entries
-from lmi_build.fs import atomic_write_json, link_tree, staged_directory
+from lmi_build.fs import atomic_write_json, freeze_shared, link_tree, staged_directory
 from lmi_build.output import current
 from lmi_build.paths import cache_root
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.quantize.result import CheckpointResult
+from lmi_build.reading import read_json_file
 from lmi_build.versions import installed_versions
 
 if TYPE_CHECKING:
@@ -72,14 +73,15 @@ def checkpoint_key(plan: BuildPlan, model_dir: Path, checkpoint_format: str, sha
 
 
 def input_fingerprint(model_dir: Path) -> list[list[Any]]:
-    """Name, size and modification time of every input file: a changed or replaced weight file
+    """Name, size, inode, modification and change time of every input file: a changed or replaced weight file
     changes the key without hashing gigabytes on every build (the cached OUTPUT is hashed)."""
     seen: dict[str, list[Any]] = {}
     for pattern in _INPUT_PATTERNS:
         for path in model_dir.glob(pattern):
             if path.is_file():
                 stat = path.stat()
-                seen[path.name] = [path.name, stat.st_size, stat.st_mtime_ns]
+                # ctime and inode too: a replaced file can keep its size and mtime, never its ctime.
+                seen[path.name] = [path.name, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
     return [seen[name] for name in sorted(seen)]
 
 
@@ -108,6 +110,7 @@ class CheckpointCache:
             return None
         with staged_directory(out_dir) as staging:
             link_tree(entry_dir / CHECKPOINT_DIR, staging)
+            freeze_shared(staging)
         result = CheckpointResult.model_validate({**entry.result, "out_dir": str(out_dir)})
         return result.model_copy(update={"cached": True, "notes": [
             *result.notes, f"reused the cached checkpoint {key[:19]}… (verified)"]})
@@ -119,7 +122,8 @@ class CheckpointCache:
             return final
         try:
             with staged_directory(final, keep_existing=True) as staging:
-                link_tree(result.out_dir, staging / CHECKPOINT_DIR)
+                link_tree(result.out_dir, staging / CHECKPOINT_DIR, share_writable=False)
+                freeze_shared(staging)
                 entry = CacheEntry(key=key, material=material, result=result.model_dump(mode="json"),
                                    files=list_files(staging / CHECKPOINT_DIR))
                 atomic_write_json(staging / ENTRY_NAME, entry.model_dump(mode="json"), indent=1)
@@ -136,7 +140,7 @@ class CheckpointCache:
                 shutil.rmtree(entry_dir, ignore_errors=True)
             return None
         try:
-            return CacheEntry.model_validate_json(path.read_text(encoding="utf-8"))
+            return CacheEntry.model_validate(read_json_file(path, what="checkpoint cache entry"))
         except ValueError:
             shutil.rmtree(entry_dir, ignore_errors=True)
             return None

@@ -1,11 +1,13 @@
-"""File hashes cached by (absolute path, size, mtime), so the second run over a multi-GB model
-directory reads nothing but ``stat``. The cache is a small JSON file under the lmi-build cache
-dir; it is advisory (a lost or corrupt cache only costs a re-hash)."""
+"""File hashes cached by the file's identity, so the second run over a multi-GB model directory reads
+nothing but ``stat``. The identity is (absolute path, device, inode, size, mtime, ctime): size and
+mtime alone can be kept by a replaced file (``cp --preserve``, ``touch -r``, an unpacked archive),
+while ctime is set by the kernel on every change and cannot be set back by a user. The cache is a
+small JSON file under the lmi-build cache dir; it is advisory (a lost or corrupt cache only costs a
+re-hash)."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -13,13 +15,14 @@ from typing import Any
 from lmi_build.fs import atomic_write_json
 from lmi_build.hashing import sha256_files
 from lmi_build.paths import cache_root
+from lmi_build.reading import read_json_file
 
 CACHE_NAME = "file-digests.json"
 
 
 def _load(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json_file(path, what="digest cache")
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -30,8 +33,12 @@ def _save(path: Path, data: dict[str, Any]) -> None:
         atomic_write_json(path, data, indent=None, sort_keys=True)
 
 
+def _identity(stat: os.stat_result) -> list[int]:
+    return [stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
+
+
 def cached_sha256(paths: list[Path], *, workers: int | None = None) -> dict[Path, str]:
-    """SHA-256 of each path (symlinks followed), reusing cached values whose size and mtime match."""
+    """SHA-256 of each path (symlinks followed), reusing cached values whose file identity matches."""
     cache_path = cache_root() / CACHE_NAME
     cache = _load(cache_path)
     result: dict[Path, str] = {}
@@ -40,7 +47,7 @@ def cached_sha256(paths: list[Path], *, workers: int | None = None) -> dict[Path
         real = str(path.resolve())
         stat = path.stat()
         record = cache.get(real)
-        if isinstance(record, dict) and record.get("size") == stat.st_size and record.get("mtime_ns") == stat.st_mtime_ns:
+        if isinstance(record, dict) and record.get("identity") == _identity(stat):
             result[path] = str(record["sha256"])
         else:
             stale[path] = (real, stat)
@@ -48,7 +55,7 @@ def cached_sha256(paths: list[Path], *, workers: int | None = None) -> dict[Path
         hashes = sha256_files(list(stale), workers=workers)
         for path, (real, stat) in stale.items():
             result[path] = hashes[path]
-            cache[real] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": hashes[path]}
+            cache[real] = {"identity": _identity(stat), "sha256": hashes[path]}
         # Forget files that no longer exist, so the cache does not grow without bound.
         cache = {key: value for key, value in cache.items() if os.path.exists(key)}
         _save(cache_path, cache)

@@ -26,6 +26,7 @@ from typing import Any
 from lmi_build.artifact.files import MANIFEST_NAME
 from lmi_build.errors import PublishError
 from lmi_build.output import Output, current
+from lmi_build.reading import parse_json
 from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors
 from lmi_build.storage.publish import publish
 from lmi_build.storage.remote import checked_entries, fetch_remote_manifest, object_problems, verify_remote
@@ -169,7 +170,7 @@ class RemoteBuildCache:
                     return None
                 raise
         try:
-            data = json.loads(body)
+            data = parse_json(body, what="build cache pointer")
         except ValueError:
             return {}
         return data if isinstance(data, dict) else {}

@@ -16,6 +16,7 @@ from lmi_build.artifact.layout import Layout
 from lmi_build.errors import StepError
 from lmi_build.fs import link_or_copy
 from lmi_build.planning.plan import BuildPlan
+from lmi_build.reading import read_json_file
 from lmi_build.types import PlanMessage
 
 INDEX_NAME = "model.safetensors.index.json"
@@ -101,9 +102,9 @@ class HfLayout:
             problem("hf_config", "config.json is missing", "the container cannot load the model: rebuild")
         else:
             try:
-                loaded = json.loads(config_path.read_text(encoding="utf-8"))
+                loaded = read_json_file(config_path, what="config.json")
                 config = loaded if isinstance(loaded, dict) else {}
-            except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            except ValueError as error:
                 problem("hf_config", f"config.json is not valid JSON ({error})", "rebuild the artifact")
         self._check_weights(artifact_dir, problem)
         if not any((artifact_dir / name).is_file() for name in TOKENIZER_FILES):
@@ -129,8 +130,8 @@ class HfLayout:
                 report("safetensors", f"{shard.name} is not a valid safetensors file ({error})", "rebuild the artifact")
         if index_path.is_file():
             try:
-                weight_map = json.loads(index_path.read_text(encoding="utf-8"))["weight_map"]
-            except (json.JSONDecodeError, KeyError, TypeError) as error:
+                weight_map = read_json_file(index_path, what=INDEX_NAME)["weight_map"]
+            except (ValueError, KeyError, TypeError) as error:
                 report("safetensors_index", f"{INDEX_NAME} is unreadable ({error})", "rebuild the artifact")
                 return
             for shard_name in sorted(set(weight_map.values())):

@@ -17,7 +17,6 @@ Face config.json must never overwrite it.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path, PurePosixPath
 
@@ -25,6 +24,7 @@ from lmi_build.artifact.layout import Layout
 from lmi_build.errors import LmiBuildError, StepError
 from lmi_build.fs import link_or_copy
 from lmi_build.planning.plan import BuildPlan
+from lmi_build.reading import read_json_file
 from lmi_build.targets.trtllm.engine_check import RANK_FILE, world_size_of
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
 from lmi_build.targets.trtllm.triton import config_pbtxt
@@ -65,8 +65,8 @@ def _check_engine_dir(engine_dir: Path, where: str, legacy_ok: bool) -> list[Pla
     problems: list[PlanMessage] = []
     config_path = engine_dir / "config.json"
     try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        config = read_json_file(config_path, what="engine config")
+    except (OSError, ValueError):
         return [PlanMessage(code="engine_config", message=f"{where}config.json is missing or unreadable",
                             hint="rebuild the artifact")]
     if not isinstance(config, dict) or not ("build_config" in config or (legacy_ok and "builder_config" in config)):
@@ -90,7 +90,7 @@ def _check_engine_properties(artifact_dir: Path, engine_dir: Path) -> list[PlanM
     if not properties_file.is_file() or not config_file.is_file():
         return []  # reported by the other checks
     try:
-        config = json.loads(config_file.read_text(encoding="utf-8"))
+        config = read_json_file(config_file, what="engine config")
         expected = expectation_from_properties(read_properties(properties_file))
     except (OSError, ValueError, LmiBuildError):
         return []  # unreadable: reported by the engine config and properties checks
