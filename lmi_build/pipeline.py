@@ -56,9 +56,10 @@ def _protected(saved: SavedPlan, settings: BuildSettings) -> dict[str, Path]:
     model = saved.inputs.model
     local = Path(model).expanduser() if not model.startswith(("demo:", "s3://")) and Path(model).expanduser().exists() \
         else None
+    inputs = {f"the input file {path.name}": path for path in settings.inputs}
     return protected_places(model_dir=local, cache=cache_root(),
                             extra={"the checkpoint": settings.checkpoint, "the engine directory": settings.engine_dir,
-                                   "the calibration file": saved.inputs.calib_data})
+                                   "the calibration file": saved.inputs.calib_data, **inputs})
 
 
 @contextmanager
@@ -86,6 +87,8 @@ def _run_locked(saved: SavedPlan, settings: BuildSettings, output: Path, target:
     remote = _remote_cache(settings)
     if settings.until == "artifact" and settings.use_cache:
         cached = _from_cache(plan, output, settings, target)
+        if cached is not None and remote is not None and remote.lookup(plan.cache_key) is None:
+            _store_in_remote_cache(remote, plan, output)  # another host must not rebuild what we have
         if cached is None and remote is not None:
             cached = _from_remote_cache(remote, plan, output, settings)
         if cached is not None:
@@ -220,7 +223,12 @@ def _from_remote_cache(remote: RemoteBuildCache, plan: BuildPlan, output: Path,
     check_output(output, settings.overwrite)
     staging = make_temp_dir(output, "cache")
     try:
-        pull(entry.url, staging / "artifact", endpoint_url=settings.endpoint_url)
+        try:
+            pull(entry.url, staging / "artifact", endpoint_url=settings.endpoint_url)
+        except LmiBuildError as error:
+            # A damaged or tampered shared entry is a miss: build afresh (and store a good entry).
+            current().warn(f"the shared cache entry {entry.url} is unusable ({error.message}); building afresh")
+            return None
         install_directory(staging / "artifact", output, overwrite=settings.overwrite)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -256,7 +264,7 @@ def _maybe_publish(outcome: BuildOutcome, settings: BuildSettings,
                                 hint=f"build with the real {outcome.plan.target} toolchain")
     entry = remote.lookup(outcome.plan.cache_key) if remote is not None else None
     if remote is not None and entry is not None:  # in the shared cache: copy server-side, upload nothing
-        copied = remote.copy_to(entry, settings.publish)
+        copied = remote.copy_to(entry, settings.publish, overwrite=settings.overwrite)
         outcome.published = {"url": settings.publish, "copied_from": entry.url, "objects": copied}
         return outcome
     from lmi_build.storage.publish import publish

@@ -182,7 +182,7 @@ def s3_bucket(s3_env: S3Server) -> str:
     return s3_env.new_bucket()
 
 
-def make_artifact(root: Path, files: dict[str, bytes]) -> Path:
+def make_artifact(root: Path, files: dict[str, bytes], *, cache_key: str = "sha256:test") -> Path:
     """A real artifact directory: the files plus a valid ``lmi-build.json`` listing them."""
     from datetime import datetime, timezone
 
@@ -206,7 +206,7 @@ def make_artifact(root: Path, files: dict[str, bytes]) -> Path:
     manifest = Manifest(
         builder=f"lmi-build {__version__}", tool_version=__version__, created_at=datetime.now(timezone.utc),
         target="hf", layout="hf", recipe="test", recipe_version=1,
-        source=ModelIdentity(kind="demo", id="demo:storage-test"), cache_key="sha256:test",
+        source=ModelIdentity(kind="demo", id="demo:storage-test"), cache_key=cache_key,
         toolchain=ToolchainRecord(), hardware=HardwareTarget(), environment=build_environment(), plan={},
         files=entries, total_bytes=sum(e.size for e in entries),
         content_digest=tree_digest((e.path, e.sha256) for e in entries),

@@ -40,6 +40,8 @@ class BuildSettings:
     publish: str | None = None
     endpoint_url: str | None = None
     remote_cache: str | None = None  # s3://bucket/prefix of the shared build cache (storage.build_cache)
+    # The user's input files (--plan, --properties): never inside an output --overwrite replaces.
+    inputs: tuple[Path, ...] = ()
 
 
 @dataclass

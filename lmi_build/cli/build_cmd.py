@@ -172,6 +172,8 @@ def _settings(*, output: Path, no_cache: bool, **how: Any) -> BuildSettings:
 
 
 def _build(name: TargetName, knobs: dict[str, Any], plan_file: Path | None, settings: BuildSettings) -> None:
+    import dataclasses
+
     from lmi_build.errors import with_hint
     from lmi_build.output import current
     from lmi_build.pipeline import run_plan
@@ -179,6 +181,8 @@ def _build(name: TargetName, knobs: dict[str, Any], plan_file: Path | None, sett
     from lmi_build.targets import get_target
 
     target = get_target(name)
+    inputs = tuple(path for path in (plan_file, knobs.get("properties")) if isinstance(path, Path))
+    settings = dataclasses.replace(settings, inputs=inputs)
     saved = load_plan_for(name, plan_file, knobs) if plan_file is not None else None
     if saved is None:
         from lmi_build.planner import plan_request

@@ -18,17 +18,18 @@ and stored SHA-256) before using it. Publishing a cached entry copies objects se
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lmi_build.artifact.files import MANIFEST_NAME
-from lmi_build.errors import PublishError
+from lmi_build.errors import LmiBuildError, PublishError
 from lmi_build.output import Output, current
 from lmi_build.reading import parse_json
 from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors
-from lmi_build.storage.publish import publish
+from lmi_build.storage.publish import check_prefix_owned, publish
 from lmi_build.storage.remote import checked_entries, fetch_remote_manifest, object_problems, verify_remote
 from lmi_build.storage.s3url import S3Url, parse_s3_url
 from lmi_build.storage.transfer import SHA256_META, head_many
@@ -42,6 +43,10 @@ SINGLE_COPY_LIMIT = 5 * 1024**3
 class CacheEntry:
     cache_key: str
     url: str  # s3://.../<digest>/<attempt>: a complete, verified artifact
+
+
+# An attempt is the uuid4 hex ``store`` wrote; anything else in entry.json ("..", "a/b") was not.
+ATTEMPT_ID = re.compile(r"[0-9a-f]{32}")
 
 
 def cache_digest(cache_key: str) -> str:
@@ -91,11 +96,15 @@ class RemoteBuildCache:
             return None
         attempt = str(pointer.get("attempt", ""))
         url = f"s3://{entry_root.bucket}/{entry_root.key(attempt)}"
-        if not attempt or "/" in attempt or pointer.get("cache_key") != cache_key:
+        if not ATTEMPT_ID.fullmatch(attempt) or pointer.get("cache_key") != cache_key:
             self.output.warn(f"ignoring the cache entry {entry_root}: its {ENTRY_NAME} is not for this key")
             return None
-        problems = verify_remote(url, self.endpoint_url)
-        found = fetch_remote_manifest(self.client, parse_s3_url(url), self.endpoint)
+        try:
+            problems = verify_remote(url, self.endpoint_url)
+            found = fetch_remote_manifest(self.client, parse_s3_url(url), self.endpoint)
+        except LmiBuildError as error:  # a manifest that cannot be read or names ../ paths: a bad entry
+            self.output.warn(f"ignoring a corrupted cache entry ({error.message}); building afresh")
+            return None
         if problems or found is None or found.manifest.cache_key != cache_key:
             reason = problems[0].message if problems else "its manifest has another cache key"
             self.output.warn(f"ignoring a corrupted cache entry ({reason}); building afresh")
@@ -126,7 +135,7 @@ class RemoteBuildCache:
             return CacheEntry(cache_key=cache_key, url=url)
         return winner
 
-    def copy_to(self, entry: CacheEntry, publish_url: str) -> int:
+    def copy_to(self, entry: CacheEntry, publish_url: str, *, overwrite: bool = False) -> int:
         """Publish a cached entry to ``publish_url`` by server-side copies (nothing is re-uploaded),
         with the same commit order as ``publish``: objects, check, manifest last. Returns the
         number of objects copied (objects already there with the same SHA-256 are kept)."""
@@ -140,6 +149,9 @@ class RemoteBuildCache:
             entries = checked_entries(found.manifest, str(source), PublishError)
             wanted = [(e.path, e.size, e.sha256) for e in entries]
             existing = fetch_remote_manifest(self.client, target, self.endpoint)
+            same = existing is not None and existing.manifest.content_digest == found.manifest.content_digest
+            replaced = check_prefix_owned(self.client, target, ours={target.key(p) for p, _, _ in wanted},
+                                          existing=existing, same_artifact=same, overwrite=overwrite)
             heads = head_many(self.client, target.bucket, [target.key(p) for p, _, _ in wanted], workers=8)
             todo = [(p, size) for p, size, sha in wanted
                     if (heads.get(target.key(p)) or {}).get("Metadata", {}).get(SHA256_META) != sha]
@@ -155,6 +167,10 @@ class RemoteBuildCache:
                 raise PublishError(f"after the copy, {problems[0].message}", hint="rerun the same command")
             if existing is None:
                 self._copy_object(source, target, MANIFEST_NAME, len(found.data))
+            stale = sorted(replaced - {target.key(p) for p, _, _ in wanted})
+            if stale:  # the replaced artifact's own objects, and nothing else (check_prefix_owned)
+                self.client.delete_objects(Bucket=target.bucket,
+                                           Delete={"Objects": [{"Key": k} for k in stale], "Quiet": True})
         return len(todo)
 
     # ---- S3 primitives ----

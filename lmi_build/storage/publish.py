@@ -34,6 +34,7 @@ from lmi_build.storage.paths import inside
 from lmi_build.storage.remote import (
     LAYOUT_META,
     TARBALL_NAME,
+    RemoteManifest,
     checked_entries,
     fetch_remote_manifest,
     object_problems,
@@ -103,16 +104,45 @@ def _refuse_links(artifact_dir: Path) -> None:
                                hint="an artifact holds regular files only: rebuild it, or replace the link with the file")
 
 
-def _remove_unlisted(client: Any, target: S3Url, keep: set[str], owner_args: dict[str, str], output: Output) -> None:
-    """After the new manifest committed: delete the objects under the prefix it does not list."""
-    keep = keep | {target.key(MANIFEST_NAME)}
-    stale = sorted(key for key in list_sizes(client, target.bucket, target.list_prefix, extra=owner_args)
-                   if key not in keep)
+def _remove_replaced(client: Any, target: S3Url, old: set[str], keep: set[str], owner_args: dict[str, str],
+                     output: Output) -> None:
+    """After the new manifest committed: delete the replaced artifact's objects (those its manifest
+    listed) that the new one does not list. Nothing else under the prefix is ever deleted."""
+    stale = sorted(old - keep - {target.key(MANIFEST_NAME)})
     for start in range(0, len(stale), 1000):  # DeleteObjects takes at most 1000 keys
         batch = [{"Key": key} for key in stale[start:start + 1000]]
         client.delete_objects(Bucket=target.bucket, Delete={"Objects": batch, "Quiet": True}, **owner_args)
     if stale:
         output.info(f"removed {len(stale)} objects of the replaced artifact")
+
+
+def check_prefix_owned(client: Any, target: S3Url, *, ours: set[str], existing: RemoteManifest | None,
+                       same_artifact: bool, overwrite: bool, owner_args: dict[str, str] | None = None) -> set[str]:
+    """Refuse a publish prefix that holds what this publish does not own: another artifact below
+    it (its own manifest deeper down), objects that belong to no artifact there (a hand upload), or
+    a different artifact without ``overwrite``. ``ours``: the keys this publish writes. Returns the
+    keys of the artifact being replaced (``existing``'s files), the only ones publish may delete."""
+    manifest_key = target.key(MANIFEST_NAME)
+    keys = set(list_sizes(client, target.bucket, target.list_prefix, extra=owner_args or {}))
+    nested = sorted(key for key in keys if key != manifest_key and key.rsplit("/", 1)[-1] == MANIFEST_NAME)
+    if nested:
+        inner = nested[0].rsplit("/", 1)[0]
+        raise PublishError(f"{target} holds another artifact below it (s3://{target.bucket}/{inner}/)",
+                           hint="publish to a prefix of its own; a publish never replaces or mixes with another artifact")
+    if existing is not None and not same_artifact and not overwrite:
+        raise PublishError(f"{target} holds a different artifact",
+                           hint="pass --overwrite to replace it, or publish to another prefix")
+    old: set[str] = set()
+    if existing is not None:
+        old = {target.key(TARBALL_NAME)} if existing.layout == "tarball" else \
+            {target.key(entry.path) for entry in existing.manifest.files}
+    foreign = sorted(keys - ours - old - {manifest_key})
+    if foreign:
+        more = f" (+{len(foreign) - 1} more)" if len(foreign) > 1 else ""
+        raise PublishError(f"{target} holds objects that belong to no lmi-build artifact there: "
+                           f"s3://{target.bucket}/{foreign[0]}{more}",
+                           hint="publish to an empty prefix, or remove those objects yourself first")
+    return old
 
 
 def _plan_uploads(client: Any, target: S3Url, uploads: list[Upload], *, workers: int,
@@ -191,12 +221,12 @@ def publish(
                        for e in entries]
 
         with s3_errors(target, endpoint, operation="publish"):
-            todo, skipped = _plan_uploads(client, target, uploads, workers=workers, owner_args=owner_args)
             existing = fetch_remote_manifest(client, target, endpoint, extra=owner_args)
-            replacing = existing is not None and existing.manifest.content_digest != manifest.content_digest
-            if replacing and not overwrite:
-                raise PublishError(f"{target} holds a different artifact", hint="pass --overwrite to replace it, "
-                                   "or publish to another prefix")
+            same = existing is not None and existing.manifest.content_digest == manifest.content_digest
+            replaced = check_prefix_owned(client, target, ours={u.key for u in uploads},
+                                          existing=existing, same_artifact=same,
+                                          overwrite=overwrite, owner_args=owner_args)
+            todo, skipped = _plan_uploads(client, target, uploads, workers=workers, owner_args=owner_args)
             manifest_current = existing is not None and existing.data == manifest_bytes and \
                 existing.layout == manifest_meta[LAYOUT_META]
             if existing is not None and (todo or not manifest_current):
@@ -224,7 +254,7 @@ def publish(
                 raise PublishError(f"the manifest under {target} does not read back as written",
                                    hint="rerun the same command")
             if overwrite:
-                _remove_unlisted(client, target, {u.key for u in uploads}, owner_args, output)
+                _remove_replaced(client, target, replaced, {u.key for u in uploads}, owner_args, output)
     finally:
         if tar_path is not None and tar_path.exists():
             tar_path.unlink()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 TARBALL_NAME = "model.tar.gz"
 # Metadata on the remote manifest object saying how the files were published.
 LAYOUT_META = "lmi-build-layout"  # "files" (default) or "tarball"
+_HASH_CHUNK = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,11 @@ def verify_remote(url: str, endpoint_url: str | None = None, *, workers: int = 1
             tar_heads = head_many(client, target.bucket, [key], workers=1)
         head = tar_heads[key]
         size = int(head["ContentLength"]) if head else -1
-        return object_problems([(key, size, found.tarball_sha256)], tar_heads, target)
+        tar_problems = object_problems([(key, size, found.tarball_sha256)], tar_heads, target)
+        if tar_problems:
+            return tar_problems
+        with s3_errors(target, endpoint, error=VerifyError, operation="reading the tarball"):
+            return content_problems(client, target, [(key, size, found.tarball_sha256)], workers=1)
     entries = checked_entries(found.manifest, str(target), VerifyError)
     expected = [(target.key(e.path), e.size, e.sha256) for e in entries]
     with s3_errors(target, endpoint, error=VerifyError, operation="head_object"):
@@ -132,7 +138,45 @@ def verify_remote(url: str, endpoint_url: str | None = None, *, workers: int = 1
                       if key in sizes and sizes[key] != size})
         heads.update(head_many(client, target.bucket, [k for k, s, _ in expected if sizes.get(k) == s],
                                workers=workers))
-    return object_problems(expected, heads, target) + unlisted_objects(sizes, expected, target)
+        problems = object_problems(expected, heads, target)
+        # The recorded checksum is metadata anyone who can write the object can keep: only the
+        # content proves the object. Objects already reported are not downloaded again.
+        problems += content_problems(client, target, [item for item in expected if _head_agrees(heads, item)],
+                                     workers=workers)
+    return problems + unlisted_objects(sizes, expected, target)
+
+
+def _head_agrees(heads: dict[str, dict[str, Any] | None], item: tuple[str, int, str]) -> bool:
+    key, size, sha256 = item
+    head = heads.get(key)
+    return head is not None and int(head.get("ContentLength", -1)) == size \
+        and (head.get("Metadata") or {}).get(SHA256_META) == sha256
+
+
+def stream_sha256(client: Any, bucket: str, key: str) -> str:
+    """The SHA-256 of an object's content, read as a stream (never held in memory)."""
+    digest = hashlib.sha256()
+    body = client.get_object(Bucket=bucket, Key=key)["Body"]
+    try:
+        for chunk in iter(lambda: body.read(_HASH_CHUNK), b""):
+            digest.update(chunk)
+    finally:
+        body.close()
+    return digest.hexdigest()
+
+
+def content_problems(client: Any, target: S3Url, expected: list[tuple[str, int, str]], *,
+                     workers: int) -> list[PlanMessage]:
+    """Objects whose content does not hash to the manifest's SHA-256."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(expected) or 1))) as pool:
+        actual = list(pool.map(lambda item: stream_sha256(client, target.bucket, item[0]), expected))
+    return [PlanMessage(code="remote_content",
+                        message=f"s3://{target.bucket}/{key} content has sha256 {found[:12]}…, manifest says "
+                                f"{sha256[:12]}… (the object was changed after it was published)",
+                        hint="publish the artifact again to replace it")
+            for (key, _size, sha256), found in zip(expected, actual, strict=True) if found != sha256]
 
 
 def unlisted_objects(sizes: dict[str, int], expected: list[tuple[str, int, str]], target: S3Url) -> list[PlanMessage]:
