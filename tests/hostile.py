@@ -16,6 +16,7 @@ import hashlib
 import os
 import resource
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -119,6 +120,8 @@ class World:
                     found[rel] = "link:" + os.readlink(path)
                 elif path.is_dir():
                     found[rel] = "dir"
+                elif not path.is_file():  # a FIFO or socket a case planted: never opened (it would block)
+                    found[rel] = f"special:{stat.S_IFMT(path.lstat().st_mode):o}"
                 else:
                     found[rel] = f"{path.stat().st_size}:{hashlib.sha256(path.read_bytes()).hexdigest()[:16]}"
         return found

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from lmi_build.errors import OptionError, SourceError
 from lmi_build.hashing import sha256_file
-from lmi_build.reading import BadFile, parse_json
+from lmi_build.reading import BadFile, parse_json, read_regular_text
 
 BUILTIN_NAME = "lmi-mixed-v1"
 BUILTIN_DIR = Path(__file__).resolve().parents[1] / "data" / "calibration"
@@ -46,9 +46,13 @@ def load_builtin(name: str = BUILTIN_NAME) -> CalibText:
     return CalibText(f"builtin:{name}", "sha256:" + sha256_file(path), tuple(_parse(path)))
 
 
+# Calibration uses a few hundred samples; a file this size is a mistake, not a corpus.
+MAX_CALIBRATION_BYTES = 256 * 1024 * 1024
+
+
 def load_file(path: Path) -> CalibText:
     """Read a user calibration file; a missing, unreadable or empty file is a one-line error."""
-    if not path.is_file():
+    if not path.exists():
         raise SourceError(
             f"calibration file not found: {path}",
             hint="pass an existing .txt or .jsonl file to --calib-data",
@@ -80,7 +84,9 @@ def select(samples: tuple[str, ...] | list[str], size: int, seed: int) -> list[s
 
 def _parse(path: Path) -> list[str]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_text(path, limit=MAX_CALIBRATION_BYTES, what="calibration file")
+    except BadFile as exc:
+        raise SourceError(exc.message, hint=exc.hint) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SourceError(
             f"cannot read calibration file {path.name}: {exc}",

@@ -117,6 +117,34 @@ def check_common(ctx: PlanContext) -> None:
         ctx.findings.error("rotary_scaling_pair", f"option.{given} is set without option.{missing}",
                            hint="set option.rotary_scaling_type and option.rotary_scaling_factor together")
     check_option_restrictions(ctx)
+    check_model_shape(ctx)
+
+
+# config.json sizes that must be positive integers where present (top level and text_config).
+SIZE_KEYS = ("hidden_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers", "vocab_size",
+             "intermediate_size", "max_position_embeddings", "head_dim", "n_head", "n_layer", "n_embd", "n_positions")
+# Far above any real model (the largest public configs: hidden 25k, vocab 260k, 2M positions).
+SIZE_LIMIT = 2**31 - 1
+
+
+def check_model_shape(ctx: PlanContext) -> None:
+    """A config.json whose sizes no model can have (0 KV heads, negative layers, 10**22 vocab) is a
+    plan error, not a crash or a division by zero hours later."""
+    raw = ctx.spec.raw
+    for where, table in (("", raw), ("text_config.", raw.get("text_config"))):
+        if not isinstance(table, dict):
+            continue
+        for key in SIZE_KEYS:
+            value = table.get(key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= SIZE_LIMIT:
+                ctx.findings.error("model_config", f"config.json {where}{key} = {str(value)[:40]} is not a "
+                                   "possible size (a positive integer)", hint="fix or re-download the model's config.json")
+        heads, kv = table.get("num_attention_heads"), table.get("num_key_value_heads")
+        if isinstance(heads, int) and isinstance(kv, int) and heads > 0 and kv > 0 and heads % kv:
+            ctx.findings.error("model_config", f"config.json {where}num_attention_heads = {heads} is not a multiple "
+                               f"of num_key_value_heads = {kv}", hint="fix or re-download the model's config.json")
 
 
 def check_option_restrictions(ctx: PlanContext) -> None:

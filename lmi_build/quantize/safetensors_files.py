@@ -13,7 +13,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from lmi_build.errors import StepError
+from lmi_build.model.safetensors_header import read_checked_header
 
 ALIGN = 8  # header padded with spaces to 8 bytes, as the safetensors writer does
 ITEMSIZE = {"F16": 2, "BF16": 2, "F32": 4, "F64": 8}
@@ -46,10 +46,6 @@ def encode_header(header: dict[str, Any]) -> bytes:
 
 
 def read_header(path: Path) -> tuple[dict[str, Any], int]:
-    """The safetensors header and where the data starts (tensor offsets count from there)."""
-    with open(path, "rb") as handle:
-        (length,) = struct.unpack("<Q", handle.read(8))
-        header = json.loads(handle.read(length))
-    if not isinstance(header, dict):
-        raise StepError(f"{path.name} is not a safetensors file", hint="re-download the model")
-    return header, 8 + int(length)
+    """The safetensors header (checked against the format) and where the data starts (tensor
+    offsets count from there)."""
+    return read_checked_header(path)

@@ -7,14 +7,13 @@ gets ``engine=Python`` and no ``option.model_id`` (the container then loads the 
 
 from __future__ import annotations
 
-import json
-import struct
 from collections.abc import Callable
 from pathlib import Path
 
 from lmi_build.artifact.layout import Layout
 from lmi_build.errors import StepError
 from lmi_build.fs import link_or_copy
+from lmi_build.model.safetensors_header import read_checked_header
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.reading import read_json_file
 from lmi_build.types import PlanMessage
@@ -29,37 +28,11 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model",
                    "spiece.model")
 
 
-# The safetensors format caps its JSON header at 100 MB (huggingface/safetensors, safetensors/src/tensor.rs,
-# MAX_HEADER_SIZE = 100_000_000).
-MAX_HEADER_BYTES = 100_000_000
 
 
 def read_safetensors_header(path: Path) -> dict[str, object]:
-    """The JSON header of a safetensors file (8-byte little-endian length, then JSON); raises
-    ValueError when the file is not a complete safetensors file."""
-    size = path.stat().st_size
-    with open(path, "rb") as handle:
-        prefix = handle.read(8)
-        if len(prefix) != 8:
-            raise ValueError("shorter than a safetensors header")
-        (length,) = struct.unpack("<Q", prefix)
-        if length > size - 8:
-            raise ValueError(f"header length {length} exceeds the file size {size}")
-        if length > MAX_HEADER_BYTES:
-            raise ValueError(f"header length {length} exceeds the format's limit of {MAX_HEADER_BYTES} bytes")
-        try:
-            header = json.loads(handle.read(length))
-        except RecursionError:  # a hostile header of nested brackets
-            raise ValueError("header is nested too deeply") from None
-    if not isinstance(header, dict):
-        raise ValueError("header is not a JSON object")
-    try:
-        end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
-    except (TypeError, KeyError, IndexError):
-        raise ValueError("a tensor entry has no valid data_offsets") from None
-    if 8 + length + end > size:
-        raise ValueError(f"tensor data ends at byte {8 + length + end}, the file has {size}")
-    return header
+    """The checked JSON header of a safetensors file; ValueError when it breaks the format."""
+    return read_checked_header(path)[0]
 
 
 class HfLayout:
