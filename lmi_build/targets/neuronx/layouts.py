@@ -127,13 +127,18 @@ class TnxPrecompiledLayout:
         _write_model_files(plan, source_dir, staging, version_file)
 
     def properties(self, plan: BuildPlan) -> dict[str, str]:
+        """The keys the NEFFs depend on. Batching (the plan writes the same, ``plan._batching``): under
+        rolling batch only option.max_rolling_batch_size (DJL sets TNX's batch from it and refuses an
+        option.batch_size > 1 beside it); static: rolling batch written off (unset is auto on 0.30+),
+        the batch as option.batch_size (TNX) and as the top-level batch_size (DJL's request batching)."""
         build = _build(plan)
         values = {"engine": "Python", "option.tensor_parallel_degree": str(build.tp),
                   "option.n_positions": str(max(build.n_positions))}
-        if build.continuous_batching:
+        if plan.options.get("option.rolling_batch", "disable") != "disable":
             values["option.max_rolling_batch_size"] = str(build.batch_size)
         else:
-            values["option.batch_size"] = str(build.batch_size)
+            values.update({"option.rolling_batch": "disable", "option.batch_size": str(build.batch_size),
+                           "batch_size": str(build.batch_size)})
         return values
 
     def check(self, artifact_dir: Path) -> list[PlanMessage]:

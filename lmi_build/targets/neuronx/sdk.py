@@ -25,7 +25,6 @@ class NeuronDefaults(BaseModel):
     first_bucket: int = Field(gt=0)
     continuous_batching_model_types: tuple[str, ...]
     continuous_batching_first_large_bucket: int = Field(gt=0)
-    vllm_min_batch: int = Field(gt=0)
 
 
 class LoaderRules(BaseModel):
