@@ -18,7 +18,7 @@ profile's ``rolling_batch_sources``):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -38,7 +38,7 @@ class ContainerBatching:
     neff_batch: int | None  # the batch transformers-neuronx compiles/loads for; None: chosen at start-up
     server_batch: int  # requests the server hands the model per call (top-level batch_size)
     refusal: str | None  # DJL's start-up refusal of these keys
-    why: str  # how rolling_batch was resolved, for messages
+    why: str  # how rolling_batch was resolved, for messages (without the release's name)
 
     @property
     def rolling(self) -> bool:
@@ -60,15 +60,14 @@ def container_batching(properties: Mapping[str, str], profile: NeuronProfile) ->
     recommender = rule in ("tnx_disable", "auto") or (rule == "without_engine" and not properties.get("engine"))
     if not recommender:
         rolling = given or "disable"
-        why = (f"option.rolling_batch={given}" if given else
-               f"no option.rolling_batch: {profile.name} keeps the Python default, disable")
+        why = f"option.rolling_batch={given}" if given else "no option.rolling_batch: the Python default, disable"
     elif server_batch > 1:
         rolling = "disable"
-        why = f"batch_size={server_batch} > 1: {profile.name}'s LmiConfigRecommender turns rolling batch off"
+        why = f"batch_size={server_batch} > 1: the LmiConfigRecommender turns rolling batch off"
     else:
         rolling = given or ("disable" if rule == "tnx_disable" else "auto")
         why = (f"option.rolling_batch={given}" if given else
-               f"no option.rolling_batch: {profile.name}'s LmiConfigRecommender reads it as {rolling}")
+               f"no option.rolling_batch: the LmiConfigRecommender reads it as {rolling}")
         if rolling == "auto" and rule in ("tnx_disable", "auto"):
             written = _int(properties.get("option.max_rolling_batch_size"), 1)
             vllm_from = profile.auto_rolling_batch_vllm_from
@@ -94,3 +93,31 @@ def container_batching(properties: Mapping[str, str], profile: NeuronProfile) ->
         neff_batch = option_batch
     return ContainerBatching(profile=profile.name, rolling_batch=rolling, neff_batch=neff_batch,
                              server_batch=server_batch, refusal=refusal, why=why)
+
+
+def batching_problems(properties: Mapping[str, str], built_batch: int,
+                      releases: Sequence[NeuronProfile]) -> list[str]:
+    """Why NEFFs compiled for ``built_batch`` would not be served as built under ``properties`` by
+    each of ``releases``: one message per distinct reading, naming the releases that read it so."""
+    found: dict[str, list[str]] = {}
+    for profile in releases:
+        problem = _problem(container_batching(properties, profile), built_batch)
+        if problem is not None:
+            found.setdefault(problem, []).append(profile.lmi_version)
+    return [f"{problem} (LMI {', '.join(versions)})" for problem, versions in found.items()]
+
+
+def _problem(reading: ContainerBatching, built: int) -> str | None:
+    if reading.refusal is not None:
+        return reading.refusal
+    how = f"rolling batch: {reading.why}" if reading.rolling else f"static batch: {reading.why}"
+    if reading.neff_batch is None:
+        return (f"neuron block batch_size={built}, serving.properties has no option.max_rolling_batch_size ({how}): "
+                "the container picks the batch at start-up")
+    if reading.neff_batch != built:
+        key = "option.max_rolling_batch_size" if reading.rolling else "option.batch_size"
+        return f"neuron block batch_size={built}, serving.properties {key}={reading.neff_batch} ({how})"
+    if not reading.rolling and reading.server_batch != built:
+        return (f"serving.properties batch_size={reading.server_batch}: DJL hands the model {reading.server_batch} "
+                f"request(s) at once, the NEFFs are compiled for {built} (ModelInfo.java:864-867)")
+    return None
