@@ -238,7 +238,7 @@ class NeuronxPlanning:
 
         tp = checks.resolve_tp(ctx, unit="NeuronCore")
         self._check_tp_degree(ctx, tp, platform)
-        checks.check_tp_heads(ctx, tp)
+        self._check_tp_heads(ctx, tp)
         dtype = checks.resolve_dtype(ctx)
 
         n_positions = self._n_positions(ctx, defaults)
@@ -377,6 +377,32 @@ class NeuronxPlanning:
             ctx.findings.error("instance_devices",
                                f"tp={tp} needs {tp} NeuronCores, {ctx.instance.name} has {ctx.instance.devices}",
                                hint=f"use --tp <= {ctx.instance.devices} or a larger instance")
+
+    @staticmethod
+    def _check_tp_heads(ctx: PlanContext, tp: int) -> None:
+        """What transformers-neuronx does when tp does not divide the heads (``tp_rules``): pads them
+        up to a multiple of tp for the models built on its padded decoder (a warning: the padding
+        costs compute and memory), refuses the others; Mixtral's tp must divide the experts or be a
+        multiple of them."""
+        rules = sdk().tp_rules
+        spec = ctx.spec
+        heads = spec.num_attention_heads
+        divisors = [d for d in range(1, heads + 1) if heads % d == 0 and d <= 64]
+        if heads % tp and spec.model_type in rules.pad_heads_model_types:
+            padded = -(-heads // tp) * tp
+            ctx.findings.warn("tp_heads_padded",
+                              f"transformers-neuronx pads the {heads} attention heads to {padded} for tp={tp}: "
+                              f"{padded - heads} heads of compute and KV cache do nothing",
+                              hint=f"a tp that divides {heads} needs no padding: {', '.join(map(str, divisors))}")
+        elif heads % tp:
+            ctx.findings.error("tp_heads", f"tp={tp} does not divide the {heads} attention heads, and "
+                               f"transformers-neuronx pads no heads for {spec.model_type}",
+                               hint=f"use a tp that divides {heads}: {', '.join(map(str, divisors))}")
+        experts = spec.num_experts
+        if spec.model_type in rules.experts_model_types and experts and experts % tp and tp % experts:
+            ctx.findings.error("tp_experts", f"transformers-neuronx refuses tp={tp} for {experts} experts: tp must "
+                               "divide the experts or be a multiple of them (mixtral/config.py)",
+                               hint=f"use a tp that divides {experts} or is a multiple of it")
 
     @staticmethod
     def _layout(ctx: PlanContext, profile: NeuronProfile, loader: Loader) -> Literal[

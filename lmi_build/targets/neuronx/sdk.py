@@ -38,6 +38,17 @@ class LoaderRules(BaseModel):
     optimum_partition_schema: str
 
 
+class TpRules(BaseModel):
+    """What transformers-neuronx does when tp does not divide the attention heads or the experts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    pad_heads_model_types: tuple[str, ...]  # heads padded up to a multiple of tp
+    pad_heads_sources: tuple[str, ...] = Field(min_length=1)
+    experts_model_types: tuple[str, ...]  # tp must divide the experts or be a multiple of them
+    experts_sources: tuple[str, ...] = Field(min_length=1)
+
+
 class UnbuiltLoader(BaseModel):
     """Why lmi-build refuses to build the artifact of one DJL model loader, with what was read."""
 
@@ -56,6 +67,7 @@ class NeuronSdk(BaseModel):
     versions: dict[str, str]
     compiler: NeuronCompiler
     tp_degrees: dict[NeuronPlatform, tuple[int, ...]]
+    tp_rules: TpRules
     defaults: NeuronDefaults
     loader_rules: LoaderRules
     split_classes: dict[str, str]  # model type -> transformers_neuronx "<module>.<class>" (0.27 split layout)
