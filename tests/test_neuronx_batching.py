@@ -1,5 +1,5 @@
 """The batching keys of a Neuron artifact's serving.properties, planned through the real planner and
-read back the way each LMI Neuron release reads them (issue 21, findings 1, 2, 3 and 6).
+read back the way each LMI Neuron release reads them (issue 21, findings 1, 2, 3, 6 and 7).
 
 - Static builds say option.rolling_batch=disable (0.30+ reads an unset key as auto: rolling batch) and
   carry no option.max_rolling_batch_size (finding 1).
@@ -18,6 +18,7 @@ from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets.neuronx.batching import container_batching
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.targets.neuronx.layouts import LAYOUTS
+from lmi_build.targets.neuronx.plan import choose_loader
 from lmi_build.targets.neuronx.profiles import get_profile, load_profiles
 from tests.fixtures_planning import Planner
 
@@ -104,3 +105,25 @@ def test_an_unset_rolling_batch_per_release(profile: str, rolling: str) -> None:
     assert reading.rolling_batch == rolling
     # 0.27's recommender runs only without an engine, and then reads unset as auto (TNX's rolling batch).
     assert container_batching({}, get_profile(P027)).rolling_batch == "auto"
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize(("model", "fields"), [
+    ("facebook--opt-125m", {}), ("facebook--opt-125m", {"max_batch_size": 4}), (LLAMA, {}),
+    (LLAMA, {"max_batch_size": 4}), ("mistralai--Mistral-7B-v0.1", {"max_batch_size": 1}),
+    (LLAMA, {"quantize": "int8"}),
+])
+def test_the_written_properties_pick_the_planned_loader(plan_model: Planner, profile: str, model: str,
+                                                        fields: dict[str, object]) -> None:
+    """Finding 7: 0.27 switches to transformers-neuronx whenever option.load_in_8bit is present, even
+    false (0.27.0-dlc tnx_properties.py:231-250): the loader DJL picks from the serving.properties
+    the build writes is the one the plan compiled for."""
+    plan = plan_model("neuronx", model, tp="2", n_positions="1024", profile=profile, **fields)
+    properties = _properties(plan)
+    assert "option.load_in_8bit" not in properties
+    options = {key.removeprefix("option."): value for key, value in properties.items() if key.startswith("option.")}
+    if options.get("quantize") == "static_int8":
+        options["load_in_8bit"] = "true"  # DJL's set_quantize validator (0.26.0-dlc tnx_properties.py:150-154)
+    rolling = container_batching(properties, get_profile(profile)).rolling
+    loader = choose_loader(get_profile(profile), model_type=plan.spec.model_type, rolling=rolling, options=options)
+    assert loader == plan.knobs(NeuronxBuild).loader
