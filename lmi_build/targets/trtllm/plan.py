@@ -25,7 +25,10 @@ from lmi_build.versions import release
 if TYPE_CHECKING:
     from lmi_build.targets.trtllm.profile_schema import ContainerProfile
 
-DEFAULT_MAX_BATCH_SIZE = 32  # DJL's max_rolling_batch_size default, passed as trtllm-build max_batch_size
+# Options whose default changed between releases: a profile's [defaults] value (cited there) replaces the
+# option table's when the user did not set the option, so a plain build equals the container's own JIT
+# build (max_rolling_batch_size becomes trtllm-build's --max_batch_size).
+RELEASE_DEFAULT_OPTIONS = ("tokens_per_block", "max_num_tokens", "max_rolling_batch_size")
 
 
 class TrtllmPlanning:
@@ -80,12 +83,13 @@ class TrtllmPlanning:
 
         lengths = resolve_lengths(ctx, profile)
         max_input, max_output = lengths.max_input_len, lengths.max_output_len
-        batch = ctx.int_value("max_rolling_batch_size") or DEFAULT_MAX_BATCH_SIZE
-        for knob in ("tokens_per_block", "max_num_tokens"):
+        for knob in RELEASE_DEFAULT_OPTIONS:
             release_default = profile.defaults.get(knob)
             if ctx.options.source_of(knob) in (None, Source.DEFAULT) and release_default:
                 # The container's release default; serving.properties must say what the engine has.
                 ctx.derive(knob, release_default, f"profile {profile.name} default")
+        # An unparsable value is already an error finding; plan on with the option table's default.
+        batch = ctx.int_value("max_rolling_batch_size") or _table_default_int("max_rolling_batch_size")
         tokens_per_block = self._tokens_per_block(ctx, table.limits.context_fmha_min_tokens_per_block,
                                                   profile.tensorrt_llm)
         if profile.workflow == "legacy":
@@ -254,6 +258,17 @@ class TrtllmPlanning:
                               "(the all-reduce strategy is chosen at run time)",
                               hint="remove option.use_custom_all_reduce")
         return None
+
+
+def _table_default_int(key: str) -> int:
+    """The option table's (``data/options.toml``) default of an int option the trtllm target always sets."""
+    from lmi_build.options.spec import option_spec
+
+    spec = option_spec(key)
+    default = spec.default_for("trtllm") if spec is not None else None
+    if default is None:
+        raise AssertionError(f"data/options.toml has no trtllm default for option.{key}")
+    return int(default)
 
 
 def checkpoint_work(build: TrtllmBuild, quantization: QuantizationPlan) -> CheckpointWork | None:

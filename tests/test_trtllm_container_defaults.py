@@ -1,0 +1,75 @@
+"""Issue 22: what a plain trtllm plan writes equals what each LMI release's container does on its own
+(defaults from the profiles' cited [defaults]), and what a release's TensorRT-LLM cannot build is
+refused at plan time. Every test plans through the real planner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lmi_build.errors import LmiBuildError
+from lmi_build.targets.trtllm.knobs import TrtllmBuild
+from lmi_build.targets.trtllm.profiles import get_profile, load_profile_file, profiles_dir
+from lmi_build.targets.trtllm.steps import plan_steps
+from tests.fixtures_trtllm import TrtllmPlanner
+
+# deepjavalibrary/djl-serving LmiConfigRecommender.setRollingBatchSize for rolling_batch=trtllm:
+# @v0.28.0:168-174, @v0.29.0:174-180, @0.30.0-dlc:133-139 -> 256 (and max_num_tokens 16384 when unset).
+RECOMMENDER_256 = ["lmi-0.28.0-trtllm-0.9.0", "lmi-0.29.0-trtllm-0.11.0", "lmi-0.30.0-trtllm-0.12.0"]
+
+
+def _engine_argv(plan: object, profile: str) -> list[str]:
+    return plan_steps(plan, get_profile(profile)).steps[-1].argv  # type: ignore[arg-type]
+
+
+def _flag(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+@pytest.mark.parametrize("profile", RECOMMENDER_256)
+def test_default_batch_is_the_containers(profile: str, trtllm_plan: TrtllmPlanner) -> None:
+    plan = trtllm_plan(profile, tp="1")
+    assert plan.knobs(TrtllmBuild).max_batch_size == 256
+    assert plan.options["option.max_rolling_batch_size"] == "256"
+    assert plan.options["option.max_num_tokens"] == "16384"
+    argv = _engine_argv(plan, profile)
+    assert _flag(argv, "--max_batch_size") == "256"
+    assert _flag(argv, "--max_num_tokens") == "16384"
+
+
+def test_user_batch_wins_over_the_release_default(trtllm_plan: TrtllmPlanner) -> None:
+    plan = trtllm_plan("lmi-0.28.0-trtllm-0.9.0", tp="1", max_batch_size=8, option=("max_num_tokens=4096",))
+    assert plan.knobs(TrtllmBuild).max_batch_size == 8
+    assert plan.options["option.max_rolling_batch_size"] == "8"
+    assert _flag(_engine_argv(plan, "lmi-0.28.0-trtllm-0.9.0"), "--max_num_tokens") == "4096"
+
+
+def test_0_27_keeps_the_recommenders_32(trtllm_plan: TrtllmPlanner) -> None:
+    # @v0.27.0 setRollingBatchSize:147-165: 32 unless option.max_num_tokens is set.
+    plan = trtllm_plan("lmi-0.27.0-trtllm-0.8.0", tp="1")
+    assert plan.knobs(TrtllmBuild).max_batch_size == 32
+    assert plan.options["option.max_rolling_batch_size"] == "32"
+
+
+def test_release_batch_default_is_profile_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               trtllm_plan: TrtllmPlanner) -> None:
+    """The default comes from the profile file, not from code: change the file, the plan follows."""
+    name = "lmi-0.29.0-trtllm-0.11.0"
+    text = (profiles_dir() / f"{name}.toml").read_text()
+    assert 'max_rolling_batch_size = "256"' in text
+    (tmp_path / f"{name}.toml").write_text(text.replace('max_rolling_batch_size = "256"',
+                                                        'max_rolling_batch_size = "96"'))
+    monkeypatch.setenv("LMI_BUILD_PROFILES_DIR", str(tmp_path))
+    plan = trtllm_plan(name, tp="1")
+    assert plan.knobs(TrtllmBuild).max_batch_size == 96
+    assert plan.options["option.max_rolling_batch_size"] == "96"
+
+
+def test_unknown_profile_default_key_is_refused(tmp_path: Path) -> None:
+    source = profiles_dir() / "lmi-0.29.0-trtllm-0.11.0.toml"
+    bad = tmp_path / source.name
+    bad.write_text(source.read_text().replace("max_rolling_batch_size =", "max_rolling_batch =", 1))
+    with pytest.raises(LmiBuildError, match="max_rolling_batch"):
+        load_profile_file(bad)
+
