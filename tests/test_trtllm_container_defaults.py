@@ -73,3 +73,29 @@ def test_unknown_profile_default_key_is_refused(tmp_path: Path) -> None:
     with pytest.raises(LmiBuildError, match="max_rolling_batch"):
         load_profile_file(bad)
 
+
+
+# tensorrt_llm/quantization/mode.py QuantAlgo W8A8_SQ_PER_CHANNEL (@5955b8af:208, @250d9c29:29,
+# @05316d33:29, @28fb9aac:29): per-channel weight scales, per-tensor activations.
+@pytest.mark.parametrize("profile", ["lmi-0.27.0-trtllm-0.8.0", *RECOMMENDER_256, "lmi-0.33.0-trtllm-0.21.0"])
+def test_smoothquant_properties_state_the_engines_per_channel(profile: str, trtllm_plan: TrtllmPlanner) -> None:
+    plan = trtllm_plan(profile, tp="1", quantize="smoothquant")
+    assert plan.quantization.quant_algo == "W8A8_SQ_PER_CHANNEL"
+    assert plan.options["option.smoothquant_per_channel"] == "true"
+    assert plan.options["option.smoothquant_per_token"] == "false"
+
+
+def test_smoothquant_per_channel_false_given_is_written_as_the_engine_has(trtllm_plan: TrtllmPlanner) -> None:
+    plan = trtllm_plan("lmi-0.30.0-trtllm-0.12.0", tp="1", quantize="smoothquant",
+                       option=("smoothquant_per_channel=false",))
+    assert plan.quantization.quant_algo == "W8A8_SQ_PER_CHANNEL"
+    assert plan.options["option.smoothquant_per_channel"] == "true"
+    assert "smoothquant_granularity" in {w.code for w in plan.warnings}
+
+
+def test_per_tensor_weight_smoothquant_keeps_per_channel_false(trtllm_plan: TrtllmPlanner) -> None:
+    # convert_checkpoint.py --per_token without --per_channel: W8A8_SQ_PER_TENSOR_PER_TOKEN_PLUGIN.
+    plan = trtllm_plan("lmi-0.30.0-trtllm-0.12.0", tp="1", quantize="smoothquant",
+                       option=("smoothquant_per_token=true",))
+    assert plan.quantization.quant_algo == "W8A8_SQ_PER_TENSOR_PER_TOKEN_PLUGIN"
+    assert plan.options["option.smoothquant_per_channel"] == "false"

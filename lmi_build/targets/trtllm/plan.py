@@ -162,6 +162,7 @@ class TrtllmPlanning:
         ctx.derive("max_input_len", max_input, "build knob")
         ctx.derive("max_output_len", max_output, "build knob")
         ctx.derive("max_rolling_batch_size", batch, "build knob")
+        self._state_smoothquant_granularity(ctx, profile)
 
         return TargetPlan(
             build=build,
@@ -187,6 +188,17 @@ class TrtllmPlanning:
                                   option_sources=sources), profile)
         except LmiBuildError as error:
             ctx.findings.error("trtllm_route", error.message, hint=error.hint)
+
+    @staticmethod
+    def _state_smoothquant_granularity(ctx: PlanContext, profile: ContainerProfile) -> None:
+        """serving.properties says what the engine has: a W8A8_SQ_PER_CHANNEL* engine (ModelOpt's
+        SmoothQuant, or convert_checkpoint.py --per_channel) has per-channel weight scales
+        (tensorrt_llm/quantization/mode.py QuantAlgo, @5955b8af:208, @250d9c29:29, @05316d33:29,
+        @28fb9aac:29), whatever the option table's default says. 0.7's legacy build.py takes the plan's
+        per_channel as it is (--per_channel only when set), so its properties already agree."""
+        algo = ctx.quantization.quant_algo or ""
+        if profile.workflow != "legacy" and algo.startswith("W8A8_SQ_PER_CHANNEL"):
+            ctx.derive("smoothquant_per_channel", True, f"the engine's quant_algo {algo}")
 
     @staticmethod
     def _tokens_per_block(ctx: PlanContext, minimum: int | None, version: str) -> int | None:
