@@ -5,6 +5,7 @@ refused at plan time. Every test plans through the real planner."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,7 +13,7 @@ from lmi_build.errors import LmiBuildError
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
 from lmi_build.targets.trtllm.profiles import get_profile, load_profile_file, profiles_dir
 from lmi_build.targets.trtllm.steps import plan_steps
-from tests.fixtures_trtllm import TrtllmPlanner
+from tests.fixtures_trtllm import LLAMA, TrtllmPlanner
 
 # deepjavalibrary/djl-serving LmiConfigRecommender.setRollingBatchSize for rolling_batch=trtllm:
 # @v0.28.0:168-174, @v0.29.0:174-180, @0.30.0-dlc:133-139 -> 256 (and max_num_tokens 16384 when unset).
@@ -99,3 +100,38 @@ def test_per_tensor_weight_smoothquant_keeps_per_channel_false(trtllm_plan: Trtl
                        option=("smoothquant_per_token=true",))
     assert plan.quantization.quant_algo == "W8A8_SQ_PER_TENSOR_PER_TOKEN_PLUGIN"
     assert plan.options["option.smoothquant_per_channel"] == "false"
+
+
+# meta-llama/Llama-3.1-8B config.json, over the Llama-2 fixture (same architecture, llama3 RoPE).
+LLAMA_3_1 = {"hidden_size": 4096, "intermediate_size": 14336, "max_position_embeddings": 131072,
+             "num_key_value_heads": 8, "rope_theta": 500000.0, "vocab_size": 128256, "torch_dtype": "bfloat16",
+             "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                              "original_max_position_embeddings": 8192, "rope_type": "llama3"}}
+
+
+@pytest.mark.parametrize("profile", ["lmi-0.27.0-trtllm-0.8.0", "lmi-0.28.0-trtllm-0.9.0", "lmi-0.29.0-trtllm-0.11.0"])
+def test_llama3_rope_refused_before_trtllm_0_12(profile: str, plan_model: Any, model_dir: Any) -> None:
+    plan = plan_model("trtllm", model_dir(LLAMA, dirname="Llama-3.1-8B", **LLAMA_3_1), profile=profile, tp="1")
+    assert not plan.valid
+    refusal = [e for e in plan.errors if e.code == "rope_scaling_version"]
+    assert len(refusal) == 1, plan.errors
+    assert "\n" not in refusal[0].message
+    assert f"profile {profile}" in refusal[0].message
+    assert "TensorRT-LLM 0.12.0 or newer" in refusal[0].message
+    assert "lmi-0.30.0-trtllm-0.12.0" in refusal[0].message and "--profile lmi-0.30.0-trtllm-0.12.0" in str(refusal[0].hint)
+
+
+@pytest.mark.parametrize("profile", ["lmi-0.30.0-trtllm-0.12.0", "lmi-0.33.0-trtllm-0.21.0"])
+def test_llama3_rope_plans_from_trtllm_0_12(profile: str, plan_model: Any, model_dir: Any) -> None:
+    plan = plan_model("trtllm", model_dir(LLAMA, dirname="Llama-3.1-8B", **LLAMA_3_1), profile=profile, tp="1")
+    assert "rope_scaling_version" not in {e.code for e in plan.errors}
+    assert plan.valid, plan.errors
+
+
+def test_rope_scaling_since_is_data() -> None:
+    from lmi_build.targets.trtllm.rope_scaling import missing_scaling
+
+    entry = missing_scaling("llama3", "0.11.0")
+    assert entry is not None and entry.since == "0.12.0" and entry.sources
+    assert missing_scaling("llama3", "0.12.0") is None and missing_scaling("linear", "0.8.0") is None
+
