@@ -135,3 +135,39 @@ def test_rope_scaling_since_is_data() -> None:
     assert entry is not None and entry.since == "0.12.0" and entry.sources
     assert missing_scaling("llama3", "0.12.0") is None and missing_scaling("linear", "0.8.0") is None
 
+
+# djl-serving 0.33.0-dlc properties_manager/trt_properties.py:42 (pipeline_parallel_size) and :138
+# (LLM(pipeline_parallel_size=self.pipeline_parallel_size)): the flat layout's service never reads
+# pipeline_parallel_degree.
+@pytest.mark.parametrize("profile", ["lmi-0.33.0-trtllm-0.21.0", "djl-nightly-trtllm-1.0.0"])
+def test_flat_layout_writes_the_services_pipeline_key(profile: str, trtllm_plan: TrtllmPlanner) -> None:
+    from lmi_build.artifact.packager import serving_properties
+    from lmi_build.targets.trtllm.layouts import FLAT
+
+    plan = trtllm_plan(profile, tp="2", pp="2")
+    assert plan.options["option.pipeline_parallel_size"] == "2"
+    written = serving_properties(plan, FLAT)
+    assert written["option.pipeline_parallel_size"] == "2"
+    assert written["option.tensor_parallel_degree"] == "2"
+
+
+def test_flat_layout_user_pipeline_size_follows_the_engine(trtllm_plan: TrtllmPlanner) -> None:
+    plan = trtllm_plan("lmi-0.33.0-trtllm-0.21.0", tp="1", option=("pipeline_parallel_size=4",))
+    assert plan.options["option.pipeline_parallel_size"] == "1"
+
+
+def test_toolkit_layout_keeps_pipeline_parallel_degree(trtllm_plan: TrtllmPlanner) -> None:
+    plan = trtllm_plan("lmi-0.30.0-trtllm-0.12.0", tp="2", pp="2")
+    assert plan.options["option.pipeline_parallel_degree"] == "2"
+    assert "option.pipeline_parallel_size" not in plan.options
+
+
+def test_engine_world_size_read_from_the_flat_services_key() -> None:
+    from lmi_build.targets.trtllm.engine_match import engine_mismatches, expectation_from_properties
+
+    config = {"build_config": {"max_batch_size": 8, "max_input_len": 512},
+              "pretrained_config": {"mapping": {"world_size": 2, "tp_size": 1, "pp_size": 2}}}
+    properties = {"option.tensor_parallel_degree": "1", "option.pipeline_parallel_size": "2"}
+    assert engine_mismatches(config, expectation_from_properties(properties)) == []
+    wrong = {**properties, "option.pipeline_parallel_size": "4"}
+    assert "world size: engine 2, serving.properties 4" in engine_mismatches(config, expectation_from_properties(wrong))

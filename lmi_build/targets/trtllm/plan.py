@@ -153,6 +153,10 @@ class TrtllmPlanning:
             ctx.derive("entryPoint", "djl_python.lmi_trtllm.trtllm_async_service", f"profile {profile.name}")
             ctx.derive("async_mode", "true", f"profile {profile.name}")
             ctx.derive("rolling_batch", "disable", f"profile {profile.name}")
+            if pp > 1 or ctx.is_set("pipeline_parallel_size"):
+                # The 1.x service passes pipeline_parallel_size, not pipeline_parallel_degree, to LLM()
+                # (djl-serving 0.33.0-dlc properties_manager/trt_properties.py:42,138).
+                ctx.derive("pipeline_parallel_size", pp, f"profile {profile.name}: the LLM API service's key for pp")
         else:
             ctx.derive("engine", self.engine, "trtllm target")
             ctx.derive("rolling_batch", "trtllm", "trtllm target")
