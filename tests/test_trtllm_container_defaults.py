@@ -171,3 +171,25 @@ def test_engine_world_size_read_from_the_flat_services_key() -> None:
     assert engine_mismatches(config, expectation_from_properties(properties)) == []
     wrong = {**properties, "option.pipeline_parallel_size": "4"}
     assert "world size: engine 2, serving.properties 4" in engine_mismatches(config, expectation_from_properties(wrong))
+
+
+AUTOAWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
+
+
+# examples/models/core/llama/convert_checkpoint.py (0.19+ layout) has no --use_autoawq: it reads the
+# model's quantization_config (update_quant_config_from_hf); argparse exits on an unknown flag.
+@pytest.mark.parametrize("profile", ["lmi-0.33.0-trtllm-0.21.0", "djl-nightly-trtllm-1.0.0"])
+def test_autoawq_convert_passes_no_use_autoawq_flag(profile: str, plan_model: Any, model_dir: Any) -> None:
+    plan = plan_model("trtllm", model_dir(LLAMA, dirname="llama-awq", quantization_config=AUTOAWQ),
+                      profile=profile, tp="1")
+    assert plan.valid, plan.errors
+    convert = plan_steps(plan, get_profile(profile)).steps[0]
+    assert convert.argv[1].endswith("/models/core/llama/convert_checkpoint.py")
+    assert "--use_autoawq" not in convert.argv
+    assert _flag(convert.argv, "--weight_only_precision") == "int4_gptq"
+
+
+def test_autoawq_still_refused_before_0_16(plan_model: Any, model_dir: Any) -> None:
+    plan = plan_model("trtllm", model_dir(LLAMA, dirname="llama-awq", quantization_config=AUTOAWQ),
+                      profile="lmi-0.30.0-trtllm-0.12.0", tp="1")
+    assert any(e.code == "trtllm_route" and "0.16" in e.message for e in plan.errors), plan.errors
