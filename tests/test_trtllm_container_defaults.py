@@ -129,7 +129,7 @@ def test_llama3_rope_plans_from_trtllm_0_12(profile: str, plan_model: Any, model
 
 
 def test_rope_scaling_since_is_data() -> None:
-    from lmi_build.targets.trtllm.rope_scaling import missing_scaling
+    from lmi_build.targets.trtllm.since import missing_scaling
 
     entry = missing_scaling("llama3", "0.11.0")
     assert entry is not None and entry.since == "0.12.0" and entry.sources
@@ -193,3 +193,18 @@ def test_autoawq_still_refused_before_0_16(plan_model: Any, model_dir: Any) -> N
     plan = plan_model("trtllm", model_dir(LLAMA, dirname="llama-awq", quantization_config=AUTOAWQ),
                       profile="lmi-0.30.0-trtllm-0.12.0", tp="1")
     assert any(e.code == "trtllm_route" and "0.16" in e.message for e in plan.errors), plan.errors
+
+
+# tensorrt_llm/models/__init__.py @5955b8af:74-91 (0.8.0) has no QWenForCausalLM: trtllm-build stops
+# with "Unsupported model architecture" (commands/build.py:252-254).
+def test_qwen_v1_refused_on_0_8(plan_model: Any) -> None:
+    plan = plan_model("trtllm", "Qwen--Qwen-7B", profile="lmi-0.27.0-trtllm-0.8.0", tp="1", trust_remote_code=True)
+    refusal = [e for e in plan.errors if e.code == "architecture_version"]
+    assert len(refusal) == 1, plan.errors
+    assert "QWenForCausalLM" in refusal[0].message and "lmi-0.28.0-trtllm-0.9.0" in refusal[0].message
+    assert "\n" not in refusal[0].message
+
+
+def test_qwen_v1_plans_from_0_9(trtllm_plan: TrtllmPlanner) -> None:
+    plan = trtllm_plan("lmi-0.28.0-trtllm-0.9.0", "Qwen--Qwen-7B", tp="1", trust_remote_code=True)
+    assert plan.knobs(TrtllmBuild).trtllm_architecture == "QWenForCausalLM"

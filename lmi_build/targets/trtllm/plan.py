@@ -105,7 +105,7 @@ class TrtllmPlanning:
         rope = spec.rope
         scaling_type = ctx.text_value("rotary_scaling_type") or (rope.scaling_type if rope else None)
         scaling_factor = ctx.float_value("rotary_scaling_factor") or (rope.scaling_factor if rope else None)
-        self._check_rope_scaling(ctx, scaling_type, profile)
+        self._check_since(ctx, scaling_type, profile)
 
         route = self.checkpoint_route(ctx.support, spec, ctx.options)
         if route == "modelopt" and pp > 1 and spec.num_layers % pp:
@@ -195,24 +195,26 @@ class TrtllmPlanning:
             ctx.findings.error("trtllm_route", error.message, hint=error.hint)
 
     @staticmethod
-    def _check_rope_scaling(ctx: PlanContext, scaling_type: str | None, profile: ContainerProfile) -> None:
-        """A RoPE scaling the profile's TensorRT-LLM cannot read (``data/rope_scaling.toml``) is refused,
-        naming the oldest profile that has it."""
+    def _check_since(ctx: PlanContext, scaling_type: str | None, profile: ContainerProfile) -> None:
+        """A RoPE scaling the profile's TensorRT-LLM cannot read, or an architecture its model table lacks
+        (``data/since.toml``), is refused, naming the oldest profile that has it."""
         from lmi_build.targets.trtllm.profiles import load_profiles
-        from lmi_build.targets.trtllm.rope_scaling import missing_scaling
+        from lmi_build.targets.trtllm.since import missing_architecture, missing_scaling
 
-        entry = missing_scaling(scaling_type, profile.tensorrt_llm)
-        if entry is None:
-            return
-        newer = [p.name for p in load_profiles() if p.released and p.engine_capable
-                 and release(p.tensorrt_llm) >= release(entry.since)]
-        where = (f"; profile {newer[0]} is the oldest that has it" if newer
-                 else "; no installed profile has it")
-        ctx.findings.error("rope_scaling_version",
-                           f"{entry.what} needs TensorRT-LLM {entry.since} or newer, profile {profile.name} has "
-                           f"{profile.tensorrt_llm}{where}",
-                           hint=f"plan with --profile {newer[0]} or newer" if newer else
-                           "add a profile with a newer TensorRT-LLM")
+        for code, entry in (("rope_scaling_version", missing_scaling(scaling_type, profile.tensorrt_llm)),
+                            ("architecture_version",
+                             missing_architecture(ctx.support.trtllm_architecture, profile.tensorrt_llm))):
+            if entry is None:
+                continue
+            newer = [p.name for p in load_profiles() if p.released and p.engine_capable
+                     and not entry.missing_in(p.tensorrt_llm)]
+            where = (f"; profile {newer[0]} is the oldest that has it" if newer
+                     else "; no installed profile has it")
+            ctx.findings.error(code,
+                               f"{entry.what} needs TensorRT-LLM {entry.since} or newer, profile {profile.name} has "
+                               f"{profile.tensorrt_llm}{where}",
+                               hint=f"plan with --profile {newer[0]} or newer" if newer else
+                               "add a profile with a newer TensorRT-LLM")
 
     @staticmethod
     def _state_smoothquant_granularity(ctx: PlanContext, profile: ContainerProfile) -> None:
