@@ -159,3 +159,10 @@ def test_an_invalid_matrix_is_still_exit_2_one_line_per_problem(tmp_path: Path) 
     assert lines[0] == f"error: {matrix}: 2 error(s), nothing was built (fix every listed build, then run the " \
                        "matrix again)"
     assert lines[1].startswith("  build[0]: target is missing") and lines[2].startswith("  build[1]: ")
+
+
+def test_a_missing_matrix_file_is_exit_1(tmp_path: Path) -> None:
+    result = run_cli("matrix", str(tmp_path / "nope.toml"), "--cache", "s3://bucket/cache", "--json")
+    assert result.returncode == 1, result.stderr
+    error = _json_error(result)
+    assert error["details"] == [f"{tmp_path / 'nope.toml'} does not exist"] and "check the matrix file" in error["hint"]

@@ -116,7 +116,8 @@ def read_matrix(path: Path) -> Matrix:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise MatrixError(path, [f"{path} does not exist"]) from None
+        missing = LmiBuildError(f"{path} does not exist", hint="check the matrix file's path")
+        raise MatrixError(path, [missing.message], errors=[missing]) from None  # a missing file: exit 1
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise MatrixError(path, [f"not readable TOML ({error})"]) from None
     try:
