@@ -234,7 +234,7 @@ class NeuronxPlanning:
         defaults = sdk().defaults
         spec = ctx.spec
         # A GPU instance type is refused by the planner (instance_target); it gives no platform.
-        platform = ctx.instance.accelerator.platform if ctx.instance else None
+        platform = self._platform(ctx)
 
         tp = checks.resolve_tp(ctx, unit="NeuronCore")
         self._check_tp_degree(ctx, tp, platform)
@@ -360,6 +360,22 @@ class NeuronxPlanning:
         except LoaderRefused as refused:
             ctx.findings.error("neuron_model_loader", str(refused), hint=refused.hint)
             return "tnx"
+
+    @staticmethod
+    def _platform(ctx: PlanContext) -> NeuronPlatform | None:
+        """The Neuron platform of --instance-type, refused (None) when the SDK table has no facts
+        for it (Trainium2: neuron_sdk.toml holds inf2 and trn1 tensor-parallel degrees only)."""
+        platform = ctx.instance.accelerator.platform if ctx.instance else None
+        if platform is None or ctx.instance is None:
+            return None
+        known = sdk().tp_degrees
+        for name in known:
+            if name == platform:
+                return name
+        ctx.findings.error("neuron_platform", f"{ctx.instance.name} is a {platform} instance; the neuronx target "
+                           f"builds for {' and '.join(known)} only (transformers-neuronx, {sdk().name})",
+                           hint=f"plan with an {' or '.join(f'{name}.*' for name in known)} instance type")
+        return None
 
     @staticmethod
     def _check_tp_degree(ctx: PlanContext, tp: int, platform: NeuronPlatform | None) -> None:
