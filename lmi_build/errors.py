@@ -21,10 +21,14 @@ class LmiBuildError(Exception):
     #: Stable machine-readable code, shown in --json output.
     code: str = "error"
 
-    def __init__(self, message: str, *, hint: str | None = None, code: str | None = None) -> None:
+    def __init__(self, message: str, *, hint: str | None = None, code: str | None = None,
+                 details: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        #: One line per problem when there are several (a matrix's builds): the CLI prints the
+        #: message as the summary line, then each of these on its own line.
+        self.details = details
         if code is not None:
             self.code = code
 

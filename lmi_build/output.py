@@ -94,13 +94,17 @@ class Output:
         # Errors are printed in every mode: a pipeline must see why it failed.
         self.err.print(_plain("error:", "red", message), highlight=False)
 
-    def failure(self, code: str, message: str, hint: str | None) -> None:
+    def failure(self, code: str, message: str, hint: str | None, details: tuple[str, ...] = ()) -> None:
         """The command failed: one line on stderr in every mode and, with ``--json``,
-        ``{"error": {code, message, hint}}`` on stdout, so a pipeline reading stdout sees it too."""
+        ``{"error": {code, message, hint}}`` on stdout, so a pipeline reading stdout sees it too.
+        ``details`` (several problems) follow that line one per line, and are the error's
+        ``details`` list in JSON."""
         from rich.text import Text
 
         if self.mode is Mode.JSON:
-            error = {"code": code, "message": message, "hint": hint}
+            error: dict[str, Any] = {"code": code, "message": message, "hint": hint}
+            if details:
+                error["details"] = list(details)
             sys.stdout.write(json.dumps({"error": error}, indent=2) + "\n")
             sys.stdout.flush()
         line = Text("error:", style="red")
@@ -108,6 +112,8 @@ class Output:
 
         line.append(" " + with_hint(message, hint))  # plain text: it may hold "[...]"
         self.err.print(line, highlight=False)
+        for detail in details:
+            self.err.print(Text("  " + detail), highlight=False)
 
     def debug(self, message: str) -> None:
         """A line for the debug log (library chatter, internals): shown only with --debug."""

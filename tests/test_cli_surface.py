@@ -107,6 +107,40 @@ def test_output_modes_apply_in_process_one_invocation_at_a_time() -> None:
     assert runner.invoke(app, ["profiles", "list", "--quiet"]).stdout == ""
 
 
+@pytest.mark.parametrize("args", [
+    ["--json", "plan", "trtllm", "--model", "demo:tiny-llama"],  # before the command name
+    ["--json", "profiles", "list"],  # before a group
+    ["profiles", "--json", "list"],  # between a group and its command
+    ["-q", "profiles", "list", "--json"],  # --json wins wherever it is
+    ["--json", "profiles", "list", "-q"],
+], ids=" ".join)
+def test_json_before_the_command_name_prints_json(args: list[str]) -> None:
+    from typer.testing import CliRunner
+
+    from lmi_build.cli import app
+
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert isinstance(json.loads(result.stdout), list | dict)
+
+
+@pytest.mark.parametrize("args", [["--quiet", "profiles", "list"], ["-q", "profiles", "list"],
+                                  ["profiles", "-q", "list"]], ids=" ".join)
+def test_quiet_before_the_command_name_prints_nothing(args: list[str]) -> None:
+    from typer.testing import CliRunner
+
+    from lmi_build.cli import app
+
+    runner = CliRunner()
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0 and result.stdout == ""
+    assert runner.invoke(app, ["profiles", "list"]).stdout != ""  # the next command line is human again
+
+
+def test_json_before_the_command_name_reports_a_usage_error_as_json() -> None:
+    assert_json_error(run_cli("--json", "plan", "hf", "--model", "demo:tiny-llama", "--pp", "abc"), "usage")
+
+
 def test_debug_before_or_after_the_command_shows_the_traceback(tmp_path: Path) -> None:
     missing = str(tmp_path / "nope")
     for args in (["--debug", "plan", "hf", "--model", missing], ["plan", "hf", "--model", missing, "--debug"]):

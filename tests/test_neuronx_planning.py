@@ -139,12 +139,18 @@ def test_rolling_batch_auto_resolution(plan_model: Planner) -> None:
     assert _build(vllm).loader == "tnx" and vllm.options["option.rolling_batch"] == "vllm"
     small = plan_model("neuronx", LLAMA, tp="2", max_batch_size=8, profile=p033)
     assert _build(small).loader == "tnx" and small.options["option.rolling_batch"] == "tnx"
-    # 0.30's image has no vllm-neuronx: TNX continuous batching.
-    assert _build(plan_model("neuronx", LLAMA, tp="2", max_batch_size=16, profile=P030)).loader == "tnx"
-    # A static batch size > 1 turns rolling batch off.
-    static = plan_model("neuronx", LLAMA, tp="2", option=("option.rolling_batch=auto", "option.batch_size=4"))
-    assert static.options["option.rolling_batch"] == "disable"
+    # 0.30 resolves auto the same way (0.30.0-dlc LmiConfigRecommender.java:63-69; its image has the
+    # vllm 0.6.2 wheel, pytorch-inf2.Dockerfile:32).
+    on_030 = plan_model("neuronx", LLAMA, tp="2", max_batch_size=16, profile=P030)
+    assert _build(on_030).loader == "tnx" and on_030.options["option.rolling_batch"] == "vllm"
+    # A top-level batch_size > 1 turns rolling batch off (LmiConfigRecommender.java:52-55).
+    static = plan_model("neuronx", LLAMA, tp="2", option=("option.rolling_batch=auto", "batch_size=4"))
+    assert static.options["option.rolling_batch"] == "disable" and static.valid, static.errors
     assert _build(static).batch_size == 4 and not _build(static).continuous_batching
+    assert (static.options["option.batch_size"], static.options["batch_size"]) == ("4", "4")
+    # option.batch_size is not that key: DJL keeps rolling batch and refuses the pair (tnx_properties.py:164-178).
+    refused = plan_model("neuronx", LLAMA, tp="2", option=("option.rolling_batch=auto", "option.batch_size=4"))
+    assert "neuron_batch_rolling" in {e.code for e in refused.errors}
 
 
 def test_continuous_batching_contexts_per_release(plan_model: Planner) -> None:

@@ -13,9 +13,10 @@ from typer.testing import CliRunner
 from lmi_build.artifact.manifest import load_manifest
 from lmi_build.artifact.verify import check_compatibility, serving_target
 from lmi_build.cli import app
+from lmi_build.options.properties import read_properties
 from lmi_build.targets import TARGETS
 from lmi_build.targets.neuronx.cache_tree import check_tree, remove_unusable
-from lmi_build.targets.neuronx.layouts import TnxPrecompiledLayout
+from lmi_build.targets.neuronx.layouts import TnxPrecompiledLayout, _block_vs_properties
 from tests.fixtures_neuronx import write_neuron_model
 
 P030, P033 = "lmi-0.30.0-neuronx-sdk2.20.1", "lmi-0.33.0-neuronx-sdk2.21.1"
@@ -115,3 +116,49 @@ def test_stand_in_artifact_is_inspectable_but_never_published(tmp_path: Path,
 
     with pytest.raises(PublishError, match="STAND-IN"):
         publish(artifact, "s3://bucket/never")  # refused before any S3 call
+
+
+def _without_rolling_batch(properties: str) -> str:
+    """An artifact's serving.properties as lmi-build wrote it before issue 21: no option.rolling_batch,
+    no top-level batch_size, option.max_rolling_batch_size=32 beside option.batch_size=1."""
+    kept = [line for line in properties.splitlines()
+            if not line.startswith(("option.rolling_batch=", "batch_size="))]
+    return "\n".join([*kept, "option.max_rolling_batch_size=32"]) + "\n"
+
+
+def test_verify_reads_an_unset_rolling_batch_as_the_container_does(tmp_path: Path,
+                                                                   neuron_standin: Callable[..., None]) -> None:
+    """Finding 3: 0.30+ resolves a missing option.rolling_batch to auto, so the static NEFFs (batch 1)
+    are served under rolling batch with batch 32 (vllm from 12): verify must not read it as disabled."""
+    neuron_standin()
+    artifact = _build(tmp_path)
+    layout = TnxPrecompiledLayout()
+    assert layout.check(artifact) == []
+    properties = artifact / "serving.properties"
+    properties.write_text(_without_rolling_batch(properties.read_text()))
+    problems = {p.code: p.message for p in layout.check(artifact)}
+    assert "neuron_batching" in problems, problems
+    assert "option.max_rolling_batch_size=32" in problems["neuron_batching"]
+    assert "0.30.0" in problems["neuron_batching"] and "0.34.0" in problems["neuron_batching"]
+    # The same serving.properties, read by one serving release (verify --for-container).
+    manifest = load_manifest(artifact)
+    old = manifest.model_copy(update={"serving_properties": read_properties(properties)})
+    errors, _ = check_compatibility(old, TARGETS["neuronx"], serving_target(TARGETS, container=P030))
+    batching = [e.message for e in errors if e.code == "neuron_batching"]
+    assert batching and batching[0].startswith(f"{P030}: ") and "resolves to vllm" in batching[0]
+    errors, _ = check_compatibility(manifest, TARGETS["neuronx"], serving_target(TARGETS, container=P030))
+    assert "neuron_batching" not in {e.code for e in errors}
+
+
+def test_an_unset_rolling_batch_is_static_where_the_release_says_so() -> None:
+    """0.28/0.29 (neuronx-legacy) read an unset option.rolling_batch as disable; 0.30+ (neuronx-tnx) as auto."""
+    block = {"batch_size": 1, "num_cores": 2, "sequence_length": 2048}
+    properties = {"engine": "Python", "option.tensor_parallel_degree": "2", "option.n_positions": "2048",
+                  "option.batch_size": "1"}
+    assert _block_vs_properties(block, properties, "neuronx-legacy") == []
+    assert [p.code for p in _block_vs_properties(block, properties, "neuronx-tnx")] == ["neuron_batching"]
+    # Finding 6: NEFFs for batch 4 served one request at a time.
+    static = {**properties, "option.rolling_batch": "disable", "option.batch_size": "4"}
+    problems = _block_vs_properties({**block, "batch_size": 4}, static, "neuronx-tnx")
+    assert len(problems) == 1 and "DJL hands the model 1 request(s) at once" in problems[0].message
+    assert _block_vs_properties({**block, "batch_size": 4}, {**static, "batch_size": "4"}, "neuronx-tnx") == []

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from lmi_build.cli import app
 from lmi_build.cli import option_flags as generated
-from lmi_build.cli.flag_help import GENERATED_PATH, help_text, render
+from lmi_build.cli.flag_help import FLAG_DESCRIPTIONS, GENERATED_PATH, build_choices, help_text, render
 from lmi_build.options.spec import exact_spec, option_spec
 from lmi_build.planning.request import FLAG_KEYS, PlanRequest
 
@@ -45,7 +45,8 @@ def test_flag_help_and_bounds_are_the_table_entry(flag: str) -> None:
     spec = exact_spec(FLAG_KEYS[flag])
     assert spec is not None
     param = _plan_params()[flag]
-    assert param.help == help_text(spec) and spec.description.rstrip(".") in param.help
+    description = FLAG_DESCRIPTIONS.get(spec.key, spec.description)
+    assert param.help == help_text(spec) and description.rstrip(".") in param.help
     if spec.type == "int" and spec.minimum is not None:
         assert param.min == spec.minimum
     if spec.maximum is not None and spec.type == "int":
@@ -68,7 +69,7 @@ def test_plan_help_shows_the_table_defaults_and_choices() -> None:
     quantize = option_spec("quantize")
     assert max_input_len is not None and dtype is not None and quantize is not None
     assert f"Default: {max_input_len.default} (trtllm). Sets option.max_input_len." in text
-    assert f"One of: {', '.join(dtype.choices)}. Default: {dtype.default}. Sets option.dtype." in text
+    assert f"One of: fp16, bf16, fp32. Default: {dtype.default}. Sets option.dtype." in text
     assert f"One of: {', '.join(quantize.choices)}. Sets option.quantize." in text
     assert "Default: 1; trtllm: max. Sets option.tensor_parallel_degree." in text  # per-target defaults
     # The old hand-written help advertised "auto", which the table (and so the planner) refuses.
@@ -88,3 +89,33 @@ def test_cli_start_reads_no_table() -> None:
              "('tomllib', 'tomli', 'pydantic', 'lmi_build.options', 'lmi_build.planning.request') if m in sys.modules)))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert json.loads(done.stdout) == []
+
+
+def test_dtype_takes_exactly_what_the_build_makes() -> None:
+    """--dtype offers and accepts the dtypes the planner builds (checks.DTYPES), not the container's
+    whole list (int8 is LMI-Dist's; auto is no option.dtype value): --help, the flag and the build
+    agree."""
+    from lmi_build.planning.checks import DTYPES
+
+    assert build_choices()["option.dtype"] == tuple(DTYPES)
+    assert generated.CHOICES["option.dtype"] == list(DTYPES)
+    param = _plan_params()["--dtype"]
+    assert param.help is not None and "int8" not in param.help and "auto" not in param.help
+    runner = CliRunner()
+    for refused in ("int8", "auto"):
+        result = runner.invoke(app, ["plan", "hf", "--model", "demo:tiny-llama", "--dtype", refused])
+        assert result.exit_code == 2 and "'--dtype'" in result.output, result.output
+    for accepted in DTYPES:
+        result = runner.invoke(app, ["plan", "hf", "--model", "demo:tiny-llama", "--dtype", accepted, "--json"])
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["options"]["option.dtype"] == accepted
+
+
+def test_a_flag_narrowed_to_a_value_its_option_refuses_is_a_generation_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import lmi_build.cli.flag_help as flag_help
+
+    monkeypatch.setattr(flag_help, "build_choices", lambda: {"option.dtype": ("fp16", "fp8")})
+    spec = exact_spec("option.dtype")
+    assert spec is not None
+    with pytest.raises(ValueError, match="fp8"):
+        flag_help.help_text(spec)

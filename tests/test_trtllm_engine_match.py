@@ -44,10 +44,10 @@ def test_engine_of_the_plan_matches_and_another_plans_is_refused(trtllm_plan: Tr
     assert engine_mismatches(config, expectation_from_plan(plan)) == []
     _check_engine_is_the_plans(engine, plan)
 
-    other = trtllm_plan(PROFILE, tp="1", max_input_len=2048, max_batch_size=64, option=("tokens_per_block=64",))
+    other = trtllm_plan(PROFILE, tp="1", max_input_len=2048, max_batch_size=512, option=("tokens_per_block=64",))
     problems = engine_mismatches(config, expectation_from_plan(other))
     assert "max_input_len: engine 1024, the plan 2048" in problems
-    assert "max_batch_size: engine 32 < the plan 64 (max_rolling_batch_size)" in problems
+    assert "max_batch_size: engine 256 < the plan 512 (max_rolling_batch_size)" in problems
     assert "tokens_per_block: engine 128, the plan 64" in problems
     assert any(p.startswith("max_seq_len: engine 1536") for p in problems)
     with pytest.raises(StepError, match=r"was not built for this plan: .*max_input_len: engine 1024, the plan 2048"):

@@ -24,14 +24,15 @@ DJL_OUTPUTS = ("output_ids", "sequence_length", "cum_log_probs", "output_log_pro
 def test_every_template_tensor_is_declared(profile: str, trtllm_plan: TrtllmPlanner) -> None:
     version = get_profile(profile).tensorrt_llm
     facts = backend_config(version)
-    text = config_pbtxt(trtllm_plan(profile, tp="1"), "/opt/ml/model/tensorrt_llm/1", version)
+    plan = trtllm_plan(profile, tp="1", max_batch_size=24)
+    text = config_pbtxt(plan, "/opt/ml/model/tensorrt_llm/1", version)
     declared = re.findall(r'^\s+name: "([^"]+)"', text, re.M)
     assert declared == [t.name for t in (*facts.input, *facts.output)]
     assert set(DJL_INPUTS) <= {t.name for t in facts.input} and set(DJL_OUTPUTS) <= {t.name for t in facts.output}
     assert 'name: "end_id"\n    data_type: TYPE_INT32\n    dims: [ 1 ]\n    reshape: { shape: [ ] }\n    optional: true' \
         in text
     assert read_pbtxt_parameter(text, "gpt_model_path") == "/opt/ml/model/tensorrt_llm/1"
-    assert "max_batch_size: 32" in text and "decoupled: true" in text
+    assert "max_batch_size: 24" in text and "decoupled: true" in text
 
 
 @pytest.mark.parametrize(("profile", "overlap"), [("lmi-0.26.0-trtllm-0.7.1", "false"),
@@ -40,7 +41,8 @@ def test_every_template_tensor_is_declared(profile: str, trtllm_plan: TrtllmPlan
 def test_enable_trt_overlap_written_where_the_backend_reads_it(profile: str, overlap: str | None,
                                                                trtllm_plan: TrtllmPlanner) -> None:
     version = get_profile(profile).tensorrt_llm
-    text = config_pbtxt(trtllm_plan(profile, tp="1"), "/opt/ml/model/tensorrt_llm/1", version)
+    plan = trtllm_plan(profile, tp="1", max_batch_size=24)
+    text = config_pbtxt(plan, "/opt/ml/model/tensorrt_llm/1", version)
     assert read_pbtxt_parameter(text, "enable_trt_overlap") == overlap  # 0.11+: commented out of the template
 
 

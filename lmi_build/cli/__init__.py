@@ -76,7 +76,7 @@ def _run(args: list[str]) -> int:
     except LmiBuildError as error:
         if debugging():
             raise
-        current().failure(error.code, error.message, error.hint)
+        current().failure(error.code, error.message, error.hint, error.details)
         return error.exit_code
     except no_args_is_help:
         return 1  # typer has printed the group's help: no command was given
@@ -85,6 +85,8 @@ def _run(args: list[str]) -> int:
             set_mode(Mode.JSON)
         context = getattr(error, "ctx", None)
         command = context.command_path if context is not None else "lmi-build"
+        if isinstance(error, errors.NoSuchOption) and error.possibilities:
+            error.possibilities = close_flags(error.option_name, error.possibilities)
         current().failure("usage", error.format_message(), f"see: {command} --help")
         return 1
     except typer.Abort:
@@ -104,6 +106,21 @@ def _run(args: list[str]) -> int:
                           "the vendor tool was stopped and work directories removed; rerun the same command")
         return 128 + signum
     return status if isinstance(status, int) else 0
+
+
+# How alike an unknown flag and a known one must be (difflib ratio of their names without the
+# dashes) for the error to suggest it: a typo (--modle, --dtyp, --tpp), not a flag sharing a letter
+# or two (click's own 0.6 over the dashed names offered --gpu for --bogus).
+FLAG_SUGGESTION_CUTOFF = 0.7
+
+
+def close_flags(typed: str, known: Sequence[str]) -> list[str]:
+    """The flags of ``known`` close enough to ``typed`` to suggest, closest first."""
+    import difflib
+
+    names = {flag.lstrip("-"): flag for flag in known}
+    close = difflib.get_close_matches(typed.lstrip("-"), list(names), n=3, cutoff=FLAG_SUGGESTION_CUTOFF)
+    return [names[name] for name in close]
 
 
 def _os_error_line(error: OSError) -> str:

@@ -3,7 +3,9 @@
 Every command registered on an app from ``new_app`` takes ``--json``, ``--quiet`` and ``--debug``
 (added at registration by ``with_output_options``; no command declares them). They are eager:
 click applies them before it converts any other value, so the command body and an error in a
-later flag (``--pp abc``) both see the chosen mode.
+later flag (``--pp abc``) both see the chosen mode. The same three are taken before the command
+name too (``lmi-build --json plan ...``, ``lmi-build profiles --json list``): by the root callback
+and by every command group's callback.
 """
 
 from __future__ import annotations
@@ -37,14 +39,12 @@ def _debug_mode(value: bool) -> None:
         set_debugging(True)
 
 
-JsonOpt = Annotated[bool, typer.Option(
-    "--json", is_eager=True, callback=_json_mode,
-    help="Print one JSON object on stdout (for CI); an error is {\"error\": {code, message, hint}}.")]
-QuietOpt = Annotated[bool, typer.Option(
-    "--quiet", "-q", is_eager=True, callback=_quiet_mode, help="Print nothing but errors.")]
-DebugOpt = Annotated[bool, typer.Option(
-    "--debug", is_eager=True, callback=_debug_mode,
-    help="Show tracebacks and what libraries print (also LMI_BUILD_DEBUG=1).")]
+JSON_HELP = "Print one JSON object on stdout (for CI); an error is {\"error\": {code, message, hint}}."
+QUIET_HELP = "Print nothing but errors."
+DEBUG_HELP = "Show tracebacks and what libraries print (also LMI_BUILD_DEBUG=1)."
+JsonOpt = Annotated[bool, typer.Option("--json", is_eager=True, callback=_json_mode, help=JSON_HELP)]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", is_eager=True, callback=_quiet_mode, help=QUIET_HELP)]
+DebugOpt = Annotated[bool, typer.Option("--debug", is_eager=True, callback=_debug_mode, help=DEBUG_HELP)]
 EndpointOpt = Annotated[str | None, typer.Option(
     "--endpoint-url",
     help="S3 endpoint for every s3:// location (--model, --publish, artifacts), e.g. MinIO or SeaweedFS. "
@@ -86,8 +86,13 @@ class _App(typer.Typer):
         return decorator
 
 
+def group_callback(json_output: JsonOpt = False, quiet: QuietOpt = False, debug: DebugOpt = False) -> None:
+    """A command group's own options: the output options, between the group and its command
+    (``lmi-build profiles --json list``); their eager callbacks have applied them."""
+
+
 def new_app(help: str | None = None) -> typer.Typer:
-    return _App(
+    app = _App(
         help=help,
         no_args_is_help=True,
         add_completion=False,
@@ -95,6 +100,8 @@ def new_app(help: str | None = None) -> typer.Typer:
         rich_markup_mode="rich",
         context_settings=CONTEXT_SETTINGS,
     )
+    app.callback()(group_callback)  # the root app replaces it with root_callback
+    return app
 
 
 def _version(value: bool) -> None:
@@ -105,18 +112,19 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-# The root options; their help texts are also in lmi_build.cli.commands.ROOT_OPTIONS (static --help).
+# The root options; their flags and help texts are also in lmi_build.cli.commands.ROOT_OPTIONS
+# (static --help). Not eager: the body first resets the output state (each command line starts
+# from human output), then applies them; the command's own output options apply after that.
 def root_callback(
-    debug: Annotated[
-        bool, typer.Option("--debug", help="Show tracebacks and what libraries print (also LMI_BUILD_DEBUG=1).")
-    ] = False,
+    json_output: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
     version: Annotated[
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
     ] = False,
 ) -> None:
-    # Runs before the subcommand's flags are parsed: every command line starts from human output,
-    # and the command's own --json/--quiet/--debug then apply.
     reset()
-    if debug:
-        set_debugging(True)
+    _json_mode(json_output)
+    _quiet_mode(quiet)
+    _debug_mode(debug)

@@ -48,9 +48,12 @@ def verify_command(
     from rich.markup import escape
 
     from lmi_build.artifact.verify import serving_target
+    from lmi_build.cli.unfinished import unfinished_build
     from lmi_build.storage.verify import verify
     from lmi_build.targets import TARGETS
 
+    if (unfinished := unfinished_build(location)) is not None:
+        raise unfinished
     serving = serving_target(TARGETS, container=for_container, gpu=gpu, neuron_platform=neuron_platform,
                              devices=devices, compiler_flags=neuron_cc_flags)
     report = verify(location, TARGETS, serving=serving, endpoint_url=endpoint_url)
@@ -95,8 +98,11 @@ def inspect_command(
       lmi-build inspect s3://models/llama-7b/trt --json | jq .for
     """
     from lmi_build.artifact.describe import describe, render
+    from lmi_build.cli.unfinished import unfinished_build
     from lmi_build.storage.verify import load_any
 
+    if (unfinished := unfinished_build(location)) is not None:
+        raise unfinished
     info = describe(load_any(location, endpoint_url), location)
     current().result(info, render(info))
 

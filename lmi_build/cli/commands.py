@@ -50,8 +50,11 @@ COMMAND_MODULES = tuple(dict.fromkeys(command.module for command in COMMANDS))
 
 APP_HELP = ("Compile LLMs ahead of time and package them for the LMI (DJL Serving) containers.\n\n"
             "Inputs are the ones the container takes (serving.properties, OPTION_* env, HF ids, s3://).")
-# (flags, help) of the root options, as declared in lmi_build/cli/__init__.py.
+# (flags, help) of the root options, as declared in lmi_build/cli/app.py (root_callback); the
+# output options are the ones every command takes, here before the command name.
 ROOT_OPTIONS = (
+    ("--json", "Print one JSON object on stdout (for CI); an error is {\"error\": {code, message, hint}}."),
+    ("--quiet -q", "Print nothing but errors."),
     ("--debug", "Show tracebacks and what libraries print (also LMI_BUILD_DEBUG=1)."),
     ("--version", "Print the version and exit."),
     ("--help -h", "Show this message and exit."),

@@ -18,8 +18,9 @@ from lmi_build.options.spec import TARGETS, OptionSpec, exact_spec
 
 GENERATED_PATH = Path(__file__).resolve().with_name("option_flags.py")
 
-_HEADER = '''"""Help text and bounds of the flags that set an LMI option, by option key: GENERATED from the option
-table (lmi_build/data/options.toml) by `python -m lmi_build.cli.flag_help`; do not edit.
+_HEADER = '''"""Help text, bounds and choices of the flags that set an LMI option, by option key: GENERATED from
+the option table (lmi_build/data/options.toml) and the values the build makes (flag_help.build_choices)
+by `python -m lmi_build.cli.flag_help`; do not edit.
 
 Generated, not read from the table here, because every `lmi-build` start imports this module
 (`--help` included): reading options.toml would add about 20 ms (tomllib's import, then the
@@ -32,11 +33,27 @@ from __future__ import annotations
 '''
 
 
+# Flags that take fewer values than the option they set: the values the build itself makes, where
+# the container takes more (option.dtype=int8 is LMI-Dist's; the build casts weights to the dtypes
+# of lmi_build.planning.checks.DTYPES only). Their help says these values, in their own words.
+FLAG_DESCRIPTIONS = {
+    "option.dtype": "Data type the weights are built in; bf16 needs A10G/A100 (G5, P4d) or newer",
+}
+
+
+def build_choices() -> dict[str, tuple[str, ...]]:
+    """The values each narrowed flag accepts, by option key: what the planner builds."""
+    from lmi_build.planning.checks import DTYPES
+
+    return {"option.dtype": tuple(DTYPES)}
+
+
 @dataclass(frozen=True)
 class FlagFacts:
     help: str
     minimum: int | None = None  # for typer's min= / max= (integer flags only)
     maximum: int | None = None
+    choices: tuple[str, ...] | None = None  # a flag narrower than its option (build_choices)
 
 
 def flag_facts(option_keys: Iterable[str]) -> dict[str, FlagFacts]:
@@ -54,15 +71,21 @@ def flag_facts(option_keys: Iterable[str]) -> dict[str, FlagFacts]:
             help=help_text(spec),
             minimum=int(minimum) if minimum is not None else None,
             maximum=int(spec.maximum) if integer and spec.maximum is not None else None,
+            choices=build_choices().get(key),
         )
     return facts
 
 
 def help_text(spec: OptionSpec) -> str:
-    """The table's description, its choices and its default on each target it applies to."""
-    parts = [spec.description.rstrip(".") + "."]
-    if spec.choices:
-        parts.append(f"One of: {', '.join(spec.choices)}.")
+    """The table's description (or the flag's own, FLAG_DESCRIPTIONS), its choices (or the flag's
+    narrower ones, build_choices) and its default on each target it applies to."""
+    parts = [FLAG_DESCRIPTIONS.get(spec.key, spec.description).rstrip(".") + "."]
+    choices = build_choices().get(spec.key, spec.choices)
+    narrowed = [choice for choice in choices if choice not in spec.choices]
+    if narrowed:
+        raise ValueError(f"the flag that sets {spec.key} would take {narrowed}, which the option table refuses")
+    if choices:
+        parts.append(f"One of: {', '.join(choices)}.")
     if (default := _default_text(spec)) is not None:
         parts.append(f"Default: {default}.")
     parts.append(f"Sets {spec.key}.")
@@ -93,10 +116,12 @@ def render(option_keys: Iterable[str]) -> str:
         _literal("HELP: dict[str, str]", {flag: item.help for flag, item in facts.items()}),
         _literal("MINIMUM: dict[str, int]", {f: item.minimum for f, item in facts.items() if item.minimum is not None}),
         _literal("MAXIMUM: dict[str, int]", {f: item.maximum for f, item in facts.items() if item.maximum is not None}),
+        _literal("CHOICES: dict[str, list[str]]",
+                 {f: list(item.choices) for f, item in facts.items() if item.choices is not None}),
     ])
 
 
-def _literal(name: str, values: Mapping[str, str | int]) -> str:
+def _literal(name: str, values: Mapping[str, str | int | list[str]]) -> str:
     if not values:
         return f"{name} = {{}}\n"
     # JSON strings are Python string literals too, in the double quotes the code base uses.

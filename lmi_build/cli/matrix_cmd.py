@@ -18,7 +18,9 @@ MATRIX_EPILOG = """[bold]Examples[/bold]
   lmi-build matrix builds.toml --cache s3://team-bucket/lmi-build-cache/ --executor ray --ray-address auto --json
 
 Every build is planned and checked first: one invalid build fails the run before any work.
-Exit status: 0 every build succeeded or was cached, 2 invalid matrix, 1 any build failed."""
+Exit status: 0 every build succeeded or was cached, 2 invalid matrix (or plans), 1 any build failed or
+could not be planned (an unreachable Hub or bucket, a missing file). Problems are listed one per line
+after a summary line."""
 
 
 class ExecutorChoice(str, Enum):

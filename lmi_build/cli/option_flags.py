@@ -1,5 +1,6 @@
-"""Help text and bounds of the flags that set an LMI option, by option key: GENERATED from the option
-table (lmi_build/data/options.toml) by `python -m lmi_build.cli.flag_help`; do not edit.
+"""Help text, bounds and choices of the flags that set an LMI option, by option key: GENERATED from
+the option table (lmi_build/data/options.toml) and the values the build makes (flag_help.build_choices)
+by `python -m lmi_build.cli.flag_help`; do not edit.
 
 Generated, not read from the table here, because every `lmi-build` start imports this module
 (`--help` included): reading options.toml would add about 20 ms (tomllib's import, then the
@@ -13,11 +14,11 @@ HELP: dict[str, str] = {
     "option.revision": "Branch, tag or commit hash of a Hugging Face Hub model. Sets option.revision.",
     "option.tensor_parallel_degree": "Number of devices the model is sharded over; max = all GPUs (or NeuronCores) of the instance; -1 = all (HF Accelerate). Default: 1; trtllm: max. Sets option.tensor_parallel_degree.",
     "option.pipeline_parallel_degree": "Number of pipeline stages the layers are split into (world size = tensor x pipeline parallel degree). Default: 1 (trtllm, hf). Sets option.pipeline_parallel_degree.",
-    "option.dtype": "Data type the model is cast to; bf16 needs A10G/A100 (G5, P4d) or newer; int8 only for LMI-Dist. One of: fp16, fp32, bf16, int8. Default: fp16. Sets option.dtype.",
+    "option.dtype": "Data type the weights are built in; bf16 needs A10G/A100 (G5, P4d) or newer. One of: fp16, bf16, fp32. Default: fp16. Sets option.dtype.",
     "option.quantize": "Quantization: smoothquant/awq/fp8 (TRT-LLM), int8 = static_int8 weights (Transformers-NeuronX), awq/gptq/squeezellm (pre-quantized, LMI-Dist/vLLM), bitsandbytes4/8 (Accelerate), dynamic_int8/smoothquant (DeepSpeed). One of: awq, gptq, smoothquant, fp8, int8_wo, int4_wo, int8, static_int8, squeezellm, dynamic_int8, bitsandbytes4, bitsandbytes8, bitsandbytes. Sets option.quantize.",
     "option.max_input_len": "Longest prompt in tokens the engine is compiled for (LMI 0.25: Llama 512, Falcon 1024). Default: 1024 (trtllm). Sets option.max_input_len.",
     "option.max_output_len": "Most tokens generated per request the engine is compiled for (LMI 0.25: Llama 512, Falcon 1024). Default: 512 (trtllm). Sets option.max_output_len.",
-    "option.max_rolling_batch_size": "Most concurrent requests fed to the model (DeepSpeed default 4); becomes TRT-LLM max_batch_size and the Neuron batch size under continuous batching. Default: 32. Sets option.max_rolling_batch_size.",
+    "option.max_rolling_batch_size": "Most concurrent requests fed to the model (DeepSpeed default 4); becomes TRT-LLM max_batch_size (the TRT-LLM profiles of LMI 0.28-0.30 default to 256, as their containers do) and the Neuron batch size under continuous batching. Default: 32. Sets option.max_rolling_batch_size.",
     "option.n_positions": "Total sequence length (input + output) the NEFFs are compiled for; the largest token-generation bucket. Default: min(max_position_embeddings, 4096) in late DJL releases; 128 in the LMI 0.25/0.26 tables. Sets option.n_positions.",
     "option.context_length_estimate": "Context-encoding bucket sizes, comma-separated (e.g. 256,512,1024). Default: half of each token-generation bucket. Sets option.context_length_estimate.",
     "option.trust_remote_code": "Allow running the model's own code from the Hugging Face Hub (off by default to prevent malicious code execution); review that code first. Default: false. Sets option.trust_remote_code.",
@@ -30,3 +31,6 @@ MINIMUM: dict[str, int] = {
     "option.n_positions": 1,
 }
 MAXIMUM: dict[str, int] = {}
+CHOICES: dict[str, list[str]] = {
+    "option.dtype": ["fp16", "bf16", "fp32"],
+}

@@ -16,11 +16,11 @@ import os
 import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from lmi_build.cli.option_flags import HELP, MAXIMUM, MINIMUM
+from lmi_build.cli.option_flags import CHOICES, HELP, MAXIMUM, MINIMUM
 from lmi_build.planning.request import INPUTS_PANEL, Knob, PlanRequest, knob_fields
 
 if TYPE_CHECKING:  # the planner's pydantic models load only when a command runs, not for --help
@@ -47,10 +47,14 @@ def _option(how: Knob) -> Any:
                         min=MINIMUM.get(key), max=MAXIMUM.get(key))
 
 
-def _cli_type(declared: Any) -> Any:
-    """The command-line type of a field: a repeatable option is a list, anything else as declared."""
+def _cli_type(declared: Any, how: Knob) -> Any:
+    """The command-line type of a field: a repeatable option is a list, a flag narrower than its
+    option one of its values (``CHOICES``: --dtype takes what the build makes), anything else as
+    declared."""
     if typing.get_origin(declared) is tuple:
         return list[str] | None
+    if how.option in CHOICES:
+        return Literal[tuple(CHOICES[how.option])] | None
     return declared
 
 
@@ -63,7 +67,7 @@ def knob_parameters(command: str | None) -> list[inspect.Parameter]:
             continue
         default = False if hints[declared.name] is bool else None
         parameters.append(inspect.Parameter(declared.name, inspect.Parameter.KEYWORD_ONLY, default=default,
-                                            annotation=Annotated[_cli_type(hints[declared.name]), _option(how)]))
+                                            annotation=Annotated[_cli_type(hints[declared.name], how), _option(how)]))
     return parameters
 
 

@@ -10,6 +10,7 @@ from lmi_build.cli.app import new_app
 from lmi_build.output import current, identifier
 
 if TYPE_CHECKING:
+    from lmi_build.errors import UnknownName
     from lmi_build.targets.hf.profiles import HfProfile
     from lmi_build.targets.neuronx.profiles import NeuronProfile
 
@@ -81,6 +82,10 @@ def show_command(
     if hf is not None:
         _show_hf(hf)
         return
+    from lmi_build.targets.trtllm.profiles import load_profiles
+
+    if all(p.name != name for p in load_profiles()):
+        raise _unknown_profile(name)
     profile = get_profile(name)
     table = flag_table(profile.tensorrt_llm)
     data = {**profile.model_dump(mode="json"), "flag_series": table.series,
@@ -98,6 +103,23 @@ def show_command(
         lines.append(f"  notes: {profile.notes}")
     lines += [f"  source: {s}" for s in profile.sources]
     current().result(data, "\n".join(lines))
+
+
+def _unknown_profile(name: str) -> UnknownName:
+    """Every known profile, by kind (TensorRT-LLM, Neuron, hf), and the closest names to ``name``."""
+    import difflib
+
+    from lmi_build.errors import UnknownName
+    from lmi_build.targets.hf.profiles import load_profiles as load_hf_profiles
+    from lmi_build.targets.neuronx.profiles import load_profiles as load_neuron_profiles
+    from lmi_build.targets.trtllm.profiles import load_profiles
+
+    kinds = {"trtllm": [p.name for p in load_profiles()], "neuronx": [n.name for n in load_neuron_profiles()],
+             "hf": [h.name for h in load_hf_profiles()]}
+    close = difflib.get_close_matches(name, [known for names in kinds.values() for known in names], n=1, cutoff=0.8)
+    listed = "; ".join(f"{kind}: {', '.join(names) or 'none'}" for kind, names in kinds.items())
+    return UnknownName(f"unknown container profile '{name}'" + (f" (did you mean {close[0]}?)" if close else ""),
+                       hint=f"known profiles, by kind: {listed}")
 
 
 def _show_neuron(profile: NeuronProfile) -> None:

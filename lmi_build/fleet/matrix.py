@@ -82,24 +82,44 @@ class Matrix(BaseModel):
 
 
 class MatrixError(LmiBuildError):
-    """The matrix cannot run: every problem found, one per line."""
+    """The matrix cannot run: a summary line, then every problem found, one per line (``details``).
+
+    Exit status 2 when the matrix or its plans are invalid; 1 (the status of any error that stops a
+    command: an unreachable Hub or bucket, a missing file) when a build could not be planned at
+    all, with those errors' own hints."""
 
     exit_code = 2
     code = "invalid_matrix"
 
-    def __init__(self, path: Path, problems: list[str]) -> None:
+    def __init__(self, path: Path, problems: list[str], *, errors: list[LmiBuildError] | None = None) -> None:
         self.problems = problems
-        super().__init__(f"{path}: {len(problems)} error(s), nothing was built: " + "; ".join(problems),
-                         hint="fix every listed build, then run the matrix again")
+        failed = [error for error in errors or [] if error.exit_code != 2]
+        if failed:
+            self.exit_code = 1
+            self.code = "matrix_unplanned"
+        todo = list(dict.fromkeys(error.hint for error in failed if error.hint))
+        if len(failed) < len(problems) or not todo:
+            todo.append("fix every listed build")
+        super().__init__(f"{path}: {len(problems)} error(s), nothing was built",
+                         hint="; ".join(todo) + ", then run the matrix again", details=tuple(problems))
+
+
+class EntryError(LmiBuildError):
+    """A build table of the matrix contradicts itself (an invalid matrix, as a schema error is)."""
+
+    exit_code = 2
+    code = "invalid_matrix"
 
 
 def read_matrix(path: Path) -> Matrix:
     if not path.exists():
-        raise MatrixError(path, [f"{path} does not exist"])
+        missing = LmiBuildError(f"{path} does not exist", hint="check the matrix file's path")
+        raise MatrixError(path, [missing.message], errors=[missing])  # a missing file: exit 1
     try:
         data = parse_toml(read_regular_text(path, limit=MAX_MATRIX_BYTES, what="matrix file"), what="matrix file")
     except BadFile as error:
-        raise MatrixError(path, [error.message]) from None
+        # An unreadable input (a pipe, a directory, too large): exit 1, like a missing file.
+        raise MatrixError(path, [error.message], errors=[error]) from None
     try:
         return Matrix.model_validate(data)
     except ValidationError as error:
@@ -197,13 +217,13 @@ def _plan_entry(entry: BuildEntry, base: Path) -> SavedPlan:
     if entry.plan is not None:
         given = [name for name, value in entry.knobs.items() if name != "model" and value not in (None, False)]
         if given:
-            raise LmiBuildError(f"{', '.join(given)} cannot be combined with plan: the saved plan fixes every knob")
+            raise EntryError(f"{', '.join(given)} cannot be combined with plan: the saved plan fixes every knob")
         saved = load_saved_plan(here(entry.plan) or entry.plan).with_inputs(model=entry.knobs.get("model"))
         if entry.target is not None and saved.plan.target != entry.target:
-            raise LmiBuildError(f"{entry.plan} is a plan for {saved.plan.target}, not {entry.target}")
+            raise EntryError(f"{entry.plan} is a plan for {saved.plan.target}, not {entry.target}")
         return saved
     if entry.target is None:
-        raise LmiBuildError("target is missing (trtllm, neuronx or hf), and no plan is given")
+        raise EntryError("target is missing (trtllm, neuronx or hf), and no plan is given")
     from lmi_build.planner import plan_request
 
     knobs = {**entry.knobs, "properties": here(entry.knobs.get("properties")),
@@ -215,6 +235,7 @@ def plan_matrix(path: Path, *, cache: str | None, endpoint_url: str | None = Non
     """Every build of the matrix file, planned and checked; MatrixError lists every problem."""
     matrix = read_matrix(path)
     builds, problems = expand(matrix)
+    unplanned: list[LmiBuildError] = []  # builds that could not be planned at all (not invalid plans)
     jobs: list[Job] = []
     by_key: dict[str, str] = {}
     by_name: dict[str, str] = {}
@@ -224,6 +245,7 @@ def plan_matrix(path: Path, *, cache: str | None, endpoint_url: str | None = Non
             saved = _plan_entry(entry, path.parent)
         except LmiBuildError as error:
             problems.append(f"{label}: {error.message}")
+            unplanned.append(error)
             continue
         if not saved.plan.valid:
             problems += [f"{label}: {message.message}" for message in saved.plan.errors]
@@ -265,5 +287,5 @@ def plan_matrix(path: Path, *, cache: str | None, endpoint_url: str | None = Non
                         step_timeout_s=entry.step_timeout, node_labels=node_labels,
                         resources=resources_for(saved, entry.runner, entry.workers)))
     if problems:
-        raise MatrixError(path, problems)
+        raise MatrixError(path, problems, errors=unplanned)
     return jobs

@@ -310,7 +310,8 @@ def plan_quantization(
             messages.append(PlanMessage(
                 code="smoothquant_granularity",
                 message=("ModelOpt SmoothQuant always uses per-channel weight and per-tensor activation "
-                         "scales (W8A8_SQ_PER_CHANNEL); smoothquant_per_token/per_channel are recorded only"),
+                         "scales (W8A8_SQ_PER_CHANNEL); smoothquant_per_token/per_channel do not change it "
+                         "(the trtllm target writes what the engine has)"),
                 hint="drop the option, or use the vendor convert_checkpoint route for the *_PLUGIN variants",
             ))
     elif checkpoint_route == "vendor":

@@ -35,7 +35,23 @@ def check_compatibility(manifest: Manifest, serving: ServingTarget) -> Problems:
     errors += device_errors
     warnings += device_warnings
     errors += _flags_problems(manifest, serving, build)
+    errors += _batching_problems(manifest, serving, build)
     return errors, warnings
+
+
+def _batching_problems(manifest: Manifest, serving: ServingTarget, build: dict[str, object]) -> list[PlanMessage]:
+    """The serving release's reading of the artifact's batching keys against the batch the NEFFs were
+    compiled for (``batching``: an unset option.rolling_batch is rolling batch on 0.30+)."""
+    from lmi_build.targets.neuronx.batching import batching_problems
+    from lmi_build.targets.neuronx.profiles import load_profiles
+
+    profile = next((p for p in load_profiles() if p.name == serving.container), None)
+    built = build.get("batch_size")
+    if profile is None or not isinstance(built, int):
+        return []
+    return [message("neuron_batching", f"{profile.name}: {problem}",
+                    "write the batching the NEFFs were compiled for (option.rolling_batch included), or rebuild")
+            for problem in batching_problems(manifest.serving_properties, built, [profile])]
 
 
 def _platform_problems(manifest: Manifest, platform: str, build: dict[str, object]) -> Problems:

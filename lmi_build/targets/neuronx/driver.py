@@ -59,16 +59,13 @@ def probe() -> int:
 
 
 def _neuron_config(keys: dict[str, Any]) -> Any:
+    """NeuronConfig as DJL builds it: group_query_attention as the string (NeuronConfig makes the GQA
+    itself: transformers-neuronx 0623de2 config.py:106, c8d6bdc config.py:201; DJL 0.30.0-dlc
+    model_loader.py:187-189). transformers_neuronx.config has no GQA before 0.11 (0623de2 config.py:15)."""
     from transformers_neuronx import NeuronConfig
-    from transformers_neuronx.config import (
-        GQA,
-        ContinuousBatchingConfig,
-        QuantizationConfig,
-    )
+    from transformers_neuronx.config import ContinuousBatchingConfig, QuantizationConfig
 
     values = dict(keys)
-    if "group_query_attention" in values:
-        values["group_query_attention"] = GQA(values["group_query_attention"])
     if "continuous_batching" in values:
         values["continuous_batching"] = ContinuousBatchingConfig(**values["continuous_batching"])
     if "quant" in values:

@@ -54,7 +54,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lmi_build.artifact.layout import Layout
 from lmi_build.errors import StepError
@@ -62,6 +62,9 @@ from lmi_build.fs import atomic_write_json, link_or_copy, link_tree
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.types import PlanMessage
+
+if TYPE_CHECKING:
+    from lmi_build.targets.neuronx.profiles import NeuronProfile
 
 COMPILED_DIR = "compiled"
 CHECKPOINT_DIR = "checkpoint"
@@ -127,16 +130,26 @@ class TnxPrecompiledLayout:
         _write_model_files(plan, source_dir, staging, version_file)
 
     def properties(self, plan: BuildPlan) -> dict[str, str]:
+        """The keys the NEFFs depend on. Batching (the plan writes the same, ``plan._batching``): under
+        rolling batch only option.max_rolling_batch_size (DJL sets TNX's batch from it and refuses an
+        option.batch_size > 1 beside it); static: rolling batch written off (unset is auto on 0.30+),
+        the batch as option.batch_size (TNX) and as the top-level batch_size (DJL's request batching)."""
         build = _build(plan)
         values = {"engine": "Python", "option.tensor_parallel_degree": str(build.tp),
                   "option.n_positions": str(max(build.n_positions))}
-        if build.continuous_batching:
+        if plan.options.get("option.rolling_batch", "disable") != "disable":
             values["option.max_rolling_batch_size"] = str(build.batch_size)
         else:
-            values["option.batch_size"] = str(build.batch_size)
+            values.update({"option.rolling_batch": "disable", "option.batch_size": str(build.batch_size),
+                           "batch_size": str(build.batch_size)})
         return values
 
     def check(self, artifact_dir: Path) -> list[PlanMessage]:
+        return self.check_as(artifact_dir, self.name)
+
+    @staticmethod
+    def check_as(artifact_dir: Path, layout: str) -> list[PlanMessage]:
+        """The checks of a compiled/ + neuron block tree, its batching read by the releases of ``layout``."""
         from lmi_build.options.properties import read_properties
 
         problems: list[PlanMessage] = []
@@ -177,7 +190,7 @@ class TnxPrecompiledLayout:
                                                 f"compiled/VERSION {version}")
             properties_file = artifact_dir / "serving.properties"
             if properties_file.is_file():
-                problems += _block_vs_properties(block, read_properties(properties_file))
+                problems += _block_vs_properties(block, read_properties(properties_file), layout)
         if not any((artifact_dir / name).is_file() for name in TOKENIZER_FILES):
             problem("tokenizer", f"no tokenizer (none of {', '.join(TOKENIZER_FILES)})",
                     "carry the tokenizer from the source model: rebuild with its tokenizer files present")
@@ -210,7 +223,7 @@ class LegacyCheckpointLayout:
         return TnxPrecompiledLayout().properties(plan)
 
     def check(self, artifact_dir: Path) -> list[PlanMessage]:
-        problems = [p for p in TnxPrecompiledLayout().check(artifact_dir)
+        problems = [p for p in TnxPrecompiledLayout.check_as(artifact_dir, self.name)
                     if p.code not in ("neuron_tnx_config", "neuron_presharded")]
         problem = self._checkpoint_problem(artifact_dir / CHECKPOINT_DIR)
         if problem:
@@ -290,18 +303,19 @@ class OptimumExportLayout:
                                          "optimum-neuron cannot find the weights")
         properties_file = artifact_dir / "serving.properties"
         if properties_file.is_file():
-            problems += _block_vs_properties(block, read_properties(properties_file))
+            problems += _block_vs_properties(block, read_properties(properties_file), self.name)
         if not any((artifact_dir / name).is_file() for name in TOKENIZER_FILES):
             problem("tokenizer", f"no tokenizer (none of {', '.join(TOKENIZER_FILES)})")
         return problems
 
 
-def _block_vs_properties(block: dict[str, Any], properties: dict[str, str]) -> list[PlanMessage]:
-    """DJL compares these before skipping the compile (ML:518-520, 623-649): each must agree."""
-    rolling = properties.get("option.rolling_batch", "disable") != "disable"
-    batch_key = "option.max_rolling_batch_size" if rolling else "option.batch_size"
-    pairs = (("batch_size", properties.get(batch_key), batch_key),
-             ("num_cores", properties.get("option.tensor_parallel_degree"), "option.tensor_parallel_degree"),
+def _block_vs_properties(block: dict[str, Any], properties: dict[str, str], layout: str) -> list[PlanMessage]:
+    """DJL compares these before skipping the compile (ML:518-520, 623-649): each must agree. The batch
+    is serving.properties' batching keys as every release that loads ``layout`` reads them
+    (``batching``: an unset option.rolling_batch is auto, rolling batch, on 0.30+)."""
+    from lmi_build.targets.neuronx.batching import batching_problems
+
+    pairs = (("num_cores", properties.get("option.tensor_parallel_degree"), "option.tensor_parallel_degree"),
              ("sequence_length", properties.get("option.n_positions"), "option.n_positions"))
     problems: list[PlanMessage] = []
     for key, served, where in pairs:
@@ -313,7 +327,25 @@ def _block_vs_properties(block: dict[str, Any], properties: dict[str, str]) -> l
             problems.append(PlanMessage(code="neuron_properties", message=f"neuron block {key}={block.get(key)}, "
                                         f"serving.properties {where}={served}",
                                         hint="serve with the values the NEFFs were compiled for, or rebuild"))
+    built = block.get("batch_size")
+    if isinstance(built, int):
+        problems += [PlanMessage(code="neuron_batching", message=message,
+                                 hint="serve with the batching the NEFFs were compiled for (option.rolling_batch "
+                                      "written out), or rebuild")
+                     for message in batching_problems(properties, built, _releases_loading(layout))]
+    else:
+        problems.append(PlanMessage(code="neuron_block", message=f"the neuron block's batch_size is {built!r}",
+                                    hint="rebuild the artifact"))
     return problems
+
+
+def _releases_loading(layout: str) -> list[NeuronProfile]:
+    """The releases whose own precompiled layout this is; every release for the optimum export (any
+    release's optimum loader reads it)."""
+    from lmi_build.targets.neuronx.profiles import load_profiles
+
+    profiles = load_profiles()
+    return [p for p in profiles if p.layout == layout] or profiles
 
 
 class CacheTreeLayout:

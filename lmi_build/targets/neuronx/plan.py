@@ -21,6 +21,7 @@ from lmi_build.planning.memory import Workload
 from lmi_build.planning.plan import ToolchainRef
 from lmi_build.planning.target_api import ContainerFacts, TargetPlan
 from lmi_build.recipes.schema import TargetSupport
+from lmi_build.targets.neuronx.batching import container_batching
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.targets.neuronx.sdk import NeuronDefaults, NeuronPlatform, sdk
 from lmi_build.types import TargetName
@@ -100,17 +101,6 @@ def serving_compiler_flags(container_flags: str, properties: Mapping[str, str]) 
                           "option.enable_mixed_precision_accumulation" in properties,
                           "option.enable_saturate_infinity" in properties,
                           properties_built=2 if properties.get("option.speculative_draft_model") else 1)
-
-
-def resolve_auto_rolling_batch(profile: NeuronProfile, *, batch_size: int, user_max_rolling: int | None) -> str:
-    """What DJL's Java side makes of rolling_batch=auto on Neuron (LmiConfigRecommender.java:47-83):
-    off when batch_size > 1; vLLM when the image has vllm-neuronx and the user set
-    max_rolling_batch_size >= 12; transformers-neuronx otherwise."""
-    if batch_size > 1:
-        return "disable"
-    if profile.vllm_neuronx and user_max_rolling is not None and user_max_rolling >= sdk().defaults.vllm_min_batch:
-        return "vllm"
-    return "tnx"
 
 
 class LoaderRefused(ValueError):
@@ -244,23 +234,15 @@ class NeuronxPlanning:
         defaults = sdk().defaults
         spec = ctx.spec
         # A GPU instance type is refused by the planner (instance_target); it gives no platform.
-        platform = ctx.instance.accelerator.platform if ctx.instance else None
+        platform = self._platform(ctx)
 
         tp = checks.resolve_tp(ctx, unit="NeuronCore")
         self._check_tp_degree(ctx, tp, platform)
-        checks.check_tp_heads(ctx, tp)
+        self._check_tp_heads(ctx, tp)
         dtype = checks.resolve_dtype(ctx)
 
         n_positions = self._n_positions(ctx, defaults)
-        batch, rolling = self._batch_size(ctx)
-        resolved_rolling = None
-        if rolling and (ctx.text_value("rolling_batch") or "auto") == "auto":
-            user_max = ctx.int_value("max_rolling_batch_size") if ctx.user_set("max_rolling_batch_size") else None
-            resolved_rolling = resolve_auto_rolling_batch(profile, batch_size=ctx.int_value("option.batch_size") or 1,
-                                                          user_max_rolling=user_max)
-            if resolved_rolling == "disable":  # "batch_size" alone is the top-level DJL key, not this one
-                rolling, batch = False, ctx.int_value("option.batch_size") or 1
-            ctx.derive("rolling_batch", resolved_rolling, f"rolling_batch=auto as {profile.name} resolves it")
+        batch, rolling = self._batching(ctx, profile)
         continuous = self._continuous_batching(profile, rolling=rolling, batch=batch, model_type=spec.model_type)
         if continuous:
             n_positions = (max(n_positions),)
@@ -343,8 +325,6 @@ class NeuronxPlanning:
         ctx.derive("tensor_parallel_degree", tp, "resolved tp")
         ctx.derive("dtype", checks.lmi_dtype(dtype), "resolved dtype")
         ctx.derive("n_positions", top, "build knob")
-        if continuous:
-            ctx.derive("max_rolling_batch_size", batch, "build knob")
         if ctx.quantization.method == "int8":
             # The Neuron container's only spelling (it then loads with load_in_8bit).
             ctx.derive("quantize", "static_int8", "neuronx int8 weights")
@@ -382,6 +362,22 @@ class NeuronxPlanning:
             return "tnx"
 
     @staticmethod
+    def _platform(ctx: PlanContext) -> NeuronPlatform | None:
+        """The Neuron platform of --instance-type, refused (None) when the SDK table has no facts
+        for it (Trainium2: neuron_sdk.toml holds inf2 and trn1 tensor-parallel degrees only)."""
+        platform = ctx.instance.accelerator.platform if ctx.instance else None
+        if platform is None or ctx.instance is None:
+            return None
+        known = sdk().tp_degrees
+        for name in known:
+            if name == platform:
+                return name
+        ctx.findings.error("neuron_platform", f"{ctx.instance.name} is a {platform} instance; the neuronx target "
+                           f"builds for {' and '.join(known)} only (transformers-neuronx, {sdk().name})",
+                           hint=f"plan with an {' or '.join(f'{name}.*' for name in known)} instance type")
+        return None
+
+    @staticmethod
     def _check_tp_degree(ctx: PlanContext, tp: int, platform: NeuronPlatform | None) -> None:
         degrees = sdk().tp_degrees
         if platform is not None:
@@ -397,6 +393,32 @@ class NeuronxPlanning:
             ctx.findings.error("instance_devices",
                                f"tp={tp} needs {tp} NeuronCores, {ctx.instance.name} has {ctx.instance.devices}",
                                hint=f"use --tp <= {ctx.instance.devices} or a larger instance")
+
+    @staticmethod
+    def _check_tp_heads(ctx: PlanContext, tp: int) -> None:
+        """What transformers-neuronx does when tp does not divide the heads (``tp_rules``): pads them
+        up to a multiple of tp for the models built on its padded decoder (a warning: the padding
+        costs compute and memory), refuses the others; Mixtral's tp must divide the experts or be a
+        multiple of them."""
+        rules = sdk().tp_rules
+        spec = ctx.spec
+        heads = spec.num_attention_heads
+        divisors = [d for d in range(1, heads + 1) if heads % d == 0 and d <= 64]
+        if heads % tp and spec.model_type in rules.pad_heads_model_types:
+            padded = -(-heads // tp) * tp
+            ctx.findings.warn("tp_heads_padded",
+                              f"transformers-neuronx pads the {heads} attention heads to {padded} for tp={tp}: "
+                              f"{padded - heads} heads of compute and KV cache do nothing",
+                              hint=f"a tp that divides {heads} needs no padding: {', '.join(map(str, divisors))}")
+        elif heads % tp:
+            ctx.findings.error("tp_heads", f"tp={tp} does not divide the {heads} attention heads, and "
+                               f"transformers-neuronx pads no heads for {spec.model_type}",
+                               hint=f"use a tp that divides {heads}: {', '.join(map(str, divisors))}")
+        experts = spec.num_experts
+        if spec.model_type in rules.experts_model_types and experts and experts % tp and tp % experts:
+            ctx.findings.error("tp_experts", f"transformers-neuronx refuses tp={tp} for {experts} experts: tp must "
+                               "divide the experts or be a multiple of them (mixtral/config.py)",
+                               hint=f"use a tp that divides {experts} or is a multiple of it")
 
     @staticmethod
     def _layout(ctx: PlanContext, profile: NeuronProfile, loader: Loader) -> Literal[
@@ -437,17 +459,57 @@ class NeuronxPlanning:
         cap = defaults.max_n_positions
         return (min(limit, cap) if limit else cap,)
 
-    @staticmethod
-    def _batch_size(ctx: PlanContext) -> tuple[int, bool]:
-        """(batch size, rolling batch on). TNX rolling batch is off unless option.rolling_batch
-        enables it; --max-batch-size (max_rolling_batch_size set by the user) turns it on."""
-        rolling = ctx.text_value("rolling_batch") or "disable"
-        if rolling == "disable" and ctx.user_set("max_rolling_batch_size"):
-            ctx.derive("rolling_batch", "auto", "max_rolling_batch_size given")
-            rolling = "auto"
-        if rolling != "disable":
-            return ctx.int_value("max_rolling_batch_size") or 1, True
-        return ctx.int_value("option.batch_size") or 1, False
+    def _batching(self, ctx: PlanContext, profile: NeuronProfile) -> tuple[int, bool]:
+        """(the batch the NEFFs are compiled for, rolling batch on), with serving.properties' batching
+        keys written so that ``profile``'s release reads them back as planned (``container_batching``):
+
+        - rolling batch (option.rolling_batch other than disable, or --max-batch-size): the release's
+          resolution of ``auto`` written out, option.max_rolling_batch_size, and no option.batch_size
+          (DJL sets it from max_rolling_batch_size, and refuses one > 1 next to rolling batch);
+        - static batching: option.rolling_batch=disable (an unset key is auto on 0.30+), the batch as
+          option.batch_size (what TNX compiles) and as the top-level batch_size (the requests DJL's
+          server hands the model at once), and no option.max_rolling_batch_size."""
+        requested = ctx.text_value("rolling_batch")
+        if requested in (None, "disable") and ctx.user_set("max_rolling_batch_size") and not ctx.user_set("rolling_batch"):
+            requested = "auto"  # --max-batch-size asks for rolling batch
+        server = ctx.int_value("batch_size") if ctx.user_set("batch_size") else None
+        option_batch = ctx.int_value("option.batch_size") if ctx.user_set("option.batch_size") else None
+        if requested not in (None, "disable"):
+            max_rolling = ctx.int_value("max_rolling_batch_size") or 1
+            written = {"engine": self.engine, "option.rolling_batch": requested,
+                       "option.max_rolling_batch_size": str(max_rolling)}
+            if server is not None:
+                written["batch_size"] = str(server)
+            reading = container_batching(written, profile)
+            if reading.rolling:
+                if option_batch is not None and option_batch > 1:
+                    ctx.findings.error("neuron_batch_rolling",
+                                       f"{profile.name} refuses option.batch_size={option_batch} with rolling batch "
+                                       f"({reading.why}; tnx_properties.py validate_batch_size): under rolling batch "
+                                       "DJL compiles for option.max_rolling_batch_size",
+                                       hint="drop option.batch_size (rolling batch, --max-batch-size N), or set "
+                                            "-o option.rolling_batch=disable for a static batch")
+                if server is not None and server > 1:
+                    ctx.findings.error("neuron_batch_rolling",
+                                       f"batch_size={server} batches requests statically, next to rolling batch "
+                                       f"({reading.why})",
+                                       hint="drop batch_size for rolling batch, or drop option.rolling_batch")
+                ctx.derive("rolling_batch", reading.rolling_batch, f"as {profile.name} resolves it ({reading.why})")
+                ctx.derive("max_rolling_batch_size", max_rolling, "build knob")
+                ctx.withhold("option.batch_size")
+                ctx.withhold("batch_size")
+                return max_rolling, True
+        if option_batch is not None and server is not None and option_batch != server:
+            ctx.findings.error("neuron_batch_size",
+                               f"option.batch_size={option_batch} (the batch the NEFFs are compiled for) and "
+                               f"batch_size={server} (the requests DJL hands the model at once) differ",
+                               hint="give one of them: lmi-build writes both with the same value")
+        batch = option_batch or server or 1
+        ctx.derive("rolling_batch", "disable", "static batching (an unset option.rolling_batch is auto on LMI 0.30+)")
+        ctx.derive("option.batch_size", batch, "the batch the NEFFs are compiled for")
+        ctx.derive("batch_size", batch, "the requests DJL's server batches per call (ModelInfo.java:864-867)")
+        ctx.withhold("max_rolling_batch_size")
+        return batch, False
 
     @staticmethod
     def _check_io_lengths(ctx: PlanContext, top: int) -> None:

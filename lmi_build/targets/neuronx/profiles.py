@@ -63,6 +63,17 @@ class NeuronProfile(BaseModel):
     # [n_positions] in 0.26/0.27 (DJL raises otherwise).
     continuous_batching_contexts: Literal["n_positions", "buckets"] = "buckets"
     continuous_batching_contexts_must_equal_n: bool = False
+    # What the release's Java side makes of option.rolling_batch and the top-level batch_size
+    # (lmi_build.targets.neuronx.batching; citations in ``rolling_batch_sources``):
+    #   "none" (0.26): nothing; unset is the Python default, disable.
+    #   "without_engine" (0.27): the recommender runs only when ``engine`` is unset (batch_size > 1
+    #     -> disable, unset -> auto); with engine set (as lmi-build writes it) as "none".
+    #   "tnx_disable" (0.28/0.29): batch_size > 1 -> disable; unset -> disable; auto -> tnx.
+    #   "auto" (0.30+): batch_size > 1 -> disable; unset -> auto; auto -> vllm from
+    #     ``auto_rolling_batch_vllm_from`` (the written option.max_rolling_batch_size, default 1), else tnx.
+    rolling_batch_recommender: Literal["none", "without_engine", "tnx_disable", "auto"]
+    auto_rolling_batch_vllm_from: int | None = None
+    rolling_batch_sources: tuple[str, ...] = ()
     # The partition lmi-build's driver reproduces for this release's split layout, or why none:
     # 0.27's legacy_partition is built; 0.26's differs (below) and is refused with this reason.
     split_layout_unbuilt: str = ""

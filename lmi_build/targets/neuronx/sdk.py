@@ -25,7 +25,6 @@ class NeuronDefaults(BaseModel):
     first_bucket: int = Field(gt=0)
     continuous_batching_model_types: tuple[str, ...]
     continuous_batching_first_large_bucket: int = Field(gt=0)
-    vllm_min_batch: int = Field(gt=0)
 
 
 class LoaderRules(BaseModel):
@@ -37,6 +36,17 @@ class LoaderRules(BaseModel):
     optimum_model_types_026: tuple[str, ...]
     tnx_true_options_026: tuple[str, ...]
     optimum_partition_schema: str
+
+
+class TpRules(BaseModel):
+    """What transformers-neuronx does when tp does not divide the attention heads or the experts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    pad_heads_model_types: tuple[str, ...]  # heads padded up to a multiple of tp
+    pad_heads_sources: tuple[str, ...] = Field(min_length=1)
+    experts_model_types: tuple[str, ...]  # tp must divide the experts or be a multiple of them
+    experts_sources: tuple[str, ...] = Field(min_length=1)
 
 
 class UnbuiltLoader(BaseModel):
@@ -57,6 +67,7 @@ class NeuronSdk(BaseModel):
     versions: dict[str, str]
     compiler: NeuronCompiler
     tp_degrees: dict[NeuronPlatform, tuple[int, ...]]
+    tp_rules: TpRules
     defaults: NeuronDefaults
     loader_rules: LoaderRules
     split_classes: dict[str, str]  # model type -> transformers_neuronx "<module>.<class>" (0.27 split layout)

@@ -59,7 +59,9 @@ def expectation_from_properties(properties: Mapping[str, str]) -> EngineExpectat
         return int(value) if value.strip().isdigit() else None
 
     quantize = properties.get("option.quantize")
-    tp, pp = number("tensor_parallel_degree"), number("pipeline_parallel_degree") or 1
+    # The flat layout's service reads pipeline_parallel_size (djl-serving 0.33.0-dlc trt_properties.py:42).
+    tp = number("tensor_parallel_degree")
+    pp = number("pipeline_parallel_degree") or number("pipeline_parallel_size") or 1
     kv = properties.get("option.kv_cache_dtype")
     return EngineExpectation(
         side="serving.properties", max_batch_size_at_least=number("max_rolling_batch_size"),

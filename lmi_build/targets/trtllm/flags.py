@@ -56,6 +56,9 @@ class Limits(BaseModel):
     context_fmha_min_tokens_per_block: int | None = None
     # The storage types hf_llama_convert.py (legacy SmoothQuant) accepts.
     hf_convert_storage_types: tuple[str, ...] | None = None
+    # convert_checkpoint.py reads a pre-quantized AutoAWQ model's quantization_config itself (quant_method
+    # awq -> W4A16_GPTQ with use_autoawq): AutoAWQ inputs convert, with no flag naming them.
+    awq_from_quantization_config: bool | None = None
 
     def merged(self, newer: Limits) -> Limits:
         return Limits(**{**self.model_dump(), **newer.model_dump(exclude_unset=True)})

@@ -188,6 +188,8 @@ class FlatLayout:
                  "option.tensor_parallel_degree": str(build.tp)}
         if build.pp > 1:
             found["option.pipeline_parallel_degree"] = str(build.pp)
+            # What the 1.x service passes to LLM() (djl-serving 0.33.0-dlc trt_properties.py:42,138).
+            found["option.pipeline_parallel_size"] = str(build.pp)
         return found
 
     def check(self, artifact_dir: Path) -> list[PlanMessage]:

@@ -25,7 +25,10 @@ from lmi_build.versions import release
 if TYPE_CHECKING:
     from lmi_build.targets.trtllm.profile_schema import ContainerProfile
 
-DEFAULT_MAX_BATCH_SIZE = 32  # DJL's max_rolling_batch_size default, passed as trtllm-build max_batch_size
+# Options whose default changed between releases: a profile's [defaults] value (cited there) replaces the
+# option table's when the user did not set the option, so a plain build equals the container's own JIT
+# build (max_rolling_batch_size becomes trtllm-build's --max_batch_size).
+RELEASE_DEFAULT_OPTIONS = ("tokens_per_block", "max_num_tokens", "max_rolling_batch_size")
 
 
 class TrtllmPlanning:
@@ -80,12 +83,13 @@ class TrtllmPlanning:
 
         lengths = resolve_lengths(ctx, profile)
         max_input, max_output = lengths.max_input_len, lengths.max_output_len
-        batch = ctx.int_value("max_rolling_batch_size") or DEFAULT_MAX_BATCH_SIZE
-        for knob in ("tokens_per_block", "max_num_tokens"):
+        for knob in RELEASE_DEFAULT_OPTIONS:
             release_default = profile.defaults.get(knob)
             if ctx.options.source_of(knob) in (None, Source.DEFAULT) and release_default:
                 # The container's release default; serving.properties must say what the engine has.
                 ctx.derive(knob, release_default, f"profile {profile.name} default")
+        # An unparsable value is already an error finding; plan on with the option table's default.
+        batch = ctx.int_value("max_rolling_batch_size") or _table_default_int("max_rolling_batch_size")
         tokens_per_block = self._tokens_per_block(ctx, table.limits.context_fmha_min_tokens_per_block,
                                                   profile.tensorrt_llm)
         if profile.workflow == "legacy":
@@ -101,6 +105,7 @@ class TrtllmPlanning:
         rope = spec.rope
         scaling_type = ctx.text_value("rotary_scaling_type") or (rope.scaling_type if rope else None)
         scaling_factor = ctx.float_value("rotary_scaling_factor") or (rope.scaling_factor if rope else None)
+        self._check_since(ctx, scaling_type, profile)
 
         route = self.checkpoint_route(ctx.support, spec, ctx.options)
         if route == "modelopt" and pp > 1 and spec.num_layers % pp:
@@ -148,6 +153,10 @@ class TrtllmPlanning:
             ctx.derive("entryPoint", "djl_python.lmi_trtllm.trtllm_async_service", f"profile {profile.name}")
             ctx.derive("async_mode", "true", f"profile {profile.name}")
             ctx.derive("rolling_batch", "disable", f"profile {profile.name}")
+            if pp > 1 or ctx.is_set("pipeline_parallel_size"):
+                # The 1.x service passes pipeline_parallel_size, not pipeline_parallel_degree, to LLM()
+                # (djl-serving 0.33.0-dlc properties_manager/trt_properties.py:42,138).
+                ctx.derive("pipeline_parallel_size", pp, f"profile {profile.name}: the LLM API service's key for pp")
         else:
             ctx.derive("engine", self.engine, "trtllm target")
             ctx.derive("rolling_batch", "trtllm", "trtllm target")
@@ -158,6 +167,7 @@ class TrtllmPlanning:
         ctx.derive("max_input_len", max_input, "build knob")
         ctx.derive("max_output_len", max_output, "build knob")
         ctx.derive("max_rolling_batch_size", batch, "build knob")
+        self._state_smoothquant_granularity(ctx, profile)
 
         return TargetPlan(
             build=build,
@@ -183,6 +193,39 @@ class TrtllmPlanning:
                                   option_sources=sources), profile)
         except LmiBuildError as error:
             ctx.findings.error("trtllm_route", error.message, hint=error.hint)
+
+    @staticmethod
+    def _check_since(ctx: PlanContext, scaling_type: str | None, profile: ContainerProfile) -> None:
+        """A RoPE scaling the profile's TensorRT-LLM cannot read, or an architecture its model table lacks
+        (``data/since.toml``), is refused, naming the oldest profile that has it."""
+        from lmi_build.targets.trtllm.profiles import load_profiles
+        from lmi_build.targets.trtllm.since import missing_architecture, missing_scaling
+
+        for code, entry in (("rope_scaling_version", missing_scaling(scaling_type, profile.tensorrt_llm)),
+                            ("architecture_version",
+                             missing_architecture(ctx.support.trtllm_architecture, profile.tensorrt_llm))):
+            if entry is None:
+                continue
+            newer = [p.name for p in load_profiles() if p.released and p.engine_capable
+                     and not entry.missing_in(p.tensorrt_llm)]
+            where = (f"; profile {newer[0]} is the oldest that has it" if newer
+                     else "; no installed profile has it")
+            ctx.findings.error(code,
+                               f"{entry.what} needs TensorRT-LLM {entry.since} or newer, profile {profile.name} has "
+                               f"{profile.tensorrt_llm}{where}",
+                               hint=f"plan with --profile {newer[0]} or newer" if newer else
+                               "add a profile with a newer TensorRT-LLM")
+
+    @staticmethod
+    def _state_smoothquant_granularity(ctx: PlanContext, profile: ContainerProfile) -> None:
+        """serving.properties says what the engine has: a W8A8_SQ_PER_CHANNEL* engine (ModelOpt's
+        SmoothQuant, or convert_checkpoint.py --per_channel) has per-channel weight scales
+        (tensorrt_llm/quantization/mode.py QuantAlgo, @5955b8af:208, @250d9c29:29, @05316d33:29,
+        @28fb9aac:29), whatever the option table's default says. 0.7's legacy build.py takes the plan's
+        per_channel as it is (--per_channel only when set), so its properties already agree."""
+        algo = ctx.quantization.quant_algo or ""
+        if profile.workflow != "legacy" and algo.startswith("W8A8_SQ_PER_CHANNEL"):
+            ctx.derive("smoothquant_per_channel", True, f"the engine's quant_algo {algo}")
 
     @staticmethod
     def _tokens_per_block(ctx: PlanContext, minimum: int | None, version: str) -> int | None:
@@ -254,6 +297,17 @@ class TrtllmPlanning:
                               "(the all-reduce strategy is chosen at run time)",
                               hint="remove option.use_custom_all_reduce")
         return None
+
+
+def _table_default_int(key: str) -> int:
+    """The option table's (``data/options.toml``) default of an int option the trtllm target always sets."""
+    from lmi_build.options.spec import option_spec
+
+    spec = option_spec(key)
+    default = spec.default_for("trtllm") if spec is not None else None
+    if default is None:
+        raise AssertionError(f"data/options.toml has no trtllm default for option.{key}")
+    return int(default)
 
 
 def checkpoint_work(build: TrtllmBuild, quantization: QuantizationPlan) -> CheckpointWork | None:

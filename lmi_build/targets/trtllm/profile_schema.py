@@ -12,6 +12,9 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from lmi_build.versions import parse_lmi_version, parse_version
 
+DEFAULT_KEYS = frozenset({"tokens_per_block", "max_num_tokens", "max_rolling_batch_size", "max_batch_size",
+                          "max_seq_len"})
+
 
 class ContainerProfile(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -32,7 +35,10 @@ class ContainerProfile(BaseModel):
     engine_capable: bool = True  # False for profiles whose TensorRT-LLM has no engine backend
     # False for a moving (nightly) image tag: listed and selectable, but never the default profile.
     released: bool = True
-    # Build defaults of this release, as trtllm-build values ("tokens_per_block" = "64", ...).
+    # Defaults of this release ("tokens_per_block" = "64", ...), each cited in the file. LMI option
+    # names (tokens_per_block, max_num_tokens, max_rolling_batch_size) replace the option table's
+    # default in a plan (the container's own JIT value); max_batch_size is trtllm-build's own default
+    # (shown by `profiles show`); max_seq_len = "model": lengths.SEQ_LEN_FROM_MODEL.
     defaults: dict[str, str] = {}
     # Where each fact comes from (release notes, Dockerfile path@commit).
     sources: tuple[str, ...] = ()
@@ -42,6 +48,14 @@ class ContainerProfile(BaseModel):
     @classmethod
     def _pep440(cls, value: str) -> str:
         parse_version(value)  # ordering and range checks compare it (lmi_build.versions)
+        return value
+
+    @field_validator("defaults")
+    @classmethod
+    def _default_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(value) - DEFAULT_KEYS)
+        if unknown:
+            raise ValueError(f"unknown [defaults] key(s) {', '.join(unknown)}; known: {', '.join(sorted(DEFAULT_KEYS))}")
         return value
 
     @field_validator("lmi_version")

@@ -211,13 +211,14 @@ def _prequantized_args(args: _Args, method: str, table: FlagTable) -> None:
         flag = "quant_ckpt_path" if args.has("quant_ckpt_path") else "ammo_quant_ckpt_path"
         args.add(flag, f"{{model}}/{GPTQ_FILE}")
     elif method == "awq":
-        if not args.has("use_autoawq"):
+        # The converter takes AutoAWQ from the model's quantization_config (flags.toml limits); it has
+        # no --use_autoawq flag. The weight-only flags only restate what that config sets.
+        if not table.limits.awq_from_quantization_config:
             raise UnsupportedTarget(f"AutoAWQ checkpoints need TensorRT-LLM >= 0.16 (this profile has {table.series})",
                                     hint="pick a newer profile or start from the unquantized model")
         args.add("use_weight_only")
         args.add("weight_only_precision", "int4_gptq")
         args.add("per_group")
-        args.add("use_autoawq")
     else:
         raise UnsupportedTarget(f"pre-quantized '{method}' checkpoints cannot be converted by convert_checkpoint.py",
                                 hint="start from the unquantized model")

@@ -82,7 +82,7 @@ if [ "$RUNNER" = docker ]; then
       --checkpoint_dir /work/checkpoint \
       --output_dir /work/engine \
       --workers "${WORKERS}" \
-      --max_batch_size 32 \
+      --max_batch_size 256 \
       --max_input_len 1024 \
       --max_seq_len 1536 \
       --max_beam_width 1 \
@@ -100,7 +100,7 @@ else
       --checkpoint_dir "${CHECKPOINT_DIR}" \
       --output_dir "${ENGINE_DIR}" \
       --workers "${WORKERS}" \
-      --max_batch_size 32 \
+      --max_batch_size 256 \
       --max_input_len 1024 \
       --max_seq_len 1536 \
       --max_beam_width 1 \

@@ -1,0 +1,123 @@
+"""How an LMI Neuron release reads the batching keys of serving.properties: ``option.rolling_batch``,
+``option.max_rolling_batch_size``, ``option.batch_size`` and the top-level ``batch_size``.
+
+One reading, used by ``plan`` (what the artifact's serving.properties must say) and ``verify`` (what
+the container makes of the serving.properties an artifact has). The rules per release are the
+profile's data (``rolling_batch_recommender``, ``auto_rolling_batch_vllm_from``, cited in
+``rolling_batch_sources``); the rules shared by every release (0.26-0.34, lines per release in each
+profile's ``rolling_batch_sources``):
+
+- The top-level ``batch_size`` is the number of requests DJL's server hands the model at once
+  (djl-serving 0.30.0-dlc ModelInfo.java:864-867, BatchAggregator.java:54; default 1,
+  WlmConfigManager.java:20); ``option.*`` keys are what the Python side reads (ModelInfo.java:589-595).
+- transformers-neuronx compiles and loads for ``option.batch_size`` (default 1, properties.py:56), or
+  under rolling batch for ``option.max_rolling_batch_size`` (transformers_neuronx.py:166-168;
+  default 32, properties.py:57), and pads a static batch up to it (transformers_neuronx.py:409-416).
+- DJL refuses ``option.batch_size`` > 1 with rolling batch on (tnx_properties.py:164-178).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lmi_build.targets.neuronx.profiles import NeuronProfile
+
+PYTHON_MAX_ROLLING_BATCH = 32  # properties.py:57 (0.30.0-dlc), the same in 0.26-0.34
+VLLM_MAX_ROLLING_BATCH = 256  # LmiConfigRecommender.java setRollingBatchSize (0.28.0-dlc:162-181)
+
+
+@dataclass(frozen=True)
+class ContainerBatching:
+    """What one release makes of a serving.properties' batching keys."""
+
+    profile: str
+    rolling_batch: str  # as resolved: "disable", "tnx", "vllm" or "auto" (0.26/0.27: TNX's own rolling batch)
+    neff_batch: int | None  # the batch transformers-neuronx compiles/loads for; None: chosen at start-up
+    server_batch: int  # requests the server hands the model per call (top-level batch_size)
+    refusal: str | None  # DJL's start-up refusal of these keys
+    why: str  # how rolling_batch was resolved, for messages (without the release's name)
+
+    @property
+    def rolling(self) -> bool:
+        return self.rolling_batch != "disable"
+
+
+def _int(value: str | None, default: int) -> int:
+    try:
+        return int(value) if value is not None and value.strip() else default
+    except ValueError:
+        return default
+
+
+def container_batching(properties: Mapping[str, str], profile: NeuronProfile) -> ContainerBatching:
+    """The batching ``profile``'s release resolves from ``properties`` (full serving.properties keys)."""
+    rule = profile.rolling_batch_recommender
+    given = properties.get("option.rolling_batch")
+    server_batch = _int(properties.get("batch_size"), 1)
+    recommender = rule in ("tnx_disable", "auto") or (rule == "without_engine" and not properties.get("engine"))
+    if not recommender:
+        rolling = given or "disable"
+        why = f"option.rolling_batch={given}" if given else "no option.rolling_batch: the Python default, disable"
+    elif server_batch > 1:
+        rolling = "disable"
+        why = f"batch_size={server_batch} > 1: the LmiConfigRecommender turns rolling batch off"
+    else:
+        rolling = given or ("disable" if rule == "tnx_disable" else "auto")
+        why = (f"option.rolling_batch={given}" if given else
+               f"no option.rolling_batch: the LmiConfigRecommender reads it as {rolling}")
+        if rolling == "auto" and rule in ("tnx_disable", "auto"):
+            written = _int(properties.get("option.max_rolling_batch_size"), 1)
+            vllm_from = profile.auto_rolling_batch_vllm_from
+            rolling = "vllm" if vllm_from is not None and written >= vllm_from else "tnx"
+            why += f", which it resolves to {rolling}" + (
+                f" (option.max_rolling_batch_size {written} >= {vllm_from})" if rolling == "vllm" else "")
+    option_batch = _int(properties.get("option.batch_size"), 1)
+    refusal = None
+    if rolling != "disable":
+        max_rolling = properties.get("option.max_rolling_batch_size")
+        if max_rolling is not None:
+            neff_batch: int | None = _int(max_rolling, PYTHON_MAX_ROLLING_BATCH)
+        elif rule == "auto":
+            neff_batch = None  # the smart defaults size it from the NeuronCores found, else setRollingBatchSize
+        elif rule == "tnx_disable":
+            neff_batch = VLLM_MAX_ROLLING_BATCH if rolling == "vllm" else PYTHON_MAX_ROLLING_BATCH  # setRollingBatchSize
+        else:
+            neff_batch = PYTHON_MAX_ROLLING_BATCH
+        if option_batch > 1:
+            refusal = (f"DJL refuses option.batch_size={option_batch} with rolling batch ({why}): \"Dynamic batching "
+                       "and rolling batch cannot be enabled at the same time\" (tnx_properties.py validate_batch_size)")
+    else:
+        neff_batch = option_batch
+    return ContainerBatching(profile=profile.name, rolling_batch=rolling, neff_batch=neff_batch,
+                             server_batch=server_batch, refusal=refusal, why=why)
+
+
+def batching_problems(properties: Mapping[str, str], built_batch: int,
+                      releases: Sequence[NeuronProfile]) -> list[str]:
+    """Why NEFFs compiled for ``built_batch`` would not be served as built under ``properties`` by
+    each of ``releases``: one message per distinct reading, naming the releases that read it so."""
+    found: dict[str, list[str]] = {}
+    for profile in releases:
+        problem = _problem(container_batching(properties, profile), built_batch)
+        if problem is not None:
+            found.setdefault(problem, []).append(profile.lmi_version)
+    return [f"{problem} (LMI {', '.join(versions)})" for problem, versions in found.items()]
+
+
+def _problem(reading: ContainerBatching, built: int) -> str | None:
+    if reading.refusal is not None:
+        return reading.refusal
+    how = f"rolling batch: {reading.why}" if reading.rolling else f"static batch: {reading.why}"
+    if reading.neff_batch is None:
+        return (f"neuron block batch_size={built}, serving.properties has no option.max_rolling_batch_size ({how}): "
+                "the container picks the batch at start-up")
+    if reading.neff_batch != built:
+        key = "option.max_rolling_batch_size" if reading.rolling else "option.batch_size"
+        return f"neuron block batch_size={built}, serving.properties {key}={reading.neff_batch} ({how})"
+    if not reading.rolling and reading.server_batch != built:
+        return (f"serving.properties batch_size={reading.server_batch}: DJL hands the model {reading.server_batch} "
+                f"request(s) at once, the NEFFs are compiled for {built} (ModelInfo.java:864-867)")
+    return None

@@ -1,0 +1,59 @@
+"""What a TensorRT-LLM release has only from some version on (``data/since.toml``): RoPE scaling types
+its attention layer reads, architectures in its model table. A plan for an older profile is refused,
+naming the oldest profile that has it, instead of the vendor tool stopping mid-build.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from lmi_build.tables import load_table
+from lmi_build.versions import parse_version, release
+
+SINCE_FILE = Path(__file__).with_name("data") / "since.toml"
+
+
+class Since(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    what: str
+    since: str  # the first TensorRT-LLM release that has it (a pre-release of it counts)
+    sources: tuple[str, ...]
+
+    @field_validator("since")
+    @classmethod
+    def _pep440(cls, value: str) -> str:
+        parse_version(value)
+        return value
+
+    def missing_in(self, tensorrt_llm: str) -> bool:
+        return release(tensorrt_llm) < release(self.since)
+
+
+class SinceFile(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # config.json rope_scaling.rope_type (or .type, or option.rotary_scaling_type), lower case.
+    rope_scaling: dict[str, Since] = {}
+    # The TensorRT-LLM checkpoint "architecture" (recipes' trtllm_architecture): MODEL_MAP keys.
+    architectures: dict[str, Since] = {}
+
+
+@lru_cache(maxsize=1)
+def _since_file() -> SinceFile:
+    return load_table(SINCE_FILE, SinceFile)
+
+
+def missing_scaling(scaling_type: str | None, tensorrt_llm: str) -> Since | None:
+    """The entry of RoPE scaling ``scaling_type`` when TensorRT-LLM ``tensorrt_llm`` is older than it; else None."""
+    entry = _since_file().rope_scaling.get(scaling_type.lower()) if scaling_type else None
+    return entry if entry is not None and entry.missing_in(tensorrt_llm) else None
+
+
+def missing_architecture(architecture: str | None, tensorrt_llm: str) -> Since | None:
+    """The entry of checkpoint ``architecture`` when TensorRT-LLM ``tensorrt_llm``'s model table lacks it; else None."""
+    entry = _since_file().architectures.get(architecture) if architecture else None
+    return entry if entry is not None and entry.missing_in(tensorrt_llm) else None
