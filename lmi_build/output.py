@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -52,8 +52,8 @@ class Output:
         if self._out is None:
             from rich.console import Console
 
-            # No file= : rich then resolves sys.stdout at write time (pytest capture, redirections).
-            console = Console(soft_wrap=True)
+            # The stream resolves sys.stdout at write time (pytest capture, redirections).
+            console = Console(file=_redacting("stdout"), soft_wrap=True)
             if not console.is_terminal:
                 console.width = max(console.width, PIPED_WIDTH)
             self._out = console
@@ -64,7 +64,7 @@ class Output:
         if self._err is None:
             from rich.console import Console
 
-            self._err = Console(stderr=True, soft_wrap=True)
+            self._err = Console(file=_redacting("stderr"), soft_wrap=True)
         return self._err
 
     @property
@@ -75,7 +75,9 @@ class Output:
         """Print a command's result: ``data`` as JSON in json mode, ``render`` (a rich renderable
         or string) in human mode, nothing in quiet mode."""
         if self.mode is Mode.JSON:
-            sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+            from lmi_build.redaction import redact_tree
+
+            sys.stdout.write(json.dumps(redact_tree(data, _secrets()), indent=2, sort_keys=False, default=str) + "\n")
             sys.stdout.flush()
         elif self.mode is Mode.HUMAN and render is not None:
             self.out.print(render)
@@ -105,7 +107,9 @@ class Output:
             error: dict[str, Any] = {"code": code, "message": message, "hint": hint}
             if details:
                 error["details"] = list(details)
-            sys.stdout.write(json.dumps({"error": error}, indent=2) + "\n")
+            from lmi_build.redaction import redact_tree
+
+            sys.stdout.write(json.dumps(redact_tree({"error": error}, _secrets()), indent=2) + "\n")
             sys.stdout.flush()
         line = Text("error:", style="red")
         from lmi_build.errors import with_hint
@@ -148,7 +152,7 @@ class Output:
         saved = [(logger, logger.handlers[:]) for logger in loggers]
         from rich.console import Console
 
-        self._err = Console(file=real_err, soft_wrap=True)
+        self._err = Console(file=_redacting("stderr", real_err), soft_wrap=True)
         self._capturing = True
         try:
             for logger in loggers:
@@ -192,6 +196,61 @@ class Output:
         with Progress(*columns, TimeRemainingColumn(), console=self.err, transient=False,
                       redirect_stdout=not self._capturing, redirect_stderr=not self._capturing) as progress:
             yield progress
+
+
+_SECRETS: list[str] | None = None
+
+
+def _secrets() -> list[str]:
+    """The environment's credential values, read once (the environment of a run does not change)."""
+    global _SECRETS
+    if _SECRETS is None:
+        from lmi_build.redaction import environment_secrets
+
+        _SECRETS = environment_secrets()
+    return _SECRETS
+
+
+class _Redacting(io.TextIOBase):
+    """The console's stream: every write passes ``redaction.redact_text`` first, so no path that
+    prints (a table, a message, a vendor log line, a traceback under --debug) can show a credential.
+    ``fixed`` pins the stream; otherwise sys.stdout/sys.stderr are looked up at each write."""
+
+    def __init__(self, name: str, fixed: TextIO | None = None) -> None:
+        self._name = name
+        self._fixed = fixed
+
+    def _target(self) -> TextIO:
+        if self._fixed is not None:
+            return self._fixed
+        stream: TextIO = getattr(sys, self._name)
+        return stream
+
+    def write(self, text: str) -> int:
+        from lmi_build.redaction import redact_text
+
+        self._target().write(redact_text(text, _secrets()))
+        return len(text)
+
+    def flush(self) -> None:
+        self._target().flush()
+
+    def isatty(self) -> bool:
+        return self._target().isatty()
+
+    def fileno(self) -> int:
+        return self._target().fileno()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self._target(), "encoding", None) or "utf-8"
+
+
+def _redacting(name: str, fixed: TextIO | None = None) -> TextIO:
+    return cast(TextIO, _Redacting(name, fixed))
 
 
 class _DebugLines(io.TextIOBase):

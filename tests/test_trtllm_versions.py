@@ -180,7 +180,7 @@ def test_every_valid_fixture_plan_renders_a_script(profile_name: str, plan_model
 
 def test_smoothquant_per_token_is_not_a_credential() -> None:
     # option.smoothquant_per_token ends in "_token": the SmoothQuant per-token route packages it.
-    from lmi_build.options.redact import is_secret_key
+    from lmi_build.redaction import is_secret_key
 
     assert not is_secret_key("option.smoothquant_per_token")
     assert is_secret_key("option.hf_token") and is_secret_key("option.auth_token") and is_secret_key("token")

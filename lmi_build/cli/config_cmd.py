@@ -51,9 +51,9 @@ def show(
     no_env: Annotated[bool, typer.Option("--no-env", help="Ignore OPTION_*/HF_*/SM_* variables.")] = False,
 ) -> None:
     """Print every resolved option with its value and where it came from."""
-    from lmi_build.options.redact import redact, secret_values
     from lmi_build.options.resolve import OptionInputs, cli_option_pairs, resolve_options
     from lmi_build.options.spec import exact_spec
+    from lmi_build.redaction import redact, secret_values
 
     env: dict[str, str] = {} if no_env else dict(os.environ)
     inputs = OptionInputs(cli=cli_option_pairs(option or []), properties_file=properties, env=env)

@@ -22,18 +22,9 @@ from dataclasses import dataclass, field
 from lmi_build.options.booleans import SPELLING as BOOL_SPELLING
 from lmi_build.options.booleans import bool_text, parse_bool
 from lmi_build.options.spec import canonical_key
+from lmi_build.redaction import SECRET_ENV_VARS
 from lmi_build.types import PlanMessage
 
-SECRET_ENV_VARS = frozenset(
-    {
-        "HF_TOKEN",
-        "HUGGING_FACE_HUB_TOKEN",
-        "HUGGINGFACE_HUB_TOKEN",
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-    }
-)
 # SERVING_* variables that configure the server process, not the model.
 SERVER_ENV_VARS = frozenset({"SERVING_OPTS", "SERVING_LOAD_MODELS", "SERVING_FAIL_FAST", "SERVING_FEATURES"})
 

@@ -25,7 +25,6 @@ from pathlib import Path
 from lmi_build.errors import OptionError
 from lmi_build.options.env import translate_env
 from lmi_build.options.properties import read_properties_with_lines
-from lmi_build.options.redact import is_secret_key, redact, secret_values
 from lmi_build.options.resolved import OptionValue, ResolvedOptions, ResolvedValue, Source
 from lmi_build.options.spec import (
     TARGETS,
@@ -39,6 +38,7 @@ from lmi_build.options.spec import (
 from lmi_build.options.spec import (
     option_spec as option_spec,
 )
+from lmi_build.redaction import is_secret_key, redact, secret_values
 from lmi_build.types import PlanMessage
 
 __all__ = [

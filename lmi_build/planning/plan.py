@@ -147,6 +147,26 @@ class BuildPlan(BaseModel, Generic[KnobsT]):
                               hint="plan it again for this target: lmi-build plan <target> ... --save plan.json")
         return self.build
 
+    def redacted(self, secrets: list[str] | None = None) -> BuildPlan[KnobsT]:
+        """This plan as it may be shown or saved: secret-named option values, token-like values, URL
+        passwords and every value of a credential variable of the environment replaced by ``***``
+        (``lmi_build.redaction``). A plan holding a credential can never be built (the packager
+        refuses to write one into serving.properties), so hiding the values loses nothing."""
+        from lmi_build.redaction import environment_secrets, redact, redact_key, redact_text
+
+        known = environment_secrets() if secrets is None else secrets
+
+        def message(item: PlanMessage) -> PlanMessage:
+            hint = redact_text(item.hint, known) if item.hint else item.hint
+            return item.model_copy(update={"message": redact_text(item.message, known), "hint": hint})
+
+        return self.model_copy(update={
+            "options": {redact_key(key, known): redact(key, value, known) for key, value in self.options.items()},
+            "errors": [message(m) for m in self.errors],
+            "warnings": [message(m) for m in self.warnings],
+            "model": self.model.model_copy(update={"id": redact_text(self.model.id, known)}),
+        })
+
     def to_json(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
         data["spec"].pop("raw", None)  # the raw config is large and in the artifact anyway

@@ -17,10 +17,8 @@ if TYPE_CHECKING:
 
 def report_plan(plan: BuildPlan) -> None:
     """Print ``plan``: JSON on stdout (--json), or tables on stdout with errors/warnings on stderr."""
-    from lmi_build.planning.redaction import redacted_plan
-
     out = current()
-    plan = redacted_plan(plan)  # what is shown never holds a credential (see planning/redaction.py)
+    plan = plan.redacted()  # what is shown never holds a credential (lmi_build/redaction.py)
     out.result(plan.to_json(), render=render_plan(plan) if out.human else None)
     if out.mode.value == "json":
         return

@@ -65,11 +65,10 @@ class SavedPlan(BaseModel, Generic[KnobsT]):
 
     def dumps(self) -> str:
         """The saved form, credentials redacted (a plan holding one cannot be built anyway)."""
-        from lmi_build.options.redact import redact_text
-        from lmi_build.planning.redaction import redacted_plan
+        from lmi_build.redaction import redact_text
 
         inputs = self.inputs.model_copy(update={"model": redact_text(self.inputs.model)})
-        shown = self.model_copy(update={"plan": redacted_plan(self.plan), "inputs": inputs})
+        shown = self.model_copy(update={"plan": self.plan.redacted(), "inputs": inputs})
         content = shown.model_dump(mode="json")
         return json.dumps({**content, DIGEST_FIELD: content_digest(content)}, indent=2) + "\n"
 
@@ -172,6 +171,6 @@ def _first_difference(written: Any, read: Any, where: str = "") -> str | None:
 def _redacted(plan: BuildPlan[Any]) -> bool:
     """Whether saving replaced a credential in the options (such a plan cannot be built anyway, and
     its cache key was computed before the value was hidden)."""
-    from lmi_build.options.redact import REDACTED
+    from lmi_build.redaction import REDACTED
 
     return any(REDACTED in value for value in plan.options.values())

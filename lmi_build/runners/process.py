@@ -18,7 +18,7 @@ from collections import deque
 from pathlib import Path
 
 from lmi_build.errors import StepError
-from lmi_build.options.redact import environment_secrets, is_secret_env_name, redact_text
+from lmi_build.redaction import environment_secrets, is_secret_env_name, redact_text
 
 TAIL_LINES = 5
 

@@ -26,7 +26,7 @@ DEFAULT_READ_TIMEOUT_S = 60
 def endpoint_label(endpoint_url: str | None) -> str:
     """The endpoint as shown in messages: explicit flag, then AWS_ENDPOINT_URL, then AWS itself;
     a ``user:password@`` in it is never shown."""
-    from lmi_build.options.redact import redact_text
+    from lmi_build.redaction import redact_text
 
     label = endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or "AWS S3"
     return redact_text(label)
@@ -76,7 +76,7 @@ def s3_client(endpoint_url: str | None, *, workers: int = 8) -> Any:
 
 
 def _safe(exc: BaseException) -> str:
-    from lmi_build.options.redact import redact_text
+    from lmi_build.redaction import redact_text
 
     return redact_text(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 

@@ -33,6 +33,10 @@ def parse_s3_url(url: str, *, error: type[LmiBuildError] = PublishError) -> S3Ur
     if not url.startswith("s3://"):
         raise error(f"not an S3 URL: {url!r}", hint="write it as s3://bucket/prefix")
     bucket, _, prefix = url[len("s3://") :].partition("/")
+    if "@" in bucket:
+        # s3://KEY:SECRET@bucket: no S3 client reads credentials from the URL, and the URL is printed.
+        raise error("an S3 URL holds credentials (s3://KEY:SECRET@bucket); they are never read from a URL",
+                    hint="write s3://bucket/prefix and pass credentials as AWS_* environment variables or a profile")
     if not _BUCKET.match(bucket):
         raise error(f"invalid S3 bucket name {bucket!r} in {url!r}", hint="write it as s3://bucket/prefix")
     prefix = prefix.strip("/")

@@ -1,0 +1,119 @@
+"""The one rule that keeps credentials out of everything lmi-build shows or writes: the console,
+``--json``, saved plans, manifests, vendor logs and error messages.
+
+A value is hidden when its key names a credential (``option.hf_token``, ``api-key``,
+``private_key``, ``authorization``), when it looks like one (a Hugging Face ``hf_...`` token, an
+AWS access key id, a GitHub token, ``Bearer ...``, ``--hf-token=...`` inside a longer value), when
+it is the password part of a URL (``https://user:pw@host``, ``s3://KEY:SECRET@bucket``), or when it
+contains the value of a credential variable of the environment. A key that is itself a token is
+hidden too. The same function serves every output path (``output.Output`` applies it to every line
+and every JSON result), so no path can forget it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+REDACTED = "***"
+
+# The environment variables that hold credentials lmi-build itself uses; never passed to vendor
+# tools, never written anywhere.
+SECRET_ENV_VARS = frozenset({
+    "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_HUB_TOKEN",
+    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+})
+
+# Whole last word of the key: "tokens_per_block" and "max_tokens" are not secrets, nor is a
+# "per_token" switch (option.smoothquant_per_token, which SmoothQuant builds write).
+_SECRET_KEY = re.compile(
+    r"(?:^|[._-])(?:hf[_-]?token|(?<!per_)token|auth[_-]?token|access[_-]?token|session[_-]?token|secret|"
+    r"secret[_-]?key|client[_-]?secret|secret[_-]?access[_-]?key|access[_-]?key[_-]?id|password|passwd|"
+    r"api[_-]?key|private[_-]?key|authorization|credentials?|bearer)$",
+    re.IGNORECASE,
+)
+# Token shapes: Hugging Face, AWS access key ids, GitHub, Slack-style, and PEM private keys.
+_SECRET_VALUE = re.compile(
+    r"\bhf_[A-Za-z0-9]{30,}\b|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|\bgh[pousr]_[A-Za-z0-9]{30,}\b"
+    r"|\bxox[abprs]-[A-Za-z0-9-]{10,}|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"
+)
+# "Bearer <token>" and "Basic <token>" in a header-like value.
+_AUTH_SCHEME = re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE)
+# A credential passed as a flag inside a longer value: --hf-token=abc, --api_key abc, token: abc.
+_SECRET_FLAG = re.compile(
+    r"(?P<name>(?:--?|\b)(?:hf[_-]?token|token|api[_-]?key|access[_-]?key|secret(?:[_-]?key)?|password|passwd|"
+    r"private[_-]?key|auth(?:orization)?)\s*[=:\s]\s*)(?P<value>\"[^\"]*\"|'[^']*'|[^\s,;&]+)",
+    re.IGNORECASE,
+)
+# The user:password part of a URL (https://user:pw@host/..., s3://KEY:SECRET@bucket/...).
+_URL_CREDENTIALS = re.compile(r"(?<=://)(?:(?P<user>[^/@:\s]*):)?[^/@\s]+@")
+# Credential-like environment variables beyond the fixed list (GITHUB_TOKEN, WANDB_API_KEY, ...).
+_SECRET_ENV_NAME = re.compile(r"((^|_)TOKEN$|SECRET|PASSWORD|PASSWD|ACCESS_KEY|API_KEY|CREDENTIAL|PRIVATE_KEY)",
+                              re.IGNORECASE)
+# Values shorter than this are not treated as secrets: a value such as 1 would match everywhere.
+_MIN_SECRET_LEN = 8
+
+
+def is_secret_key(key: str) -> bool:
+    return _SECRET_KEY.search(key) is not None
+
+
+def secret_values(env: Mapping[str, str]) -> list[str]:
+    """Values of the credential variables of ``env`` (long enough to be worth searching for)."""
+    return [value for name, value in env.items() if name in SECRET_ENV_VARS and len(value) >= _MIN_SECRET_LEN]
+
+
+def environment_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Values of every credential variable of the environment (HF_TOKEN, AWS_SECRET_ACCESS_KEY,
+    GITHUB_TOKEN, ...), longest first, so that a longer secret is replaced before its prefix."""
+    env = os.environ if environ is None else environ
+    found = set(secret_values(env))
+    found.update(v for name, v in env.items() if _SECRET_ENV_NAME.search(name) and len(v) >= _MIN_SECRET_LEN)
+    return sorted(found, key=len, reverse=True)
+
+
+def is_secret_env_name(name: str) -> bool:
+    """A variable that holds a credential: the fixed list or a credential-like name."""
+    return name in SECRET_ENV_VARS or _SECRET_ENV_NAME.search(name) is not None
+
+
+def _hide_url_credentials(match: re.Match[str]) -> str:
+    """``user:password@`` keeps the user name (it says whose credentials); a lone token is hidden whole."""
+    user = match.group("user")
+    return f"{user}:{REDACTED}@" if user is not None else f"{REDACTED}@"
+
+
+def redact_text(text: str, known_secrets: Iterable[str] = ()) -> str:
+    """``text`` (a message, a log line, a URL, a value) with every credential shape hidden."""
+    redacted = _SECRET_VALUE.sub(REDACTED, text)
+    redacted = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)} {REDACTED}", redacted)
+    redacted = _SECRET_FLAG.sub(lambda m: m.group("name") + REDACTED, redacted)
+    redacted = _URL_CREDENTIALS.sub(_hide_url_credentials, redacted)
+    for secret in known_secrets:
+        if secret:
+            redacted = redacted.replace(secret, REDACTED)
+    return redacted
+
+
+def redact(key: str, value: str, known_secrets: Iterable[str] = ()) -> str:
+    """``value`` as it may be shown for ``key``."""
+    return REDACTED if is_secret_key(key) else redact_text(value, known_secrets)
+
+
+def redact_key(key: str, known_secrets: Iterable[str] = ()) -> str:
+    """A key as it may be shown: a token typed where a key belongs is hidden too."""
+    return redact_text(key, known_secrets)
+
+
+def redact_tree(value: Any, known_secrets: Iterable[str] | None = None, *, key: str = "") -> Any:
+    """A JSON-like tree with every string redacted (and secret-named keys' values hidden)."""
+    secrets = list(environment_secrets() if known_secrets is None else known_secrets)
+    if isinstance(value, str):
+        return redact(key, value, secrets)
+    if isinstance(value, Mapping):
+        return {redact_key(str(k), secrets): redact_tree(v, secrets, key=str(k)) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_tree(item, secrets, key=key) for item in value]
+    return value
