@@ -168,6 +168,76 @@ class Output:
             self._capturing = False
 
     @contextmanager
+    def watch_written(self, label: str, directory: Any, *, total: int | None = None) -> Iterator[None]:
+        """While the block runs (a library writing a checkpoint we cannot instrument), show the bytes
+        written under ``directory`` so far, polled twice a second; nothing in --quiet/--json."""
+        import threading
+        from pathlib import Path
+
+        with self.progress() as progress:
+            if progress is None:
+                yield
+                return
+            task = progress.add_task(label, total=total)
+            done = threading.Event()
+
+            def written() -> int:
+                size = 0
+                for path in Path(directory).rglob("*"):
+                    with contextlib.suppress(OSError):
+                        if path.is_file():
+                            size += path.stat().st_size
+                return size
+
+            def poll() -> None:
+                while not done.wait(0.5):
+                    progress.update(task, completed=written())
+
+            watcher = threading.Thread(target=poll, name="lmi-build-progress", daemon=True)
+            watcher.start()
+            try:
+                yield
+            finally:
+                done.set()
+                watcher.join()
+                progress.update(task, completed=written())
+
+    @contextmanager
+    def native_output_to_debug(self) -> Iterator[None]:
+        """File descriptors 1 and 2 point at temporary files for the block, so what native code and
+        child processes write there (Ray's C++ core, its workers) is kept out of the console and
+        replayed as debug lines afterwards. Python's sys.stdout/sys.stderr keep the real terminal."""
+        import tempfile
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved = {fd: os.dup(fd) for fd in (1, 2)}
+        captured = {fd: tempfile.TemporaryFile() for fd in (1, 2)}  # noqa: SIM115 (closed in finally)
+        old_out, old_err = sys.stdout, sys.stderr
+        sys.stdout = os.fdopen(os.dup(saved[1]), "w", buffering=1, encoding="utf-8", errors="replace")
+        sys.stderr = os.fdopen(os.dup(saved[2]), "w", buffering=1, encoding="utf-8", errors="replace")
+        for fd, sink in captured.items():
+            os.dup2(sink.fileno(), fd)
+        try:
+            yield
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+            for fd, original in saved.items():
+                os.dup2(original, fd)
+                os.close(original)
+            replaced = (sys.stdout, sys.stderr)
+            sys.stdout, sys.stderr = old_out, old_err
+            for stream in replaced:
+                stream.close()
+            for sink in captured.values():
+                sink.seek(0)
+                for raw in sink.read().decode("utf-8", "replace").splitlines():
+                    if raw.strip():
+                        self.debug(raw)
+                sink.close()
+
+    @contextmanager
     def progress(self, unit: str = "bytes") -> Iterator[Progress | None]:
         """A rich progress display in human mode; ``None`` otherwise (callers must accept it).
         ``unit="bytes"`` shows sizes and speed (transfers); anything else counts items

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -220,3 +221,37 @@ max_output_len = 32
     progress = run_matrix(matrix, cache=f"s3://{s3_bucket}/cache", on_result=results.append)
     assert [r.status for r in results] == ["failed"] and results[0].error
     assert progress.starts["trtllm-tiny-llama"] == 1 and not progress.succeeded
+
+
+def test_a_build_no_node_can_take_fails_at_once(ray_cluster: RayCluster, fleet_bucket: str, tmp_path: Path) -> None:
+    """Ray queues a task no node can ever run ("infeasible") forever: it used to hang the matrix."""
+    matrix = write_matrix(tmp_path, """
+[[build]]
+target = "hf"
+model = "demo:tiny-llama"
+dtype = "fp32"
+node_labels = { "lmi-build/profile" = "no-such-node-group" }
+""", fleet_bucket)
+    started = time.monotonic()
+    result = run_matrix(matrix, cache=None, executor="ray", ray_address=ray_cluster.address).to_json()
+    assert time.monotonic() - started < 60
+    (build,) = result["builds"]
+    assert build["status"] == "failed" and "none of the cluster's" in build["error"], build
+    assert "--wait-for-resources" in build["error"] and "no-such-node-group" in build["error"]
+
+    waited = time.monotonic()
+    result = run_matrix(matrix, cache=None, executor="ray", ray_address=ray_cluster.address,
+                        wait_for_resources=3).to_json()
+    assert 3 <= time.monotonic() - waited < 60
+    assert result["builds"][0]["status"] == "failed" and "within --wait-for-resources" in result["builds"][0]["error"]
+
+
+def test_infeasible_reason_reads_every_resource() -> None:
+    from lmi_build.fleet.executors import infeasible_reason
+
+    nodes = [{"Alive": True, "Resources": {"CPU": 8.0, "GPU": 2.0, "memory": 2.0**34}, "Labels": {"g": "a"}},
+             {"Alive": False, "Resources": {"CPU": 8.0, "GPU": 8.0}}]
+    assert infeasible_reason(nodes, {"num_cpus": 1, "num_gpus": 2}) is None
+    assert "4 GPU(s)" in str(infeasible_reason(nodes, {"num_cpus": 1, "num_gpus": 4}))  # the 8-GPU node is dead
+    assert infeasible_reason(nodes, {"num_cpus": 1, "num_gpus": 0, "label_selector": {"g": "a"}}) is None
+    assert infeasible_reason(nodes, {"num_cpus": 1, "num_gpus": 0, "resources": {"neuron_cores": 2}}) is not None

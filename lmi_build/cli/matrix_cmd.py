@@ -42,6 +42,10 @@ MaxParallelOpt = Annotated[int | None, typer.Option(
 MaxRetriesOpt = Annotated[int, typer.Option(
     "--max-retries", min=0, help="Ray: times a build is re-run after its worker or node was lost (never after "
     "a build failure).")]
+WaitOpt = Annotated[float, typer.Option(
+    "--wait-for-resources", min=0, metavar="SECONDS",
+    help="Ray: how long a build that no node of the cluster can take waits for one to join (an "
+    "autoscaling cluster); 0 fails it at once.")]
 
 
 def register(app: typer.Typer) -> None:
@@ -57,13 +61,15 @@ def matrix(
     ray_address: RayAddressOpt = None,
     max_parallel: MaxParallelOpt = None,
     max_retries: MaxRetriesOpt = 3,
+    wait_for_resources: WaitOpt = 0.0,
     endpoint_url: EndpointOpt = None,
 ) -> None:
     from lmi_build.fleet.run import run_matrix
     from lmi_build.output import current
 
     progress = run_matrix(matrix_file, cache=cache, executor=executor.value, ray_address=ray_address,
-                          max_parallel=max_parallel, max_retries=max_retries, endpoint_url=endpoint_url)
+                          max_parallel=max_parallel, max_retries=max_retries, endpoint_url=endpoint_url,
+                          wait_for_resources=wait_for_resources)
     out = current()
     out.result(progress.to_json(), progress.table())
     if not progress.succeeded:

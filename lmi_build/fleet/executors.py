@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -30,6 +31,9 @@ class Execution:
     max_parallel: int | None = None  # local default: 2; ray default: as many as the cluster fits
     ray_address: str | None = None  # else RAY_ADDRESS, else a local Ray started for the run
     max_retries: int = 3  # Ray re-runs a job whose worker or node was lost this many times
+    # Ray: how long a build that no node can take may wait for one (an autoscaling cluster adds
+    # nodes); 0 fails it at once, with what it needs and what the largest node has.
+    wait_for_resources: float = 0.0
 
 
 def run_jobs(jobs: Sequence[Job], execution: Execution, on_started: OnStarted, on_result: OnResult) -> None:
@@ -96,6 +100,35 @@ def ray_task_options(job: Job, max_retries: int) -> dict[str, Any]:
     return options
 
 
+def _node_offers(node: dict[str, Any], options: dict[str, Any]) -> bool:
+    """Whether one alive node of ``ray.nodes()`` could ever run a task with these options."""
+    total = node.get("Resources") or {}
+    wanted = {"CPU": options.get("num_cpus") or 0, "GPU": options.get("num_gpus") or 0,
+              "memory": options.get("memory") or 0, **(options.get("resources") or {})}
+    if any(amount and float(total.get(name, 0)) < float(amount) for name, amount in wanted.items()):
+        return False
+    labels = node.get("Labels") or {}
+    return all(labels.get(key) == value for key, value in (options.get("label_selector") or {}).items())
+
+
+def infeasible_reason(nodes: list[dict[str, Any]], options: dict[str, Any]) -> str | None:
+    """Why no node of the cluster can take a task with ``options`` (Ray would queue it forever as
+    "infeasible"), or None when some alive node can."""
+    alive = [node for node in nodes if node.get("Alive")]
+    if any(_node_offers(node, options) for node in alive):
+        return None
+    wanted = [f"{options.get('num_gpus') or 0} GPU(s)", f"{options.get('num_cpus') or 0} CPU(s)"]
+    for name, amount in (options.get("resources") or {}).items():
+        wanted.append(f"{amount} {name}")
+    if options.get("memory"):
+        wanted.append(f"{options['memory'] / 2**30:.1f} GiB memory")
+    if options.get("label_selector"):
+        wanted.append("labels " + ", ".join(f"{k}={v}" for k, v in options["label_selector"].items()))
+    most_gpus = max((float((node.get("Resources") or {}).get("GPU", 0)) for node in alive), default=0)
+    return (f"needs {', '.join(wanted)} on one node, and none of the cluster's {len(alive)} node(s) has that "
+            f"(most GPUs on a node: {most_gpus:g})")
+
+
 def _ray_announce(events: Any) -> Callable[[Started], None]:
     def announce(started: Started) -> None:
         with contextlib.suppress(Exception):  # progress only: a lost event must never fail a build
@@ -109,6 +142,15 @@ def _ray_job(job: Job, events: Any) -> BuildResult:
 
 
 def _run_ray(jobs: Sequence[Job], execution: Execution, on_started: OnStarted, on_result: OnResult) -> None:
+    from lmi_build.output import current
+
+    # Ray's own processes and C++ core write to the inherited stdout/stderr (banners, stack dumps
+    # on SIGTERM): that goes to the debug channel; lmi-build's own lines still reach the console.
+    with current().native_output_to_debug():
+        _run_ray_tasks(jobs, execution, on_started, on_result)
+
+
+def _run_ray_tasks(jobs: Sequence[Job], execution: Execution, on_started: OnStarted, on_result: OnResult) -> None:
     import ray
     from ray.exceptions import RayError
     from ray.util.queue import Empty, Queue
@@ -136,12 +178,29 @@ def _run_ray(jobs: Sequence[Job], execution: Execution, on_started: OnStarted, o
                 except RayError:  # the queue's node is gone: progress only
                     return
 
+        submitted: dict[Any, float] = {}
+        hint = ("add a node that has it, or pass --wait-for-resources SECONDS when the cluster autoscales"
+                if not execution.wait_for_resources else "no node with it joined within --wait-for-resources")
         while waiting or pending:
             while waiting and len(pending) < limit:
                 job = waiting.pop(0)
-                pending[task.options(**ray_task_options(job, execution.max_retries)).remote(job, events)] = job
+                options = ray_task_options(job, execution.max_retries)
+                reason = infeasible_reason(ray.nodes(), options)
+                if reason is not None and not execution.wait_for_resources:
+                    on_result(_failed(job, f"{reason}: {hint}"))
+                    continue
+                ref = task.options(**options).remote(job, events)
+                pending[ref], submitted[ref] = job, time.monotonic()
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_SECONDS)
             drain()
+            for ref in [r for r in pending if r not in ready
+                        and time.monotonic() - submitted[r] > execution.wait_for_resources > 0]:
+                job = pending[ref]
+                reason = infeasible_reason(ray.nodes(), ray_task_options(job, execution.max_retries))
+                if reason is not None:  # still no node for it: give up on this one build
+                    ray.cancel(ref, force=True)
+                    del pending[ref]
+                    on_result(_failed(job, f"{reason}: {hint}"))
             for ref in ready:
                 job = pending.pop(ref)
                 try:

@@ -13,7 +13,8 @@ from lmi_build.output import current
 
 def run_matrix(matrix_file: Path, *, cache: str | None, executor: ExecutorName = "local",
                ray_address: str | None = None, max_parallel: int | None = None, max_retries: int = 3,
-               endpoint_url: str | None = None, on_started: OnStarted | None = None,
+               endpoint_url: str | None = None, wait_for_resources: float = 0.0,
+               on_started: OnStarted | None = None,
                on_result: OnResult | None = None) -> MatrixProgress:
     """Run every build of ``matrix_file``; the returned progress holds every result. Nothing runs
     unless every build plans cleanly and the cache bucket is reachable."""
@@ -35,7 +36,7 @@ def run_matrix(matrix_file: Path, *, cache: str | None, executor: ExecutorName =
             on_result(result)
 
     execution = Execution(executor=executor, max_parallel=max_parallel, ray_address=ray_address,
-                          max_retries=max_retries)
+                          max_retries=max_retries, wait_for_resources=wait_for_resources)
     with progress.live(current()):
         run_jobs(jobs, execution, started, finished)
     return progress

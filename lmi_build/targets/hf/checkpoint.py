@@ -10,6 +10,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from lmi_build import output
 from lmi_build.errors import StepError
 from lmi_build.fs import staged_directory
 from lmi_build.planning.plan import BuildPlan
@@ -73,13 +74,13 @@ def _export_hf(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: Path
             import torch
 
             if packed:
-                with quiet_libraries():
+                with output.current().watch_written("writing the packed checkpoint", staging), quiet_libraries():
                     notes = _packed_layout(build.export_format).write_checkpoint(
                         model, where, quant.group_size or 128, staging)
             else:
                 from modelopt.torch.export import export_hf_checkpoint
 
-                with quiet_libraries():
+                with output.current().watch_written("exporting the checkpoint", staging), quiet_libraries():
                     export_hf_checkpoint(model, dtype=getattr(torch, build.dtype), export_dir=staging)
                 notes = _fix_missing_pre_quant_scale_hf(staging)
                 if build.export_format == "compressed_tensors":
