@@ -122,8 +122,26 @@ def test_exit_3_names_the_conversion_and_its_command_finishes_on_a_gpu_host(tmp_
     assert "examples/models/core/gpt/convert_checkpoint.py of TensorRT-LLM 0.21.0rc1" in outcome["message"]
     assert "--trtllm-examples ./TensorRT-LLM/examples" in outcome["next_command"]
     assert sorted(p.name for p in out.iterdir()) == ["plan.json"]
+    # Only plan.json was written: no claim of a checkpoint; where the next command runs is said.
+    assert "stopped after the TensorRT-LLM checkpoint" not in outcome["message"]
+    assert "only plan.json was written" in outcome["message"]
+    assert "a GPU host with TensorRT-LLM 0.21.0rc1" in outcome["next_host"]
+    assert "--runner docker" in outcome["next_host"] and "--runner script" in outcome["next_host"]
+    assert outcome["next_command"].endswith(f"--output {tmp_path / 'stopped-artifact'}")
     host = tmp_path / "gpu-host"
     standin_examples(host / "TensorRT-LLM" / "examples", get_profile(profile).tensorrt_llm)
+    # The finishing command run where trtllm-build is missing: exit 3 again, nothing written, and the
+    # same command (the same --output, never "stopped-artifact-artifact") is the one to run elsewhere.
+    again = subprocess.run(["sh", "-c", outcome["next_command"].replace("lmi-build ", f"{sys.executable} -m lmi_build ")
+                            + " --json"], cwd=host, env=_env(profile, gpu=False), capture_output=True, text=True,
+                           timeout=600, check=False)
+    assert again.returncode == 3, again.stderr
+    repeated = _outcome(again)
+    assert repeated["next_command"].startswith(f"lmi-build trtllm --plan {out / 'plan.json'} ")
+    assert repeated["next_command"].endswith(f"--output {tmp_path / 'stopped-artifact'}")
+    assert "artifact-artifact" not in again.stdout
+    assert "nothing written" in repeated["message"] and repeated["output"] == str(out)
+    assert not (tmp_path / "stopped-artifact").exists()
     finished = subprocess.run(["sh", "-c", outcome["next_command"].replace("lmi-build ", f"{sys.executable} -m lmi_build ")],
                               cwd=host, env=_env(profile), capture_output=True, text=True, timeout=600, check=False)
     assert finished.returncode == 0, finished.stderr
