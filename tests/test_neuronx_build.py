@@ -201,9 +201,19 @@ def test_script_bundle_runs_and_its_finish_command_packages(tmp_path: Path) -> N
     wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(STANDIN_PYTHON))} "$@"\n')
     wrapper.chmod(0o755)
     run_script, package = outcome["next_command"].rsplit(" && ", 1)
-    env = {**os.environ, "PATH": f"{host_bin}{os.pathsep}{os.environ['PATH']}", "RUNNER": "local"}
+    env = {**os.environ, "PATH": f"{host_bin}{os.pathsep}{os.environ['PATH']}", "RUNNER": "local",
+           "NEURON_DOCKER_DEVICES": f"--device={tmp_path / 'no-such-neuron0'}"}
+    # No Neuron device: the script's host check stops it before the compile, naming the device and the fix.
+    refused = subprocess.run(run_script, shell=True, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert refused.returncode == 1 and "[STAND-IN]" not in refused.stdout
+    assert "missing  the Neuron devices" in refused.stdout and "fix: run on an inf2/trn1 host" in refused.stdout
+    assert not (bundle / "compiled").exists()
+    device = tmp_path / "neuron0"  # a stand-in for /dev/neuron0: the check only asks that it exists
+    device.touch()
+    env["NEURON_DOCKER_DEVICES"] = f"--device={device}"
     done = subprocess.run(run_script, shell=True, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
+    assert "ok       the Neuron devices" in done.stdout and "ok       the model directory MODEL_DIR" in done.stdout
     assert "[STAND-IN]" in done.stdout
     argv = shlex.split(package)
     assert argv[:2] == ["lmi-build", "neuronx"]

@@ -55,4 +55,4 @@ def test_golden_bundle_script(profile_name: str, plan_model: Planner) -> None:
     paths = neuronx_paths(driver=Path("driver"), model=Path("model"), compiled=Path("compiled"),
                           cache=Path("neuron-cache"))
     runner.run(compile_step("python3"), paths, Path("."), plan)
-    _golden(f"{profile_name}.build-neffs.sh", neff_script(runner, paths, header=f"profile {profile.name}"))
+    _golden(f"{profile_name}.build-neffs.sh", neff_script(runner, paths, header=f"profile {profile.name}", profile=profile))

@@ -104,6 +104,7 @@ def test_trtllm_without_toolchain_stops_after_checkpoint(tmp_path: Path) -> None
     outcome = as_json(result)
     assert outcome["status"] == "checkpoint"
     assert "trtllm-build not found" in outcome["message"]
+    assert outcome["message"].startswith("stopped after the TensorRT-LLM checkpoint")  # converted here: it is there
     # The finishing command executes the saved plan (issue "the plan is the contract"), not re-typed flags.
     assert "--checkpoint" in outcome["next_command"] and f"--plan {out}/plan.json" in outcome["next_command"]
     assert (out / "rank0.safetensors").is_file()

@@ -95,7 +95,12 @@ def test_script_bundle_runs_as_printed_and_packages(tmp_path: Path) -> None:
     assert "models/core/gpt/convert_checkpoint.py" in script and "trtllm-build" in script
     assert not (bundle / "checkpoint").exists()  # converted on the GPU host, by the script
     assert "runs examples/models/core/gpt/convert_checkpoint.py of TensorRT-LLM 0.21.0rc1" in outcome["message"]
-    assert "set MODEL_DIR" in outcome["message"] and "TRTLLM_EXAMPLES" in outcome["message"]
+    assert "TRTLLM_EXAMPLES" in outcome["message"]
+    # The model travels in the bundle (hard links where possible) and the script reads it there by
+    # default, never from this host's path (issue 24 item 5).
+    cache = os.environ.get("LMI_BUILD_CACHE", str(Path.home() / ".cache" / "lmi-build"))  # where the model is here
+    assert (bundle / "model" / "config.json").is_file() and any((bundle / "model").glob("*.safetensors"))
+    assert ': "${MODEL_DIR:=model}"' in script and cache not in script and str(tmp_path) not in script
     # On the "GPU host": the stand-ins on PATH, a TensorRT-LLM checkout where the script expects it.
     standin_examples(bundle / "TensorRT-LLM" / "examples", get_profile(profile).tensorrt_llm)
     gpu_env = {**_env(profile), "RUNNER": "local"}
@@ -117,8 +122,26 @@ def test_exit_3_names_the_conversion_and_its_command_finishes_on_a_gpu_host(tmp_
     assert "examples/models/core/gpt/convert_checkpoint.py of TensorRT-LLM 0.21.0rc1" in outcome["message"]
     assert "--trtllm-examples ./TensorRT-LLM/examples" in outcome["next_command"]
     assert sorted(p.name for p in out.iterdir()) == ["plan.json"]
+    # Only plan.json was written: no claim of a checkpoint; where the next command runs is said.
+    assert "stopped after the TensorRT-LLM checkpoint" not in outcome["message"]
+    assert "only plan.json was written" in outcome["message"]
+    assert "a GPU host with TensorRT-LLM 0.21.0rc1" in outcome["next_host"]
+    assert "--runner docker" in outcome["next_host"] and "--runner script" in outcome["next_host"]
+    assert outcome["next_command"].endswith(f"--output {tmp_path / 'stopped-artifact'}")
     host = tmp_path / "gpu-host"
     standin_examples(host / "TensorRT-LLM" / "examples", get_profile(profile).tensorrt_llm)
+    # The finishing command run where trtllm-build is missing: exit 3 again, nothing written, and the
+    # same command (the same --output, never "stopped-artifact-artifact") is the one to run elsewhere.
+    again = subprocess.run(["sh", "-c", outcome["next_command"].replace("lmi-build ", f"{sys.executable} -m lmi_build ")
+                            + " --json"], cwd=host, env=_env(profile, gpu=False), capture_output=True, text=True,
+                           timeout=600, check=False)
+    assert again.returncode == 3, again.stderr
+    repeated = _outcome(again)
+    assert repeated["next_command"].startswith(f"lmi-build trtllm --plan {out / 'plan.json'} ")
+    assert repeated["next_command"].endswith(f"--output {tmp_path / 'stopped-artifact'}")
+    assert "artifact-artifact" not in again.stdout
+    assert "nothing written" in repeated["message"] and repeated["output"] == str(out)
+    assert not (tmp_path / "stopped-artifact").exists()
     finished = subprocess.run(["sh", "-c", outcome["next_command"].replace("lmi-build ", f"{sys.executable} -m lmi_build ")],
                               cwd=host, env=_env(profile), capture_output=True, text=True, timeout=600, check=False)
     assert finished.returncode == 0, finished.stderr

@@ -74,7 +74,7 @@ def test_golden_script(profile_name: str, trtllm_plan: TrtllmPlanner, tmp_path: 
     paths = trtllm_paths(model=Path("/models/llama"), checkpoint=Path("/work/ckpt"), engine=Path("/work/engine"),
                   examples=Path("/src/TensorRT-LLM/examples"))
     run_steps(plan_steps(plan, profile).steps, runner, tmp_path, paths, plan)
-    text = engine_script(runner, paths, header=f"profile {profile.name}")
+    text = engine_script(runner, paths, header=f"profile {profile.name}", tensorrt_llm=profile.tensorrt_llm)
     _golden(f"{profile_name}__smoothquant_per_token.sh", text)
     script = tmp_path / "build.sh"
     script.write_text(text)

@@ -42,6 +42,7 @@ class BuildSettings:
     remote_cache: str | None = None  # s3://bucket/prefix of the shared build cache (storage.build_cache)
     # The user's input files (--plan, --properties): never inside an output --overwrite replaces.
     inputs: tuple[Path, ...] = ()
+    plan_file: Path | None = None  # --plan: the saved plan this build executes
 
 
 @dataclass
@@ -51,6 +52,7 @@ class BuildOutcome:
     output: Path
     steps: list[StepTiming] = field(default_factory=list)
     next_command: str | None = None  # what finishes the job when it stopped early
+    next_host: str | None = None  # where next_command can run, in words ("a GPU host with ...")
     message: str = ""
     published: dict[str, Any] | None = None
     stand_in: bool = False  # the engines came from a test stand-in, not the vendor compiler
@@ -63,6 +65,7 @@ class BuildOutcome:
             "cache_key": self.plan.cache_key,
             "steps": [step.model_dump(mode="json") for step in self.steps],
             "next_command": self.next_command,
+            "next_host": self.next_host,
             "message": self.message,
             "published": self.published,
             "stand_in": self.stand_in,

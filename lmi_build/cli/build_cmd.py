@@ -182,7 +182,7 @@ def _build(name: TargetName, knobs: dict[str, Any], plan_file: Path | None, sett
 
     target = get_target(name)
     inputs = tuple(path for path in (plan_file, knobs.get("properties")) if isinstance(path, Path))
-    settings = dataclasses.replace(settings, inputs=inputs)
+    settings = dataclasses.replace(settings, inputs=inputs, plan_file=plan_file)
     saved = load_plan_for(name, plan_file, knobs) if plan_file is not None else None
     if saved is None:
         from lmi_build.planner import plan_request
@@ -219,4 +219,5 @@ def _report(outcome: BuildOutcome) -> None:
         if outcome.published:
             out.info(f"published to {outcome.published['url']}")
         if outcome.next_command:
-            out.info(f"next: {outcome.next_command}")
+            where = f" ({outcome.next_host})" if outcome.next_host else ""
+            out.info(f"next{where}: {outcome.next_command}")

@@ -48,19 +48,12 @@ def unfinished_build(location: str) -> VerifyError | None:
                        hint=f"finish it with: {command}" + (f"; {where}" if where else ""))
 
 
-def _artifact(output: Path) -> Path:
-    return output.with_name(f"{output.name}-artifact")  # where the build's own `next:` command puts it
-
-
 def _finish(target: str, output: Path, *extra: str) -> str:
     from lmi_build.planning.saved import PLAN_FILE
+    from lmi_build.runners.bundle import finished_output  # where the build's own `next:` command puts it
 
     return shlex.join(["lmi-build", target, "--plan", str(output / PLAN_FILE), *extra,
-                       "--output", str(_artifact(output))])
-
-
-def _run_script(output: Path, script: str) -> str:
-    return f"(cd {shlex.quote(str(output))} && ./{script})"
+                       "--output", str(finished_output(output))])
 
 
 def _filled(path: Path) -> bool:
@@ -69,6 +62,7 @@ def _filled(path: Path) -> bool:
 
 def _trtllm(output: Path) -> tuple[str, str, bool]:
     """(what is missing, the finishing command, whether that command runs trtllm-build here)."""
+    from lmi_build.runners.bundle import run_script_command
     from lmi_build.targets.trtllm.build import BUNDLE_ENGINE, BUNDLE_SCRIPT
 
     engine = output / BUNDLE_ENGINE
@@ -77,7 +71,7 @@ def _trtllm(output: Path) -> tuple[str, str, bool]:
         if _filled(engine):
             return f"the packaging of the engines {BUNDLE_SCRIPT} built in {BUNDLE_ENGINE}/", package, False
         return (f"the TensorRT-LLM engines ({BUNDLE_SCRIPT} has not been run; it runs on a GPU host)",
-                f"{_run_script(output, BUNDLE_SCRIPT)} && {package}", False)
+                f"{run_script_command(output, BUNDLE_SCRIPT)} && {package}", False)
     if (output / "config.json").is_file():
         return ("the TensorRT-LLM engines (the build stopped after the checkpoint: no TensorRT-LLM toolchain "
                 "where it ran)", _finish("trtllm", output, "--checkpoint", str(output)), True)
@@ -86,6 +80,7 @@ def _trtllm(output: Path) -> tuple[str, str, bool]:
 
 def _neuronx(output: Path, build: object) -> tuple[str, str, bool]:
     """(what is missing, the finishing command, whether that command runs neuronx-cc here)."""
+    from lmi_build.runners.bundle import run_script_command
     from lmi_build.targets.neuronx.build import BUNDLE_SCRIPT, CACHE_DIR, CACHE_LAYOUT
 
     if (output / BUNDLE_SCRIPT).is_file():
@@ -94,5 +89,5 @@ def _neuronx(output: Path, build: object) -> tuple[str, str, bool]:
         if _filled(produced):
             return f"the packaging of the NEFFs {BUNDLE_SCRIPT} compiled in {produced.name}/", package, False
         return (f"the compiled NEFFs ({BUNDLE_SCRIPT} has not been run; it runs on a Neuron host)",
-                f"{_run_script(output, BUNDLE_SCRIPT)} && {package}", False)
+                f"{run_script_command(output, BUNDLE_SCRIPT)} && {package}", False)
     return "the compiled NEFFs (only the plan was written)", _finish("neuronx", output), True

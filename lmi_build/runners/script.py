@@ -1,5 +1,6 @@
-"""The ``script`` runner: every step written into one POSIX shell script for a host without
-lmi-build (a GPU or Neuron host), run there in the profile's container or on its PATH."""
+"""The ``script`` runner: every step written as POSIX shell, for a host without lmi-build (a GPU or
+Neuron host), run there in the profile's container or on its PATH. The script around these lines
+(its variables, host check and step runner) is written by ``lmi_build.runners.bundle``."""
 
 from __future__ import annotations
 
@@ -22,8 +23,10 @@ class ScriptRunner:
     # expansion such as ${NEURON_DOCKER_DEVICES:-...} stays live in the script)
     devices: tuple[str, ...] = GPU_DEVICE_ARGS
     lines: list[str] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)  # what the script runs, in order (its host check reads them)
 
     def run(self, step: Step, paths: Paths, work_dir: Path, plan: BuildPlan | None) -> StepResult:
+        self.steps.append(step)
         self.lines.append(f"# step: {step.name} ({step.where})")
         if step.in_process is not None:
             self.lines.append(f"# produced on the lmi-build host: {step.in_process}")
@@ -34,7 +37,7 @@ class ScriptRunner:
         else:
             values = {name: "${" + paths.dir(name).variable + "}" for name in paths.names()}
             values["workers"] = "${WORKERS}"
-            on_path = [_quote_keep_vars(a) for a in bind(step.argv, values)]
+            on_path = [quote_keep_vars(a) for a in bind(step.argv, values)]
             for name in step.outputs:
                 self.lines.append(f'mkdir -p "${{{paths.dir(name).variable}}}"')
             if self.image is None:
@@ -60,49 +63,7 @@ class ScriptRunner:
             command += ["-e", shlex.quote(f"{key}={value}")]
         command.append(shlex.quote(self.image))
         mounts = {name: paths.dir(name).mount for name in paths.names()}
-        return command + [_quote_keep_vars(a) for a in bind(step.argv, {**mounts, "workers": "${WORKERS}"})]
-
-    def script(self, paths: Paths, *, final: str, header: str = "", defaults: dict[str, str] | None = None,
-               purpose: str = "build steps") -> str:
-        """The script; ``paths`` are its directory defaults (relative to where it runs), each
-        overridable through its variable; ``defaults`` fills directories ``paths`` leaves unset;
-        ``final`` names the directory the script produces."""
-        values: dict[str, str] = {}
-        for name in paths.names():
-            path = paths.get(name)
-            values[paths.dir(name).variable] = str(path) if path is not None else (defaults or {}).get(name, "")
-        lines = ["#!/bin/sh", f"# Written by lmi-build (script runner). Runs the {purpose}.",
-                 *(f"# {h}" for h in header.splitlines() if h), "set -eu",
-]
-        for var, value in values.items():
-            lines.append(f': "${{{var}:={shlex.quote(value)}}}"')
-        if self.image is not None:
-            lines += ["# RUNNER=docker runs each step in the image above; RUNNER=local runs the tools on PATH",
-                      "# (e.g. inside that container, or on a host with the same toolchain installed)",
-                      ': "${RUNNER:=docker}"']
-        lines += [': "${LOG_DIR:=build-logs}"',
-                  "# docker bind mounts need absolute paths; a relative one would name a volume instead",
-                  'abspath() { if [ -d "$1" ]; then (cd "$1" && pwd); else printf "%s" "$1"; fi; }',
-                  f'mkdir -p "${paths.dir(final).variable}"',
-                  *(f'{var}=$(abspath "${var}")' for var in values),
-                  'if [ -z "${WORKERS:-}" ]; then',
-                  '  WORKERS=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU " || true)',
-                  '  [ "$WORKERS" -ge 1 ] 2>/dev/null || WORKERS=1',
-                  'fi',
-                  'mkdir -p "$LOG_DIR"',
-                  "# run_step NAME COMMAND...: stream and log one step; its failure fails the script",
-                  "# (POSIX sh has no pipefail, so the exit status travels through a file past tee)",
-                  "run_step() {",
-                  '  step=$1; shift',
-                  '  { if "$@" 2>&1; then rc=0; else rc=$?; fi; echo "$rc" > "$LOG_DIR/$step.status"; } | tee "$LOG_DIR/$step.log"',
-                  '  status=$(cat "$LOG_DIR/$step.status"); rm -f "$LOG_DIR/$step.status"',
-                  '  if [ "$status" -ne 0 ]; then',
-                  '    echo "step $step failed (exit $status); log: $LOG_DIR/$step.log" >&2',
-                  '    exit "$status"',
-                  "  fi",
-                  "}",
-                  "", *self.lines]
-        return "\n".join(lines).rstrip("\n") + "\n"
+        return command + [quote_keep_vars(a) for a in bind(step.argv, {**mounts, "workers": "${WORKERS}"})]
 
 
 def _wrap(words: list[str]) -> str:
@@ -119,7 +80,7 @@ def _indent(text: str) -> str:
     return "\n".join("  " + line for line in text.splitlines())
 
 
-def _quote_keep_vars(arg: str) -> str:
+def quote_keep_vars(arg: str) -> str:
     """Shell-quote an argument but let ``${VAR}`` references expand (double quotes)."""
     if "${" not in arg:
         return shlex.quote(arg)

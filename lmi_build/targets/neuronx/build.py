@@ -16,19 +16,18 @@ from pathlib import Path
 from lmi_build.artifact.manifest import HardwareTarget, StepTiming
 from lmi_build.building.context import BuildContext, BuildOutcome, BuildSettings
 from lmi_build.errors import SourceError, UnsupportedTarget
-from lmi_build.fs import link_tree
 from lmi_build.output import current
 from lmi_build.planning.saved import PLAN_FILE, SavedPlan
-from lmi_build.runners import LOG_DIR, ScriptRunner, make_runner
+from lmi_build.runners import LOG_DIR, make_runner
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.targets.neuronx.layouts import LAYOUTS
 from lmi_build.targets.neuronx.profiles import NeuronProfile, get_profile
 from lmi_build.targets.neuronx.sdk import sdk
+from lmi_build.targets.neuronx.steps import BUNDLE_SCRIPT
 
 # The Python with the Neuron SDK that --runner local uses (default: the one running lmi-build).
 NEURON_PYTHON_ENV = "LMI_BUILD_NEURON_PYTHON"
 STAND_IN_MARKER = "STAND-IN"  # a file a stand-in compiler leaves in compiled/; the real SDK never does
-BUNDLE_SCRIPT = "build-neffs.sh"
 CACHE_DIR = "neuron-cache"
 CACHE_LAYOUT = "neuronx-cache"
 PROBE_TIMEOUT_S = 120
@@ -219,28 +218,24 @@ def finish_command(plan_file: Path, *, compiled_dir: Path, output: Path) -> str:
 def _write_bundle(ctx: BuildContext, profile: NeuronProfile) -> BuildOutcome:
     """--runner script: driver/, the model, plan.json and build-neffs.sh; run on a Neuron host, then
     package the compiled/ it writes with exactly this plan."""
-    from lmi_build.artifact.packager import install_directory
-    from lmi_build.targets.neuronx.steps import SCRIPT_DEVICES, compile_step, neff_script, neuronx_paths
+    from lmi_build.runners.bundle import finished_output, write_bundle
+    from lmi_build.targets.neuronx.steps import compile_step, neff_bundle, neuronx_paths
 
     output = ctx.settings.output.absolute()
     bundle = ctx.work / "bundle"
     bundle.mkdir()
     shutil.move(str(ctx.work / "driver"), bundle / "driver")
-    link_tree(ctx.source.path, bundle / "model")  # self-contained: hard links where possible
-    runner = ScriptRunner(image=profile.image or None, devices=SCRIPT_DEVICES)
     relative = neuronx_paths(driver=Path("driver"), model=Path("model"), compiled=Path("compiled"),
-                             cache=Path("neuron-cache"))
-    runner.run(compile_step("python3", timeout_s=ctx.settings.step_timeout_s), relative, ctx.work, ctx.plan)
-    script = bundle / BUNDLE_SCRIPT
-    script.write_text(neff_script(runner, relative, header=f"profile {profile.name}; plan {ctx.plan.cache_key}"),
-                      encoding="utf-8")
-    script.chmod(0o755)
-    ctx.saved.save(bundle / PLAN_FILE)
-    install_directory(bundle, output, overwrite=ctx.settings.overwrite)
-    artifact = output.with_name(f"{output.name}-artifact")
+                             cache=Path(CACHE_DIR))
+    spec = neff_bundle(profile.image or None, profile=profile,
+                       header=f"profile {profile.name}; plan {ctx.plan.cache_key}")
     produced = CACHE_DIR if ctx.plan.knobs(NeuronxBuild).layout == CACHE_LAYOUT else "compiled"
-    package_cmd = finish_command(output / PLAN_FILE, compiled_dir=output / produced, output=artifact)
-    run_script = f"(cd {shlex.quote(str(output))} && ./{BUNDLE_SCRIPT})"
+    package = finish_command(output / PLAN_FILE, compiled_dir=output / produced, output=finished_output(output))
+    next_command = write_bundle(spec, [compile_step("python3", timeout_s=ctx.settings.step_timeout_s)], relative,
+                                bundle=bundle, saved=ctx.saved, output=output, overwrite=ctx.settings.overwrite,
+                                package=package, linked={"model": ctx.source.path})
     return BuildOutcome(plan=ctx.plan, status="script", output=output, steps=list(ctx.record.steps),
-                        next_command=f"{run_script} && {package_cmd}",
-                        message="driver, model, plan.json and build-neffs.sh written; run the script on a Neuron host")
+                        next_command=next_command,
+                        message="driver, model, plan.json and build-neffs.sh written; run the script on a Neuron host",
+                        next_host=f"the script on a Neuron host: ./{BUNDLE_SCRIPT} --check lists what that host "
+                                  "lacks; the packaging where lmi-build is")

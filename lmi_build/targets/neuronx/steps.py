@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lmi_build.planning.plan import BuildPlan
+from lmi_build.runners.bundle import BundleSpec, Requirement, bundle_script
 from lmi_build.runners.script import ScriptRunner
 from lmi_build.runners.step import Dir, Paths, Step
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
@@ -72,9 +73,30 @@ def compile_step(python: str, *, timeout_s: int | None = None) -> Step:
                 timeout_s=timeout_s or COMPILE_TIMEOUT_S)
 
 
-def neff_script(runner: ScriptRunner, paths: Paths, *, header: str) -> str:
+BUNDLE_SCRIPT = "build-neffs.sh"
+
+
+def neff_bundle(image: str | None, *, header: str = "", profile: NeuronProfile | None = None) -> BundleSpec:
+    """build-neffs.sh as the shared bundle writer's data: the Neuron devices the compile uses."""
+    sdk = f"Neuron SDK {profile.neuron_sdk}" if profile is not None else "the profile's Neuron SDK"
+    bundled = "travels in the bundle's {0}/: copy the whole bundle directory, or set {1} to it"
+    return BundleSpec(
+        script=BUNDLE_SCRIPT, purpose="Neuron NEFF compile (transformers-neuronx)", final="compiled", image=image,
+        devices=SCRIPT_DEVICES, header=header,
+        dir_fixes={"driver": "the compile driver " + bundled.format("driver", "DRIVER_DIR"),
+                   "model": "the model " + bundled.format("model", "MODEL_DIR")},
+        tool_fix=(f"run inside {image} (RUNNER=docker does), or " if image else "")
+                 + f"use a host whose python3 has {sdk} (transformers-neuronx)",
+        requirements=(Requirement(
+            what="the Neuron devices the compile loads onto (NEURON_DOCKER_DEVICES, default --device=/dev/neuron0)",
+            test=f"devices_present {SCRIPT_DEVICES[0]}",
+            fix="run on an inf2/trn1 host with the Neuron driver; set NEURON_DOCKER_DEVICES to its "
+                "--device=/dev/neuronN arguments (one per device the compile uses)"),))
+
+
+def neff_script(runner: ScriptRunner, paths: Paths, *, header: str, profile: NeuronProfile | None = None) -> str:
     """build-neffs.sh from the step ``runner`` has collected."""
-    return runner.script(paths, final="compiled", header=header, purpose="Neuron NEFF compile (transformers-neuronx)")
+    return bundle_script(runner, neff_bundle(runner.image, header=header, profile=profile), paths)
 
 
 def _build(plan: BuildPlan) -> NeuronxBuild:

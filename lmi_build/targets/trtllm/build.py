@@ -13,21 +13,21 @@ from typing import TYPE_CHECKING
 from lmi_build.artifact.manifest import HardwareTarget, StepTiming
 from lmi_build.building.context import BuildContext, BuildOutcome, BuildSettings
 from lmi_build.errors import LmiBuildError, SourceError
-from lmi_build.fs import link_tree
 from lmi_build.output import current
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import PLAN_FILE, SavedPlan
-from lmi_build.runners import LOG_DIR, Paths, ScriptRunner, Step, make_runner
+from lmi_build.runners import LOG_DIR, Paths, Step, make_runner
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
 from lmi_build.targets.trtllm.profile_schema import ContainerProfile
-from lmi_build.targets.trtllm.steps import DEFAULT_EXAMPLES
+from lmi_build.targets.trtllm.steps import BUNDLE_SCRIPT, DEFAULT_EXAMPLES
 
 if TYPE_CHECKING:
     from lmi_build.quantize.result import CheckpointResult
+    from lmi_build.runners.bundle import Requirement
 
 BUNDLE_CHECKPOINT = "checkpoint"
 BUNDLE_ENGINE = "engine"
-BUNDLE_SCRIPT = "build-engines.sh"
+BUNDLE_MODEL = "model"
 
 
 def preflight(saved: SavedPlan, settings: BuildSettings) -> None:
@@ -199,11 +199,6 @@ def finish_command(plan_file: Path, *, output: Path, checkpoint: Path | None = N
     return shlex.join(parts)
 
 
-def artifact_output(output: Path) -> Path:
-    """Where the finishing command puts the artifact: beside the bundle or checkpoint."""
-    return output.with_name(f"{output.name}-artifact")
-
-
 def container_conversion(steps: list[Step], version: str) -> str | None:
     """The vendor conversion a GPU host must run before trtllm-build, in words (None: nothing to convert)."""
     scripts = [step.argv[1].replace("{examples}", "examples") for step in steps
@@ -213,81 +208,129 @@ def container_conversion(steps: list[Step], version: str) -> str | None:
     return f"{' then '.join(scripts)} of TensorRT-LLM {version}"
 
 
+def _host_needs(profile: ContainerProfile, runner: str) -> str:
+    """Where the finishing command of a stopped build runs, in words."""
+    if runner == "docker":
+        return (f"run it on a GPU host with Docker and the NVIDIA container runtime (it runs {profile.image}), "
+                "or add --runner script for a bundle to run there")
+    return (f"run it on a GPU host with TensorRT-LLM {profile.tensorrt_llm} (trtllm-build and nvidia-smi on PATH, "
+            "e.g. inside the profile's image), or add --runner docker (a GPU host with Docker) or --runner script "
+            "(a bundle to run there)")
+
+
 def _stop_with_checkpoint(ctx: BuildContext, profile: ContainerProfile, checkpoint: Path,
                           reason: str, vendor: list[Step]) -> BuildOutcome:
     """Exit 3 or --until checkpoint: the checkpoint (with plan.json beside its config.json) goes
-    to --output; with --checkpoint the user's directory stays as it is and --output gets plan.json."""
-    from lmi_build.artifact.packager import install_directory
-
-    output = ctx.settings.output.absolute()
-    converted_here = ctx.settings.checkpoint is None and checkpoint.is_dir()
-    if ctx.settings.until == "checkpoint" and ctx.settings.checkpoint is None and not converted_here:
+    to --output; with --checkpoint the user's directory stays as it is and --output gets plan.json.
+    A build of a saved plan (--plan) that has nothing but that plan to leave writes nothing: its
+    finishing command is the same plan's, with the same --output."""
+    settings = ctx.settings
+    output = settings.output.absolute()
+    converted_here = settings.checkpoint is None and checkpoint.is_dir()
+    if settings.until == "checkpoint" and settings.checkpoint is None and not converted_here:
         raise LmiBuildError(
             f"this plan's checkpoint is converted by TensorRT-LLM {profile.tensorrt_llm}'s own scripts in the "
             "container, so there is no checkpoint to stop after",
             hint="build with --runner docker on a GPU host, or --runner script for a bundle that converts there",
             code="checkpoint_in_container")
-    conversion = container_conversion(vendor, profile.tensorrt_llm) if ctx.settings.checkpoint is None else None
+    conversion = container_conversion(vendor, profile.tensorrt_llm) if settings.checkpoint is None else None
+    if conversion is not None and not converted_here:
+        reason += f"; the GPU host must run {conversion} (a checkout at that tag: --trtllm-examples)"
     if converted_here:
-        staged = checkpoint
-    else:  # the user's --checkpoint stays where it is, or the container converts on the GPU host
+        what = "stopped after the TensorRT-LLM checkpoint"
+        plan_file, stopped_at, finished = _stop_output(ctx, checkpoint, output)
+    elif settings.plan_file is not None:
+        what = f"stopped before {'trtllm-build' if settings.checkpoint else 'any TensorRT-LLM step'}; nothing written"
+        plan_file = settings.plan_file.absolute()
+        stopped_at, finished = plan_file.parent, output  # --output is still free for the artifact
+    else:
+        what = (f"stopped before {'trtllm-build' if settings.checkpoint else 'any TensorRT-LLM step'}; "
+                "only plan.json was written")
         staged = ctx.work / "plan-only"
         staged.mkdir()
-        if conversion is not None:
-            reason += f"; the GPU host must run {conversion} (a checkout at that tag: --trtllm-examples)"
-    ctx.saved.save(staged / PLAN_FILE)
-    install_directory(staged, output, overwrite=ctx.settings.overwrite)
-    finished_from = output if converted_here else ctx.settings.checkpoint
+        plan_file, stopped_at, finished = _stop_output(ctx, staged, output)
+    finished_from = output if converted_here else settings.checkpoint
     # The same runner the user chose: run as printed on a host that has what that runner needs.
-    runner = ctx.settings.runner if ctx.settings.runner != "local" else None
+    runner = settings.runner if settings.runner != "local" else None
     examples = None
     if conversion is not None and not converted_here:
-        examples = str(ctx.settings.trtllm_examples.absolute()) if ctx.settings.trtllm_examples else DEFAULT_EXAMPLES
-    finish = finish_command(output / PLAN_FILE, checkpoint=finished_from.absolute() if finished_from else None,
-                            runner=runner, output=artifact_output(output), examples=examples)
-    return BuildOutcome(plan=ctx.plan, status="checkpoint", output=output, steps=list(ctx.record.steps),
-                        next_command=finish, message=f"stopped after the TensorRT-LLM checkpoint: {reason}")
+        examples = str(settings.trtllm_examples.absolute()) if settings.trtllm_examples else DEFAULT_EXAMPLES
+    finish = finish_command(plan_file, checkpoint=finished_from.absolute() if finished_from else None,
+                            runner=runner, output=finished, examples=examples)
+    return BuildOutcome(plan=ctx.plan, status="checkpoint", output=stopped_at, steps=list(ctx.record.steps),
+                        next_command=finish, next_host=_host_needs(profile, settings.runner),
+                        message=f"{what}: {reason}")
+
+
+def _stop_output(ctx: BuildContext, staged: Path, output: Path) -> tuple[Path, Path, Path]:
+    """plan.json into ``staged``, installed as --output: (its plan file, where it lies, the artifact's place)."""
+    from lmi_build.artifact.packager import install_directory
+    from lmi_build.runners.bundle import finished_output
+
+    ctx.saved.save(staged / PLAN_FILE)
+    install_directory(staged, output, overwrite=ctx.settings.overwrite)
+    return output / PLAN_FILE, output, finished_output(output)
+
+
+def plan_gpu(plan: BuildPlan) -> Requirement:
+    """The GPU a bundle's host must have: the SM of the plan's instance type (engines run only on the
+    SM they are built on), else the SM its quantization needs, else any GPU."""
+    from lmi_build.errors import OptionError
+    from lmi_build.planning.gpus import sm_requirements
+    from lmi_build.planning.instances import get_instance
+    from lmi_build.runners.bundle import gpu_requirement
+
+    name = plan.memory.instance_type if plan.memory is not None else None
+    if name:
+        try:
+            sm = get_instance(name).accelerator.sm
+        except OptionError:
+            sm = None
+        if sm:
+            return gpu_requirement(sm, why=f"the plan's instance type {name}")
+    needs = sm_requirements(plan.quantization.quant_algo, plan.quantization.kv_cache_quant_algo)
+    if needs:
+        what, minimum = max(needs, key=lambda need: need[1])
+        return gpu_requirement(minimum=minimum, why=f"{what} quantization")
+    return gpu_requirement()
 
 
 def _write_script(ctx: BuildContext, steps: list[Step], paths: Paths, profile: ContainerProfile) -> BuildOutcome:
-    """--runner script: the checkpoint, plan.json and build-engines.sh, which builds the engines on
-    a GPU host; the finishing command packages them with exactly this plan."""
-    from lmi_build.artifact.packager import install_directory
-    from lmi_build.targets.trtllm.steps import engine_script
+    """--runner script: plan.json, build-engines.sh and what its steps read (the model when the GPU
+    host converts it, else the checkpoint converted here) in one bundle; the script builds the
+    engines on a GPU host and the finishing command packages them with exactly this plan."""
+    from lmi_build.runners.bundle import finished_output, write_bundle
+    from lmi_build.targets.trtllm.steps import engine_bundle
 
     output = ctx.settings.output.absolute()
     bundle = ctx.work / "bundle"
     bundle.mkdir()
     checkpoint = paths.get("checkpoint")
     assert checkpoint is not None
+    linked: dict[str, Path] = {}
     if ctx.settings.checkpoint is None:
         if checkpoint.is_dir():  # the vendor route converts on the GPU host: no checkpoint here yet
             shutil.move(str(checkpoint), bundle / BUNDLE_CHECKPOINT)
     else:  # the bundle must be self-contained: link (or copy) the user's checkpoint into it
-        link_tree(checkpoint, bundle / BUNDLE_CHECKPOINT)
-    runner = ScriptRunner(image=profile.image)
-    for step in steps:
-        runner.run(step, paths, ctx.work, ctx.plan)
-    relative = paths.replace(checkpoint=Path(BUNDLE_CHECKPOINT), engine=Path(BUNDLE_ENGINE))
-    script = bundle / BUNDLE_SCRIPT
-    script.write_text(engine_script(runner, relative, header=f"profile {profile.name}; plan {ctx.plan.cache_key}"),
-                      encoding="utf-8")
-    script.chmod(0o755)
-    ctx.saved.save(bundle / PLAN_FILE)
-    install_directory(bundle, output, overwrite=ctx.settings.overwrite)
-    package_cmd = finish_command(output / PLAN_FILE, engine_dir=output / BUNDLE_ENGINE,
-                                 output=artifact_output(output))
-    run_script = f"(cd {shlex.quote(str(output))} && ./{BUNDLE_SCRIPT})"
+        linked[BUNDLE_CHECKPOINT] = checkpoint
+    if any("model" in step.inputs for step in steps):  # the GPU host converts: the model travels too
+        linked[BUNDLE_MODEL] = ctx.source.path
+    relative = paths.replace(model=Path(BUNDLE_MODEL), checkpoint=Path(BUNDLE_CHECKPOINT), engine=Path(BUNDLE_ENGINE))
+    spec = engine_bundle(profile.image, tensorrt_llm=profile.tensorrt_llm, gpu=plan_gpu(ctx.plan),
+                         header=f"profile {profile.name}; plan {ctx.plan.cache_key}")
+    package = finish_command(output / PLAN_FILE, engine_dir=output / BUNDLE_ENGINE, output=finished_output(output))
+    next_command = write_bundle(spec, steps, relative, bundle=bundle, saved=ctx.saved, output=output,
+                                overwrite=ctx.settings.overwrite, package=package, linked=linked)
     return BuildOutcome(plan=ctx.plan, status="script", output=output, steps=list(ctx.record.steps),
-                        next_command=f"{run_script} && {package_cmd}",
-                        message=_script_message(steps, paths, profile))
+                        next_command=next_command, message=_script_message(steps, profile),
+                        next_host=f"the script on a GPU host: ./{BUNDLE_SCRIPT} --check lists what that host lacks; "
+                                  "the packaging where lmi-build is")
 
 
-def _script_message(steps: list[Step], paths: Paths, profile: ContainerProfile) -> str:
+def _script_message(steps: list[Step], profile: ContainerProfile) -> str:
     """What the bundle holds and, when the GPU host converts, what it needs there besides the bundle."""
     conversion = container_conversion(steps, profile.tensorrt_llm)
     if conversion is None:
         return "checkpoint, plan.json and engine-build script written; run the script on a GPU host"
-    return (f"plan.json and engine-build script written; on the GPU host the script runs {conversion}: "
-            f"set MODEL_DIR to the model there (default {paths.get('model')}) and TRTLLM_EXAMPLES to the checkout's "
-            f"examples/ (default {DEFAULT_EXAMPLES})")
+    return (f"model, plan.json and engine-build script written; on the GPU host the script runs {conversion}: "
+            f"set TRTLLM_EXAMPLES to the checkout's examples/ (default {DEFAULT_EXAMPLES})")

@@ -15,6 +15,13 @@ from pydantic import BaseModel, ConfigDict
 
 from lmi_build.errors import UnsupportedTarget
 from lmi_build.planning.plan import BuildPlan, QuantizationPlan
+from lmi_build.runners.bundle import (
+    BundleSpec,
+    Requirement,
+    bundle_script,
+    gpu_requirement,
+    nvidia_runtime_requirement,
+)
 from lmi_build.runners.script import ScriptRunner
 from lmi_build.runners.step import Dir, Paths, Step
 from lmi_build.targets.trtllm.flags import FlagError, FlagTable, Tool, flag_table
@@ -395,7 +402,30 @@ def _legacy_storage_type(dtype: str, table: FlagTable) -> str:
     return storage
 
 
-def engine_script(runner: ScriptRunner, paths: Paths, *, header: str = "") -> str:
+BUNDLE_SCRIPT = "build-engines.sh"
+
+
+def engine_bundle(image: str | None, *, tensorrt_llm: str | None = None, header: str = "",
+                  gpu: Requirement | None = None) -> BundleSpec:
+    """build-engines.sh as the shared bundle writer's data: a GPU (of the plan's SM when it names
+    one) and, in docker, the NVIDIA container runtime; the checkout the vendor scripts run from."""
+    version = f"TensorRT-LLM {tensorrt_llm}" if tensorrt_llm else "the profile's TensorRT-LLM"
+    return BundleSpec(
+        script=BUNDLE_SCRIPT, purpose="TensorRT-LLM engine build steps", final="engine", image=image,
+        header=header, defaults={"examples": DEFAULT_EXAMPLES},
+        dir_fixes={"model": "the model travels in the bundle's model/: copy the whole bundle directory, "
+                            "or set MODEL_DIR to the model's directory",
+                   "checkpoint": "the checkpoint lmi-build converted travels in the bundle's checkpoint/: copy the "
+                                 "whole bundle directory, or set CHECKPOINT_DIR to it",
+                   "examples": f"a checkout of {version} (its tag): clone it to ./TensorRT-LLM beside this script, "
+                               "or set TRTLLM_EXAMPLES to its examples/"},
+        tool_fix=(f"run inside {image} (RUNNER=docker does), or " if image else "")
+                 + f"install {version} on this host",
+        requirements=(*([nvidia_runtime_requirement()] if image else []), gpu or gpu_requirement()))
+
+
+def engine_script(runner: ScriptRunner, paths: Paths, *, header: str = "", tensorrt_llm: str | None = None,
+                  gpu: Requirement | None = None) -> str:
     """build-engines.sh from the steps ``runner`` has collected."""
-    return runner.script(paths, final="engine", header=header, defaults={"examples": DEFAULT_EXAMPLES},
-                         purpose="TensorRT-LLM engine build steps")
+    spec = engine_bundle(runner.image, tensorrt_llm=tensorrt_llm, header=header, gpu=gpu)
+    return bundle_script(runner, spec, paths)

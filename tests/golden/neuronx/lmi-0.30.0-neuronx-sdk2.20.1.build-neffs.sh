@@ -1,6 +1,9 @@
 #!/bin/sh
 # Written by lmi-build (script runner). Runs the Neuron NEFF compile (transformers-neuronx).
 # profile lmi-0.30.0-neuronx-sdk2.20.1
+# Usage: ./build-neffs.sh [--check]
+#   --check: only check this host: each requirement ok or missing, with its fix (exit 1: one is missing).
+#   Every run starts with the same check and stops before any step when something is missing.
 set -eu
 : "${DRIVER_DIR:=driver}"
 : "${MODEL_DIR:=model}"
@@ -10,6 +13,68 @@ set -eu
 # (e.g. inside that container, or on a host with the same toolchain installed)
 : "${RUNNER:=docker}"
 : "${LOG_DIR:=build-logs}"
+# check WHAT FIX TEST...: run TEST, print "ok" or "missing" with the fix
+check() {
+  what=$1; fix=$2; shift 2; found=""
+  if "$@" >/dev/null 2>&1; then
+    echo "ok       $what${found:+ ($found)}"
+  else
+    echo "missing  $what${found:+ ($found)}"
+    echo "         fix: $fix"
+    check_failed=1
+  fi
+}
+on_path() { command -v "$1"; }
+docker_daemon() { docker info; }
+nvidia_runtime() { docker info 2>/dev/null | grep -i 'runtimes:' | grep -q nvidia; }
+# registry_login IMAGE REGISTRY: the image is here already, or docker keeps a login for its registry
+registry_login() {
+  if docker image inspect "$1"; then found="image already pulled"; return 0; fi
+  grep -qF "$2" "${DOCKER_CONFIG:-${HOME:-}/.docker}/config.json"
+}
+# dir_has DIR: a directory with something in it
+dir_has() { found=$1; [ -d "$1" ] && [ -n "$(ls -A "$1")" ]; }
+# gpu_sm WANT: GPU 0's SM is WANT (smNN), at least WANT (>=smNN), or any GPU ("")
+gpu_sm() {
+  line=$(nvidia-smi --query-gpu=compute_cap,name --format=csv,noheader 2>/dev/null | head -n 1)
+  [ -n "$line" ] || return 1
+  have="sm$(printf '%s' "${line%%,*}" | tr -d ' .')"
+  found="found $have,${line#*,}"
+  case "$1" in
+    "") [ "$have" != sm ] ;;
+    ">="*) [ "${have#sm}" -ge "${1#>=sm}" ] ;;
+    *) [ "$have" = "$1" ] ;;
+  esac
+}
+# devices_present ARG...: each docker --device=PATH[:...] argument names a device this host has
+devices_present() {
+  [ "$#" -ge 1 ] || return 1
+  for arg in "$@"; do
+    dev=${arg#--device=}; dev=${dev%%:*}
+    [ -e "$dev" ] || { found="no $dev"; return 1; }
+  done
+}
+# check_host: every requirement of this host, ok or missing with its fix; false if one is missing
+check_host() {
+  check_failed=0
+  echo "build-neffs.sh: checking this host (RUNNER=${RUNNER:-local})"
+  if [ "$RUNNER" = docker ]; then
+    check 'docker installed' 'install Docker Engine (https://docs.docker.com/engine/install/), or run with RUNNER=local inside the image' on_path docker
+    check 'the docker daemon reachable (docker info)' 'start the daemon (sudo systemctl start docker) and give your user access (sudo usermod -aG docker $USER, then log in again)' docker_daemon
+    check 'a docker login for 763104351884.dkr.ecr.us-west-2.amazonaws.com (or the image pulled already)' 'aws ecr get-login-password --region us-west-2 | docker login --username AWS --password-stdin 763104351884.dkr.ecr.us-west-2.amazonaws.com' registry_login 763104351884.dkr.ecr.us-west-2.amazonaws.com/djl-inference:0.30.0-neuronx-sdk2.20.1 763104351884.dkr.ecr.us-west-2.amazonaws.com
+  else
+    check 'python3 on PATH' 'run inside 763104351884.dkr.ecr.us-west-2.amazonaws.com/djl-inference:0.30.0-neuronx-sdk2.20.1 (RUNNER=docker does), or use a host whose python3 has Neuron SDK 2.20.1 (transformers-neuronx)' on_path python3
+  fi
+  check 'the driver directory DRIVER_DIR' 'the compile driver travels in the bundle'"'"'s driver/: copy the whole bundle directory, or set DRIVER_DIR to it' dir_has "$DRIVER_DIR"
+  check 'the model directory MODEL_DIR' 'the model travels in the bundle'"'"'s model/: copy the whole bundle directory, or set MODEL_DIR to it' dir_has "$MODEL_DIR"
+  check 'the Neuron devices the compile loads onto (NEURON_DOCKER_DEVICES, default --device=/dev/neuron0)' 'run on an inf2/trn1 host with the Neuron driver; set NEURON_DOCKER_DEVICES to its --device=/dev/neuronN arguments (one per device the compile uses)' devices_present ${NEURON_DOCKER_DEVICES:---device=/dev/neuron0}
+  return "$check_failed"
+}
+case "${1:-}" in
+  --check) check_host; exit $? ;;
+  "") check_host || { echo "this host lacks what is marked missing above: fix it, then run ./build-neffs.sh --check" >&2; exit 1; } ;;
+  *) echo "usage: ./build-neffs.sh [--check]" >&2; exit 2 ;;
+esac
 # docker bind mounts need absolute paths; a relative one would name a volume instead
 abspath() { if [ -d "$1" ]; then (cd "$1" && pwd); else printf "%s" "$1"; fi; }
 mkdir -p "$COMPILED_DIR"
