@@ -240,6 +240,26 @@ def identifier(value: str, style: str = "") -> Text:
     return Text(value, style=style, no_wrap=False, overflow="fold")
 
 
+def human_count(count: int) -> str:
+    """A parameter (or token) count as people read it: ``3.1 M``, ``6.74 B``, ``512``; never
+    ``0.00 B`` for a small model."""
+    for scale, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if count >= scale:
+            value = count / scale
+            return f"{value:.2f} {unit}" if value < 10 else f"{value:.1f} {unit}" if value < 100 else f"{value:.0f} {unit}"
+    return str(count)
+
+
+def human_bytes(size: int) -> str:
+    """A size in binary units, one decimal (``12.6 GiB``, ``6.0 MiB``, ``512 B``)."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
 _current = Output()
 _debug = _debug_from_env()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from lmi_build.output import current, identifier
+from lmi_build.output import current, human_bytes, human_count, identifier
 from lmi_build.planning.instances import GIB
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.types import PlanMessage
@@ -80,7 +80,7 @@ def _model_table(plan: BuildPlan) -> Table:
         "id": f"{plan.model.id} ({plan.model.kind})",
         "revision": plan.model.revision,
         "architecture": f"{spec.architecture} ({spec.model_type})",
-        "parameters": f"{spec.num_parameters / 1e9:.2f} B",
+        "parameters": human_count(spec.num_parameters),
         "layers / heads / kv heads": f"{spec.num_layers} / {spec.num_attention_heads} / {spec.num_kv_heads}",
         "max positions": spec.max_position_embeddings or f"unbounded ({spec.position_embedding})",
         "pre-quantized": spec.pre_quantization.method if spec.pre_quantization else None,
@@ -115,8 +115,14 @@ def _options_table(plan: BuildPlan) -> Table:
     table.add_column("key", style="bold", no_wrap=True, overflow="fold")
     table.add_column("value", overflow="fold")
     table.add_column("source", style="dim", no_wrap=True, overflow="fold")
+    from lmi_build.options.resolve import option_spec
+
     for key, value in list(plan.options.items())[:SHOWN_OPTIONS]:
-        table.add_row(identifier(key), identifier(value), plan.option_sources.get(key, ""))
+        source = plan.option_sources.get(key, "")
+        spec = option_spec(key)
+        if spec is not None and spec.is_build_only(plan.target):
+            source += ", build only"  # planned (it shapes the build), never written to serving.properties
+        table.add_row(identifier(key), identifier(value), source)
     if len(plan.options) > SHOWN_OPTIONS:
         table.add_row(f"... and {len(plan.options) - SHOWN_OPTIONS} more", "(--json lists every one)", "")
     return table
@@ -129,9 +135,9 @@ def _memory_table(plan: BuildPlan) -> Table:
     memory = plan.memory
     assert memory is not None  # checked by the caller; not user input
     table = _table("Memory")
-    table.add_row("weights", f"{memory.weight_bytes / GIB:.2f} GiB ({memory.num_parameters / 1e9:.2f} B params)")
-    table.add_row("KV cache", f"{memory.kv_cache_bytes / GIB:.2f} GiB ({memory.kv_bytes_per_token} B/token)")
-    device = f"{memory.per_device_bytes / GIB:.2f} GiB over {memory.devices} device(s)"
+    table.add_row("weights", f"{human_bytes(memory.weight_bytes)} ({human_count(memory.num_parameters)} params)")
+    table.add_row("KV cache", f"{human_bytes(memory.kv_cache_bytes)} ({memory.kv_bytes_per_token} B/token)")
+    device = f"{human_bytes(memory.per_device_bytes)} over {memory.devices} device(s)"
     if memory.device_memory_bytes:
         verdict = "fits" if memory.fits else "does NOT fit"
         device += f"; {memory.instance_type} has {memory.device_memory_bytes / GIB:.1f} GiB usable: {verdict}"
