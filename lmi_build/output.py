@@ -25,9 +25,15 @@ if TYPE_CHECKING:
     from rich.progress import Progress
     from rich.text import Text
 
-# Width of tables written to a pipe or a file: rich would use 80 (or $COLUMNS, the terminal's width,
-# which says nothing about a file), and cut profile names and image URIs across lines.
+# Width of tables written to a pipe or a file when $COLUMNS does not say one: wide enough that most
+# rows stay on one line. $COLUMNS, when set, is honoured in a pipe too (COLUMNS=80 lmi-build ... | less).
 PIPED_WIDTH = 200
+
+
+def piped_width() -> int:
+    """The width for output that is not a terminal: $COLUMNS when it is a positive number, else PIPED_WIDTH."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    return int(columns) if columns.isdigit() and 0 < int(columns) <= 10_000 else PIPED_WIDTH
 
 
 def _debug_from_env() -> bool:
@@ -55,7 +61,7 @@ class Output:
             # No file= : rich then resolves sys.stdout at write time (pytest capture, redirections).
             console = Console(soft_wrap=True)
             if not console.is_terminal:
-                console.width = max(console.width, PIPED_WIDTH)
+                console.width = piped_width()
             self._out = console
         return self._out
 

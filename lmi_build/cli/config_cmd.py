@@ -209,11 +209,8 @@ def _reference_table(data: list[dict[str, Any]], target: str | None) -> Any:
     from rich.markup import escape
     from rich.table import Table
 
-    table = Table(show_edge=False, header_style="bold", title=f"LMI options{f' for {target}' if target else ''}")
-    table.add_column("key", no_wrap=True, overflow="fold")
-    for column in ("type", "default", "choices", "targets"):
-        table.add_column(column, overflow="fold")
-    table.add_column("description", overflow="fold", min_width=30, ratio=1)
+    title = f"LMI options{f' for {target}' if target else ''}"
+    rows = []
     for row in data:
         default = row["default"]
         if default is None and row["derived_default"]:
@@ -223,15 +220,36 @@ def _reference_table(data: list[dict[str, Any]], target: str | None) -> Any:
             default = f"{default if default is not None else '-'} ({per_target})"
         flags = [flag for flag, on in (("restricted", row["restricted"]), ("deprecated", row["deprecated"])) if on]
         description = row["description"] + (f" [{', '.join(flags)}]" if flags else "")
-        table.add_row(
-            identifier(row["key"]),
-            row["type"],
-            escape(default if default is not None else ""),
-            escape(", ".join(row["choices"])),
-            ", ".join(row["targets"]) or "pass-through",
-            escape(description),
-        )
+        rows.append((row["key"], row["type"], default if default is not None else "", ", ".join(row["choices"]),
+                     ", ".join(row["targets"]) or "pass-through", description))
+    if current().out.width >= WIDE_REFERENCE:
+        table = Table(show_edge=False, header_style="bold", title=title)
+        table.add_column("key", no_wrap=True, overflow="fold")
+        for column in ("type", "default", "choices", "targets"):
+            table.add_column(column, overflow="fold")
+        table.add_column("description", overflow="fold", min_width=30, ratio=1)
+        for key, kind, default, choices, targets, description in rows:
+            table.add_row(identifier(key), kind, escape(default), escape(choices), targets, escape(description))
+        return table
+    # Narrow (COLUMNS=80): one block per option, the key on its own line, the rest wrapped at spaces
+    # under it, so no column is squeezed to a few letters.
+    from rich.padding import Padding
+    from rich.text import Text
+
+    # A one-column grid: its cells wrap at the width (a bare Text printed with soft_wrap would not).
+    table = Table.grid()
+    table.add_column(overflow="fold")
+    table.add_row(Text(title, style="italic"))
+    for key, kind, default, choices, targets, description in rows:
+        facts = [kind] + ([f"default {default}"] if default else []) + ([f"choices {choices}"] if choices else [])
+        table.add_row(identifier(key, style="bold"))
+        table.add_row(Padding(Text("; ".join([*facts, f"targets {targets}"]), overflow="fold"), (0, 0, 0, 4)))
+        table.add_row(Padding(Text(description, overflow="fold"), (0, 0, 0, 4)))
     return table
+
+
+# Below this width `config options` prints one block per option instead of a six-column table.
+WIDE_REFERENCE = 140
 
 
 def register(app: typer.Typer) -> None:

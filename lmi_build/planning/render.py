@@ -59,7 +59,10 @@ def render_plan(plan: BuildPlan) -> RenderableType:
     parts.append(_mapping_table("Toolchain", {"profile": plan.toolchain.profile, "image": plan.toolchain.image,
                                               **plan.toolchain.versions}))
     status = "[green]valid[/green]" if plan.valid else f"[red]invalid[/red] ({len(plan.errors)} error(s))"
-    parts.append(f"plan: {status}   cache key: {plan.cache_key}")
+    line = f"plan: {status}   cache key: {plan.cache_key}"
+    if len(f"plan: invalid (99 error(s))   cache key: {plan.cache_key}") > current().out.width:
+        line = f"plan: {status}   cache key:\n{plan.cache_key}"  # a narrow screen: the key whole on its own line
+    parts.append(line)
     return Group(*parts)
 
 
@@ -111,20 +114,35 @@ def _short(value: Any) -> str:
 def _options_table(plan: BuildPlan) -> Table:
     from rich.table import Table
 
-    table = Table(title="serving.properties", title_justify="left", box=None, pad_edge=False)
-    table.add_column("key", style="bold", no_wrap=True, overflow="fold")
-    table.add_column("value", overflow="fold")
-    table.add_column("source", style="dim", no_wrap=True, overflow="fold")
     from lmi_build.options.resolve import option_spec
 
+    rows: list[tuple[str, str, str]] = []
     for key, value in list(plan.options.items())[:SHOWN_OPTIONS]:
         source = plan.option_sources.get(key, "")
         spec = option_spec(key)
         if spec is not None and spec.is_build_only(plan.target):
             source += ", build only"  # planned (it shapes the build), never written to serving.properties
-        table.add_row(identifier(key), identifier(value), source)
-    if len(plan.options) > SHOWN_OPTIONS:
-        table.add_row(f"... and {len(plan.options) - SHOWN_OPTIONS} more", "(--json lists every one)", "")
+        rows.append((key, value, source))
+    more = len(plan.options) - SHOWN_OPTIONS
+    widths = [max((len(row[i]) for row in rows), default=0) for i in range(3)]
+    table = Table(title="serving.properties", title_justify="left", box=None, pad_edge=False)
+    if sum(widths) + 4 <= current().out.width:
+        table.add_column("key", style="bold", no_wrap=True, overflow="fold")
+        table.add_column("value", overflow="fold")
+        table.add_column("source", style="dim", no_wrap=True, overflow="fold")
+        for key, value, source in rows:
+            table.add_row(identifier(key), identifier(value), source)
+        if more > 0:
+            table.add_row(f"... and {more} more", "(--json lists every one)", "")
+        return table
+    # Narrow (COLUMNS=80): key=value as serving.properties writes it, so that neither is folded
+    # before the line is full.
+    table.add_column("key=value", overflow="fold")
+    table.add_column("source", style="dim", no_wrap=True, overflow="fold")
+    for key, value, source in rows:
+        table.add_row(identifier(f"{key}={value}"), source)
+    if more > 0:
+        table.add_row(f"... and {more} more (--json lists every one)", "")
     return table
 
 
