@@ -10,9 +10,27 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-# torch first, pinned to the CPU wheel, so nothing later pulls the CUDA build.
+# torch first, so that nothing later picks another build of it. TORCH=cpu: the CPU wheel from
+# PyTorch's CPU index (a .venv of about 1.9 GB); TORCH=cuda: PyPI's default wheel, which on Linux
+# x86-64 is the CUDA build with its NVIDIA libraries (several GB more). Default: cuda when this host
+# has nvidia-smi, cpu otherwise. When the CPU index cannot be reached (a host that only sees a
+# package registry), TORCH=cpu falls back to the registry's torch==$(TORCH_VERSION) and says so.
+TORCH_VERSION ?= 2.13.0
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+ifeq ($(origin TORCH),undefined)
+TORCH := $(if $(shell command -v nvidia-smi 2>/dev/null),cuda,cpu)
+endif
+
 install: $(BIN)/python
-	$(BIN)/pip install -q torch==2.13.0
+	@case "$(TORCH)" in \
+	  cpu) echo "installing torch==$(TORCH_VERSION), CPU wheel, from $(TORCH_CPU_INDEX) (TORCH=cuda for the CUDA build)"; \
+	       $(BIN)/pip install -q --retries 1 --timeout 30 torch==$(TORCH_VERSION) --index-url $(TORCH_CPU_INDEX) || { \
+	         echo "make install: $(TORCH_CPU_INDEX) could not be used; installing torch==$(TORCH_VERSION) from the package registry instead (its default wheel)" >&2; \
+	         $(BIN)/pip install -q torch==$(TORCH_VERSION); } ;; \
+	  cuda) echo "installing torch==$(TORCH_VERSION), the package registry's default (CUDA) wheel (TORCH=cpu for the CPU wheel)"; \
+	       $(BIN)/pip install -q torch==$(TORCH_VERSION) ;; \
+	  *) echo "make install: TORCH=$(TORCH): use TORCH=cpu or TORCH=cuda" >&2; exit 2 ;; \
+	esac
 	$(BIN)/pip install -q -e '.[convert,dev,fleet]'
 
 # The main job on the built-in default: a tiny demo model that lmi-build generates itself.

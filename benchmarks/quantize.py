@@ -9,7 +9,7 @@ table reports both the raw peak and the peak above that baseline, each against t
 disk. One JSON line per case goes to ``<out>/results.jsonl`` (for ``lmi_build/data/quantize_rates.toml``).
 
 Calibration is kept small on purpose (``--calib-size 8 --calib-max-seq-len 128`` by default, vs the
-planner's 32-64 samples of up to 512 tokens): the machine has 2 shared cores. Calibration time
+planner's 32-64 samples of up to 512 tokens), so that a run fits on a small CPU host. Calibration time
 grows linearly with samples x tokens; RAM does not.
 
     python benchmarks/quantize.py --out /tmp/lmi-bench

@@ -25,9 +25,15 @@ if TYPE_CHECKING:
     from rich.progress import Progress
     from rich.text import Text
 
-# Width of tables written to a pipe or a file: rich would use 80 (or $COLUMNS, the terminal's width,
-# which says nothing about a file), and cut profile names and image URIs across lines.
+# Width of tables written to a pipe or a file when $COLUMNS does not say one: wide enough that most
+# rows stay on one line. $COLUMNS, when set, is honoured in a pipe too (COLUMNS=80 lmi-build ... | less).
 PIPED_WIDTH = 200
+
+
+def piped_width() -> int:
+    """The width for output that is not a terminal: $COLUMNS when it is a positive number, else PIPED_WIDTH."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    return int(columns) if columns.isdigit() and 0 < int(columns) <= 10_000 else PIPED_WIDTH
 
 
 def _debug_from_env() -> bool:
@@ -55,7 +61,7 @@ class Output:
             # The stream resolves sys.stdout at write time (pytest capture, redirections).
             console = Console(file=_redacting("stdout"), soft_wrap=True)
             if not console.is_terminal:
-                console.width = max(console.width, PIPED_WIDTH)
+                console.width = piped_width()
             self._out = console
         return self._out
 
@@ -367,6 +373,26 @@ def identifier(value: str, style: str = "") -> Text:
     from rich.text import Text
 
     return Text(value, style=style, no_wrap=False, overflow="fold")
+
+
+def human_count(count: int) -> str:
+    """A parameter (or token) count as people read it: ``3.1 M``, ``6.74 B``, ``512``; never
+    ``0.00 B`` for a small model."""
+    for scale, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if count >= scale:
+            value = count / scale
+            return f"{value:.2f} {unit}" if value < 10 else f"{value:.1f} {unit}" if value < 100 else f"{value:.0f} {unit}"
+    return str(count)
+
+
+def human_bytes(size: int) -> str:
+    """A size in binary units, one decimal (``12.6 GiB``, ``6.0 MiB``, ``512 B``)."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
 
 
 _current = Output()

@@ -9,6 +9,7 @@ artifact.
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -176,11 +177,12 @@ def check_identity(planned: ModelIdentity, fetched: ModelIdentity, ref: str) -> 
 def _from_cache(plan: BuildPlan, output: Path, settings: BuildSettings, target: Target) -> BuildOutcome | None:
     from lmi_build.artifact.cache import ArtifactCache
 
+    started = time.monotonic()
     hit = ArtifactCache().restore(plan.cache_key, output, {target.name: target}, overwrite=settings.overwrite)
     if hit is None:
         return None
-    return BuildOutcome(plan=plan, status="cached", output=output, steps=_steps_of(output),
-                        message=f"reused the cached artifact for {plan.cache_key[:19]}… (verified)")
+    return _cached_outcome(plan, output, "restored from the local cache, verified", started,
+                           message=f"reused the cached artifact for {plan.cache_key[:19]}… (verified)")
 
 
 def _store_in_cache(plan: BuildPlan, output: Path) -> None:
@@ -217,6 +219,7 @@ def _from_remote_cache(remote: RemoteBuildCache, plan: BuildPlan, output: Path,
     from lmi_build.artifact.packager import check_output, install_directory
     from lmi_build.storage.pull import pull
 
+    started = time.monotonic()
     entry = remote.lookup(plan.cache_key)
     if entry is None:
         return None
@@ -233,14 +236,19 @@ def _from_remote_cache(remote: RemoteBuildCache, plan: BuildPlan, output: Path,
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     _store_in_cache(plan, output)
-    return BuildOutcome(plan=plan, status="cached", output=output, steps=_steps_of(output),
-                        message=f"reused the shared cache entry {entry.url} (verified)")
+    return _cached_outcome(plan, output, "pulled from the shared cache, verified", started,
+                           message=f"reused the shared cache entry {entry.url} (verified)")
 
 
-def _steps_of(artifact: Path) -> list[StepTiming]:
+def _cached_outcome(plan: BuildPlan, output: Path, detail: str, started: float, message: str) -> BuildOutcome:
+    """A cache hit: the step that ran now is the cache's; the original build's steps (and when it
+    ran) are reported as that build's, from the artifact's manifest."""
     from lmi_build.artifact.manifest import load_manifest
 
-    return list(load_manifest(artifact).steps)
+    manifest = load_manifest(output)
+    now = StepTiming(name="cache", seconds=round(time.monotonic() - started, 3), detail=detail)
+    return BuildOutcome(plan=plan, status="cached", output=output, steps=[now], message=message,
+                        original_steps=list(manifest.steps), original_built_at=manifest.created_at.isoformat())
 
 
 def _check_publish_target(settings: BuildSettings) -> None:
@@ -273,3 +281,9 @@ def _maybe_publish(outcome: BuildOutcome, settings: BuildSettings,
                       overwrite=settings.overwrite)
     outcome.published = {"url": settings.publish, **summary.model_dump(mode="json")}
     return outcome
+
+
+def _steps_of(artifact: Path) -> list[StepTiming]:
+    from lmi_build.artifact.manifest import load_manifest
+
+    return list(load_manifest(artifact).steps)

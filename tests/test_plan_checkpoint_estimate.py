@@ -84,7 +84,7 @@ def test_this_host_matches_torch() -> None:
 def test_the_rates_say_how_they_were_measured() -> None:
     table = rates()
     assert "benchmarks/quantize.py" in table.source.command
-    assert table.source.machine and table.source.measured[:4].isdigit()
+    assert table.source.host and table.source.libraries and table.source.measured[:4].isdigit()
     assert set(table.cpu.calibration) >= {"fp8", "smoothquant"}
     assert {"convert_hf", "convert_trtllm", "stream_trtllm", "quantize"} == set(table.cpu.steps)
     assert 1.0 <= table.host_memory.stream_group_factor <= 4.0

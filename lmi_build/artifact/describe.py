@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from lmi_build.artifact.manifest import Manifest
+from lmi_build.output import human_bytes
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -51,15 +52,6 @@ def describe(manifest: Manifest, location: str) -> dict[str, Any]:
                   "environment": manifest.environment.model_dump(mode="json")},
         "serving_properties": manifest.serving_properties,
     }
-
-
-def human_bytes(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
 
 
 # A manifest is the artifact's own data, of any size: a section shows this many rows (and a value

@@ -108,7 +108,7 @@ def _left_out(plan: BuildPlan, key: str) -> bool:
     spec = option_spec(key)
     if spec is None:
         return False
-    if spec.engines == ("lmi-build",):
+    if spec.is_build_only(plan.target):
         return True
     return plan.option_sources.get(key) == "default" and not spec.build_relevant
 

@@ -56,6 +56,10 @@ class BuildOutcome:
     message: str = ""
     published: dict[str, Any] | None = None
     stand_in: bool = False  # the engines came from a test stand-in, not the vendor compiler
+    # A cached outcome: ``steps`` is what ran now (the cache step); the original build's steps and
+    # when it ran come from the artifact's manifest, never shown as if they had just run.
+    original_steps: list[StepTiming] | None = None
+    original_built_at: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -69,6 +73,9 @@ class BuildOutcome:
             "message": self.message,
             "published": self.published,
             "stand_in": self.stand_in,
+            **({"original_build": {"at": self.original_built_at,
+                                   "steps": [step.model_dump(mode="json") for step in self.original_steps]}}
+               if self.original_steps is not None else {}),
         }
 
 

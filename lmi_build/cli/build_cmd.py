@@ -212,8 +212,23 @@ def _report(outcome: BuildOutcome) -> None:
     table.add_column("detail", overflow="fold")  # model ids, paths: folded, never cut with "…"
     for step in outcome.steps:
         table.add_row(identifier(step.name), f"{step.seconds:.2f}", identifier(step.detail or ""))
+    render: Any = table
+    if outcome.original_steps is not None:
+        from datetime import datetime
+
+        from rich.console import Group
+
+        # The cached artifact's own build: its steps ran then, not now.
+        when = datetime.fromisoformat(outcome.original_built_at or "").strftime("%Y-%m-%d %H:%M %Z").strip()
+        original = Table(title=f"original build, {when} (not run now)", show_header=True)
+        original.add_column("step", no_wrap=True, overflow="fold")
+        original.add_column("seconds", justify="right", no_wrap=True)
+        original.add_column("detail", overflow="fold")
+        for step in outcome.original_steps:
+            original.add_row(identifier(step.name), f"{step.seconds:.2f}", identifier(step.detail or ""))
+        render = Group(table, original)
     out = current()
-    out.result(outcome.to_json(), table)
+    out.result(outcome.to_json(), render)
     if out.human:
         out.info(f"{outcome.message}: {outcome.output}")
         if outcome.published:

@@ -17,9 +17,12 @@ _SHOW_EPILOG = """Examples:
 
   lmi-build config show --target trtllm --properties serving.properties --option max_input_len=2048
 
+  lmi-build config show --target trtllm --model demo:tiny-llama --properties serving.properties
+
   OPTION_TENSOR_PARALLEL_DEGREE=4 lmi-build config show --json | jq .options
 
-Precedence (first wins): --option > --properties file > environment > engine alias > recipe > table default.
+Precedence (first wins): --option > --properties file > environment > engine alias > recipe > table default;
+with --model the plan then derives what the profile and the model decide (source "derived"), as `plan` does.
 Exit status 2 when a value is invalid (or, with --strict, on any warning)."""
 
 _OPTIONS_EPILOG = """Examples:
@@ -47,10 +50,17 @@ def show(
     option: Annotated[
         list[str] | None, typer.Option("--option", "-o", help="key=value, repeatable (wins over everything).")
     ] = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", "-m", help="Resolve through the plan for this model (as `lmi-build plan` does): the values "
+                              "serving.properties gets. demo:NAME works offline.")] = None,
+    profile: Annotated[str | None, typer.Option(
+        "--profile", help="Container profile for the plan (`lmi-build profiles list`); default: the target's.")] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Treat every warning as an error.")] = False,
     no_env: Annotated[bool, typer.Option("--no-env", help="Ignore OPTION_*/HF_*/SM_* variables.")] = False,
 ) -> None:
-    """Print every resolved option with its value and where it came from."""
+    """Print every resolved option with its value and where it came from. With --model, the values
+    are the plan's (the profile's and the model's derivations included); without, the option layers
+    alone, and the keys the plan would change are named."""
     from lmi_build.options.resolve import OptionInputs, cli_option_pairs, resolve_options
     from lmi_build.options.spec import exact_spec
     from lmi_build.redaction import redact, secret_values
@@ -59,30 +69,92 @@ def show(
     inputs = OptionInputs(cli=cli_option_pairs(option or []), properties_file=properties, env=env)
     resolution = resolve_options(inputs, target=_check_target(target), strict=strict)
     secrets = secret_values(env)
+    # The plan of the same inputs: for --model the values shown; otherwise (planned for a demo model)
+    # only to name the keys whose value the plan changes.
+    if model is not None:
+        plan = _plan(target, model, properties, option or [], profile, env, strict)
+    else:
+        from lmi_build.errors import LmiBuildError
+
+        try:
+            plan = _plan(target, DIFF_MODEL, properties, option or [], profile, env, strict)
+        except LmiBuildError as failed:  # e.g. an unknown --profile: the option layers are still shown
+            current().warn(f"could not plan {DIFF_MODEL} to compare with the plan: {_line(failed.message, failed.hint)}")
+            plan = None
 
     rows: dict[str, dict[str, Any]] = {}
-    for key, item in resolution.options.values.items():
+    if model is None:
+        values = {key: (item.value, item.source.value, item.origin) for key, item in resolution.options.values.items()}
+    else:
+        values = {key: (value, plan.option_sources.get(key, ""), _plan_origin(key, plan, resolution.options.values))
+                  for key, value in plan.options.items()}
+    for key, (value, source, origin) in values.items():
         spec = exact_spec(key)
         rows[key] = {
-            "value": redact(key, item.value, secrets),
-            "source": item.source.value,
-            "origin": item.origin,
+            "value": redact(key, value, secrets),
+            "source": source,
+            "origin": origin,
             "build_relevant": spec.is_build_relevant(target) if spec else None,
         }
+    differs: dict[str, dict[str, str | None]] = {}
+    if model is None and plan is not None:
+        differs = {key: {"shown": row["value"], "plan": redact(key, plan.options[key], secrets)
+                         if key in plan.options else None}
+                   for key, row in rows.items() if plan.options.get(key) != row["value"]}
+        differs.update({key: {"shown": None, "plan": redact(key, value, secrets)}
+                        for key, value in plan.options.items() if key not in rows})
+    messages = (plan.warnings, plan.errors) if model is not None else (resolution.warnings, resolution.errors)
     data = {
         "target": target,
+        "resolved_by": "plan" if model is not None else "options",
+        "model": plan.model.id if model is not None else None,
+        "profile": plan.toolchain.profile if plan is not None else None,
         "options": rows,
-        "warnings": [message.model_dump() for message in resolution.warnings],
-        "errors": [message.model_dump() for message in resolution.errors],
+        # Without --model: the keys `lmi-build plan` writes otherwise, planned for DIFF_MODEL.
+        "plan_differs": differs if model is None else None,
+        "warnings": [message.model_dump() for message in messages[0]],
+        "errors": [message.model_dump() for message in messages[1]],
     }
     out = current()
     out.result(data, _options_table(rows) if out.human else None)
-    for warning in resolution.warnings:
+    if plan is not None and model is None and differs and out.human:
+        changes = "; ".join(f"{key} {row['shown'] or '(unset)'} -> {row['plan'] or '(not written)'}"
+                            for key, row in differs.items())
+        out.info(f"these are the option layers before planning; `lmi-build plan` (profile {plan.toolchain.profile}) "
+                 f"writes other values for {len(differs)} key(s), planned for {DIFF_MODEL} (the model changes "
+                 f"some): {changes}. Add --model MODEL to see the values the plan writes.")
+    for warning in messages[0]:
         out.warn(_line(warning.message, warning.hint))
-    for error in resolution.errors:
-        out.error(_line(error.message, error.hint))
-    if resolution.errors:
+    for problem in messages[1]:
+        out.error(_line(problem.message, problem.hint))
+    if messages[1]:
         raise typer.Exit(2)
+
+
+# The model `config show` plans for when none is given, to name what the plan changes (offline).
+DIFF_MODEL = "demo:tiny-llama"
+
+
+def _plan(target: str, model: str, properties: Path | None, option: list[str], profile: str | None,
+          env: dict[str, str], strict: bool) -> Any:
+    """The plan `lmi-build plan <target> --model ...` makes of the same inputs (the one resolver)."""
+    from lmi_build.planner import plan_request
+    from lmi_build.planning.request import PlanRequest
+    from lmi_build.targets import get_target
+
+    request = PlanRequest(model=model, properties=properties, option=tuple(option), profile=profile, env=env,
+                          strict=strict)
+    return plan_request(request, get_target(target)).plan
+
+
+def _plan_origin(key: str, plan: Any, layered: dict[str, Any]) -> str:
+    source = plan.option_sources.get(key)
+    if source == "derived":
+        return "the plan"
+    if source == "recipe":
+        return f"recipe {plan.recipe}"
+    item = layered.get(key)
+    return (item.origin or "") if item is not None else ""
 
 
 @config_app.command("options", epilog=_OPTIONS_EPILOG)
@@ -137,11 +209,8 @@ def _reference_table(data: list[dict[str, Any]], target: str | None) -> Any:
     from rich.markup import escape
     from rich.table import Table
 
-    table = Table(show_edge=False, header_style="bold", title=f"LMI options{f' for {target}' if target else ''}")
-    table.add_column("key", no_wrap=True, overflow="fold")
-    for column in ("type", "default", "choices", "targets"):
-        table.add_column(column, overflow="fold")
-    table.add_column("description", overflow="fold", min_width=30, ratio=1)
+    title = f"LMI options{f' for {target}' if target else ''}"
+    rows = []
     for row in data:
         default = row["default"]
         if default is None and row["derived_default"]:
@@ -151,15 +220,36 @@ def _reference_table(data: list[dict[str, Any]], target: str | None) -> Any:
             default = f"{default if default is not None else '-'} ({per_target})"
         flags = [flag for flag, on in (("restricted", row["restricted"]), ("deprecated", row["deprecated"])) if on]
         description = row["description"] + (f" [{', '.join(flags)}]" if flags else "")
-        table.add_row(
-            identifier(row["key"]),
-            row["type"],
-            escape(default if default is not None else ""),
-            escape(", ".join(row["choices"])),
-            ", ".join(row["targets"]) or "pass-through",
-            escape(description),
-        )
+        rows.append((row["key"], row["type"], default if default is not None else "", ", ".join(row["choices"]),
+                     ", ".join(row["targets"]) or "pass-through", description))
+    if current().out.width >= WIDE_REFERENCE:
+        table = Table(show_edge=False, header_style="bold", title=title)
+        table.add_column("key", no_wrap=True, overflow="fold")
+        for column in ("type", "default", "choices", "targets"):
+            table.add_column(column, overflow="fold")
+        table.add_column("description", overflow="fold", min_width=30, ratio=1)
+        for key, kind, default, choices, targets, description in rows:
+            table.add_row(identifier(key), kind, escape(default), escape(choices), targets, escape(description))
+        return table
+    # Narrow (COLUMNS=80): one block per option, the key on its own line, the rest wrapped at spaces
+    # under it, so no column is squeezed to a few letters.
+    from rich.padding import Padding
+    from rich.text import Text
+
+    # A one-column grid: its cells wrap at the width (a bare Text printed with soft_wrap would not).
+    table = Table.grid()
+    table.add_column(overflow="fold")
+    table.add_row(Text(title, style="italic"))
+    for key, kind, default, choices, targets, description in rows:
+        facts = [kind] + ([f"default {default}"] if default else []) + ([f"choices {choices}"] if choices else [])
+        table.add_row(identifier(key, style="bold"))
+        table.add_row(Padding(Text("; ".join([*facts, f"targets {targets}"]), overflow="fold"), (0, 0, 0, 4)))
+        table.add_row(Padding(Text(description, overflow="fold"), (0, 0, 0, 4)))
     return table
+
+
+# Below this width `config options` prints one block per option instead of a six-column table.
+WIDE_REFERENCE = 140
 
 
 def register(app: typer.Typer) -> None:

@@ -35,24 +35,36 @@ def list_command() -> None:
     default = get_profile(None).name
     neuron_profiles = load_neuron_profiles()
     neuron_default = get_neuron_profile(None).name
-    table = Table()
-    # A name is copied into --profile: it stays on one line, and folds (never is cut) past that.
-    table.add_column("name", no_wrap=True, overflow="fold")
-    for column in ("kind", "compiler", "runtime", "layout", "workflow / loader"):
-        table.add_column(column, overflow="fold")
+    rows: list[tuple[str, ...]] = []
     for p in profiles:
-        table.add_row(identifier(("* " if p.name == default else "  ") + p.name), "trtllm",
-                      f"TensorRT-LLM {p.tensorrt_llm}", f"TensorRT {p.tensorrt}, CUDA {p.cuda}", p.layout, p.workflow)
+        rows.append((("* " if p.name == default else "  ") + p.name, "trtllm", f"TensorRT-LLM {p.tensorrt_llm}",
+                     f"TensorRT {p.tensorrt}, CUDA {p.cuda}", p.layout, p.workflow))
     for n in neuron_profiles:
         marker = "* " if n.name == neuron_default else "  "
-        table.add_row(identifier(marker + n.name), "neuronx", f"neuronx-cc {n.neuronx_cc}",
-                      f"Neuron SDK {n.neuron_sdk}, TNX {n.transformers_neuronx}"
-                      + ("" if n.released else " (unreleased: no image)"), n.layout, n.default_loader)
+        rows.append((marker + n.name, "neuronx", f"neuronx-cc {n.neuronx_cc}",
+                     f"Neuron SDK {n.neuron_sdk}, TNX {n.transformers_neuronx}"
+                     + ("" if n.released else " (unreleased: no image)"), n.layout, n.default_loader))
     hf_profiles = load_hf_profiles()
     for h in hf_profiles:
         loads = ", ".join(f"{m}->{f}" for m, f in h.formats.items() if f)
-        table.add_row(identifier("  " + h.name), "hf", f"vLLM {h.vllm}", f"transformers {h.transformers}",
-                      f"hf ({loads})", h.engine)
+        rows.append(("  " + h.name, "hf", f"vLLM {h.vllm}", f"transformers {h.transformers}", f"hf ({loads})", h.engine))
+    headers = ("name", "kind", "compiler", "runtime", "layout", "workflow / loader")
+    widths = [max(len(header), *(len(row[i]) for row in rows)) for i, header in enumerate(headers)]
+    # A name is copied into --profile: it stays on one line, and folds (never is cut) past that.
+    if sum(widths) + 3 * len(widths) + 1 <= current().out.width:
+        table = Table()
+        table.add_column("name", no_wrap=True, overflow="fold")
+        for column in headers[1:]:
+            table.add_column(column, overflow="fold")
+        for row in rows:
+            table.add_row(identifier(row[0]), *row[1:])
+    else:
+        # Narrow (COLUMNS=80): the name, then the rest as one cell wrapped at spaces, never mid-word.
+        table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0))
+        table.add_column("name", no_wrap=True, overflow="fold")
+        table.add_column("kind; compiler; runtime; layout; loader", overflow="fold")
+        for row in rows:
+            table.add_row(identifier(row[0]), "; ".join(row[1:]))
     data = [{"kind": "trtllm", **p.model_dump(mode="json"), "default": p.name == default} for p in profiles]
     data += [{"kind": "neuronx", **n.model_dump(mode="json"), "default": n.name == neuron_default}
              for n in neuron_profiles]

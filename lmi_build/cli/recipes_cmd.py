@@ -69,17 +69,39 @@ def _support_cell(support: TargetSupport | None) -> str:
 def _list_table(recipes: tuple[Recipe, ...]) -> RenderableType:
     from rich.table import Table
 
-    table = Table(title="lmi-build recipes (cell: supported, quantization methods lmi-build applies)")
+    title = "lmi-build recipes (cell: supported, quantization methods lmi-build applies)"
+    names = max((len(recipe.name) for recipe in recipes), default=6)
+    architectures = max((len(a) for recipe in recipes for a in (recipe.architectures or recipe.model_types)), default=13)
+    # Each target column as wide as its longest method name ("smoothquant,"), so none is cut mid-word.
+    words = max((len(m) + 1 for recipe in recipes for s in recipe.targets.values() for m in s.quantize), default=3)
+    if names + architectures + len(TARGET_NAMES) * max(words, 7) + 3 * (2 + len(TARGET_NAMES)) + 1 \
+            <= current().out.width:
+        table = Table(title=title)
+        table.add_column("recipe", style="bold", no_wrap=True, overflow="fold")
+        table.add_column("architectures", no_wrap=True, overflow="fold")  # one class name per line
+        for target in TARGET_NAMES:
+            table.add_column(target, overflow="fold", min_width=words)
+        for recipe in recipes:
+            table.add_row(
+                identifier(recipe.name),
+                identifier("\n".join(recipe.architectures or recipe.model_types)),
+                *(_support_cell(recipe.targets.get(target)) for target in TARGET_NAMES),
+            )
+        return table
+    # Narrow (COLUMNS=80): one cell names the targets, wrapped at spaces, never mid-word.
+    table = Table(title="lmi-build recipes (targets, with the quantization methods lmi-build applies)", box=None,
+                  pad_edge=False, padding=(0, 2, 0, 0))
     table.add_column("recipe", style="bold", no_wrap=True, overflow="fold")
-    table.add_column("architectures", no_wrap=True, overflow="fold")  # one class name per line
-    for target in TARGET_NAMES:
-        table.add_column(target, overflow="fold")
+    table.add_column("architectures", no_wrap=True, overflow="fold")
+    table.add_column("targets (quantization)", overflow="fold")
     for recipe in recipes:
-        table.add_row(
-            identifier(recipe.name),
-            identifier("\n".join(recipe.architectures or recipe.model_types)),
-            *(_support_cell(recipe.targets.get(target)) for target in TARGET_NAMES),
-        )
+        cells = []
+        for target in TARGET_NAMES:
+            support = recipe.targets.get(target)
+            if support is not None:
+                cells.append(f"{target} ({', '.join(support.quantize)})" if support.quantize else target)
+        table.add_row(identifier(recipe.name), identifier("\n".join(recipe.architectures or recipe.model_types)),
+                      "; ".join(cells) or "-")
     return table
 
 

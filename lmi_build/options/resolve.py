@@ -81,6 +81,7 @@ class _Candidate:
     value: str
     source: Source
     origin: str
+    given: str | None = None  # the user's own value, when an alias replaced it
 
 
 @dataclass
@@ -161,7 +162,7 @@ def resolve_options(inputs: OptionInputs, *, target: str, strict: bool = False) 
         candidate = merged[key]
         text, typed = _check(candidate, target, current, notes)
         values[key] = ResolvedValue(key=key, value=text, typed=typed, source=candidate.source,
-                                    origin=candidate.origin)
+                                    origin=candidate.origin, given=candidate.given)
 
     errors, warnings = notes.errors, notes.warnings
     if strict:
@@ -268,7 +269,8 @@ def _expand_alias(merged: dict[str, _Candidate]) -> None:
     origin = f"engine={engine.value} ({engine.origin})"
     for key, value in alias.sets.items():
         if key == alias.key or key not in merged:
-            merged[key] = _Candidate(key, value, Source.ALIAS, origin)
+            merged[key] = _Candidate(key, value, Source.ALIAS, origin,
+                                     given=engine.value if key == alias.key else None)
 
 
 def _apply_table_defaults(merged: dict[str, _Candidate], target: str) -> None:

@@ -42,6 +42,7 @@ class ResolvedValue(BaseModel):
     typed: OptionValue | None
     source: Source
     origin: str | None = None  # e.g. "OPTION_TENSOR_PARALLEL_DEGREE", "--tp", "serving.properties:12"
+    given: str | None = None  # what the user wrote, when an alias replaced it (engine=MPI -> Python)
 
 
 class TypedReader:

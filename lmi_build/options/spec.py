@@ -80,6 +80,9 @@ class OptionSpec(BaseModel):
     engines: tuple[EngineFamily, ...] = Field(min_length=1)
     restricted: bool = False
     build_relevant: bool | tuple[TargetName, ...] = False
+    # Targets on which the key only steers lmi-build's own build: never written to serving.properties
+    # there (no container of that target reads it). `engines = ["lmi-build"]` is that on every target.
+    build_only: tuple[TargetName, ...] = ()
     active_when: dict[str, tuple[str, ...]] = {}
     deprecated: KeyDeprecation | None = None
     deprecated_values: dict[str, ValueDeprecation] = {}
@@ -121,6 +124,10 @@ class OptionSpec(BaseModel):
         if isinstance(self.build_relevant, bool):
             return self.build_relevant
         return target in self.build_relevant
+
+    def is_build_only(self, target: str) -> bool:
+        """Whether the key is a build-time knob on ``target``, kept out of its serving.properties."""
+        return self.engines == ("lmi-build",) or target in self.build_only
 
     def is_active(self, values: Mapping[str, str]) -> bool:
         return all(values.get(key) in allowed for key, allowed in self.active_when.items())

@@ -5,8 +5,8 @@ else ``nvidia-smi -L``), ``CUDA_VISIBLE_DEVICES`` allows them and the installed 
 build (read from its distribution version, ``+cpu``, without importing it); CPU otherwise. The
 build decides again with torch and records the device it really used in the manifest.
 
-Time and memory come from rates measured with ``benchmarks/quantize.py`` and kept, with the command
-and the machine, in ``lmi_build/data/quantize_rates.toml``:
+Time and memory come from rates measured with ``benchmarks/quantize.py`` and kept, with the command,
+the date and the library versions, in ``lmi_build/data/quantize_rates.toml``:
 
     seconds  = fixed + per_param x params + calibration_rate[method] x tokens x params   (CPU, fp32)
     host RAM = baseline + factor[target.method] x params x bytes(load dtype)
@@ -46,7 +46,8 @@ class RateSource(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     command: str
-    machine: str
+    host: str  # the kind of host, in neutral words ("a 2-core x86-64 CPU host"): printed by `plan`
+    libraries: str  # the versions the rates were measured with
     measured: str  # date
     notes: str = ""
 
@@ -190,7 +191,8 @@ def estimate_checkpoint_step(work: CheckpointWork | None, quantization: Quantiza
     load_dtype = calibration_load_dtype(where.device, work.dtype, runs_forward=runs_forward)
     params = spec.num_parameters
     tokens = _calibration_tokens(quantization, calib_file, table.cpu.chars_per_token) if runs_forward else 0
-    basis = [f"rates: quantize_rates.toml, measured {table.source.measured} on {table.source.machine}"]
+    basis = [f"rates: quantize_rates.toml, measured {table.source.measured} on {table.source.host} "
+             f"({table.source.libraries})"]
 
     if work.streamed and method is None:
         return _stream_estimate(table, spec, work.dtype, basis)
@@ -201,7 +203,7 @@ def estimate_checkpoint_step(work: CheckpointWork | None, quantization: Quantiza
         step = table.cpu.steps[kind]
         seconds = step.fixed_seconds + step.seconds_per_param * params
         basis.append(f"time: {step.fixed_seconds:g} s + {step.seconds_per_param:.3g} s per parameter ({kind}), "
-                     f"host load {table.cpu.load_average}")
+                     f"measured at load average {table.cpu.load_average}")
         if runs_forward:
             rate = table.cpu.calibration.get(method or "")
             if rate is None:
@@ -242,7 +244,7 @@ def _stream_estimate(table: RatesFile, spec: ModelSpec, dtype: str, basis: list[
     step = table.cpu.steps["stream_trtllm"]
     seconds = step.fixed_seconds + step.seconds_per_param * spec.num_parameters
     basis.append(f"time: {step.fixed_seconds:g} s + {step.seconds_per_param:.3g} s per parameter (stream_trtllm), "
-                 f"host load {table.cpu.load_average}")
+                 f"measured at load average {table.cpu.load_average}")
     source_bytes = _DTYPE_BYTES.get(spec.torch_dtype or "float16", 2)
     rows = max(spec.vocab_size, spec.intermediate_size or 0,
                spec.num_attention_heads * spec.head_dim + 2 * spec.num_kv_heads * spec.head_dim)

@@ -23,6 +23,9 @@ from lmi_build.planning.request import PlanRequest
 from lmi_build.recipes.schema import Recipe, TargetSupport
 from lmi_build.types import TargetName
 
+# User values that ask the planner to resolve them (tp=max): replacing them is no rewrite.
+RESOLVED_PLACEHOLDERS = frozenset({"max", "auto"})
+
 
 @dataclass
 class PlanContext(TypedReader):
@@ -42,6 +45,8 @@ class PlanContext(TypedReader):
     # Keys the target keeps out of serving.properties (e.g. option.quantize for a checkpoint whose
     # config.json declares its quantization): full keys.
     withheld: set[str] = field(default_factory=set)
+    # Keys whose user value a derived one replaced (warned once each: option_rewritten).
+    rewritten: set[str] = field(default_factory=set)
 
     # -- reading options (the typed readers are TypedReader's) ---------------------------------
     def value(self, key: str) -> OptionValue | None:
@@ -73,7 +78,23 @@ class PlanContext(TypedReader):
         full = _full_key(key)
         text = bool_text(value) if isinstance(value, bool) else str(value)
         current = self.options.values.get(full)
+        derived = resolved_value(full, text, Source.DERIVED, origin)
+        if current is not None and self.user_set(full) and full not in self.rewritten:
+            # The user's value (or the alias's, e.g. engine=MPI made Python) is replaced: say so, with
+            # both values and why; never silently.
+            given = current.given if current.given is not None else current.value
+            same = given == text if current.given is not None else current.typed == derived.typed
+            if not same and given.lower() not in RESOLVED_PLACEHOLDERS:
+                self.rewritten.add(full)
+                where = current.origin or current.source.value
+                if current.given is not None and where.startswith(f"{full}={given} ("):
+                    where = where[len(f"{full}={given} ("):-1]  # "engine=MPI (from serving.properties:1)"
+                self.findings.warn(
+                    "option_rewritten",
+                    f"{full}={given} (from {where}) is rewritten to {full}={text}: {origin}",
+                    hint=f"the plan writes {full}={text} into serving.properties; remove {full} from your "
+                         "inputs to silence this")
         if current is not None and current.value == text:
             return
-        self.derived[full] = resolved_value(full, text, Source.DERIVED, origin)
+        self.derived[full] = derived
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from lmi_build.output import current, identifier
+from lmi_build.output import current, human_bytes, human_count, identifier
 from lmi_build.planning.instances import GIB
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.types import PlanMessage
@@ -57,7 +57,10 @@ def render_plan(plan: BuildPlan) -> RenderableType:
     parts.append(_mapping_table("Toolchain", {"profile": plan.toolchain.profile, "image": plan.toolchain.image,
                                               **plan.toolchain.versions}))
     status = "[green]valid[/green]" if plan.valid else f"[red]invalid[/red] ({len(plan.errors)} error(s))"
-    parts.append(f"plan: {status}   cache key: {plan.cache_key}")
+    line = f"plan: {status}   cache key: {plan.cache_key}"
+    if len(f"plan: invalid (99 error(s))   cache key: {plan.cache_key}") > current().out.width:
+        line = f"plan: {status}   cache key:\n{plan.cache_key}"  # a narrow screen: the key whole on its own line
+    parts.append(line)
     return Group(*parts)
 
 
@@ -78,7 +81,7 @@ def _model_table(plan: BuildPlan) -> Table:
         "id": f"{plan.model.id} ({plan.model.kind})",
         "revision": plan.model.revision,
         "architecture": f"{spec.architecture} ({spec.model_type})",
-        "parameters": f"{spec.num_parameters / 1e9:.2f} B",
+        "parameters": human_count(spec.num_parameters),
         "layers / heads / kv heads": f"{spec.num_layers} / {spec.num_attention_heads} / {spec.num_kv_heads}",
         "max positions": spec.max_position_embeddings or f"unbounded ({spec.position_embedding})",
         "pre-quantized": spec.pre_quantization.method if spec.pre_quantization else None,
@@ -109,14 +112,35 @@ def _short(value: Any) -> str:
 def _options_table(plan: BuildPlan) -> Table:
     from rich.table import Table
 
-    table = Table(title="serving.properties", title_justify="left", box=None, pad_edge=False)
-    table.add_column("key", style="bold", no_wrap=True, overflow="fold")
-    table.add_column("value", overflow="fold")
-    table.add_column("source", style="dim", no_wrap=True, overflow="fold")
+    from lmi_build.options.resolve import option_spec
+
+    rows: list[tuple[str, str, str]] = []
     for key, value in list(plan.options.items())[:SHOWN_OPTIONS]:
-        table.add_row(identifier(key), identifier(value), plan.option_sources.get(key, ""))
-    if len(plan.options) > SHOWN_OPTIONS:
-        table.add_row(f"... and {len(plan.options) - SHOWN_OPTIONS} more", "(--json lists every one)", "")
+        source = plan.option_sources.get(key, "")
+        spec = option_spec(key)
+        if spec is not None and spec.is_build_only(plan.target):
+            source += ", build only"  # planned (it shapes the build), never written to serving.properties
+        rows.append((key, value, source))
+    more = len(plan.options) - SHOWN_OPTIONS
+    widths = [max((len(row[i]) for row in rows), default=0) for i in range(3)]
+    table = Table(title="serving.properties", title_justify="left", box=None, pad_edge=False)
+    if sum(widths) + 4 <= current().out.width:
+        table.add_column("key", style="bold", no_wrap=True, overflow="fold")
+        table.add_column("value", overflow="fold")
+        table.add_column("source", style="dim", no_wrap=True, overflow="fold")
+        for key, value, source in rows:
+            table.add_row(identifier(key), identifier(value), source)
+        if more > 0:
+            table.add_row(f"... and {more} more", "(--json lists every one)", "")
+        return table
+    # Narrow (COLUMNS=80): key=value as serving.properties writes it, so that neither is folded
+    # before the line is full.
+    table.add_column("key=value", overflow="fold")
+    table.add_column("source", style="dim", no_wrap=True, overflow="fold")
+    for key, value, source in rows:
+        table.add_row(identifier(f"{key}={value}"), source)
+    if more > 0:
+        table.add_row(f"... and {more} more (--json lists every one)", "")
     return table
 
 
@@ -127,9 +151,9 @@ def _memory_table(plan: BuildPlan) -> Table:
     memory = plan.memory
     assert memory is not None  # checked by the caller; not user input
     table = _table("Memory")
-    table.add_row("weights", f"{memory.weight_bytes / GIB:.2f} GiB ({memory.num_parameters / 1e9:.2f} B params)")
-    table.add_row("KV cache", f"{memory.kv_cache_bytes / GIB:.2f} GiB ({memory.kv_bytes_per_token} B/token)")
-    device = f"{memory.per_device_bytes / GIB:.2f} GiB over {memory.devices} device(s)"
+    table.add_row("weights", f"{human_bytes(memory.weight_bytes)} ({human_count(memory.num_parameters)} params)")
+    table.add_row("KV cache", f"{human_bytes(memory.kv_cache_bytes)} ({memory.kv_bytes_per_token} B/token)")
+    device = f"{human_bytes(memory.per_device_bytes)} over {memory.devices} device(s)"
     if memory.device_memory_bytes:
         verdict = "fits" if memory.fits else "does NOT fit"
         device += f"; {memory.instance_type} has {memory.device_memory_bytes / GIB:.1f} GiB usable: {verdict}"

@@ -153,6 +153,11 @@ class TrtllmPlanning:
             ctx.derive("entryPoint", "djl_python.lmi_trtllm.trtllm_async_service", f"profile {profile.name}")
             ctx.derive("async_mode", "true", f"profile {profile.name}")
             ctx.derive("rolling_batch", "disable", f"profile {profile.name}")
+            if ctx.bool_value("mpi_mode"):
+                # engine=MPI (the alias sets mpi_mode=true): every rank would construct LLM(...) with
+                # the whole tp (layouts.FLAT_ENGINE's sources).
+                ctx.derive("mpi_mode", False, f"profile {profile.name}: its one LLM API process starts its own "
+                           "MPI ranks; mpi_mode=true would start a whole model in every rank")
             if pp > 1 or ctx.is_set("pipeline_parallel_size"):
                 # The 1.x service passes pipeline_parallel_size, not pipeline_parallel_degree, to LLM()
                 # (djl-serving 0.33.0-dlc properties_manager/trt_properties.py:42,138).
