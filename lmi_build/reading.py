@@ -138,8 +138,11 @@ def parse_json(text: str | bytes, *, what: str = "JSON document") -> Any:
         raise BadFile(f"the {what} is nested too deeply", hint="this is not a valid file; replace it") from None
     except BadFile:
         raise
+    except json.JSONDecodeError as error:
+        raise BadFile(f"the {what} is not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})",
+                      hint="this is not a valid file; replace it") from None
     except (ValueError, UnicodeDecodeError) as error:
-        raise BadFile(f"the {what} is not valid JSON: {str(error)[:120]}",
+        raise BadFile(f"the {what} is not valid JSON ({str(error)[:120]})",
                       hint="this is not a valid file; replace it") from None
     return value
 

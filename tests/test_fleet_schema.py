@@ -40,7 +40,7 @@ def test_example_matrix_expands() -> None:
     ("[[build]]\ntarget = 'hf'\nmodel = 'demo:tiny-llama'\nname = '{nope}'\n", "nope"),
     ("[[build]]\nmodel = 'demo:tiny-llama'\n", "target is missing"),
     ("[defaults]\nmodel = 'demo:tiny-llama'\n", "no [[build]] tables"),
-    ("[[build]\n", "not readable TOML"),
+    ("[[build]\n", "not valid TOML"),
     ("[[build]]\ntarget = 'hf'\nmodel = 'demo:tiny-llama'\nbogus_knob = 1\n", "bogus_knob: Extra inputs"),
     ("[[build]]\ntarget = 'hf'\nmodel = 'demo:tiny-llama'\npp = 'two'\n", "pp: Input should be a valid integer"),
     ("[[build]]\ntarget = 'hf'\nmodel = 'demo:tiny-llama'\n[[build]]\ntarget = 'hf'\nmodel = 'demo:tiny-llama'\n",

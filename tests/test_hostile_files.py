@@ -34,7 +34,9 @@ def _fails(world: World, *args: str, code: int | tuple[int, int] = 1, says: str 
     result = world.run(*args, timeout=timeout)
     expected = result.returncode if isinstance(code, tuple) and result.returncode in code else code
     assert isinstance(expected, int), f"exit {result.returncode}, expected one of {code}: {result.stderr[-2000:]}"
-    world.expect(result, code=expected, before=before, says=says)
+    world.expect(result, code=expected, before=before)
+    # The one error line, or the problem lines a matrix error lists under it.
+    assert says is None or says in result.stderr, result.stderr[-2000:]
     return result.error_lines[0]
 
 

@@ -116,10 +116,14 @@ def read_matrix(path: Path) -> Matrix:
         missing = LmiBuildError(f"{path} does not exist", hint="check the matrix file's path")
         raise MatrixError(path, [missing.message], errors=[missing])  # a missing file: exit 1
     try:
-        data = parse_toml(read_regular_text(path, limit=MAX_MATRIX_BYTES, what="matrix file"), what="matrix file")
+        text = read_regular_text(path, limit=MAX_MATRIX_BYTES, what="matrix file")
     except BadFile as error:
         # An unreadable input (a pipe, a directory, too large): exit 1, like a missing file.
         raise MatrixError(path, [error.message], errors=[error]) from None
+    try:
+        data = parse_toml(text, what="matrix file")
+    except BadFile as error:  # unreadable content: an invalid matrix (exit 2)
+        raise MatrixError(path, [error.message]) from None
     try:
         return Matrix.model_validate(data)
     except ValidationError as error:
