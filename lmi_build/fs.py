@@ -10,10 +10,12 @@ or a cached model is meant to be read by the serving container's user too.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import shutil
+import stat
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
@@ -22,6 +24,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
+
+from lmi_build.errors import LmiBuildError
 
 LinkMode = Literal["auto", "copy"]
 # "copy" forces copies even on one filesystem (benchmarks, or when the source must stay untouched).
@@ -137,6 +141,49 @@ def glob_escape(name: str) -> str:
     return "".join(f"[{char}]" if char in "*?[" else char for char in name)
 
 
+class PlantedPath(LmiBuildError):
+    """A path lmi-build creates next to user data (a lock, a partial download, a staging file) is
+    already there as a symbolic link or as something not ours: following it would write into (or
+    delete) whatever it points at."""
+
+    code = "planted_path"
+
+    def __init__(self, path: Path, what: str) -> None:
+        super().__init__(f"{path} is {what}; lmi-build creates this path itself and will not write through it",
+                         hint=f"remove {path} (check who created it), then rerun")
+
+
+def open_private(path: Path, flags: int, mode: int = 0o600) -> int:
+    """``os.open`` of a file lmi-build owns, never through a symbolic link (O_NOFOLLOW) and only
+    onto a regular file; raises ``PlantedPath`` otherwise."""
+    try:
+        handle = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), mode)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.EMLINK) or path.is_symlink():
+            raise PlantedPath(path, "a symbolic link") from None
+        raise
+    if not stat.S_ISREG(os.fstat(handle).st_mode):
+        os.close(handle)
+        raise PlantedPath(path, "not a regular file")
+    return handle
+
+
+def private_dir(path: Path) -> Path:
+    """``path`` as a directory of ours: created when missing; refused when it is a symbolic link,
+    not a directory, or owned by another user (a directory planted to receive our files)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, dir_mode())
+    info = path.lstat()
+    if stat.S_ISLNK(info.st_mode):
+        raise PlantedPath(path, "a symbolic link")
+    if not stat.S_ISDIR(info.st_mode):
+        raise PlantedPath(path, "not a directory")
+    if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
+        raise PlantedPath(path, "owned by another user")
+    return path
+
+
 class DirectoryBusy(Exception):
     """Another process holds the lock of a directory (``directory_lock``)."""
 
@@ -159,7 +206,7 @@ def directory_lock(target: Path) -> Iterator[None]:
     target.parent.mkdir(parents=True, exist_ok=True)
     lock_path = target.parent / f".{target.name}.lock"
     while True:
-        handle = os.open(lock_path, os.O_RDWR | os.O_CREAT, file_mode())
+        handle = open_private(lock_path, os.O_RDWR | os.O_CREAT, file_mode())
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -27,6 +27,7 @@ from typing import Any
 
 from lmi_build.artifact.files import MANIFEST_NAME, FileEntry, verify_entries
 from lmi_build.errors import PublishError
+from lmi_build.fs import PlantedPath
 from lmi_build.hashing import sha256_file
 from lmi_build.output import Output, current
 from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors
@@ -210,6 +211,9 @@ def publish(
     try:
         if tarball:
             tar_path = artifact_dir.parent / f".{artifact_dir.name}.{TARBALL_NAME}.partial"
+            if tar_path.is_symlink() or (tar_path.exists() and not tar_path.is_file()):
+                raise PlantedPath(tar_path, "a symbolic link or not a regular file")
+            tar_path.unlink(missing_ok=True)  # a killed publish's leftover: ours, and rewritten whole
             output.info(f"writing {TARBALL_NAME}")
             write_tarball(artifact_dir, entries, tar_path)
             tar_sha = sha256_file(tar_path)

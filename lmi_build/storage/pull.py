@@ -18,6 +18,7 @@ from pathlib import Path
 
 from lmi_build.artifact.files import MANIFEST_NAME, FileEntry, verify_entries
 from lmi_build.errors import PublishError
+from lmi_build.fs import private_dir
 from lmi_build.output import Output, current
 from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors
 from lmi_build.storage.paths import safe_relpath
@@ -192,8 +193,7 @@ def pull(url: str, dest: Path, *, endpoint_url: str | None = None, workers: int 
         return TransferSummary(bytes=0, objects=0, skipped=len(entries) + 1,
                                seconds=round(time.monotonic() - started, 3))
 
-    partial = dest.parent / f".{dest.name}.lmi-build-partial"
-    partial.mkdir(parents=True, exist_ok=True)
+    partial = private_dir(dest.parent / f".{dest.name}.lmi-build-partial")
     try:
         with s3_errors(target, endpoint, operation="pull"):
             if found.layout == "tarball":

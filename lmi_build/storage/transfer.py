@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from lmi_build.errors import PublishError
+from lmi_build.fs import open_private
 from lmi_build.output import Output
 
 if TYPE_CHECKING:
@@ -214,8 +215,8 @@ class _FileSink:
         with self.lock:
             if self.fd < 0 and not self.closed:
                 self.item.path.parent.mkdir(parents=True, exist_ok=True)
-                flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
-                self.fd = os.open(self.temp, flags, 0o644)
+                # Never through a planted link: the temporary name sits next to user data.
+                self.fd = open_private(self.temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
                 if self.item.size:
                     # Reserve the blocks first: a full disk is then an OSError here, not a SIGBUS
                     # when a page of the map is written.
