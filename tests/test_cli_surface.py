@@ -270,7 +270,8 @@ def test_tables_on_an_80_column_terminal_fold_never_cut() -> None:
     assert plan.toolchain.image and plan.toolchain.image in _flattened(text)  # folded, all of it there
     lines = text.splitlines()
     for key in plan.options:
-        assert any(line.startswith(key + " ") for line in lines), key  # option keys on one line
+        # option keys whole, at the start of a line (``key=value``, or ``key`` then its value)
+        assert any(line.lstrip().startswith((key + " ", key + "=")) for line in lines), key
 
 
 # --- library chatter goes to the debug channel --------------------------------------------------

@@ -45,6 +45,7 @@ COMMANDS = (
     Command("recipes", "recipes_cmd", "Supported architectures: targets, quantization, restricted options."),
     Command("profiles", "profiles_cmd", "LMI container profiles, TensorRT-LLM, Neuron and hf (image, versions, layout, "
                                         "defaults)."),
+    Command("demo", "demo_cmd", "The demo models lmi-build generates itself (--model demo:NAME, offline)."),
 )
 COMMAND_MODULES = tuple(dict.fromkeys(command.module for command in COMMANDS))
 
@@ -111,6 +112,10 @@ def command_module(name: str) -> ModuleType:
         from lmi_build.cli import profiles_cmd
 
         return profiles_cmd
+    if name == "demo_cmd":
+        from lmi_build.cli import demo_cmd
+
+        return demo_cmd
     raise KeyError(f"no command module {name!r}")
 
 
