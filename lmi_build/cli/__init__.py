@@ -27,7 +27,7 @@ def build_app(modules: tuple[str, ...] = commands.COMMAND_MODULES) -> typer.Type
     """The typer app with the commands of ``modules`` registered (all by default)."""
     from lmi_build.cli.app import new_app, root_callback
 
-    app = new_app(help=commands.APP_HELP)
+    app = new_app(help=commands.APP_HELP, completion=True)
     app.callback()(root_callback)
     # One line per command module. Keep these modules light: no torch/transformers at import.
     commands.register(app, modules)
@@ -42,11 +42,18 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+# click's shell-completion protocol: the completion script calls lmi-build with this variable set.
+COMPLETE_VARIABLE = "_LMI_BUILD_COMPLETE"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """The console script. An ``LmiBuildError`` or a usage error (unknown flag, bad value) is one
     line on stderr (and, with --json, ``{"error": ...}`` on stdout) and exit status 1, or 2 for an
     invalid plan or artifact; --debug shows the traceback instead."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if COMPLETE_VARIABLE in os.environ:  # the shell asks for completions: every command must be known
+        build_app()(prog_name="lmi-build")  # the variable's name is derived from it
+        return
     if args in (["--help"], ["-h"], []):
         sys.stdout.write(commands.top_level_help())
         sys.exit(0 if args else 1)  # no command given: the help, and a usage error's status

@@ -91,11 +91,13 @@ def group_callback(json_output: JsonOpt = False, quiet: QuietOpt = False, debug:
     (``lmi-build profiles --json list``); their eager callbacks have applied them."""
 
 
-def new_app(help: str | None = None) -> typer.Typer:
+def new_app(help: str | None = None, *, completion: bool = False) -> typer.Typer:
+    """A command group (or, with ``completion``, the root app, which offers typer's
+    --install-completion/--show-completion for bash, zsh, fish and PowerShell)."""
     app = _App(
         help=help,
         no_args_is_help=True,
-        add_completion=False,
+        add_completion=completion,
         pretty_exceptions_enable=False,
         rich_markup_mode="rich",
         context_settings=CONTEXT_SETTINGS,

@@ -58,6 +58,8 @@ ROOT_OPTIONS = (
     ("--quiet -q", "Print nothing but errors."),
     ("--debug", "Show tracebacks and what libraries print (also LMI_BUILD_DEBUG=1)."),
     ("--version", "Print the version and exit."),
+    ("--install-completion", "Install completion for the current shell."),
+    ("--show-completion", "Show completion for the current shell, to copy it or customize the installation."),
     ("--help -h", "Show this message and exit."),
 )
 
