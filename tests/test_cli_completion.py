@@ -34,7 +34,9 @@ def test_show_completion_prints_the_script() -> None:
 
     console_script = shutil.which("lmi-build")  # the installed command, as a user's shell runs it
     assert console_script is not None
-    result = subprocess.run([console_script, "--show-completion", "bash"], capture_output=True,
+    # typer detects the shell from the parent processes: run it from bash (the trailing command keeps
+    # bash from exec-ing lmi-build in its place, which would hide it).
+    result = subprocess.run(["bash", "-c", f"'{console_script}' --show-completion; exit $?"], capture_output=True,
                             text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
     assert "_LMI_BUILD_COMPLETE" in result.stdout
