@@ -24,9 +24,11 @@ DATA_DIRS = (REPO / "lmi_build" / "data", REPO / "recipes", REPO / "profiles")
 DEVELOPER_MACHINE = re.compile(r"\b(EPYC|Xeon|Ryzen|vCPUs? (AMD|Intel)|agents?|sessions?'?|sandbox)\b", re.IGNORECASE)
 
 
-def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str, cwd: Path | None = None, cache: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPTION_", "HF_", "SM_"))}
     env["COLUMNS"] = "200"
+    if cache is not None:  # a cache of the test's own: the session's may hold the artifact already
+        env["LMI_BUILD_CACHE"] = str(cache)
     return subprocess.run([sys.executable, "-m", "lmi_build", *args], capture_output=True, text=True, env=env,
                           timeout=600, cwd=cwd)
 
@@ -76,19 +78,19 @@ def test_a_small_models_parameters_and_weights_are_not_zero() -> None:
 
 
 def test_a_cache_hit_reports_the_cache_step_and_the_original_builds_as_its_own(tmp_path: Path) -> None:
-    first = _cli("hf", "--model", "demo:tiny-llama", "--output", str(tmp_path / "a"), "--json")
+    first = _cli("hf", "--model", "demo:tiny-llama", "--output", str(tmp_path / "a"), "--json", cache=tmp_path / "cache")
     assert first.returncode == 0, first.stderr
     built = json.loads(first.stdout)
     assert built["status"] == "artifact" and "original_build" not in built
 
-    again = _cli("hf", "--model", "demo:tiny-llama", "--output", str(tmp_path / "b"), "--json")
+    again = _cli("hf", "--model", "demo:tiny-llama", "--output", str(tmp_path / "b"), "--json", cache=tmp_path / "cache")
     assert again.returncode == 0, again.stderr
     cached = json.loads(again.stdout)
     assert cached["status"] == "cached"
     assert [step["name"] for step in cached["steps"]] == ["cache"]  # what ran now
     assert cached["original_build"]["steps"] == built["steps"] and cached["original_build"]["at"]
 
-    human = _cli("hf", "--model", "demo:tiny-llama", "--output", str(tmp_path / "c"))
+    human = _cli("hf", "--model", "demo:tiny-llama", "--output", str(tmp_path / "c"), cache=tmp_path / "cache")
     assert human.returncode == 0, human.stderr
     title, _, rest = human.stdout.partition("original build, ")
     assert "cache" in title and "fetch" not in title  # the fetch ran in the original build, not now

@@ -40,24 +40,27 @@ def no_gpu_path() -> str:
 
 
 def test_hf_build_then_cache_hit(tmp_path: Path) -> None:
+    # A cache of its own: the session's cache may already hold this plan's artifact (another test
+    # file on the same worker built it), and the first build here must be a real one.
+    cache = {"LMI_BUILD_CACHE": str(tmp_path / "cache")}
     out = tmp_path / "artifact"
-    first = lmi_build("hf", "--model", "demo:tiny-llama", "--output", str(out), "--json")
+    first = lmi_build("hf", "--model", "demo:tiny-llama", "--output", str(out), "--json", env=cache)
     assert first.returncode == 0, first.stderr
     built = as_json(first)
     assert built["status"] == "artifact"
     manifest = load_manifest(out)
     assert manifest.target == "hf" and manifest.cache_key == built["cache_key"]
     assert (out / "tokenizer.json").is_file() and (out / "serving.properties").is_file()
-    assert lmi_build("verify", str(out)).returncode == 0
+    assert lmi_build("verify", str(out), env=cache).returncode == 0
 
-    again = lmi_build("hf", "--model", "demo:tiny-llama", "--output", str(tmp_path / "second"), "--json")
+    again = lmi_build("hf", "--model", "demo:tiny-llama", "--output", str(tmp_path / "second"), "--json", env=cache)
     assert again.returncode == 0, again.stderr
     assert as_json(again)["status"] == "cached"
     assert load_manifest(tmp_path / "second").content_digest == manifest.content_digest
 
     # A build-relevant change is a different cache key: never a stale artifact.
     bf16 = lmi_build("hf", "--model", "demo:tiny-llama", "--dtype", "bf16", "--output", str(tmp_path / "bf16"),
-                     "--json")
+                     "--json", env=cache)
     assert bf16.returncode == 0, bf16.stderr
     result = as_json(bf16)
     assert result["status"] == "artifact" and result["cache_key"] != built["cache_key"]
