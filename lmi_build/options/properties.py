@@ -21,7 +21,7 @@ from pathlib import Path
 
 from lmi_build.errors import OptionError
 from lmi_build.fs import atomic_write_text
-from lmi_build.reading import BadFile, read_regular_bytes
+from lmi_build.reading import BadFile, check_text, read_regular_bytes
 from lmi_build.types import PlanMessage
 
 _WHITESPACE = " \t\f"
@@ -106,8 +106,8 @@ def _unescape(raw: str, where: str) -> str:
     # surrogate is no character at all and could be written nowhere (not even to the terminal).
     joined = "".join(out).encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
     try:
-        joined.encode("utf-8")
-    except UnicodeEncodeError:
+        check_text(joined, what=where)
+    except BadFile:
         raise OptionError(f"{where}: a \\u escape makes a lone UTF-16 surrogate (\\uD800-\\uDFFF unpaired)",
                           hint="write the character itself, or a complete surrogate pair") from None
     return joined
