@@ -34,8 +34,10 @@ def test_eight_thousand_keys_plan_in_linear_time(world: World, json_mode: bool) 
                        *(["--json"] if json_mode else []))
     spent = _child_cpu_seconds() - start
     world.expect(result, code=0, before=before)
-    # 8k keys used to cost 80 s of CPU (quadratic de-duplication): now well under a second more.
-    assert spent - baseline < 2.0, f"{spent:.2f}s of CPU for 8000 keys (plain plan: {baseline:.2f}s)"
+    # 8k keys used to cost 80 s of CPU (quadratic de-duplication); linear work costs about one
+    # second more here. The bound catches any quadratic step with room for a slower CI machine
+    # (CI once measured 2.3 s, before the redaction and unescape fast paths).
+    assert spent - baseline < 6.0, f"{spent:.2f}s of CPU for 8000 keys (plain plan: {baseline:.2f}s)"
     if not json_mode:
         assert len(result.stderr.splitlines()) < 100, "thousands of warnings are summarised"
         assert len(result.stdout.splitlines()) < 400, "thousands of options are summarised"

@@ -86,3 +86,29 @@ def test_one_rule_for_text_and_trees() -> None:
     # Not secrets: ordinary knobs keep their values.
     assert redact_text("option.max_tokens=512 tokens_per_block=64 option.smoothquant_per_token=true") == \
         "option.max_tokens=512 tokens_per_block=64 option.smoothquant_per_token=true"
+
+
+@pytest.mark.parametrize("secret_text, hidden", [
+    (TOKEN, TOKEN),
+    ("AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE"),
+    ("ASIAIOSFODNN7EXAMPLE", "ASIAIOSFODNN7EXAMPLE"),
+    ("ghp_" + "a1" * 18, "a1a1a1a1a1"),
+    ("xoxb-1234567890-abcdef", "1234567890-abcdef"),
+    ("-----BEGIN PRIVATE KEY-----\nMIIEvQ\n-----END PRIVATE KEY-----", "MIIEvQ"),
+    ("BEARER abcdefgh12345678", "abcdefgh12345678"),
+    ("basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA"),
+    ("Token abcdefgh12345678", "abcdefgh12345678"),
+    ("--HF-TOKEN=abc123", "abc123"),
+    ("API_KEY: abc123", "abc123"),
+    ("--access-key abc123", "abc123"),
+    ("Secret=abc123", "abc123"),
+    ("PASSWD=abc123", "abc123"),
+    ("private_key=abc123", "abc123"),
+    ("Authorization=abc123", "abc123"),
+    ("HTTPS://user:pa55word-123@host/x", "pa55word-123"),
+    ("s3://onlytoken@bucket/x", "onlytoken"),
+])
+def test_every_credential_shape_is_hidden_in_any_case(secret_text: str, hidden: str) -> None:
+    """Each shape alone, in a line of ordinary text: the cheap first look must never skip one."""
+    shown = redact_text(f"loading the model; {secret_text} ; done")
+    assert hidden not in shown and REDACTED in shown, shown

@@ -81,6 +81,8 @@ def _continues(line: str) -> bool:
 
 
 def _unescape(raw: str, where: str) -> str:
+    if "\\" not in raw:
+        return raw  # nothing escaped: the text itself was checked when the file was read
     out: list[str] = []
     index = 0
     while index < len(raw):
