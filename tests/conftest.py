@@ -38,3 +38,7 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     """Each test session gets its own lmi-build cache unless a test sets one itself."""
     if "LMI_BUILD_CACHE" not in os.environ:
         monkeypatch.setenv("LMI_BUILD_CACHE", str(tmp_path_factory.getbasetemp() / "lmi-build-cache"))
+    # A config file of the machine running the tests (~/.config/lmi-build/config.toml) never applies:
+    # the standing defaults are an empty directory's unless a test writes its own.
+    if "LMI_BUILD_CONFIG" not in os.environ:
+        monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.getbasetemp() / "xdg-config"))

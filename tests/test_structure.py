@@ -113,7 +113,7 @@ def test_a_new_knob_is_one_declaration(monkeypatch: pytest.MonkeyPatch) -> None:
     flag = {param.name: param for param in commands["trtllm"].params}["max_num_tokens"]
     assert flag.opts == ["--max-num-tokens"] and "Sets option.max_num_tokens." in (flag.help or "")
     assert "max_num_tokens" not in {param.name for param in commands["hf"].params}
-    given = plan_flags.plan_request_from({"max_num_tokens": 8192}, env={})
+    given = plan_flags.plan_request_from({"max_num_tokens": 8192}, target="trtllm", env={})
     assert given.flag_options()["option.max_num_tokens"] == ("8192", "--max-num-tokens")
     entry = matrix._knobs_model().model_validate({"max_num_tokens": 4096})
     assert entry.max_num_tokens == 4096  # type: ignore[attr-defined]

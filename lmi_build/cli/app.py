@@ -45,10 +45,16 @@ DEBUG_HELP = "Show tracebacks and what libraries print (also LMI_BUILD_DEBUG=1).
 JsonOpt = Annotated[bool, typer.Option("--json", is_eager=True, callback=_json_mode, help=JSON_HELP)]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", is_eager=True, callback=_quiet_mode, help=QUIET_HELP)]
 DebugOpt = Annotated[bool, typer.Option("--debug", is_eager=True, callback=_debug_mode, help=DEBUG_HELP)]
+def _endpoint_default(value: str | None) -> str | None:
+    from lmi_build.cli.user_config import endpoint_default
+
+    return endpoint_default(value)
+
+
 EndpointOpt = Annotated[str | None, typer.Option(
-    "--endpoint-url",
+    "--endpoint-url", callback=_endpoint_default,
     help="S3 endpoint for every s3:// location (--model, --publish, artifacts), e.g. MinIO or SeaweedFS. "
-    "Default: AWS_ENDPOINT_URL, else AWS S3.")]
+    "Default: AWS_ENDPOINT_URL, else endpoint_url in ~/.config/lmi-build/config.toml, else AWS S3.")]
 
 OUTPUT_PARAMETERS = tuple(
     inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=False, annotation=annotation)

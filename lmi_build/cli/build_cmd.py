@@ -46,10 +46,16 @@ CopyOpt = Annotated[bool, typer.Option(
     help="Copy files into the artifact instead of hard-linking them (keeps the source untouchable).")]
 KeepWorkOpt = Annotated[bool, typer.Option(
     "--keep-work", rich_help_panel=BUILD_PANEL, help="Keep the intermediate work directory (for debugging).")]
+def _cache_default(value: str | None) -> str | None:
+    from lmi_build.cli.user_config import cache_default
+
+    return cache_default(value)
+
+
 RemoteCacheOpt = Annotated[str | None, typer.Option(
-    "--cache", rich_help_panel=BUILD_PANEL,
+    "--cache", rich_help_panel=BUILD_PANEL, callback=_cache_default,
     help="Shared build cache s3://bucket/prefix: reuse the artifact another host built for this plan, "
-    "or store this one there.")]
+    "or store this one there. Default: cache in ~/.config/lmi-build/config.toml (--no-cache: none).")]
 PublishOpt = Annotated[str | None, typer.Option(
     "--publish", rich_help_panel=BUILD_PANEL, help="Publish the verified artifact to s3://bucket/prefix.")]
 
@@ -187,7 +193,7 @@ def _build(name: TargetName, knobs: dict[str, Any], plan_file: Path | None, sett
     if saved is None:
         from lmi_build.planner import plan_request
 
-        saved = plan_request(plan_request_from(knobs, endpoint_url=settings.endpoint_url), target)
+        saved = plan_request(plan_request_from(knobs, target=name, endpoint_url=settings.endpoint_url), target)
     plan = saved.plan
     if not plan.valid:
         report_plan(plan)

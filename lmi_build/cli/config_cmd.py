@@ -61,11 +61,14 @@ def show(
     """Print every resolved option with its value and where it came from. With --model, the values
     are the plan's (the profile's and the model's derivations included); without, the option layers
     alone, and the keys the plan would change are named."""
+    from lmi_build.cli.user_config import load_standing_defaults, profile_default
     from lmi_build.options.resolve import OptionInputs, cli_option_pairs, resolve_options
     from lmi_build.options.spec import exact_spec
     from lmi_build.redaction import redact, secret_values
 
     env: dict[str, str] = {} if no_env else dict(os.environ)
+    standing = load_standing_defaults()
+    profile, _ = profile_default(_check_target(target), profile)
     inputs = OptionInputs(cli=cli_option_pairs(option or []), properties_file=properties, env=env)
     resolution = resolve_options(inputs, target=_check_target(target), strict=strict)
     secrets = secret_values(env)
@@ -112,6 +115,8 @@ def show(
         "options": rows,
         # Without --model: the keys `lmi-build plan` writes otherwise, planned for DIFF_MODEL.
         "plan_differs": differs if model is None else None,
+        # The config file's standing defaults (flags and the environment win over them).
+        "config_file": {"path": str(standing.path), "exists": standing.path.exists(), "values": standing.values},
         "warnings": [message.model_dump() for message in messages[0]],
         "errors": [message.model_dump() for message in messages[1]],
     }
@@ -123,6 +128,9 @@ def show(
         out.info(f"these are the option layers before planning; `lmi-build plan` (profile {plan.toolchain.profile}) "
                  f"writes other values for {len(differs)} key(s), planned for {DIFF_MODEL} (the model changes "
                  f"some): {changes}. Add --model MODEL to see the values the plan writes.")
+    if out.human and standing.values:
+        shown = ", ".join(f"{key}={value}" for key, value in standing.values.items())
+        out.info(f"standing defaults from {standing.path}: {shown} (a flag or the environment overrides each)")
     for warning in messages[0]:
         out.warn(_line(warning.message, warning.hint))
     for problem in messages[1]:

@@ -29,9 +29,21 @@ class ExecutorChoice(str, Enum):
 
 
 MatrixFileArg = Annotated[Path, typer.Argument(help="The matrix file (builds.toml): defaults and \\[\\[build]] tables.")]
-CacheOpt = Annotated[str, typer.Option(
-    "--cache", help="Shared build cache s3://bucket/prefix: committed entries are reused, new artifacts stored "
-    "(a build's artifact lives there, and at its publish URL).")]
+def _cache_required(value: str | None) -> str:
+    from lmi_build.cli.user_config import cache_default, config_path
+    from lmi_build.errors import OptionError
+
+    found = cache_default(value)
+    if found is None:
+        raise OptionError("matrix needs a shared build cache",
+                          hint=f"pass --cache s3://bucket/prefix/, or set cache = \"s3://...\" in {config_path()}")
+    return found
+
+
+CacheOpt = Annotated[str | None, typer.Option(
+    "--cache", callback=_cache_required,
+    help="Shared build cache s3://bucket/prefix: committed entries are reused, new artifacts stored "
+    "(a build's artifact lives there, and at its publish URL). Default: cache in ~/.config/lmi-build/config.toml.")]
 ExecutorOpt = Annotated[ExecutorChoice, typer.Option(
     "--executor", help="local: a process pool on this host; ray: one Ray task per build, resources from its plan.")]
 RayAddressOpt = Annotated[str | None, typer.Option(
@@ -56,7 +68,7 @@ def register(app: typer.Typer) -> None:
 
 def matrix(
     matrix_file: MatrixFileArg,
-    cache: CacheOpt,
+    cache: CacheOpt = None,
     executor: ExecutorOpt = ExecutorChoice.local,
     ray_address: RayAddressOpt = None,
     max_parallel: MaxParallelOpt = None,
@@ -67,6 +79,7 @@ def matrix(
     from lmi_build.fleet.run import run_matrix
     from lmi_build.output import current
 
+    assert cache is not None  # _cache_required gave one or stopped
     progress = run_matrix(matrix_file, cache=cache, executor=executor.value, ray_address=ray_address,
                           max_parallel=max_parallel, max_retries=max_retries, endpoint_url=endpoint_url,
                           wait_for_resources=wait_for_resources)

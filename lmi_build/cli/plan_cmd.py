@@ -42,7 +42,7 @@ def plan(
     from lmi_build.planning.render import report_plan
     from lmi_build.targets import get_target
 
-    saved = plan_request(plan_request_from(knobs, endpoint_url=endpoint_url), get_target(target.value))
+    saved = plan_request(plan_request_from(knobs, target=target.value, endpoint_url=endpoint_url), get_target(target.value))
     report_plan(saved.plan)
     if save is not None:
         saved.save(save)  # an invalid plan is saved too (for review); builds refuse it

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import typer
 
 from lmi_build.cli.option_flags import CHOICES, HELP, MAXIMUM, MINIMUM
+from lmi_build.cli.user_config import profile_default
 from lmi_build.planning.request import INPUTS_PANEL, Knob, PlanRequest, knob_fields
 
 if TYPE_CHECKING:  # the planner's pydantic models load only when a command runs, not for --help
@@ -87,12 +88,31 @@ def with_knobs(function: Callable[..., Any], command: str | None) -> Callable[..
     return run
 
 
-def plan_request_from(knobs: Mapping[str, Any], *, endpoint_url: str | None = None,
+def plan_request_from(knobs: Mapping[str, Any], *, target: str, endpoint_url: str | None = None,
                       env: Mapping[str, str] | None = None) -> PlanRequest:
-    """The planner's input from a command line's knob values (``env``: this process's environment)."""
+    """The planner's input from a command line's knob values (``env``: this process's environment);
+    a profile not given comes from the config file's standing defaults, if it names one."""
+    env = os.environ if env is None else env
     values: dict[str, Any] = {name: tuple(value) if isinstance(value, list) else value
                               for name, value in knobs.items() if value is not None}
-    return PlanRequest(**values, endpoint_url=endpoint_url, env=dict(os.environ if env is None else env))
+    profile, config_file = profile_default(target, values.get("profile"), env)
+    if config_file is not None:
+        _check_configured_profile(target, profile, config_file)
+        values["profile"] = profile
+        from lmi_build.output import current
+
+        current().info(f"profile {profile} from {config_file} ([{target}] profile; --profile overrides it)")
+    return PlanRequest(**values, endpoint_url=endpoint_url, env=dict(env))
+
+
+def _check_configured_profile(target: str, profile: str | None, config_file: Path) -> None:
+    from lmi_build.errors import OptionError
+    from lmi_build.targets import get_target
+
+    known = get_target(target).container_profiles()
+    if profile not in known:
+        raise OptionError(f"{config_file}: [{target}] profile = {profile!r} is not a {target} profile",
+                          hint=f"fix the file; `lmi-build profiles list` names them (e.g. {next(iter(known), '')})")
 
 
 def given_flags(knobs: Mapping[str, Any]) -> list[tuple[str, Knob]]:
