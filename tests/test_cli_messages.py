@@ -46,11 +46,12 @@ def stopped(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return out, json.loads(result.stdout)["next_command"]
 
 
-@pytest.mark.parametrize("command", ["verify", "inspect"])
+@pytest.mark.parametrize("command", ["verify", "inspect", "publish"])
 def test_an_exit_3_checkpoint_says_what_is_missing_and_the_build_s_own_next_command(
         stopped: tuple[Path, str], command: str) -> None:
     out, next_command = stopped
-    result = run_cli(command, str(out), "--json")
+    destination = ["s3://bucket/x/"] if command == "publish" else []
+    result = run_cli(command, str(out), *destination, "--json")
     assert result.returncode == 2, result.stderr
     error = _json_error(result)
     assert "build it with lmi-build" not in error["hint"] and "not an lmi-build artifact" not in error["hint"]

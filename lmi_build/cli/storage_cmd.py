@@ -51,9 +51,12 @@ def register(app: typer.Typer) -> None:
         workers: WorkersOpt = 8,
         overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace a different artifact already at the prefix (its stale objects are removed after the new manifest commits).")] = False,
     ) -> None:
+        from lmi_build.cli.unfinished import unfinished_build
         from lmi_build.output import current
         from lmi_build.storage.publish import publish
 
+        if (unfinished := unfinished_build(str(artifact_dir))) is not None:
+            raise unfinished  # an exit-3 output: say what it lacks and how to finish it
         out = current()
         summary = publish(artifact_dir, url, endpoint_url=endpoint_url, delete_local=delete_local,
                           expected_bucket_owner=expected_bucket_owner, sse_kms_key_id=sse_kms_key_id,

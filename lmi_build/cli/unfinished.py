@@ -1,4 +1,4 @@
-"""What `verify` and `inspect` say about a directory a build stopped at with exit 3 (a checkpoint
+"""What `verify`, `inspect` and `publish` say about a directory a build stopped at with exit 3 (a checkpoint
 with plan.json, or a `--runner script` bundle): not an artifact, what it lacks, and the command that
 finishes it, the same command the build printed as ``next:``."""
 
