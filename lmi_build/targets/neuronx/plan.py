@@ -292,6 +292,7 @@ class NeuronxPlanning:
         amp = AMP[dtype]
 
         layout = self._layout(ctx, profile, loader)
+        self._check_rope_scaling(ctx, profile)
         if layout == "neuronx-split" and spec.model_type not in sdk().split_classes:
             ctx.findings.error("neuron_split_class", f"{profile.name} has no transformers-neuronx sampling class for "
                                f"{spec.model_type}", hint="pick lmi-0.28.0 or newer (lmi-build profiles list)")
@@ -346,6 +347,24 @@ class NeuronxPlanning:
         if profile.continuous_batching_rule == "rolling_model_type":
             return model_type in model_types
         return batch > 1 and model_type in model_types
+
+    @staticmethod
+    def _check_rope_scaling(ctx: PlanContext, profile: NeuronProfile) -> None:
+        """The release's reading of the model's RoPE scaling (``rope.rope_outcome``): refused where
+        its start-up fails or the model would load with unscaled RoPE, a warning where unchecked."""
+        from lmi_build.targets.neuronx.rope import rope_outcome
+
+        found = rope_outcome(profile, ctx.spec)
+        if found is None:
+            return
+        cited = f"({'; '.join(found.sources)})"
+        if found.outcome == "unchecked":
+            ctx.findings.warn("neuron_rope_scaling_unchecked", f"{found.message} {cited}",
+                              hint="check the outputs at long context, or pick lmi-0.32.0 or newer (llama3 scaling)")
+            return
+        ctx.findings.error("neuron_rope_scaling", f"{found.message} {cited}",
+                           hint="pick a release whose transformers-neuronx applies this scaling (lmi-0.32.0 and "
+                                "newer apply llama3), or serve the model on a GPU target")
 
     @staticmethod
     def _loader(ctx: PlanContext, profile: NeuronProfile, rolling: bool) -> Loader:

@@ -74,6 +74,16 @@ class NeuronProfile(BaseModel):
     rolling_batch_recommender: Literal["none", "without_engine", "tnx_disable", "auto"]
     auto_rolling_batch_vllm_from: int | None = None
     rolling_batch_sources: tuple[str, ...] = ()
+    # RoPE scaling as the release loads it (``lmi_build.targets.neuronx.rope``; ``rope_scaling_sources``):
+    # the rope_scaling types the image's transformers LlamaConfig parses (None: every type; 4.35/4.36
+    # parse exactly {type, factor} with linear/dynamic), the types transformers-neuronx applies for
+    # llama, and what it does with another type: "ignored" (loads with unscaled RoPE: wrong outputs)
+    # or "refused" (ValueError). ``rope_scaling_checked`` false: the release's TNX has no public source.
+    llama_rope_scaling_parsed: tuple[str, ...] | None = None
+    tnx_rope_scaling: tuple[str, ...] = ()
+    tnx_rope_scaling_other: Literal["ignored", "refused"] = "ignored"
+    rope_scaling_checked: bool = True
+    rope_scaling_sources: tuple[str, ...] = ()
     # The partition lmi-build's driver reproduces for this release's split layout, or why none:
     # 0.27's legacy_partition is built; 0.26's differs (below) and is refused with this reason.
     split_layout_unbuilt: str = ""
