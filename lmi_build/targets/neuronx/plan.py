@@ -202,6 +202,27 @@ def neuron_config(*, continuous: bool, batch: int, gqa_requested: str | None, qu
     return config
 
 
+def container_on_device_embedding(profile: NeuronProfile, layout: str, options: Mapping[str, str]) -> tuple[bool, str]:
+    """(on_device_embedding as the release passes it to NeuronConfig, why) for an artifact of
+    ``layout`` served with these serving.properties (``options``: keys without ``option.``, as set).
+    0.30+ (``precompiled_on_device_embedding``): load_split_model=true turns it on; else the written
+    option; else on only where the served config.json has a ``neuron`` block (the precompiled
+    layout; not the compile-cache tree, served beside the original weights). 0.27 reads the option
+    (default off); 0.26, 0.28 and 0.29 never set it (``on_device_embedding_sources``)."""
+    written = parse_bool(options.get("on_device_embedding", "")) if profile.on_device_embedding_option else None
+    if profile.precompiled_on_device_embedding:
+        if parse_bool(options.get("load_split_model", "")):
+            return True, "option.load_split_model=true turns it on"
+        if written is not None:
+            return written, f"option.on_device_embedding={str(written).lower()}"
+        if layout != "neuronx-cache":
+            return True, "the smart default for a config.json with a neuron block"
+        return False, "served beside the original config.json (no neuron block): no smart default"
+    if written is not None:
+        return written, f"option.on_device_embedding={str(written).lower()}"
+    return False, "the release does not set it"
+
+
 class NeuronxPlanning:
     """The planning half of the neuronx target (``lmi_build.targets.neuronx.target``)."""
 
@@ -293,6 +314,7 @@ class NeuronxPlanning:
 
         layout = self._layout(ctx, profile, loader)
         self._check_rope_scaling(ctx, profile)
+        embedding = self._on_device_embedding(ctx, profile, layout)
         if layout == "neuronx-split" and spec.model_type not in sdk().split_classes:
             ctx.findings.error("neuron_split_class", f"{profile.name} has no transformers-neuronx sampling class for "
                                f"{spec.model_type}", hint="pick lmi-0.28.0 or newer (lmi-build profiles list)")
@@ -307,7 +329,7 @@ class NeuronxPlanning:
             gqa_effective=gqa,
             unroll=ctx.int_value("unroll"),
             neuron_optimize_level=level,
-            on_device_embedding=profile.precompiled_on_device_embedding,
+            on_device_embedding=embedding,
             compiler_flags=compiler_flags(base, level, mixed, saturate, properties_built=built),
             platform=platform,
             loader=loader,
@@ -319,7 +341,7 @@ class NeuronxPlanning:
                                   contexts=contexts),
             neuron_config=neuron_config(continuous=continuous, batch=batch, gqa_requested=requested,
                                         quantized=ctx.quantization.method == "int8", amp=amp,
-                                        on_device_embedding=profile.precompiled_on_device_embedding),
+                                        on_device_embedding=embedding),
         )
 
         ctx.derive("engine", self.engine, "neuronx target")
@@ -347,6 +369,30 @@ class NeuronxPlanning:
         if profile.continuous_batching_rule == "rolling_model_type":
             return model_type in model_types
         return batch > 1 and model_type in model_types
+
+    @staticmethod
+    def _on_device_embedding(ctx: PlanContext, profile: NeuronProfile, layout: str) -> bool:
+        """on_device_embedding as the serving release will pass it (``container_on_device_embedding``),
+        so the NEFFs are compiled with it; presharded weights (the 0.30+ precompiled layout) load only
+        with it on (transformers-neuronx base.py asserts)."""
+        options = {key.removeprefix("option."): item.value for key, item in ctx.options.values.items()
+                   if key.startswith("option.") and item.value != ""}
+        value, why = container_on_device_embedding(profile, layout, options)
+        written = options.get("on_device_embedding")
+        if written is not None and parse_bool(written) is None:
+            ctx.findings.error("neuron_on_device_embedding", f"option.on_device_embedding={written} is not a boolean",
+                               hint="write true or false")
+        elif written is not None and not profile.on_device_embedding_option:
+            ctx.findings.warn("neuron_on_device_embedding_ignored",
+                              f"{profile.name} does not read option.on_device_embedding: it passes no "
+                              "on_device_embedding to transformers-neuronx", hint="drop option.on_device_embedding")
+        if layout == "neuronx-tnx" and profile.precompiled_on_device_embedding and not value:
+            ctx.findings.error("neuron_on_device_embedding",
+                               f"{profile.name} would load the presharded weights with on_device_embedding off "
+                               f"({why}), and transformers-neuronx asserts \"on_device_embedding must be True to "
+                               f"save and load presharded weights\" ({'; '.join(profile.on_device_embedding_sources)})",
+                               hint="drop option.on_device_embedding=false")
+        return value
 
     @staticmethod
     def _check_rope_scaling(ctx: PlanContext, profile: NeuronProfile) -> None:

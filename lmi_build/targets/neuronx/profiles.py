@@ -53,6 +53,11 @@ class NeuronProfile(BaseModel):
     # (neuron_smart_default_utils.py:83-85); 0.28/0.29 pass it to TNX only from an
     # on_device_embedding_config file (model_loader.py:194-197), so their NeuronConfig lacks it.
     precompiled_on_device_embedding: bool = False
+    # Whether the release reads option.on_device_embedding at all (0.27: TP:101, ML:132-134; 0.30+:
+    # TP:119, ML:214-216; 0.26/0.28/0.29 have no such field), and 0.30+'s load_split_model=true turning
+    # it on (TP set_on_device_embedding). Citations: ``on_device_embedding_sources``.
+    on_device_embedding_option: bool = False
+    on_device_embedding_sources: tuple[str, ...] = ()
     # When DJL compiles for TNX continuous batching: "rolling" (0.26: whenever rolling batch is on),
     # "rolling_model_type" (0.27: and llama/mistral), "rolling_model_type_batch" (0.28+: and
     # max_rolling_batch_size > 1).
