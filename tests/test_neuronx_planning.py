@@ -10,7 +10,7 @@ import pytest
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.targets.neuronx.plan import LoaderRefused, choose_loader, compiler_flags
 from lmi_build.targets.neuronx.profiles import get_profile
-from tests.fixtures_planning import Planner
+from tests.fixtures_planning import Planner, codes
 
 LLAMA = "meta-llama--Llama-2-7b-hf"
 OPT = "facebook--opt-125m"
@@ -115,7 +115,8 @@ def test_speculative_draft_appends_the_flags_twice(plan_model: Planner) -> None:
                      "--enable-mixed-precision-accumulation --model-type=transformer --auto-cast=none")
     plan = plan_model("neuronx", LLAMA, tp="2", option=("option.neuron_optimize_level=2",
                                                           "option.speculative_draft_model=/opt/ml/draft"))
-    assert _build(plan).compiler_flags.count("-O2") == 2
+    assert _build(plan).compiler_flags.count("-O2") == 2  # what verify computes for such serving.properties
+    assert "neuron_refused_option" in codes(plan)  # the driver builds no speculation kernels (finding 11)
 
 
 def test_known_cache_suffixes() -> None:

@@ -314,6 +314,7 @@ class NeuronxPlanning:
 
         layout = self._layout(ctx, profile, loader)
         self._check_rope_scaling(ctx, profile)
+        self._check_refused_options(ctx)
         embedding = self._on_device_embedding(ctx, profile, layout)
         if layout == "neuronx-split" and spec.model_type not in sdk().split_classes:
             ctx.findings.error("neuron_split_class", f"{profile.name} has no transformers-neuronx sampling class for "
@@ -393,6 +394,14 @@ class NeuronxPlanning:
                                f"save and load presharded weights\" ({'; '.join(profile.on_device_embedding_sources)})",
                                hint="drop option.on_device_embedding=false")
         return value
+
+    @staticmethod
+    def _check_refused_options(ctx: PlanContext) -> None:
+        """Options whose container behaviour lmi-build's driver does not build (``refused_options``)."""
+        for key, refused in sdk().refused_options.items():
+            if ctx.is_set(key):
+                ctx.findings.error("neuron_refused_option", f"{key}: {refused.reason} ({'; '.join(refused.sources)})",
+                                   hint=f"drop {key} (lmi-build builds the target model's NEFFs only)")
 
     @staticmethod
     def _check_rope_scaling(ctx: PlanContext, profile: NeuronProfile) -> None:

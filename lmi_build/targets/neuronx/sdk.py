@@ -59,6 +59,15 @@ class UnbuiltLoader(BaseModel):
     missing: str  # what could not be read and an exact build would need ("" when nothing is)
 
 
+class RefusedOption(BaseModel):
+    """An option the neuronx plan refuses, with why (one line) and what was read."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reason: str = Field(min_length=1, pattern=r"^[^\n]*$")
+    sources: tuple[str, ...] = Field(min_length=1)
+
+
 class NeuronSdk(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -72,6 +81,7 @@ class NeuronSdk(BaseModel):
     loader_rules: LoaderRules
     split_classes: dict[str, str]  # model type -> transformers_neuronx "<module>.<class>" (0.27 split layout)
     unbuilt_loaders: dict[str, UnbuiltLoader]  # DJL model loader -> why its artifact is not built
+    refused_options: dict[str, RefusedOption] = {}  # full option key -> why the plan refuses it
 
 
 def sdk() -> NeuronSdk:
