@@ -274,18 +274,20 @@ class NeuronxPlanning:
 
         given_contexts = ctx.int_list_value("context_length_estimate")
         contexts = tuple(sorted(set(given_contexts))) if given_contexts is not None else None
+        bsh = (ctx.text_value("cache_layout") or "") == "BSH"
         if contexts is None:
             if not continuous:
                 contexts = half_buckets(n_positions)
-            elif profile.continuous_batching_contexts == "n_positions":
+            elif profile.continuous_batching_contexts == "n_positions" or bsh:
                 contexts = (top,)
             else:
                 contexts = continuous_batching_contexts(top, defaults.first_bucket,
                                                         defaults.continuous_batching_first_large_bucket)
-        elif continuous and profile.continuous_batching_contexts_must_equal_n and contexts != (top,):
+        elif continuous and given_contexts is not None and (
+                refusal := self._contexts_refusal(profile, list(given_contexts), top, bsh)):
             ctx.findings.error("context_length_estimate",
-                               f"{profile.name} refuses context_length_estimate {list(contexts)} under continuous "
-                               f"batching: it must be [{top}] (n_positions)",
+                               f"{profile.name} refuses context_length_estimate {list(given_contexts)} under "
+                               f"continuous batching: {refusal} ({'; '.join(profile.continuous_batching_contexts_sources)})",
                                hint="drop --context-length-estimate, or turn rolling batch off")
         elif max(contexts) > top:
             ctx.findings.error("context_length_estimate",
@@ -394,6 +396,19 @@ class NeuronxPlanning:
                                f"save and load presharded weights\" ({'; '.join(profile.on_device_embedding_sources)})",
                                hint="drop option.on_device_embedding=false")
         return value
+
+    @staticmethod
+    def _contexts_refusal(profile: NeuronProfile, given: list[int], top: int, bsh: bool) -> str | None:
+        """Why DJL raises on this context_length_estimate under continuous batching, as parsed (the
+        given order), or None (``continuous_batching_contexts_must_equal_n``)."""
+        rule = profile.continuous_batching_contexts_must_equal_n
+        if rule == "always" and given != [top]:
+            return f"it must be exactly [{top}] (n_positions)"
+        if rule == "cache_layout_bsh" and bsh and given != [top]:
+            return f"with option.cache_layout=BSH it must be exactly [{top}] (n_positions)"
+        if rule == "cache_layout_bsh_first" and bsh and given[0] != top:
+            return f"with option.cache_layout=BSH its first entry must be {top} (n_positions)"
+        return None
 
     @staticmethod
     def _check_refused_options(ctx: PlanContext) -> None:

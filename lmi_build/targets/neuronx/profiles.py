@@ -64,10 +64,15 @@ class NeuronProfile(BaseModel):
     continuous_batching_rule: Literal["rolling", "rolling_model_type", "rolling_model_type_batch"] = (
         "rolling_model_type_batch")
     # Its context buckets when option.context_length_estimate is unset: "n_positions" (0.26-0.29:
-    # [n_positions]) or "buckets" (0.30+: 128, 1024, 2048, ... n_positions); a given list must equal
-    # [n_positions] in 0.26/0.27 (DJL raises otherwise).
+    # [n_positions]) or "buckets" (0.30+: 128, 1024, 2048, ... n_positions; [n_positions] with
+    # option.cache_layout=BSH). When DJL raises on a given list (RuntimeError "need to be the same as
+    # n_positions"): "always" unless it is exactly [n_positions] (0.26-0.28), "cache_layout_bsh" the
+    # same only with option.cache_layout=BSH (0.29), "cache_layout_bsh_first" when its first entry
+    # is not n_positions, only with BSH (0.30+). Citations: ``continuous_batching_contexts_sources``.
     continuous_batching_contexts: Literal["n_positions", "buckets"] = "buckets"
-    continuous_batching_contexts_must_equal_n: bool = False
+    continuous_batching_contexts_must_equal_n: Literal[
+        "always", "cache_layout_bsh", "cache_layout_bsh_first"] = "cache_layout_bsh_first"
+    continuous_batching_contexts_sources: tuple[str, ...] = ()
     # What the release's Java side makes of option.rolling_batch and the top-level batch_size
     # (lmi_build.targets.neuronx.batching; citations in ``rolling_batch_sources``):
     #   "none" (0.26): nothing; unset is the Python default, disable.
