@@ -531,6 +531,13 @@ class NeuronxPlanning:
                                "from it (model.load), which a compile-cache tree cannot satisfy",
                                hint="give the s3:// URL the artifact will be published to, or leave it unset "
                                     "for the self-contained precompiled layout")
+        profile_rejects = profile.compiled_graph_path_s3 == "rejected"
+        if graph.startswith("s3://") and profile_rejects:
+            ctx.findings.error("compiled_graph_path_rejected",
+                               f"{profile.name} would model.load() {graph} itself, which transformers-neuronx refuses "
+                               f"as a missing directory ({'; '.join(profile.compiled_graph_path_sources)})",
+                               hint="drop option.compiled_graph_path (the precompiled layout), or pick lmi-0.28.0 "
+                                    "or newer")
         ref = ctx.request.model or ctx.text_value("model_id") or ""
         if ref.startswith("demo:") or (ref and not ref.startswith("s3://") and Path(ref).expanduser().exists()):
             ctx.findings.error("compiled_graph_path_model",

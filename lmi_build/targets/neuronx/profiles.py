@@ -84,6 +84,11 @@ class NeuronProfile(BaseModel):
     rolling_batch_recommender: Literal["none", "without_engine", "tnx_disable", "auto"]
     auto_rolling_batch_vllm_from: int | None = None
     rolling_batch_sources: tuple[str, ...] = ()
+    # What option.compiled_graph_path=s3://... does: "cache" (only NEURON_COMPILE_CACHE_URL: the
+    # compile-cache tree is read) or "rejected" (0.27 also model.load()s the s3 URL, which
+    # transformers-neuronx refuses as a missing directory). Citations: ``compiled_graph_path_sources``.
+    compiled_graph_path_s3: Literal["cache", "rejected"] = "cache"
+    compiled_graph_path_sources: tuple[str, ...] = ()
     # RoPE scaling as the release loads it (``lmi_build.targets.neuronx.rope``; ``rope_scaling_sources``):
     # the rope_scaling types the image's transformers LlamaConfig parses (None: every type; 4.35/4.36
     # parse exactly {type, factor} with linear/dynamic), the types transformers-neuronx applies for
