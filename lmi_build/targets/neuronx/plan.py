@@ -60,12 +60,30 @@ def continuous_batching_contexts(n_positions: int, first_bucket: int, first_larg
     return tuple(sorted(contexts))
 
 
-def effective_gqa(requested: str, *, batch_size: int, tp: int, kv_heads: int, head_dim: int) -> str:
-    """TNX's silent fallbacks, in its order."""
-    effective = requested
-    if effective == "shard-over-batch" and batch_size % tp:
+def effective_gqa(requested: str | None, *, batch_size: int, tp: int, heads: int, kv_heads: int,
+                  head_dim: int) -> str:
+    """The strategy transformers-neuronx settles on, in its control flow (neuron_sdk.toml [gqa]:
+    1ade6d7 decoder.py:112-176): early returns keep a strategy whatever the KV heads."""
+    if requested is None:
+        if heads == kv_heads:
+            return DEFAULT_GQA  # plain MHA: TNX configures no GQA, the heads are sharded (padded where needed)
+        effective = DEFAULT_GQA
+    else:
+        effective = requested
+    if requested == "replicated-heads":
+        return effective
+    if requested == "shard-over-batch":
+        if batch_size % tp == 0:
+            return effective
         effective = "shard-over-heads"
-    if effective == "all-gather-heads" and (kv_heads * head_dim) % tp:
+    if requested == "all-gather-heads":
+        if (kv_heads * head_dim) % tp:
+            effective = "shard-over-heads"
+        if heads % tp == 0:
+            return effective
+        pad = ((heads // tp + 1) * tp - heads) % tp  # utils.get_pad_size
+        if pad % kv_heads == 0:
+            return effective
         effective = "shard-over-heads"
     if kv_heads % tp:
         effective = "replicated-heads"
@@ -87,10 +105,12 @@ def compiler_flags(base: str, optimize_level: int | None, mixed_precision: bool,
             flags += " --enable-mixed-precision-accumulation"
         if saturate_infinity:
             flags += " --enable-saturate-infinity"
-    for required in sdk().compiler.required_flags:
-        if required not in flags.split():
-            flags = f"{flags} {required}" if flags else required
-    return flags
+    # transformers-neuronx get_compiler_flags: the stripped flags, then each required flag whose key
+    # is not a substring of them (compiler.py:89-105).
+    user = flags.strip()
+    parts = [user] if user else []
+    parts += [required for required in sdk().compiler.required_flags if required.split("=", 1)[0] not in user]
+    return " ".join(parts)
 
 
 def serving_compiler_flags(container_flags: str, properties: Mapping[str, str]) -> str:
@@ -297,7 +317,8 @@ class NeuronxPlanning:
 
         requested = ctx.text_value("group_query_attention")
         wanted = requested or DEFAULT_GQA
-        gqa = effective_gqa(wanted, batch_size=batch, tp=tp, kv_heads=spec.num_kv_heads, head_dim=spec.head_dim)
+        gqa = effective_gqa(requested, batch_size=batch, tp=tp, heads=spec.num_attention_heads,
+                            kv_heads=spec.num_kv_heads, head_dim=spec.head_dim)
         if gqa != wanted:
             ctx.findings.warn("gqa_fallback",
                               f"transformers-neuronx will use {gqa} instead of {wanted} "

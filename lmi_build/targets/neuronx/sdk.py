@@ -15,7 +15,16 @@ class NeuronCompiler(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     container_flags: str  # the image's NEURON_CC_FLAGS
-    required_flags: tuple[str, ...]  # appended by transformers-neuronx when absent, in this order
+    required_flags: tuple[str, ...]  # appended by transformers-neuronx when their key is absent, in this order
+    required_flags_sources: tuple[str, ...] = Field(min_length=1)
+
+
+class GqaRules(BaseModel):
+    """Where transformers-neuronx's GQA configuration is read (the rules are ``plan.effective_gqa``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    sources: tuple[str, ...] = Field(min_length=1)
 
 
 class NeuronDefaults(BaseModel):
@@ -75,6 +84,7 @@ class NeuronSdk(BaseModel):
     image: str  # empty while the exact LMI image tag is unknown
     versions: dict[str, str]
     compiler: NeuronCompiler
+    gqa: GqaRules
     tp_degrees: dict[NeuronPlatform, tuple[int, ...]]
     tp_rules: TpRules
     defaults: NeuronDefaults
