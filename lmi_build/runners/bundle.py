@@ -270,6 +270,19 @@ def _check_function(spec: BundleSpec, needs: Sequence[Requirement]) -> list[str]
     return lines
 
 
+def _written(runner: ScriptRunner, paths: Paths, final: str) -> list[str]:
+    """The variables of the directories the script's steps write (the final one first), each once."""
+    found = [final]
+    for step in runner.steps:
+        if step.in_process is not None:
+            continue
+        for name in step.outputs:
+            var = paths.dir(name).variable
+            if name in paths.names() and var not in found:
+                found.append(var)
+    return found
+
+
 def bundle_script(runner: ScriptRunner, spec: BundleSpec, paths: Paths) -> str:
     """The script: ``paths`` are its directory defaults (relative to where it runs, the bundle),
     each overridable through its variable; ``spec.defaults`` fills directories ``paths`` leaves
@@ -299,9 +312,12 @@ def bundle_script(runner: ScriptRunner, spec: BundleSpec, paths: Paths) -> str:
               f'./{spec.script} --check" >&2; exit 1; }} ;;',
               f'  *) echo "usage: ./{spec.script} [--check]" >&2; exit 2 ;;',
               "esac",
-              "# docker bind mounts need absolute paths; a relative one would name a volume instead",
-              'abspath() { if [ -d "$1" ]; then (cd "$1" && pwd); else printf "%s" "$1"; fi; }',
-              f'mkdir -p "${final}"',
+              "# docker bind mounts need absolute paths; a relative one would name a volume instead: every",
+              "# directory a step writes exists before it is made absolute, and a relative path that does not",
+              "# exist is made absolute against the current directory",
+              'abspath() { if [ -d "$1" ]; then (cd "$1" && pwd); else case "$1" in ""|/*) printf "%s" "$1" ;; '
+              '*) printf "%s/%s" "$(pwd)" "$1" ;; esac; fi; }',
+              *(f'mkdir -p "${var}"' for var in _written(runner, paths, final)),
               *(f'{var}=$(abspath "${var}")' for var in values),
               'if [ -z "${WORKERS:-}" ]; then',
               '  WORKERS=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU " || true)',

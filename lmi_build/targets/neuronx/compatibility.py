@@ -36,7 +36,33 @@ def check_compatibility(manifest: Manifest, serving: ServingTarget) -> Problems:
     warnings += device_warnings
     errors += _flags_problems(manifest, serving, build)
     errors += _batching_problems(manifest, serving, build)
+    errors += _embedding_problems(manifest, serving, build)
     return errors, warnings
+
+
+def _embedding_problems(manifest: Manifest, serving: ServingTarget, build: dict[str, object]) -> list[PlanMessage]:
+    """on_device_embedding as the serving release passes it (from the artifact's serving.properties
+    and layout) against the NEFFs' NeuronConfig: another value is another graph (a recompile), and
+    presharded weights assert without it (issue 21 findings 9 and 12)."""
+    from lmi_build.targets.neuronx.plan import container_on_device_embedding
+    from lmi_build.targets.neuronx.profiles import load_profiles
+
+    profile = next((p for p in load_profiles() if p.name == serving.container), None)
+    config = build.get("neuron_config")
+    if profile is None or not isinstance(config, dict):
+        return []
+    options = {key.removeprefix("option."): value for key, value in manifest.serving_properties.items()
+               if key.startswith("option.")}
+    served, why = container_on_device_embedding(profile, manifest.layout, options)
+    built = bool(config.get("on_device_embedding"))
+    if served == built:
+        return []
+    outcome = ("transformers-neuronx asserts on the presharded weights" if manifest.layout == "neuronx-tnx" and not served
+               else "the graphs differ, so it would recompile")
+    return [message("neuron_on_device_embedding",
+                    f"{profile.name}: NEFFs compiled with on_device_embedding={str(built).lower()}, the container "
+                    f"passes {str(served).lower()} ({why}): {outcome} ({'; '.join(profile.on_device_embedding_sources)})",
+                    "rebuild with the serving.properties the artifact ships")]
 
 
 def _batching_problems(manifest: Manifest, serving: ServingTarget, build: dict[str, object]) -> list[PlanMessage]:

@@ -60,12 +60,30 @@ def continuous_batching_contexts(n_positions: int, first_bucket: int, first_larg
     return tuple(sorted(contexts))
 
 
-def effective_gqa(requested: str, *, batch_size: int, tp: int, kv_heads: int, head_dim: int) -> str:
-    """TNX's silent fallbacks, in its order."""
-    effective = requested
-    if effective == "shard-over-batch" and batch_size % tp:
+def effective_gqa(requested: str | None, *, batch_size: int, tp: int, heads: int, kv_heads: int,
+                  head_dim: int) -> str:
+    """The strategy transformers-neuronx settles on, in its control flow (neuron_sdk.toml [gqa]:
+    1ade6d7 decoder.py:112-176): early returns keep a strategy whatever the KV heads."""
+    if requested is None:
+        if heads == kv_heads:
+            return DEFAULT_GQA  # plain MHA: TNX configures no GQA, the heads are sharded (padded where needed)
+        effective = DEFAULT_GQA
+    else:
+        effective = requested
+    if requested == "replicated-heads":
+        return effective
+    if requested == "shard-over-batch":
+        if batch_size % tp == 0:
+            return effective
         effective = "shard-over-heads"
-    if effective == "all-gather-heads" and (kv_heads * head_dim) % tp:
+    if requested == "all-gather-heads":
+        if (kv_heads * head_dim) % tp:
+            effective = "shard-over-heads"
+        if heads % tp == 0:
+            return effective
+        pad = ((heads // tp + 1) * tp - heads) % tp  # utils.get_pad_size
+        if pad % kv_heads == 0:
+            return effective
         effective = "shard-over-heads"
     if kv_heads % tp:
         effective = "replicated-heads"
@@ -87,10 +105,12 @@ def compiler_flags(base: str, optimize_level: int | None, mixed_precision: bool,
             flags += " --enable-mixed-precision-accumulation"
         if saturate_infinity:
             flags += " --enable-saturate-infinity"
-    for required in sdk().compiler.required_flags:
-        if required not in flags.split():
-            flags = f"{flags} {required}" if flags else required
-    return flags
+    # transformers-neuronx get_compiler_flags: the stripped flags, then each required flag whose key
+    # is not a substring of them (compiler.py:89-105).
+    user = flags.strip()
+    parts = [user] if user else []
+    parts += [required for required in sdk().compiler.required_flags if required.split("=", 1)[0] not in user]
+    return " ".join(parts)
 
 
 def serving_compiler_flags(container_flags: str, properties: Mapping[str, str]) -> str:
@@ -202,6 +222,27 @@ def neuron_config(*, continuous: bool, batch: int, gqa_requested: str | None, qu
     return config
 
 
+def container_on_device_embedding(profile: NeuronProfile, layout: str, options: Mapping[str, str]) -> tuple[bool, str]:
+    """(on_device_embedding as the release passes it to NeuronConfig, why) for an artifact of
+    ``layout`` served with these serving.properties (``options``: keys without ``option.``, as set).
+    0.30+ (``precompiled_on_device_embedding``): load_split_model=true turns it on; else the written
+    option; else on only where the served config.json has a ``neuron`` block (the precompiled
+    layout; not the compile-cache tree, served beside the original weights). 0.27 reads the option
+    (default off); 0.26, 0.28 and 0.29 never set it (``on_device_embedding_sources``)."""
+    written = parse_bool(options.get("on_device_embedding", "")) if profile.on_device_embedding_option else None
+    if profile.precompiled_on_device_embedding:
+        if parse_bool(options.get("load_split_model", "")):
+            return True, "option.load_split_model=true turns it on"
+        if written is not None:
+            return written, f"option.on_device_embedding={str(written).lower()}"
+        if layout != "neuronx-cache":
+            return True, "the smart default for a config.json with a neuron block"
+        return False, "served beside the original config.json (no neuron block): no smart default"
+    if written is not None:
+        return written, f"option.on_device_embedding={str(written).lower()}"
+    return False, "the release does not set it"
+
+
 class NeuronxPlanning:
     """The planning half of the neuronx target (``lmi_build.targets.neuronx.target``)."""
 
@@ -253,18 +294,20 @@ class NeuronxPlanning:
 
         given_contexts = ctx.int_list_value("context_length_estimate")
         contexts = tuple(sorted(set(given_contexts))) if given_contexts is not None else None
+        bsh = (ctx.text_value("cache_layout") or "") == "BSH"
         if contexts is None:
             if not continuous:
                 contexts = half_buckets(n_positions)
-            elif profile.continuous_batching_contexts == "n_positions":
+            elif profile.continuous_batching_contexts == "n_positions" or bsh:
                 contexts = (top,)
             else:
                 contexts = continuous_batching_contexts(top, defaults.first_bucket,
                                                         defaults.continuous_batching_first_large_bucket)
-        elif continuous and profile.continuous_batching_contexts_must_equal_n and contexts != (top,):
+        elif continuous and given_contexts is not None and (
+                refusal := self._contexts_refusal(profile, list(given_contexts), top, bsh)):
             ctx.findings.error("context_length_estimate",
-                               f"{profile.name} refuses context_length_estimate {list(contexts)} under continuous "
-                               f"batching: it must be [{top}] (n_positions)",
+                               f"{profile.name} refuses context_length_estimate {list(given_contexts)} under "
+                               f"continuous batching: {refusal} ({'; '.join(profile.continuous_batching_contexts_sources)})",
                                hint="drop --context-length-estimate, or turn rolling batch off")
         elif max(contexts) > top:
             ctx.findings.error("context_length_estimate",
@@ -274,7 +317,8 @@ class NeuronxPlanning:
 
         requested = ctx.text_value("group_query_attention")
         wanted = requested or DEFAULT_GQA
-        gqa = effective_gqa(wanted, batch_size=batch, tp=tp, kv_heads=spec.num_kv_heads, head_dim=spec.head_dim)
+        gqa = effective_gqa(requested, batch_size=batch, tp=tp, heads=spec.num_attention_heads,
+                            kv_heads=spec.num_kv_heads, head_dim=spec.head_dim)
         if gqa != wanted:
             ctx.findings.warn("gqa_fallback",
                               f"transformers-neuronx will use {gqa} instead of {wanted} "
@@ -292,6 +336,9 @@ class NeuronxPlanning:
         amp = AMP[dtype]
 
         layout = self._layout(ctx, profile, loader)
+        self._check_rope_scaling(ctx, profile)
+        self._check_refused_options(ctx)
+        embedding = self._on_device_embedding(ctx, profile, layout)
         if layout == "neuronx-split" and spec.model_type not in sdk().split_classes:
             ctx.findings.error("neuron_split_class", f"{profile.name} has no transformers-neuronx sampling class for "
                                f"{spec.model_type}", hint="pick lmi-0.28.0 or newer (lmi-build profiles list)")
@@ -306,7 +353,7 @@ class NeuronxPlanning:
             gqa_effective=gqa,
             unroll=ctx.int_value("unroll"),
             neuron_optimize_level=level,
-            on_device_embedding=profile.precompiled_on_device_embedding,
+            on_device_embedding=embedding,
             compiler_flags=compiler_flags(base, level, mixed, saturate, properties_built=built),
             platform=platform,
             loader=loader,
@@ -318,7 +365,7 @@ class NeuronxPlanning:
                                   contexts=contexts),
             neuron_config=neuron_config(continuous=continuous, batch=batch, gqa_requested=requested,
                                         quantized=ctx.quantization.method == "int8", amp=amp,
-                                        on_device_embedding=profile.precompiled_on_device_embedding),
+                                        on_device_embedding=embedding),
         )
 
         ctx.derive("engine", self.engine, "neuronx target")
@@ -346,6 +393,69 @@ class NeuronxPlanning:
         if profile.continuous_batching_rule == "rolling_model_type":
             return model_type in model_types
         return batch > 1 and model_type in model_types
+
+    @staticmethod
+    def _on_device_embedding(ctx: PlanContext, profile: NeuronProfile, layout: str) -> bool:
+        """on_device_embedding as the serving release will pass it (``container_on_device_embedding``),
+        so the NEFFs are compiled with it; presharded weights (the 0.30+ precompiled layout) load only
+        with it on (transformers-neuronx base.py asserts)."""
+        options = {key.removeprefix("option."): item.value for key, item in ctx.options.values.items()
+                   if key.startswith("option.") and item.value != ""}
+        value, why = container_on_device_embedding(profile, layout, options)
+        written = options.get("on_device_embedding")
+        if written is not None and parse_bool(written) is None:
+            ctx.findings.error("neuron_on_device_embedding", f"option.on_device_embedding={written} is not a boolean",
+                               hint="write true or false")
+        elif written is not None and not profile.on_device_embedding_option:
+            ctx.findings.warn("neuron_on_device_embedding_ignored",
+                              f"{profile.name} does not read option.on_device_embedding: it passes no "
+                              "on_device_embedding to transformers-neuronx", hint="drop option.on_device_embedding")
+        if layout == "neuronx-tnx" and profile.precompiled_on_device_embedding and not value:
+            ctx.findings.error("neuron_on_device_embedding",
+                               f"{profile.name} would load the presharded weights with on_device_embedding off "
+                               f"({why}), and transformers-neuronx asserts \"on_device_embedding must be True to "
+                               f"save and load presharded weights\" ({'; '.join(profile.on_device_embedding_sources)})",
+                               hint="drop option.on_device_embedding=false")
+        return value
+
+    @staticmethod
+    def _contexts_refusal(profile: NeuronProfile, given: list[int], top: int, bsh: bool) -> str | None:
+        """Why DJL raises on this context_length_estimate under continuous batching, as parsed (the
+        given order), or None (``continuous_batching_contexts_must_equal_n``)."""
+        rule = profile.continuous_batching_contexts_must_equal_n
+        if rule == "always" and given != [top]:
+            return f"it must be exactly [{top}] (n_positions)"
+        if rule == "cache_layout_bsh" and bsh and given != [top]:
+            return f"with option.cache_layout=BSH it must be exactly [{top}] (n_positions)"
+        if rule == "cache_layout_bsh_first" and bsh and given[0] != top:
+            return f"with option.cache_layout=BSH its first entry must be {top} (n_positions)"
+        return None
+
+    @staticmethod
+    def _check_refused_options(ctx: PlanContext) -> None:
+        """Options whose container behaviour lmi-build's driver does not build (``refused_options``)."""
+        for key, refused in sdk().refused_options.items():
+            if ctx.is_set(key):
+                ctx.findings.error("neuron_refused_option", f"{key}: {refused.reason} ({'; '.join(refused.sources)})",
+                                   hint=f"drop {key} (lmi-build builds the target model's NEFFs only)")
+
+    @staticmethod
+    def _check_rope_scaling(ctx: PlanContext, profile: NeuronProfile) -> None:
+        """The release's reading of the model's RoPE scaling (``rope.rope_outcome``): refused where
+        its start-up fails or the model would load with unscaled RoPE, a warning where unchecked."""
+        from lmi_build.targets.neuronx.rope import rope_outcome
+
+        found = rope_outcome(profile, ctx.spec)
+        if found is None:
+            return
+        cited = f"({'; '.join(found.sources)})"
+        if found.outcome == "unchecked":
+            ctx.findings.warn("neuron_rope_scaling_unchecked", f"{found.message} {cited}",
+                              hint="check the outputs at long context, or pick lmi-0.32.0 or newer (llama3 scaling)")
+            return
+        ctx.findings.error("neuron_rope_scaling", f"{found.message} {cited}",
+                           hint="pick a release whose transformers-neuronx applies this scaling (lmi-0.32.0 and "
+                                "newer apply llama3), or serve the model on a GPU target")
 
     @staticmethod
     def _loader(ctx: PlanContext, profile: NeuronProfile, rolling: bool) -> Loader:
@@ -442,6 +552,13 @@ class NeuronxPlanning:
                                "from it (model.load), which a compile-cache tree cannot satisfy",
                                hint="give the s3:// URL the artifact will be published to, or leave it unset "
                                     "for the self-contained precompiled layout")
+        profile_rejects = profile.compiled_graph_path_s3 == "rejected"
+        if graph.startswith("s3://") and profile_rejects:
+            ctx.findings.error("compiled_graph_path_rejected",
+                               f"{profile.name} would model.load() {graph} itself, which transformers-neuronx refuses "
+                               f"as a missing directory ({'; '.join(profile.compiled_graph_path_sources)})",
+                               hint="drop option.compiled_graph_path (the precompiled layout), or pick lmi-0.28.0 "
+                                    "or newer")
         ref = ctx.request.model or ctx.text_value("model_id") or ""
         if ref.startswith("demo:") or (ref and not ref.startswith("s3://") and Path(ref).expanduser().exists()):
             ctx.findings.error("compiled_graph_path_model",

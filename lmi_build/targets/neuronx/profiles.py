@@ -53,16 +53,26 @@ class NeuronProfile(BaseModel):
     # (neuron_smart_default_utils.py:83-85); 0.28/0.29 pass it to TNX only from an
     # on_device_embedding_config file (model_loader.py:194-197), so their NeuronConfig lacks it.
     precompiled_on_device_embedding: bool = False
+    # Whether the release reads option.on_device_embedding at all (0.27: TP:101, ML:132-134; 0.30+:
+    # TP:119, ML:214-216; 0.26/0.28/0.29 have no such field), and 0.30+'s load_split_model=true turning
+    # it on (TP set_on_device_embedding). Citations: ``on_device_embedding_sources``.
+    on_device_embedding_option: bool = False
+    on_device_embedding_sources: tuple[str, ...] = ()
     # When DJL compiles for TNX continuous batching: "rolling" (0.26: whenever rolling batch is on),
     # "rolling_model_type" (0.27: and llama/mistral), "rolling_model_type_batch" (0.28+: and
     # max_rolling_batch_size > 1).
     continuous_batching_rule: Literal["rolling", "rolling_model_type", "rolling_model_type_batch"] = (
         "rolling_model_type_batch")
     # Its context buckets when option.context_length_estimate is unset: "n_positions" (0.26-0.29:
-    # [n_positions]) or "buckets" (0.30+: 128, 1024, 2048, ... n_positions); a given list must equal
-    # [n_positions] in 0.26/0.27 (DJL raises otherwise).
+    # [n_positions]) or "buckets" (0.30+: 128, 1024, 2048, ... n_positions; [n_positions] with
+    # option.cache_layout=BSH). When DJL raises on a given list (RuntimeError "need to be the same as
+    # n_positions"): "always" unless it is exactly [n_positions] (0.26-0.28), "cache_layout_bsh" the
+    # same only with option.cache_layout=BSH (0.29), "cache_layout_bsh_first" when its first entry
+    # is not n_positions, only with BSH (0.30+). Citations: ``continuous_batching_contexts_sources``.
     continuous_batching_contexts: Literal["n_positions", "buckets"] = "buckets"
-    continuous_batching_contexts_must_equal_n: bool = False
+    continuous_batching_contexts_must_equal_n: Literal[
+        "always", "cache_layout_bsh", "cache_layout_bsh_first"] = "cache_layout_bsh_first"
+    continuous_batching_contexts_sources: tuple[str, ...] = ()
     # What the release's Java side makes of option.rolling_batch and the top-level batch_size
     # (lmi_build.targets.neuronx.batching; citations in ``rolling_batch_sources``):
     #   "none" (0.26): nothing; unset is the Python default, disable.
@@ -74,6 +84,21 @@ class NeuronProfile(BaseModel):
     rolling_batch_recommender: Literal["none", "without_engine", "tnx_disable", "auto"]
     auto_rolling_batch_vllm_from: int | None = None
     rolling_batch_sources: tuple[str, ...] = ()
+    # What option.compiled_graph_path=s3://... does: "cache" (only NEURON_COMPILE_CACHE_URL: the
+    # compile-cache tree is read) or "rejected" (0.27 also model.load()s the s3 URL, which
+    # transformers-neuronx refuses as a missing directory). Citations: ``compiled_graph_path_sources``.
+    compiled_graph_path_s3: Literal["cache", "rejected"] = "cache"
+    compiled_graph_path_sources: tuple[str, ...] = ()
+    # RoPE scaling as the release loads it (``lmi_build.targets.neuronx.rope``; ``rope_scaling_sources``):
+    # the rope_scaling types the image's transformers LlamaConfig parses (None: every type; 4.35/4.36
+    # parse exactly {type, factor} with linear/dynamic), the types transformers-neuronx applies for
+    # llama, and what it does with another type: "ignored" (loads with unscaled RoPE: wrong outputs)
+    # or "refused" (ValueError). ``rope_scaling_checked`` false: the release's TNX has no public source.
+    llama_rope_scaling_parsed: tuple[str, ...] | None = None
+    tnx_rope_scaling: tuple[str, ...] = ()
+    tnx_rope_scaling_other: Literal["ignored", "refused"] = "ignored"
+    rope_scaling_checked: bool = True
+    rope_scaling_sources: tuple[str, ...] = ()
     # The partition lmi-build's driver reproduces for this release's split layout, or why none:
     # 0.27's legacy_partition is built; 0.26's differs (below) and is refused with this reason.
     split_layout_unbuilt: str = ""

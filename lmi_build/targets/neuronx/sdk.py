@@ -15,7 +15,16 @@ class NeuronCompiler(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     container_flags: str  # the image's NEURON_CC_FLAGS
-    required_flags: tuple[str, ...]  # appended by transformers-neuronx when absent, in this order
+    required_flags: tuple[str, ...]  # appended by transformers-neuronx when their key is absent, in this order
+    required_flags_sources: tuple[str, ...] = Field(min_length=1)
+
+
+class GqaRules(BaseModel):
+    """Where transformers-neuronx's GQA configuration is read (the rules are ``plan.effective_gqa``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    sources: tuple[str, ...] = Field(min_length=1)
 
 
 class NeuronDefaults(BaseModel):
@@ -59,6 +68,15 @@ class UnbuiltLoader(BaseModel):
     missing: str  # what could not be read and an exact build would need ("" when nothing is)
 
 
+class RefusedOption(BaseModel):
+    """An option the neuronx plan refuses, with why (one line) and what was read."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reason: str = Field(min_length=1, pattern=r"^[^\n]*$")
+    sources: tuple[str, ...] = Field(min_length=1)
+
+
 class NeuronSdk(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -66,12 +84,14 @@ class NeuronSdk(BaseModel):
     image: str  # empty while the exact LMI image tag is unknown
     versions: dict[str, str]
     compiler: NeuronCompiler
+    gqa: GqaRules
     tp_degrees: dict[NeuronPlatform, tuple[int, ...]]
     tp_rules: TpRules
     defaults: NeuronDefaults
     loader_rules: LoaderRules
     split_classes: dict[str, str]  # model type -> transformers_neuronx "<module>.<class>" (0.27 split layout)
     unbuilt_loaders: dict[str, UnbuiltLoader]  # DJL model loader -> why its artifact is not built
+    refused_options: dict[str, RefusedOption] = {}  # full option key -> why the plan refuses it
 
 
 def sdk() -> NeuronSdk:

@@ -75,9 +75,12 @@ case "${1:-}" in
   "") check_host || { echo "this host lacks what is marked missing above: fix it, then run ./build-neffs.sh --check" >&2; exit 1; } ;;
   *) echo "usage: ./build-neffs.sh [--check]" >&2; exit 2 ;;
 esac
-# docker bind mounts need absolute paths; a relative one would name a volume instead
-abspath() { if [ -d "$1" ]; then (cd "$1" && pwd); else printf "%s" "$1"; fi; }
+# docker bind mounts need absolute paths; a relative one would name a volume instead: every
+# directory a step writes exists before it is made absolute, and a relative path that does not
+# exist is made absolute against the current directory
+abspath() { if [ -d "$1" ]; then (cd "$1" && pwd); else case "$1" in ""|/*) printf "%s" "$1" ;; *) printf "%s/%s" "$(pwd)" "$1" ;; esac; fi; }
 mkdir -p "$COMPILED_DIR"
+mkdir -p "$NEURON_CACHE_DIR"
 DRIVER_DIR=$(abspath "$DRIVER_DIR")
 MODEL_DIR=$(abspath "$MODEL_DIR")
 COMPILED_DIR=$(abspath "$COMPILED_DIR")
