@@ -180,9 +180,18 @@ def _checkpoint_steps(plan: StepInputs, build: TrtllmBuild, table: FlagTable) ->
     args.add("pp_size", build.pp)
     if args.has("workers"):
         args.add("workers", "{workers}")
-    for key, value in sorted(build.model_version.items()):
-        if key.endswith("model_version") and args.has("model_version"):
-            args.add("model_version", value)
+    variant = table.variants.get(example)
+    if variant is not None and variant.option in build.model_version:
+        # Each converter names the model's variant its own way (flags.toml [variants]); an unknown flag
+        # fails the validation below instead of reaching argparse.
+        args.add(variant.flag, variant.value(build.model_version[variant.option]))
+    elif build.model_version:
+        # Without its variant flag a converter guesses the variant from the model directory's name
+        # (examples/chatglm load_chatglm_config, examples/gpt load_gpt_config): a local directory's path.
+        options = ", ".join(f"option.{key}" for key in sorted(build.model_version))
+        raise UnsupportedTarget(f"examples/{table.example_dir(example)}/convert_checkpoint.py of TensorRT-LLM "
+                                f"{table.series} has no flag lmi-build knows for {options} (flags.toml [variants])",
+                                hint="plan with a profile of a newer TensorRT-LLM (lmi-build profiles list)")
     pre = quant.pre_quantized
     if pre is not None:
         _prequantized_args(args, pre.method, table)
