@@ -150,3 +150,67 @@ def test_chatglm_refused_where_the_converters_version_flag_is_unknown(plan_model
     refusal = [e for e in plan.errors if e.code == "trtllm_route"]
     assert len(refusal) == 1, plan.errors
     assert "option.chatglm_model_version" in refusal[0].message and "0.8" in refusal[0].message
+
+
+# --- finding 9: pre-quantized GPTQ on 0.7.1 and the 0.10 flag name ------------------------------------
+
+GPTQ = {"quant_method": "gptq", "bits": 4, "group_size": 64, "desc_act": False, "sym": True}
+
+
+@pytest.fixture
+def gptq_llama(model_dir: Any) -> Path:
+    from tests.fixtures_trtllm import LLAMA
+
+    path: Path = model_dir(LLAMA, dirname="llama-gptq", quantization_config=GPTQ)
+    return path
+
+
+def _legacy_flags(argv: list[str]) -> dict[str, str]:
+    flags = _parsed(argv)
+    entry = VENDOR["legacy llama build.py (0.7-era stored copy)"]
+    assert argv[1] == "{examples}/llama/build.py"
+    assert set(flags) <= set(entry["flags"]), set(flags) - set(entry["flags"])
+    assert flags["weight_only_precision"] in entry["choices"]["weight_only_precision"]
+    return flags
+
+
+# examples/llama/build.py @80bc0751:143 (--quant_ckpt_path), :334 (--weight_only_precision ... int4_gptq);
+# with --per_group it loads the GPTQ weights from that one file (load_from_gptq_llama).
+def test_prequantized_gptq_builds_with_0_7_build_py(gptq_llama: Path, plan_model: Any) -> None:
+    profile = "lmi-0.26.0-trtllm-0.7.1"
+    plan = plan_model("trtllm", gptq_llama, profile=profile, tp="1")
+    assert plan.valid, plan.errors
+    steps = plan_steps(plan, get_profile(profile)).steps
+    assert [step.name for step in steps] == ["engine"]  # build.py reads the model itself: no checkpoint step
+    flags = _legacy_flags(steps[0].argv)
+    assert flags["model_dir"] == "{model}" and flags["quant_ckpt_path"] == "{model}/model.safetensors"
+    assert flags["weight_only_precision"] == "int4_gptq" and "per_group" in flags and "use_weight_only" in flags
+    assert flags["group_size"] == "64"  # the model's, not build.py's default 128
+
+
+def test_prequantized_awq_still_refused_on_0_7(model_dir: Any, plan_model: Any) -> None:
+    from tests.fixtures_trtllm import LLAMA
+
+    awq = model_dir(LLAMA, dirname="llama-awq", quantization_config={"quant_method": "awq", "bits": 4,
+                                                                       "group_size": 128, "zero_point": True})
+    plan = plan_model("trtllm", awq, profile="lmi-0.26.0-trtllm-0.7.1", tp="1")
+    assert any(e.code == "trtllm_route" and "awq" in e.message for e in plan.errors), plan.errors
+
+
+def test_gptq_path_flag_of_0_10_is_modelopt_quant_ckpt_path(gptq_llama: Path, plan_model: Any) -> None:
+    # No LMI profile ships TensorRT-LLM 0.10: the 0.11 profile's facts with 0.10's version, through the
+    # same step generator (examples/llama/convert_checkpoint.py @9bd15f19: --modelopt_quant_ckpt_path).
+    plan = plan_model("trtllm", gptq_llama, profile="lmi-0.29.0-trtllm-0.11.0", tp="1")
+    assert plan.valid, plan.errors
+    at_0_10 = get_profile("lmi-0.29.0-trtllm-0.11.0").model_copy(update={"tensorrt_llm": "0.10.0"})
+    flags = _parsed(plan_steps(plan, at_0_10).steps[0].argv)
+    assert flags["modelopt_quant_ckpt_path"] == "{model}/model.safetensors"
+    assert "quant_ckpt_path" not in flags and "ammo_quant_ckpt_path" not in flags
+
+
+def test_gptq_at_0_11_takes_quant_ckpt_path_and_the_models_group_size(gptq_llama: Path, plan_model: Any) -> None:
+    profile = "lmi-0.29.0-trtllm-0.11.0"
+    plan = plan_model("trtllm", gptq_llama, profile=profile, tp="1")
+    flags = assert_vendor_accepts(_checkpoint_argv(plan, profile), "llama@05316d33")
+    assert flags["quant_ckpt_path"] == "{model}/model.safetensors"
+    assert flags["group_size"] == "64" and flags["weight_only_precision"] == "int4_gptq"
