@@ -214,3 +214,13 @@ def test_gptq_at_0_11_takes_quant_ckpt_path_and_the_models_group_size(gptq_llama
     flags = assert_vendor_accepts(_checkpoint_argv(plan, profile), "llama@05316d33")
     assert flags["quant_ckpt_path"] == "{model}/model.safetensors"
     assert flags["group_size"] == "64" and flags["weight_only_precision"] == "int4_gptq"
+
+
+# examples/models/core/glm-4-9b/convert_checkpoint.py (stored at 10c1d594) main(): assert args.pp_size == 1.
+@pytest.mark.parametrize("profile", ["lmi-0.33.0-trtllm-0.21.0", "djl-nightly-trtllm-1.0.0"])
+def test_chatglm_pipeline_parallel_refused_where_the_converter_asserts_pp_1(profile: str, plan_model: Any) -> None:
+    plan = plan_model("trtllm", CHATGLM2, profile=profile, tp="1", pp="2", trust_remote_code=True)
+    refusal = [e for e in plan.errors if e.code == "trtllm_route"]
+    assert len(refusal) == 1, plan.errors
+    assert "pp_size == 1" in refusal[0].message and "glm-4-9b" in refusal[0].message
+    assert plan_model("trtllm", CHATGLM2, profile=profile, tp="2", trust_remote_code=True).valid

@@ -59,6 +59,8 @@ class Limits(BaseModel):
     # convert_checkpoint.py reads a pre-quantized AutoAWQ model's quantization_config itself (quant_method
     # awq -> W4A16_GPTQ with use_autoawq): AutoAWQ inputs convert, with no flag naming them.
     awq_from_quantization_config: bool | None = None
+    # Recipe examples whose convert_checkpoint.py asserts pp_size == 1 (no pipeline parallelism).
+    single_pp_examples: tuple[str, ...] | None = None
 
     def merged(self, newer: Limits) -> Limits:
         return Limits(**{**self.model_dump(), **newer.model_dump(exclude_unset=True)})

@@ -167,6 +167,10 @@ def _checkpoint_steps(plan: StepInputs, build: TrtllmBuild, table: FlagTable) ->
     if not example:
         raise UnsupportedTarget(f"recipe {plan.recipe} names no TensorRT-LLM example for the vendor converter",
                                 hint="add trtllm_example to the recipe or use the ModelOpt route")
+    if build.pp > 1 and example in (table.limits.single_pp_examples or ()):
+        raise UnsupportedTarget(f"examples/{table.example_dir(example)}/convert_checkpoint.py of TensorRT-LLM "
+                                f"{table.series} asserts pp_size == 1; the plan has pp {build.pp}",
+                                hint="plan with --pp 1 (tensor parallelism only)")
     method = quant.method
     if method in ("awq", "fp8", "gptq") and quant.pre_quantized is None:
         return [_quantize_script_step(build, table, method, quant.group_size,
