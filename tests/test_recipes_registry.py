@@ -135,7 +135,9 @@ def test_modelopt_decoders(book: RecipeBook) -> None:
     decoders = {r.name: r.targets["trtllm"].modelopt_decoder for r in book if r.supports("trtllm")}
     assert decoders["gpt2"] is None  # ModelOpt's GPT-2 TRT-LLM export raises NotImplementedError
     assert decoders["mistral"] == decoders["mixtral"] == decoders["llama"] == "llama"
-    assert decoders["falcon"] == "falcon" and decoders["chatglm"] == "chatglm" and decoders["t5"] == "t5"
+    # ModelOpt refuses the TensorRT-LLM export of falcon and chatglm (nvidia-modelopt 0.47.0
+    # torch/export/tensorrt_llm_utils.py:343-347): their checkpoints come from the vendor converters.
+    assert decoders["falcon"] is None and decoders["chatglm"] is None and decoders["t5"] == "t5"
 
 
 def test_t5_default_scheduler_policy(book: RecipeBook) -> None:

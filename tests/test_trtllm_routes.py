@@ -178,6 +178,32 @@ def test_prequantized_gptq_reads_the_single_safetensors_file(tmp_path: Path) -> 
     assert len(error) == 1 and "gptq_model-4bit-128g.safetensors" in error[0] and "one model.safetensors" in error[0]
 
 
+def test_prequantized_gptq_builds_with_0_7_build_py(tmp_path: Path) -> None:
+    """Issue 22 finding 9: TensorRT-LLM 0.7.1's build.py takes a pre-quantized GPTQ model (--quant_ckpt_path
+    FILE --weight_only_precision int4_gptq --per_group, build.py @80bc0751:143,334); the stand-in build.py,
+    like the real one, needs the file."""
+    profile = LEGACY
+    made = lmi_build("trtllm", "--model", "demo:tiny-llama", "--until", "checkpoint", "--output",
+                     str(tmp_path / "unused"), env=_env(profile, gpu=False))
+    assert made.returncode == 0, made.stderr
+    cache = Path(os.environ.get("LMI_BUILD_CACHE", Path.home() / ".cache" / "lmi-build")) / "demo"
+    source = next(p for p in cache.glob("tiny-llama-*") if (p / "model.safetensors").is_file())
+    model = tmp_path / "gptq-model"
+    shutil.copytree(source, model)
+    config = json.loads((model / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "gptq", "bits": 4, "group_size": 64, "desc_act": False}
+    (model / "config.json").write_text(json.dumps(config))
+    examples = standin_examples(tmp_path / "examples", get_profile(profile).tensorrt_llm)
+    out = tmp_path / "artifact"
+    result = lmi_build("trtllm", "--model", str(model), "--profile", profile, "--tp", "1", "--trtllm-examples",
+                       str(examples), "--output", str(out), "--json", env=_env(profile))
+    assert result.returncode == 0, result.stderr
+    log = (out / "build-logs" / "engine.log").read_text()
+    assert f"--quant_ckpt_path {model}/model.safetensors" in log and "--weight_only_precision int4_gptq" in log
+    assert "--group_size 64" in log
+    _assert_stand_in_artifact(out, profile)
+
+
 def test_docker_runner_mounts_the_examples_for_the_conversion(trtllm_plan: TrtllmPlanner, tmp_path: Path) -> None:
     plan = trtllm_plan(FLAT, model="openai-community--gpt2", tp="1")
     step = plan_steps(plan, get_profile(FLAT)).steps[0]

@@ -14,6 +14,7 @@ from lmi_build.runners import ScriptRunner, run_steps
 from lmi_build.targets.trtllm.flags import flag_table
 from lmi_build.targets.trtllm.profiles import get_profile, load_profiles
 from lmi_build.targets.trtllm.steps import engine_script, plan_steps, trtllm_paths
+from lmi_build.versions import release
 from tests.fixtures_planning import codes, fixture_names, warning_codes
 from tests.fixtures_trtllm import LLAMA
 
@@ -122,8 +123,8 @@ def test_max_seq_len_from_the_model_at_0_21(plan_model: Any) -> None:
 @pytest.mark.parametrize("profile", PROFILES)
 def test_defaults_are_fitted_to_the_model_user_values_are_errors(profile: str, plan_model: Any) -> None:
     plan = plan_model("trtllm", GPT2, profile=profile, tp="1")  # 1024 positions < 1024 + 512
-    if profile == LEGACY:  # gpt2 is not a 0.7 build.py example: refused, never a valid plan
-        assert "trtllm_route" in codes(plan)
+    if release(get_profile(profile).tensorrt_llm) < (0, 9):  # no GPTForCausalLM before 0.9: refused
+        assert "architecture_version" in codes(plan)
         return
     assert plan.valid, plan.errors
     assert "max_len_fitted" in warning_codes(plan)

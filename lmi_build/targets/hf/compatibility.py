@@ -1,11 +1,77 @@
-"""Where a Hugging Face checkpoint can be served: the GPU must have the kernels its quantization needs."""
+"""Where a Hugging Face checkpoint can be served: the GPU must have the kernels its quantization needs,
+and a container profile must be an hf one whose engine loads the checkpoint's format
+(``data/serving_formats.toml``: each profile's formats and its vLLM's ModelOpt loader algorithms)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from lmi_build.artifact.manifest import Manifest
 from lmi_build.artifact.serving import ServingTarget
-from lmi_build.artifact.target_api import Problems, gpu_quantization_problems
+from lmi_build.artifact.target_api import Problems, gpu_quantization_problems, message
+from lmi_build.types import PlanMessage
+
+# What an engine serves from each kind of container profile, and the command that builds for it.
+OTHER_KINDS = {"trtllm": ("TensorRT-LLM", "engines built for it"), "neuronx": ("Neuron", "NEFFs compiled for it")}
+# A pre-quantized input passed through (config.json quantization_config.quant_method) -> its format.
+PASSED_THROUGH = {"awq": "awq", "gptq": "gptq", "modelopt": "modelopt_hf", "compressed-tensors": "compressed_tensors"}
 
 
 def check_compatibility(manifest: Manifest, serving: ServingTarget) -> Problems:
-    return gpu_quantization_problems(manifest, serving), []
+    errors = gpu_quantization_problems(manifest, serving)
+    warnings: list[PlanMessage] = []
+    if serving.container is not None and serving.container_target is not None:
+        found_errors, found_warnings = container_problems(manifest, serving.container, serving.container_target)
+        errors += found_errors
+        warnings += found_warnings
+    return errors, warnings
+
+
+def container_problems(manifest: Manifest, container: str, owner: str) -> Problems:
+    """An hf checkpoint against container profile ``container`` of target ``owner``."""
+    from lmi_build.targets.hf.profiles import get_profile, load_profiles
+
+    if owner != "hf":
+        kind, serves = OTHER_KINDS.get(owner, (owner, "its own artifacts"))
+        hf_profiles = ", ".join(p.name for p in load_profiles())
+        return [message("container_target", f"artifact holds a Hugging Face checkpoint; {container} is a {kind} "
+                        f"profile, which serves {serves}: check it against an hf profile ({hf_profiles})",
+                        f"or build for this container: lmi-build {owner} --profile {container} ...")], []
+    profile = get_profile(container)
+    fmt, algo, what = artifact_format(manifest)
+    where = f"{profile.name} ({profile.engine}, vLLM {profile.vllm})"
+    rebuild = f"rebuild it for this container: lmi-build hf --profile {profile.name} ..."
+    if fmt is None:
+        return [], [message("hf_format_unchecked", f"artifact is {what}; lmi-build has no loader facts for it, "
+                            f"so whether {where} loads it was not checked")]
+    if fmt == "hf":
+        return [], []
+    if fmt == "modelopt_hf":
+        if algo in profile.modelopt_algos:
+            return [], []
+        takes = ", ".join(profile.modelopt_algos) if profile.modelopt_algos else "none (no ModelOpt loader)"
+        return [message("hf_format", f"artifact is {what}; {where} loads ModelOpt checkpoints only for "
+                        f"quant_algo {takes}", rebuild)], []
+    if fmt in profile.formats.values():
+        return [], []
+    return [message("hf_format", f"artifact is {what}; {where} loads no {fmt} checkpoint", rebuild)], []
+
+
+def artifact_format(manifest: Manifest) -> tuple[str | None, str | None, str]:
+    """(format, ModelOpt quant_algo, words for messages) of the checkpoint an hf artifact holds: what
+    the build exported (``HfBuild.export_format``), or the pre-quantized input it passed through."""
+    plan: dict[str, Any] = manifest.plan
+    quantization = plan.get("quantization") or {}
+    pre = quantization.get("pre_quantized")
+    if pre:
+        method = str(pre.get("method"))
+        algo = pre.get("quant_algo")
+        fmt = PASSED_THROUGH.get(method)
+        return fmt, algo, f"a pre-quantized {method}{f' {algo}' if algo else ''} checkpoint"
+    fmt = (plan.get("build") or {}).get("export_format", "hf")
+    algo = quantization.get("quant_algo")
+    if fmt == "modelopt_hf":
+        return fmt, algo, f"a ModelOpt {algo} checkpoint"
+    if fmt == "hf":
+        return fmt, None, "an unquantized checkpoint"
+    return fmt, algo, f"a {fmt} checkpoint{f' ({algo})' if algo else ''}"

@@ -51,6 +51,7 @@ class HfProfile(BaseModel):
     # --quantize method -> the format this container loads; "" = none that lmi-build writes
     formats: dict[str, ExportFormat | Literal[""]]
     quantize_values: tuple[str, ...]  # option.quantize values the container accepts; () = any
+    modelopt_algos: tuple[str, ...]  # ModelOpt quant_algo values its vLLM's modelopt loader takes
     sources: tuple[str, ...]
     inferred: tuple[str, ...] = ()
 

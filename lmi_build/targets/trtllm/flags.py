@@ -59,9 +59,26 @@ class Limits(BaseModel):
     # convert_checkpoint.py reads a pre-quantized AutoAWQ model's quantization_config itself (quant_method
     # awq -> W4A16_GPTQ with use_autoawq): AutoAWQ inputs convert, with no flag naming them.
     awq_from_quantization_config: bool | None = None
+    # Recipe examples whose convert_checkpoint.py asserts pp_size == 1 (no pipeline parallelism).
+    single_pp_examples: tuple[str, ...] | None = None
 
     def merged(self, newer: Limits) -> Limits:
         return Limits(**{**self.model_dump(), **newer.model_dump(exclude_unset=True)})
+
+
+class Variant(BaseModel):
+    """The flag of one example's convert_checkpoint.py that takes a recipe's version option
+    (``[series."X".variants.<example>]``): ``option`` (e.g. ``gpt_model_version``) is passed as
+    ``--<flag>``, its value through ``values`` (LMI value -> converter value; one not listed as is)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    option: str
+    flag: str
+    values: dict[str, str] = {}
+
+    def value(self, lmi_value: str) -> str:
+        return self.values.get(lmi_value, lmi_value)
 
 
 class FlagTable(BaseModel):
@@ -73,6 +90,8 @@ class FlagTable(BaseModel):
     sources: tuple[str, ...]
     # Recipe example name -> its directory under the checkout's examples/ (moves between releases).
     examples: dict[str, str] = {}
+    # Recipe example name -> the converter flag that takes its version option (absent: none is passed).
+    variants: dict[str, Variant] = {}
     limits: Limits = Limits()
 
     def example_dir(self, example: str) -> str:
@@ -148,6 +167,7 @@ class Series(BaseModel):
     remove: dict[Tool, tuple[str, ...]] = {}
     removed: dict[str, RemovalNote] = {}
     examples: dict[str, str] = {}
+    variants: dict[str, Variant] = {}
     limits: Limits = Limits()
     trtllm_build: dict[str, FlagKind] = {}
     convert_checkpoint: dict[str, FlagKind] = {}
@@ -213,10 +233,11 @@ class FlagsFile(BaseModel):
             removed = dict(base.removed)
             sources = list(base.sources)
             examples = {**base.examples, **entry.examples}
+            variants = {**base.variants, **entry.variants}
             limits = base.limits.merged(entry.limits)
         else:  # a root series
             tools, removed, sources = {}, {}, []
-            examples, limits = dict(entry.examples), entry.limits
+            examples, variants, limits = dict(entry.examples), dict(entry.variants), entry.limits
         for tool, gone in entry.remove.items():
             for flag in gone:
                 tools.get(tool, {}).pop(flag, None)
@@ -226,7 +247,8 @@ class FlagsFile(BaseModel):
             removed[flag] = Removal(since=name, kind=note.kind, message=note.message)
         sources.extend(entry.sources)
         return FlagTable(series=name, tools={t: f for t, f in tools.items() if f}, removed=removed,
-                         sources=tuple(sources), examples=examples, limits=limits)
+                         sources=tuple(sources), examples=examples, variants=variants,
+                         limits=limits)
 
 
 def flags_file() -> FlagsFile:

@@ -167,6 +167,10 @@ def _checkpoint_steps(plan: StepInputs, build: TrtllmBuild, table: FlagTable) ->
     if not example:
         raise UnsupportedTarget(f"recipe {plan.recipe} names no TensorRT-LLM example for the vendor converter",
                                 hint="add trtllm_example to the recipe or use the ModelOpt route")
+    if build.pp > 1 and example in (table.limits.single_pp_examples or ()):
+        raise UnsupportedTarget(f"examples/{table.example_dir(example)}/convert_checkpoint.py of TensorRT-LLM "
+                                f"{table.series} asserts pp_size == 1; the plan has pp {build.pp}",
+                                hint="plan with --pp 1 (tensor parallelism only)")
     method = quant.method
     if method in ("awq", "fp8", "gptq") and quant.pre_quantized is None:
         return [_quantize_script_step(build, table, method, quant.group_size,
@@ -180,12 +184,21 @@ def _checkpoint_steps(plan: StepInputs, build: TrtllmBuild, table: FlagTable) ->
     args.add("pp_size", build.pp)
     if args.has("workers"):
         args.add("workers", "{workers}")
-    for key, value in sorted(build.model_version.items()):
-        if key.endswith("model_version") and args.has("model_version"):
-            args.add("model_version", value)
+    variant = table.variants.get(example)
+    if variant is not None and variant.option in build.model_version:
+        # Each converter names the model's variant its own way (flags.toml [variants]); an unknown flag
+        # fails the validation below instead of reaching argparse.
+        args.add(variant.flag, variant.value(build.model_version[variant.option]))
+    elif build.model_version:
+        # Without its variant flag a converter guesses the variant from the model directory's name
+        # (examples/chatglm load_chatglm_config, examples/gpt load_gpt_config): a local directory's path.
+        options = ", ".join(f"option.{key}" for key in sorted(build.model_version))
+        raise UnsupportedTarget(f"examples/{table.example_dir(example)}/convert_checkpoint.py of TensorRT-LLM "
+                                f"{table.series} has no flag lmi-build knows for {options} (flags.toml [variants])",
+                                hint="plan with a profile of a newer TensorRT-LLM (lmi-build profiles list)")
     pre = quant.pre_quantized
     if pre is not None:
-        _prequantized_args(args, pre.method, table)
+        _prequantized_args(args, pre.method, table, quant.group_size or pre.group_size)
     elif method == "smoothquant":
         args.add("smoothquant", quant.smoothquant_alpha if quant.smoothquant_alpha is not None else 0.5)
         if quant.per_token:
@@ -207,15 +220,18 @@ def _checkpoint_steps(plan: StepInputs, build: TrtllmBuild, table: FlagTable) ->
 # The vendor converter opens ONE .safetensors file of a pre-quantized GPTQ model (safe_open), not the
 # directory; AutoGPTQ saves it as model.safetensors (the build checks the file is there).
 GPTQ_FILE = "model.safetensors"
+GPTQ_PATH_FLAGS = ("quant_ckpt_path", "modelopt_quant_ckpt_path", "ammo_quant_ckpt_path")
 
 
-def _prequantized_args(args: _Args, method: str, table: FlagTable) -> None:
+def _prequantized_args(args: _Args, method: str, table: FlagTable, group_size: int | None = None) -> None:
     if method == "gptq":
         args.add("use_weight_only")
         args.add("weight_only_precision", "int4_gptq")
         args.add("per_group")
-        # --ammo_quant_ckpt_path at 0.8/0.9, --quant_ckpt_path later (flags.toml).
-        flag = "quant_ckpt_path" if args.has("quant_ckpt_path") else "ammo_quant_ckpt_path"
+        if group_size is not None and args.has("group_size"):
+            args.add("group_size", group_size)  # the converter's default is 128, whatever the model has
+        # --ammo_quant_ckpt_path at 0.8/0.9, --modelopt_quant_ckpt_path at 0.10, --quant_ckpt_path later (flags.toml).
+        flag = next((f for f in GPTQ_PATH_FLAGS if args.has(f)), GPTQ_PATH_FLAGS[0])
         args.add(flag, f"{{model}}/{GPTQ_FILE}")
     elif method == "awq":
         # The converter takes AutoAWQ from the model's quantization_config (flags.toml limits); it has
@@ -305,8 +321,9 @@ def _legacy_steps(plan: StepInputs, build: TrtllmBuild, table: FlagTable, warnin
                                 f"examples here, not '{example}'",
                                 hint="pick a profile with TensorRT-LLM >= 0.8")
     quant = plan.quantization
-    if quant.pre_quantized is not None:
-        raise UnsupportedTarget("pre-quantized checkpoints cannot be built with TensorRT-LLM 0.7",
+    if quant.pre_quantized is not None and quant.pre_quantized.method != "gptq":
+        raise UnsupportedTarget(f"pre-quantized {quant.pre_quantized.method} checkpoints cannot be built with "
+                                f"TensorRT-LLM {table.series} (its build.py reads GPTQ ones only)",
                                 hint="pick a profile with TensorRT-LLM >= 0.16")
     steps: list[Step] = []
     example_dir = table.example_dir(example)
@@ -343,6 +360,15 @@ def _legacy_steps(plan: StepInputs, build: TrtllmBuild, table: FlagTable, warnin
         args.add("use_weight_only")
         args.add("weight_only_precision", "int4_awq")
         args.add("per_group")
+    elif quant.pre_quantized is not None:
+        # A pre-quantized GPTQ model: build.py takes the config from --model_dir and, with --per_group,
+        # the int4 weights from ONE .safetensors file (load_from_gptq_llama), grouped by --group_size.
+        args.add("model_dir", "{model}")
+        args.add("quant_ckpt_path", f"{{model}}/{GPTQ_FILE}")
+        args.add("use_weight_only")
+        args.add("weight_only_precision", "int4_gptq")
+        args.add("per_group")
+        args.add("group_size", quant.group_size or quant.pre_quantized.group_size or 128)
     elif quant.method in ("int8_wo", "int4_wo"):
         args.add("model_dir", "{model}")
         args.add("use_weight_only")
