@@ -105,8 +105,10 @@ def plan_request(request: PlanRequest, target: PlanningTarget) -> SavedPlan:
     support = recipe.targets.get(target_name)
     if support is None:
         others = ", ".join(recipe.targets) or "none"
+        reason = recipe.unsupported.get(target_name)
         findings.error("architecture_unsupported",
-                       f"{spec.architecture} ({recipe.name}) cannot be built for {target_name}",
+                       f"{spec.architecture} ({recipe.name}) cannot be built for {target_name}"
+                       + (f": {reason}" if reason else ""),
                        hint=f"targets that support it: {others}")
         return SavedPlan(inputs=build_inputs, plan=_early_plan(request, target, source.identity, spec,
                                                       first.options, findings, recipe))

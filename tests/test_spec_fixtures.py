@@ -47,6 +47,8 @@ ROWS = [
         2048, "max_position_embeddings", 50272, "float16", position="learned"),
     Row("google--flan-t5-large", "t5", "T5ForConditionalGeneration", 1024, 24, 16, 16,
         512, "n_positions", 32128, None, position="relative", decoder_layers=24, head_dim=64),
+    Row("google--gemma-2-9b", "gemma2", "Gemma2ForCausalLM", 3584, 42, 16, 8,
+        8192, "max_position_embeddings", 256000, "float32", head_dim=256),
     Row("google--gemma-2b-it", "gemma", "GemmaForCausalLM", 2048, 18, 8, 1,
         8192, "max_position_embeddings", 256000, "bfloat16", head_dim=256),
     Row("huggyllama--llama-7b", "llama", "LlamaForCausalLM", 4096, 32, 32, 32,
@@ -55,11 +57,16 @@ ROWS = [
         2048, "max_position_embeddings", 32001, "float16"),
     Row("meta-llama--Llama-2-7b-hf", "llama", "LlamaForCausalLM", 4096, 32, 32, 32,
         4096, "max_position_embeddings", 32000, "float16"),
+    Row("meta-llama--Llama-3.1-8B-Instruct", "llama", "LlamaForCausalLM", 4096, 32, 32, 8,
+        131072, "max_position_embeddings", 128256, "bfloat16"),
     Row("microsoft--Orca-2-13b", "llama", "LlamaForCausalLM", 5120, 40, 40, 40,
         4096, "max_position_embeddings", 32003, "float32"),
     # phi-2 still carries an auto_map, but transformers has PhiForCausalLM: no remote code needed.
     Row("microsoft--phi-2", "phi", "PhiForCausalLM", 2560, 32, 32, 32,
         2048, "max_position_embeddings", 51200, "float16"),
+    # Phi-3 still carries an auto_map, but transformers has Phi3ForCausalLM: no remote code needed.
+    Row("microsoft--Phi-3-mini-4k-instruct", "phi3", "Phi3ForCausalLM", 3072, 32, 32, 32,
+        4096, "max_position_embeddings", 32064, "bfloat16"),
     Row("mistralai--Mistral-7B-Instruct-v0.2", "mistral", "MistralForCausalLM", 4096, 32, 32, 8,
         32768, "max_position_embeddings", 32000, "bfloat16"),
     Row("mistralai--Mistral-7B-v0.1", "mistral", "MistralForCausalLM", 4096, 32, 32, 8,
@@ -68,6 +75,8 @@ ROWS = [
         32768, "max_position_embeddings", 32000, "bfloat16", experts=(8, 2)),
     Row("openai-community--gpt2", "gpt2", "GPT2LMHeadModel", 768, 12, 12, 12,
         1024, "n_positions", 50257, None, position="learned"),
+    Row("Qwen--Qwen2.5-7B-Instruct", "qwen2", "Qwen2ForCausalLM", 3584, 28, 28, 4,
+        32768, "max_position_embeddings", 152064, "bfloat16"),
     # Qwen: max_position_embeddings (32768) wins over seq_length (8192): dynamic NTK reaches 32k.
     Row("Qwen--Qwen-7B", "qwen", "QWenLMHeadModel", 4096, 32, 32, 32,
         32768, "max_position_embeddings", 151936, None, remote_code=True, head_dim=128),
@@ -127,6 +136,9 @@ def test_rope_details_from_the_notes_column(specs: dict[str, ModelSpec]) -> None
     assert rope["togethercomputer--RedPajama-INCITE-7B-Base"].rotary_dim == 128  # type: ignore[union-attr]
     assert rope["THUDM--chatglm2-6b"].rotary_dim == 64  # type: ignore[union-attr]  # half of head_dim
     assert rope["meta-llama--Llama-2-7b-hf"].scaling_type is None  # type: ignore[union-attr]
+    llama31 = rope["meta-llama--Llama-3.1-8B-Instruct"]
+    assert (llama31.scaling_type, llama31.scaling_factor, llama31.theta) == ("llama3", 8.0, 500_000.0)  # type: ignore[union-attr]
+    assert rope["Qwen--Qwen2.5-7B-Instruct"].theta == 1_000_000.0  # type: ignore[union-attr]
 
 
 def test_remote_code_comes_with_auto_map_or_unknown_class(specs: dict[str, ModelSpec]) -> None:
@@ -138,6 +150,6 @@ def test_remote_code_comes_with_auto_map_or_unknown_class(specs: dict[str, Model
 def test_tied_embeddings_follow_config_or_class_default(specs: dict[str, ModelSpec]) -> None:
     tied = {name for name, spec in specs.items() if spec.tie_word_embeddings}
     assert tied == {
-        "bigscience--bloom-560m", "facebook--opt-125m", "google--gemma-2b-it", "openai-community--gpt2",
+        "bigscience--bloom-560m", "facebook--opt-125m", "google--gemma-2-9b", "google--gemma-2b-it", "openai-community--gpt2",
         "replit--replit-code-v1_5-3b", "tiiuae--falcon-40b", "tiiuae--falcon-7b",
     }

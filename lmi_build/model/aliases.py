@@ -145,6 +145,9 @@ ARCH_FACTS: dict[str, ArchFacts] = {
     "qwen2": _LLAMA,
     "deci": _LLAMA,
     "gemma": ArchFacts(tie_word_embeddings=True),
+    # transformers Gemma2Config(tie_word_embeddings=True) (models/gemma2/configuration_gemma2.py);
+    # google/gemma-2-9b's config.json has no tie_word_embeddings key.
+    "gemma2": ArchFacts(tie_word_embeddings=True),
     "baichuan": ArchFacts(
         # Baichuan 13B (v1 and v2) uses ALiBi, the 7B models RoPE (TensorRT-LLM examples/baichuan).
         position_rules=(PositionRule("hidden_size", 5120, "alibi"),),

@@ -93,7 +93,16 @@ class Recipe(BaseModel):
     model_types: tuple[str, ...] = ()
     architectures: tuple[str, ...] = ()
     targets: dict[TargetName, TargetSupport] = Field(default_factory=dict)
+    # Why a target has no route for this family (cited): the plan's refusal says it.
+    unsupported: dict[TargetName, str] = Field(default_factory=dict)
     version_options: tuple[VersionOption, ...] = ()
+
+    @model_validator(mode="after")
+    def _unsupported_targets_have_no_route(self) -> Recipe:
+        both = sorted(set(self.unsupported) & set(self.targets))
+        if both:
+            raise ValueError(f"targets {both} are both supported and unsupported")
+        return self
 
     def supports(self, target: str) -> bool:
         return target in self.targets
