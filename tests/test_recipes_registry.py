@@ -47,7 +47,9 @@ def test_required_families_present(book: RecipeBook) -> None:
 FIXTURE_RECIPES = {
     "baichuan-inc--Baichuan2-13B-Chat": "baichuan", "bigscience--bloom-560m": "bloom",
     "codefuse-ai--CodeFuse-CodeLlama-34B": "llama", "EleutherAI--gpt-j-6b": "gptj", "facebook--opt-125m": "opt",
-    "google--flan-t5-large": "t5", "google--gemma-2b-it": "gemma", "huggyllama--llama-7b": "llama",
+    "google--flan-t5-large": "t5", "google--gemma-2b-it": "gemma", "google--gemma-2-9b": "gemma2",
+    "Qwen--Qwen2.5-7B-Instruct": "qwen2", "meta-llama--Llama-3.1-8B-Instruct": "llama",
+    "microsoft--Phi-3-mini-4k-instruct": "phi3", "huggyllama--llama-7b": "llama",
     "lmsys--vicuna-7b-delta-v0": "llama", "meta-llama--Llama-2-7b-hf": "llama", "microsoft--Orca-2-13b": "llama",
     "microsoft--phi-2": "phi", "mistralai--Mistral-7B-Instruct-v0.2": "mistral",
     "mistralai--Mistral-7B-v0.1": "mistral", "mistralai--Mixtral-8x7B-v0.1": "mixtral",
@@ -101,7 +103,8 @@ def test_trtllm_targets_cover_seed_004_jit_list(book: RecipeBook) -> None:
     jit = {"llama", "falcon", "internlm", "baichuan", "chatglm", "gptj", "mistral", "mixtral", "qwen", "gpt2"}
     trtllm = {r.name for r in book if r.supports("trtllm")}
     assert jit <= trtllm
-    assert trtllm - jit == {"gemma", "phi", "t5"}  # later LMI / TensorRT-LLM >= 0.8, each with a note
+    # later LMI / TensorRT-LLM >= 0.8 (qwen2: >= 0.12, since.toml), each with a note
+    assert trtllm - jit == {"gemma", "phi", "qwen2", "t5"}
     for name in trtllm - jit:
         assert book.get(name).targets["trtllm"].notes
 
@@ -128,7 +131,10 @@ def test_hf_target_covers_seed_003_list(book: RecipeBook) -> None:
     seed_003 = {"aquila", "baichuan", "bloom", "chatglm", "dbrx", "deci", "falcon", "gemma", "gpt2", "gptj",
                 "gpt_neox", "internlm", "llama", "mistral", "mixtral", "mpt", "opt", "phi", "qwen", "qwen2",
                 "yi", "t5"}
-    assert {r.name for r in book if r.supports("hf")} == seed_003
+    # beyond seed 003: families of today (issue 22), which vLLM loads and TensorRT-LLM is refused for
+    assert {r.name for r in book if r.supports("hf")} == seed_003 | {"phi3", "gemma2"}
+    for name in ("phi3", "gemma2"):
+        assert "ModelOpt 0.47 cannot export" in book.get(name).unsupported["trtllm"]
 
 
 def test_modelopt_decoders(book: RecipeBook) -> None:
