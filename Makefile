@@ -51,7 +51,7 @@ test: lint unit
 # One worker per core; a test file stays on one worker so its module-scoped servers start once.
 WORKERS ?= auto
 unit:
-	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile --durations=30
 
 # The inner loop: everything that neither loads torch/transformers nor needs the S3 server.
 test-fast:
