@@ -590,6 +590,9 @@ class NeuronxPlanning:
         if requested in (None, "disable") and ctx.user_set("max_rolling_batch_size") and not ctx.user_set("rolling_batch"):
             requested = "auto"  # --max-batch-size asks for rolling batch
         server = ctx.int_value("batch_size") if ctx.user_set("batch_size") else None
+        if server is None and ctx.user_set("max_dynamic_batch_size"):
+            # DJL's older name: the server's batch when batch_size is unset (ModelInfo.java@0.30.0-dlc:864-867)
+            server = ctx.int_value("max_dynamic_batch_size")
         option_batch = ctx.int_value("option.batch_size") if ctx.user_set("option.batch_size") else None
         if requested not in (None, "disable"):
             max_rolling = ctx.int_value("max_rolling_batch_size") or 1
