@@ -219,7 +219,8 @@ def _plan_quantization(
     findings.add_errors(errors)
     findings.add_warnings(warnings)
 
-    method = options.text_value("quantize")
+    # The planned method is the canonical name of the spelling given (static_int8 is int8's).
+    method = plan.method or options.text_value("quantize")
     reported = any(m.code in ("quantize_unknown", "quantize_target") for m in errors)
     if method is not None and spec.pre_quantization is None and method not in support.quantize and not reported:
         elsewhere = [name for name, other in recipe.targets.items() if method in other.quantize]

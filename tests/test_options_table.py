@@ -137,6 +137,11 @@ def test_aliases_from_the_seed() -> None:
         ("trust_remote_code", "TRUE", None),
         ("trust_remote_code", "yes", "expected true or false"),
         ("engine", "mpi", "expected MPI (values are case-sensitive)"),
+        # DJL lower-cases it before validating (properties.py validate_enable_streaming, 0.28.0-dlc:71-76);
+        # its own Neuron integration tests write Python's False (tests/fixtures/neuron-corpus).
+        ("enable_streaming", "False", None),
+        ("enable_streaming", "HuggingFace", None),
+        ("enable_streaming", "no", "expected one of"),
         ("dtype", "float16", "expected one of: fp16, fp32, bf16, int8"),
         ("context_length_estimate", "256, 512,1024", None),
         ("context_length_estimate", "256,,1024", "comma"),

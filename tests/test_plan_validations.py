@@ -326,3 +326,12 @@ def test_hf_awq_format_needs_a_model_modelopt_can_fold(plan_model: Planner) -> N
     assert "hf_format_awq_fold" in codes(plan)
     assert "hf_format_awq_fold" not in codes(plan_model("hf", MISTRAL, quantize="gptq", profile=profile))
     assert "hf_format_awq_fold" not in codes(plan_model("hf", MISTRAL, quantize="awq"))  # ModelOpt's format
+
+
+def test_neuronx_container_spelling_static_int8_is_int8(plan_model: Planner) -> None:
+    """option.quantize=static_int8 is the one spelling DJL's Neuron properties take (tnx_properties.py
+    TnXQuantizeMethods, 0.28.0-dlc..0.30.0-dlc:45; it sets load_in_8bit at :215-216 / 0.30 :221-222), and
+    the one lmi-build writes; DJL's own gpt2-quantize integration test sets it (tests/fixtures/neuron-corpus)."""
+    plan = plan_model("neuronx", LLAMA, option=("option.quantize=static_int8",))
+    assert plan.valid, plan.errors
+    assert plan.quantization.method == "int8" and plan.options["option.quantize"] == "static_int8"

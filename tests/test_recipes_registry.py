@@ -112,7 +112,7 @@ def test_trtllm_targets_cover_seed_004_jit_list(book: RecipeBook) -> None:
 def test_neuronx_targets_and_int8(book: RecipeBook) -> None:
     assert {r.name for r in book if r.supports("neuronx")} == {
         "llama", "mistral", "mixtral", "gpt2", "gptj", "gpt_neox", "opt", "bloom"}
-    assert _with(book, "neuronx", "quantize", "int8") == {"llama", "mistral"}
+    assert _with(book, "neuronx", "quantize", "int8") == {"llama", "mistral", "gpt2"}
     assert _with(book, "neuronx", "options_allowed", "group_query_attention") == {"llama", "mistral"}
 
 

@@ -114,7 +114,7 @@ class ResolvedOptions(TypedReader, BaseModel):
 
 
 # Keys that are not under "option." in serving.properties.
-TOP_LEVEL_KEYS = frozenset({"engine", "job_queue_size", "batch_size", "max_batch_delay", "max_idle_time",
+TOP_LEVEL_KEYS = frozenset({"engine", "job_queue_size", "batch_size", "max_dynamic_batch_size", "max_batch_delay", "max_idle_time",
                             "minWorkers", "maxWorkers", "gpu.minWorkers", "gpu.maxWorkers",
                             "cpu.minWorkers", "cpu.maxWorkers", "load_on_devices", "log_model_metric",
                             "metrics_aggregation", "required_memory_mb", "reserved_memory_mb"})

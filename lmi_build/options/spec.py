@@ -86,6 +86,9 @@ class OptionSpec(BaseModel):
     active_when: dict[str, tuple[str, ...]] = {}
     deprecated: KeyDeprecation | None = None
     deprecated_values: dict[str, ValueDeprecation] = {}
+    # An enum the container lower-cases before it validates (the citation in options.toml): any case
+    # is its choice; every other enum is case-sensitive, as the container's.
+    folds_case: bool = False
 
     @model_validator(mode="after")
     def _well_formed(self) -> OptionSpec:
@@ -155,6 +158,8 @@ class OptionSpec(BaseModel):
             if value in self.choices:
                 return value, None
             folded = {choice.lower(): choice for choice in self.choices}
+            if self.folds_case and text.lower() in folded:
+                return folded[text.lower()], None
             if text.lower() in folded:
                 return None, f"expected {folded[text.lower()]} (values are case-sensitive)"
             return None, f"expected {self.expected()}"

@@ -279,7 +279,9 @@ def plan_quantization(
         return QuantizationPlan(), messages
 
     if target == "neuronx":
-        if name == "int8":
+        # static_int8 is the container's own spelling (DJL tnx_properties.py TnXQuantizeMethods,
+        # 0.28.0-dlc..0.30.0-dlc:45), which lmi-build writes for int8.
+        if name in ("int8", "static_int8"):
             return QuantizationPlan(method="int8"), messages
         messages.append(PlanMessage(
             code="quantize_target",

@@ -37,6 +37,31 @@ def check_compatibility(manifest: Manifest, serving: ServingTarget) -> Problems:
     errors += _flags_problems(manifest, serving, build)
     errors += _batching_problems(manifest, serving, build)
     errors += _embedding_problems(manifest, serving, build)
+    rule_errors, rule_warnings = _startup_rule_problems(manifest, serving)
+    errors += rule_errors
+    warnings += rule_warnings
+    return errors, warnings
+
+
+def _startup_rule_problems(manifest: Manifest, serving: ServingTarget) -> Problems:
+    """The serving release's RoPE-scaling outcome for the artifact's model and the options lmi-build
+    refuses, evaluated by the rules plan uses (``rope.rope_message``, ``sdk.refused_option_messages``)
+    on the model spec the manifest records and the artifact's serving.properties."""
+    from lmi_build.model.spec import ModelSpec
+    from lmi_build.targets.neuronx.profiles import load_profiles
+    from lmi_build.targets.neuronx.rope import rope_message
+    from lmi_build.targets.neuronx.sdk import refused_option_messages
+
+    errors = refused_option_messages(lambda key: bool(manifest.serving_properties.get(key)))
+    warnings: list[PlanMessage] = []
+    profile = next((p for p in load_profiles() if p.name == serving.container), None)
+    recorded = manifest.plan.get("spec")
+    if profile is None or not isinstance(recorded, dict):
+        return errors, warnings
+    found = rope_message(profile, ModelSpec.model_validate(recorded))
+    if found is not None:
+        severity, problem = found
+        (warnings if severity == "warning" else errors).append(problem)
     return errors, warnings
 
 

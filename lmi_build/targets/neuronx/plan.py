@@ -23,7 +23,7 @@ from lmi_build.planning.target_api import ContainerFacts, TargetPlan
 from lmi_build.recipes.schema import TargetSupport
 from lmi_build.targets.neuronx.batching import container_batching
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
-from lmi_build.targets.neuronx.sdk import NeuronDefaults, NeuronPlatform, sdk
+from lmi_build.targets.neuronx.sdk import NeuronDefaults, NeuronPlatform, refused_option_messages, sdk
 from lmi_build.types import TargetName
 
 if TYPE_CHECKING:
@@ -433,29 +433,22 @@ class NeuronxPlanning:
 
     @staticmethod
     def _check_refused_options(ctx: PlanContext) -> None:
-        """Options whose container behaviour lmi-build's driver does not build (``refused_options``)."""
-        for key, refused in sdk().refused_options.items():
-            if ctx.is_set(key):
-                ctx.findings.error("neuron_refused_option", f"{key}: {refused.reason} ({'; '.join(refused.sources)})",
-                                   hint=f"drop {key} (lmi-build builds the target model's NEFFs only)")
+        """Options whose container behaviour lmi-build's driver does not build (``sdk.refused_option_messages``,
+        which ``verify --for-container`` evaluates too)."""
+        ctx.findings.add_errors(refused_option_messages(ctx.is_set))
 
     @staticmethod
     def _check_rope_scaling(ctx: PlanContext, profile: NeuronProfile) -> None:
-        """The release's reading of the model's RoPE scaling (``rope.rope_outcome``): refused where
-        its start-up fails or the model would load with unscaled RoPE, a warning where unchecked."""
-        from lmi_build.targets.neuronx.rope import rope_outcome
+        """The release's reading of the model's RoPE scaling (``rope.rope_message``, which ``verify
+        --for-container`` evaluates too): refused where its start-up fails or the model would load
+        with unscaled RoPE, a warning where unchecked."""
+        from lmi_build.targets.neuronx.rope import rope_message
 
-        found = rope_outcome(profile, ctx.spec)
+        found = rope_message(profile, ctx.spec)
         if found is None:
             return
-        cited = f"({'; '.join(found.sources)})"
-        if found.outcome == "unchecked":
-            ctx.findings.warn("neuron_rope_scaling_unchecked", f"{found.message} {cited}",
-                              hint="check the outputs at long context, or pick lmi-0.32.0 or newer (llama3 scaling)")
-            return
-        ctx.findings.error("neuron_rope_scaling", f"{found.message} {cited}",
-                           hint="pick a release whose transformers-neuronx applies this scaling (lmi-0.32.0 and "
-                                "newer apply llama3), or serve the model on a GPU target")
+        severity, message = found
+        (ctx.findings.add_warnings if severity == "warning" else ctx.findings.add_errors)([message])
 
     @staticmethod
     def _loader(ctx: PlanContext, profile: NeuronProfile, rolling: bool) -> Loader:
@@ -590,6 +583,9 @@ class NeuronxPlanning:
         if requested in (None, "disable") and ctx.user_set("max_rolling_batch_size") and not ctx.user_set("rolling_batch"):
             requested = "auto"  # --max-batch-size asks for rolling batch
         server = ctx.int_value("batch_size") if ctx.user_set("batch_size") else None
+        if server is None and ctx.user_set("max_dynamic_batch_size"):
+            # DJL's older name: the server's batch when batch_size is unset (ModelInfo.java@0.30.0-dlc:864-867)
+            server = ctx.int_value("max_dynamic_batch_size")
         option_batch = ctx.int_value("option.batch_size") if ctx.user_set("option.batch_size") else None
         if requested not in (None, "disable"):
             max_rolling = ctx.int_value("max_rolling_batch_size") or 1

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from lmi_build.model.spec import ModelSpec
+from lmi_build.types import PlanMessage
 
 if TYPE_CHECKING:
     from lmi_build.targets.neuronx.profiles import NeuronProfile
@@ -40,10 +41,36 @@ def transformers_parses(rope_scaling: Any, parsed: tuple[str, ...]) -> str | Non
     return None
 
 
+def rope_scaling_of(spec: ModelSpec) -> Any:
+    """config.json's ``rope_scaling`` as written: from the raw config where the spec has it (plan),
+    else the spec's record of it (a manifest's spec drops the raw config; it keeps ``rope.raw_scaling``,
+    which is the config's dict whenever it names a scaling type)."""
+    if "rope_scaling" in spec.raw:
+        return spec.raw["rope_scaling"]
+    return spec.rope.raw_scaling if spec.rope is not None else None
+
+
+def rope_message(profile: NeuronProfile, spec: ModelSpec) -> tuple[Literal["error", "warning"], PlanMessage] | None:
+    """``rope_outcome`` as the one message plan and ``verify --for-container`` both report: an error
+    where the release rejects the config or would load it with unscaled RoPE, a warning where unchecked."""
+    found = rope_outcome(profile, spec)
+    if found is None:
+        return None
+    cited = f"({'; '.join(found.sources)})"
+    if found.outcome == "unchecked":
+        return "warning", PlanMessage(
+            code="neuron_rope_scaling_unchecked", message=f"{found.message} {cited}",
+            hint="check the outputs at long context, or pick lmi-0.32.0 or newer (llama3 scaling)")
+    return "error", PlanMessage(
+        code="neuron_rope_scaling", message=f"{found.message} {cited}",
+        hint="pick a release whose transformers-neuronx applies this scaling (lmi-0.32.0 and newer apply llama3), "
+             "or serve the model on a GPU target")
+
+
 def rope_outcome(profile: NeuronProfile, spec: ModelSpec) -> RopeOutcome | None:
     """What ``profile``'s release makes of the model's RoPE scaling; None when it loads it as trained."""
     sources = profile.rope_scaling_sources
-    raw = spec.raw.get("rope_scaling")
+    raw = rope_scaling_of(spec)
     if spec.model_type == LLAMA and profile.llama_rope_scaling_parsed is not None:
         refused = transformers_parses(raw, profile.llama_rope_scaling_parsed)
         if refused is not None:

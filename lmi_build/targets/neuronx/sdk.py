@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from lmi_build.tables import bundled_table
+from lmi_build.types import PlanMessage
 
 NeuronPlatform = Literal["inf2", "trn1"]
 
@@ -92,6 +94,14 @@ class NeuronSdk(BaseModel):
     split_classes: dict[str, str]  # model type -> transformers_neuronx "<module>.<class>" (0.27 split layout)
     unbuilt_loaders: dict[str, UnbuiltLoader]  # DJL model loader -> why its artifact is not built
     refused_options: dict[str, RefusedOption] = {}  # full option key -> why the plan refuses it
+
+
+def refused_option_messages(is_set: Callable[[str], bool]) -> list[PlanMessage]:
+    """The options whose container behaviour lmi-build's driver does not build (``refused_options``),
+    among those ``is_set`` says are given: one error each, for plan and ``verify --for-container`` alike."""
+    return [PlanMessage(code="neuron_refused_option", message=f"{key}: {refused.reason} ({'; '.join(refused.sources)})",
+                        hint=f"drop {key} (lmi-build builds the target model's NEFFs only)")
+            for key, refused in sdk().refused_options.items() if is_set(key)]
 
 
 def sdk() -> NeuronSdk:
