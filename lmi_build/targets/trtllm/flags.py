@@ -65,7 +65,7 @@ class Limits(BaseModel):
     # so their converter route is refused rather than generated from another release's flags.
     unread_converters: tuple[str, ...] | None = None
     # Recipe example -> convert_checkpoint flags (of this table's shared convert_checkpoint list) that
-    # its own converter lacks at this release: a step needing one is refused.
+    # its own converter lacks, or parses without acting on, at this release: a step needing one is refused.
     converter_lacks: dict[str, tuple[str, ...]] | None = None
 
     def merged(self, newer: Limits) -> Limits:

@@ -222,7 +222,7 @@ def _checkpoint_steps(plan: StepInputs, build: TrtllmBuild, table: FlagTable) ->
                if f"--{flag}" in _flags_part(args.argv)]
     if lacking:
         raise UnsupportedTarget(f"examples/{table.example_dir(example)}/convert_checkpoint.py of TensorRT-LLM "
-                                f"{table.series} has no {', '.join('--' + f for f in lacking)} "
+                                f"{table.series} has no working {', '.join('--' + f for f in lacking)} "
                                 "(flags.toml limits converter_lacks)",
                                 hint="plan without the option that needs it, or with a profile of a newer TensorRT-LLM")
     return [Step(name="checkpoint", argv=args.argv, where="container", tool="convert_checkpoint",
