@@ -322,3 +322,11 @@ def test_baichuan_int8_kv_cache_refused_where_the_converter_ignores_the_flag(pro
     assert "--int8_kv_cache" in refusal[0].message
     without = _vendor_plan(BAICHUAN2, profile, plan_model, quantize="smoothquant")
     assert "smoothquant" in assert_vendor_accepts(_checkpoint_argv(without, profile), BAICHUAN_CONVERTER[profile])
+
+
+def test_baichuan_fp8_refused_not_sent_to_modelopt(plan_model: Any) -> None:
+    # FP8 was planned valid through the host ModelOpt export, which raises NotImplementedError for
+    # baichuan; lmi-build has no FP8 converter route (planning/quantization.py vendor_quant_algo).
+    plan = plan_model("trtllm", BAICHUAN2, profile="lmi-0.30.0-trtllm-0.12.0", tp="2", quantize="fp8",
+                      trust_remote_code=True)
+    assert [e.code for e in plan.errors] == ["quantize_route_unsupported"], plan.errors
