@@ -54,6 +54,11 @@ def assert_vendor_accepts(argv: list[str], converter: str) -> dict[str, str]:
     for flag, choices in entry["choices"].items():
         if flag in flags:
             assert flags[flag] in choices, (flag, flags[flag], choices)
+    # Flags the converter parses but does not act on (its main() never reads them): passing one means
+    # the plan expects something the checkpoint will not have.
+    assert not set(flags) & set(entry.get("ignored", [])), (entry["path"], flags)
+    if "pp_size == 1" in entry.get("asserts", []):
+        assert flags.get("pp_size", "1") == "1", flags
     return flags
 
 
@@ -224,3 +229,104 @@ def test_chatglm_pipeline_parallel_refused_where_the_converter_asserts_pp_1(prof
     assert len(refusal) == 1, plan.errors
     assert "pp_size == 1" in refusal[0].message and "glm-4-9b" in refusal[0].message
     assert plan_model("trtllm", CHATGLM2, profile=profile, tp="2", trust_remote_code=True).valid
+
+
+# --- the ModelOpt route audit (finding 4's class): Phi, GPT-J, Baichuan ---------------------------------
+# nvidia-modelopt 0.47.0 torch/export/tensorrt_llm_utils.py:240-347 raises NotImplementedError for the
+# decoder types phi, gptj and baichuan (tests/test_trtllm_modelopt_routes.py reads the list it handles
+# from the installed source): their checkpoints come from the release's own converter, in the container.
+# The converter_flags.json entry standing for each profile (an entry's commit is that tag's own only where
+# "inferred" is false; the others are the nearest stored copies, see their "tags").
+
+PHI2 = "microsoft--phi-2"
+GPTJ = "EleutherAI--gpt-j-6b"
+BAICHUAN2 = "baichuan-inc--Baichuan2-13B-Chat"
+PHI_CONVERTER = {"lmi-0.27.0-trtllm-0.8.0": "phi (pre-0.9 stored copy)", "lmi-0.28.0-trtllm-0.9.0": "phi@5a702100",
+                 "lmi-0.29.0-trtllm-0.11.0": "phi@5a702100", "lmi-0.30.0-trtllm-0.12.0": "phi@5a702100",
+                 "lmi-0.33.0-trtllm-0.21.0": "models/core/phi@10c1d594",
+                 "djl-nightly-trtllm-1.0.0": "models/core/phi@10c1d594"}
+GPTJ_CONVERTER = {"lmi-0.28.0-trtllm-0.9.0": "gptj@250d9c29", "lmi-0.29.0-trtllm-0.11.0": "gptj@250d9c29",
+                  "lmi-0.30.0-trtllm-0.12.0": "gptj@250d9c29", "lmi-0.33.0-trtllm-0.21.0": "models/contrib/gptj@25b6cdd8",
+                  "djl-nightly-trtllm-1.0.0": "models/contrib/gptj@25b6cdd8"}
+BAICHUAN_CONVERTER = {"lmi-0.27.0-trtllm-0.8.0": "baichuan@0ab9d17a", "lmi-0.28.0-trtllm-0.9.0": "baichuan@0ab9d17a",
+                      "lmi-0.29.0-trtllm-0.11.0": "baichuan@8fcf9fc2", "lmi-0.30.0-trtllm-0.12.0": "baichuan@8fcf9fc2",
+                      "lmi-0.33.0-trtllm-0.21.0": "models/contrib/baichuan@25b6cdd8",
+                      "djl-nightly-trtllm-1.0.0": "models/contrib/baichuan@25b6cdd8"}
+
+
+def _vendor_plan(model: str, profile: str, plan_model: Any, **fields: Any) -> Any:
+    plan = plan_model("trtllm", model, profile=profile, trust_remote_code=True, **{"tp": "1", **fields})
+    assert plan.valid, plan.errors
+    build = plan.knobs(TrtllmBuild)
+    assert build.checkpoint_route == "vendor" and build.modelopt_decoder is None
+    steps = plan_steps(plan, get_profile(profile)).steps
+    assert steps[0].name == "checkpoint" and steps[0].where == "container"  # nothing exports on this host
+    return plan
+
+
+@pytest.mark.parametrize("profile", sorted(PHI_CONVERTER))
+def test_phi_converts_with_the_releases_own_converter(profile: str, plan_model: Any) -> None:
+    plan = _vendor_plan(PHI2, profile, plan_model)
+    flags = assert_vendor_accepts(_checkpoint_argv(plan, profile), PHI_CONVERTER[profile])
+    assert flags["model_dir"] == "{model}" and flags["pp_size"] == "1"
+
+
+@pytest.mark.parametrize("profile", sorted(PHI_CONVERTER))
+def test_phi_pipeline_parallel_refused_where_the_converter_asserts_pp_1(profile: str, plan_model: Any) -> None:
+    assert "pp_size == 1" in VENDOR[PHI_CONVERTER[profile]]["asserts"]
+    plan = plan_model("trtllm", PHI2, profile=profile, tp="1", pp="2")
+    refusal = [e for e in plan.errors if e.code == "trtllm_route"]
+    assert len(refusal) == 1, plan.errors
+    assert "pp_size == 1" in refusal[0].message and "phi/convert_checkpoint.py" in refusal[0].message
+
+
+@pytest.mark.parametrize("profile", sorted(GPTJ_CONVERTER))
+def test_gptj_converts_with_the_releases_own_converter(profile: str, plan_model: Any) -> None:
+    plan = _vendor_plan(GPTJ, profile, plan_model)
+    flags = assert_vendor_accepts(_checkpoint_argv(plan, profile), GPTJ_CONVERTER[profile])
+    assert flags["model_dir"] == "{model}" and flags["tp_size"] == "1"
+
+
+def test_gptj_refused_where_the_converter_was_not_read(plan_model: Any) -> None:
+    # No stored copy of examples/gptj/convert_checkpoint.py of the 0.8 era was found: refused, not
+    # generated from another release's flags.
+    plan = plan_model("trtllm", GPTJ, profile="lmi-0.27.0-trtllm-0.8.0", tp="1")
+    refusal = [e for e in plan.errors if e.code == "trtllm_route"]
+    assert len(refusal) == 1, plan.errors
+    assert "examples/gptj/convert_checkpoint.py" in refusal[0].message and "0.8" in refusal[0].message
+
+
+@pytest.mark.parametrize("profile", sorted(BAICHUAN_CONVERTER))
+def test_baichuan_converts_with_the_releases_own_converter(profile: str, plan_model: Any) -> None:
+    plan = _vendor_plan(BAICHUAN2, profile, plan_model)
+    flags = assert_vendor_accepts(_checkpoint_argv(plan, profile), BAICHUAN_CONVERTER[profile])
+    assert flags["model_version"] == "v2_13b"  # inferred from the shapes (recipes/baichuan.toml)
+
+
+@pytest.mark.parametrize("profile", ["lmi-0.29.0-trtllm-0.11.0", "lmi-0.30.0-trtllm-0.12.0", "lmi-0.33.0-trtllm-0.21.0"])
+def test_baichuan_smoothquant_with_int8_kv_cache_converts(profile: str, plan_model: Any) -> None:
+    plan = _vendor_plan(BAICHUAN2, profile, plan_model, quantize="smoothquant",
+                        option=("kv_cache_dtype=int8", "smoothquant_per_token=true"))
+    flags = assert_vendor_accepts(_checkpoint_argv(plan, profile), BAICHUAN_CONVERTER[profile])
+    assert "smoothquant" in flags and "per_token" in flags and "int8_kv_cache" in flags
+
+
+@pytest.mark.parametrize("profile", ["lmi-0.27.0-trtllm-0.8.0", "lmi-0.28.0-trtllm-0.9.0"])
+def test_baichuan_int8_kv_cache_refused_where_the_converter_ignores_the_flag(profile: str, plan_model: Any) -> None:
+    # The pre-0.9 converter parses --int8_kv_cache but sets the INT8 KV cache from --calibrate_kv_cache.
+    assert "int8_kv_cache" in VENDOR[BAICHUAN_CONVERTER[profile]]["ignored"]
+    plan = plan_model("trtllm", BAICHUAN2, profile=profile, tp="1", trust_remote_code=True, quantize="smoothquant",
+                      option=("kv_cache_dtype=int8",))
+    refusal = [e for e in plan.errors if e.code == "trtllm_route"]
+    assert len(refusal) == 1, plan.errors
+    assert "--int8_kv_cache" in refusal[0].message
+    without = _vendor_plan(BAICHUAN2, profile, plan_model, quantize="smoothquant")
+    assert "smoothquant" in assert_vendor_accepts(_checkpoint_argv(without, profile), BAICHUAN_CONVERTER[profile])
+
+
+def test_baichuan_fp8_refused_not_sent_to_modelopt(plan_model: Any) -> None:
+    # FP8 was planned valid through the host ModelOpt export, which raises NotImplementedError for
+    # baichuan; lmi-build has no FP8 converter route (planning/quantization.py vendor_quant_algo).
+    plan = plan_model("trtllm", BAICHUAN2, profile="lmi-0.30.0-trtllm-0.12.0", tp="2", quantize="fp8",
+                      trust_remote_code=True)
+    assert [e.code for e in plan.errors] == ["quantize_route_unsupported"], plan.errors

@@ -61,6 +61,12 @@ class Limits(BaseModel):
     awq_from_quantization_config: bool | None = None
     # Recipe examples whose convert_checkpoint.py asserts pp_size == 1 (no pipeline parallelism).
     single_pp_examples: tuple[str, ...] | None = None
+    # Recipe examples whose convert_checkpoint.py at this release was not read: their flags are unknown,
+    # so their converter route is refused rather than generated from another release's flags.
+    unread_converters: tuple[str, ...] | None = None
+    # Recipe example -> convert_checkpoint flags (of this table's shared convert_checkpoint list) that
+    # its own converter lacks, or parses without acting on, at this release: a step needing one is refused.
+    converter_lacks: dict[str, tuple[str, ...]] | None = None
 
     def merged(self, newer: Limits) -> Limits:
         return Limits(**{**self.model_dump(), **newer.model_dump(exclude_unset=True)})

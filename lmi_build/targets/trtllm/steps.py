@@ -167,6 +167,11 @@ def _checkpoint_steps(plan: StepInputs, build: TrtllmBuild, table: FlagTable) ->
     if not example:
         raise UnsupportedTarget(f"recipe {plan.recipe} names no TensorRT-LLM example for the vendor converter",
                                 hint="add trtllm_example to the recipe or use the ModelOpt route")
+    if example in (table.limits.unread_converters or ()):
+        raise UnsupportedTarget(f"examples/{table.example_dir(example)}/convert_checkpoint.py of TensorRT-LLM "
+                                f"{table.series} was not read, so lmi-build does not know its flags "
+                                "(flags.toml limits unread_converters)",
+                                hint="plan with a profile of a newer TensorRT-LLM (lmi-build profiles list)")
     if build.pp > 1 and example in (table.limits.single_pp_examples or ()):
         raise UnsupportedTarget(f"examples/{table.example_dir(example)}/convert_checkpoint.py of TensorRT-LLM "
                                 f"{table.series} asserts pp_size == 1; the plan has pp {build.pp}",
@@ -213,6 +218,13 @@ def _checkpoint_steps(plan: StepInputs, build: TrtllmBuild, table: FlagTable) ->
                                 hint="use the ModelOpt checkpoint route")
     if quant.kv_cache_quant_algo == "INT8":
         args.add("int8_kv_cache")
+    lacking = [flag for flag in (table.limits.converter_lacks or {}).get(example, ())
+               if f"--{flag}" in _flags_part(args.argv)]
+    if lacking:
+        raise UnsupportedTarget(f"examples/{table.example_dir(example)}/convert_checkpoint.py of TensorRT-LLM "
+                                f"{table.series} has no working {', '.join('--' + f for f in lacking)} "
+                                "(flags.toml limits converter_lacks)",
+                                hint="plan without the option that needs it, or with a profile of a newer TensorRT-LLM")
     return [Step(name="checkpoint", argv=args.argv, where="container", tool="convert_checkpoint",
                  inputs=["model", "examples"], outputs=["checkpoint"], timeout_s=CHECKPOINT_TIMEOUT_S)]
 
