@@ -225,3 +225,49 @@ def test_hostile_tarball_pull_is_one_line_and_leaves_nothing(world: World, s3_bu
     world.expect(result, code=1, before=before)
     assert not (world.cwd / "dest").exists()
     assert not (world.root / "escaped.txt").exists() and not (world.cwd / "escaped.txt").exists()
+
+
+def _rehash_consistently(artifact: Path, *, edit_record: bool) -> tuple[bytes, bytes]:
+    """The attack: turn on trust_remote_code in serving.properties and write its new hash (and the
+    manifest's content digest) into the manifest, optionally its record of the values too."""
+    import hashlib
+
+    from lmi_build.hashing import tree_digest
+
+    properties = artifact / "serving.properties"
+    text = properties.read_bytes() + b"option.trust_remote_code=true\n"
+    properties.chmod(0o644)
+    properties.write_bytes(text)
+    manifest = json.loads((artifact / "lmi-build.json").read_text())
+    for entry in manifest["files"]:
+        if entry["path"] == "serving.properties":
+            entry.update(size=len(text), sha256=hashlib.sha256(text).hexdigest())
+    manifest["content_digest"] = tree_digest((e["path"], e["sha256"]) for e in manifest["files"])
+    if edit_record:
+        manifest["serving_properties"]["option.trust_remote_code"] = "true"
+    encoded = json.dumps(manifest, indent=2).encode()
+    (artifact / "lmi-build.json").write_bytes(encoded)
+    return text, encoded
+
+
+@pytest.mark.parametrize("edit_record, code", [(False, "serving_properties_edited"),
+                                               (True, "trust_remote_code_edited")])
+def test_a_consistent_rehash_of_serving_properties_does_not_verify(
+        world: World, s3_bucket: str, s3_env: S3Server, edit_record: bool, code: str) -> None:
+    import hashlib
+
+    from lmi_build.storage.transfer import SHA256_META
+
+    artifact = _build(world, "a")
+    url = f"s3://{s3_bucket}/model"
+    assert world.run("publish", str(artifact), url).returncode == 0
+    properties, manifest = _rehash_consistently(artifact, edit_record=edit_record)
+    local = world.run("verify", str(artifact), "--json")
+    assert local.returncode == 2 and code in [e["code"] for e in json.loads(local.stdout)["errors"]], local.stdout
+    # The same edit made to the published objects, their recorded checksums kept consistent.
+    client = s3_env.client()
+    for key, body in (("model/serving.properties", properties), ("model/lmi-build.json", manifest)):
+        client.put_object(Bucket=s3_bucket, Key=key, Body=body,
+                          Metadata={SHA256_META: hashlib.sha256(body).hexdigest()})
+    remote = world.run("verify", url, "--json")
+    assert remote.returncode == 2 and code in [e["code"] for e in json.loads(remote.stdout)["errors"]], remote.stdout

@@ -100,6 +100,44 @@ def check_files(root: Path, manifest: Manifest, *, rehash: bool) -> tuple[list[P
     return errors, warnings
 
 
+SERVING_PROPERTIES = "serving.properties"
+_TRUE = frozenset({"true", "yes", "1"})
+
+
+def read_serving_record(root: Path) -> dict[str, str] | None:
+    """The values of the artifact's serving.properties (None when it has none)."""
+    from lmi_build.options.properties import read_properties_with_lines
+
+    path = root / SERVING_PROPERTIES
+    return read_properties_with_lines(path).as_dict() if path.is_file() else None
+
+
+def check_serving_record(found: dict[str, str] | None, manifest: Manifest) -> list[PlanMessage]:
+    """serving.properties (``found``, its values) is what the manifest recorded, and the record
+    agrees with the plan on trust_remote_code. The file's hash alone cannot tell an edit whose hash
+    was written into the manifest too; now the manifest's record of the values and its plan must be
+    edited as well. (A manifest rewritten consistently everywhere is indistinguishable without a
+    signature.)"""
+    if found is None:
+        return []  # a layout that needs the file says so; a listed file that is missing is a file error
+    errors = []
+    recorded = manifest.serving_properties
+    if found != recorded:
+        differing = sorted(key for key in found.keys() | recorded.keys() if found.get(key) != recorded.get(key))
+        shown = ", ".join(differing[:5]) + (f" and {len(differing) - 5} more" if len(differing) > 5 else "")
+        errors.append(_msg("serving_properties_edited",
+                           f"serving.properties differs from the manifest's record of it: {shown}",
+                           "the file was edited after the build: rebuild or re-pull the artifact"))
+    planned = str((manifest.plan.get("options") or {}).get("option.trust_remote_code", "false"))
+    for where, values in (("serving.properties", found), ("the manifest's record", recorded)):
+        if values.get("option.trust_remote_code", "false").lower() in _TRUE and planned.lower() not in _TRUE:
+            errors.append(_msg("trust_remote_code_edited",
+                               f"{where} turns on option.trust_remote_code, which the plan the artifact was built "
+                               "from does not", "rebuild with --trust-remote-code if the model's code is trusted"))
+            break
+    return errors
+
+
 def check_layout(root: Path, manifest: Manifest, target: ArtifactTarget) -> tuple[list[PlanMessage], list[PlanMessage]]:
     layout = target.layouts().get(manifest.layout)
     if layout is None:
@@ -174,6 +212,10 @@ def verify_local(path: Path, targets: TargetsByName, *, serving: ServingTarget |
     except VerifyError as error:
         return report([_msg("manifest", error.message, error.hint)], [], {"location": str(path)})
     errors, warnings = check_files(path, manifest, rehash=rehash)
+    try:
+        errors += check_serving_record(read_serving_record(path), manifest)
+    except OptionError as error:
+        errors.append(_msg("serving_properties", error.message, "the file was edited after the build: rebuild it"))
     target = targets.get(manifest.target)
     if target is None:
         errors.append(_msg("target_unknown", f"artifact of target '{manifest.target}', which this lmi-build does "
@@ -186,5 +228,6 @@ def verify_local(path: Path, targets: TargetsByName, *, serving: ServingTarget |
     return report(errors, warnings, summarize(manifest, str(path)))
 
 
-__all__ = ["MANIFEST_NAME", "ServingTarget", "VerifyReport", "built_by_stand_in", "check_compatibility", "report",
+__all__ = ["MANIFEST_NAME", "SERVING_PROPERTIES", "ServingTarget", "VerifyReport", "built_by_stand_in",
+           "check_compatibility", "check_serving_record", "read_serving_record", "report",
            "serving_target", "summarize", "verify_local"]

@@ -143,7 +143,32 @@ def verify_remote(url: str, endpoint_url: str | None = None, *, workers: int = 1
         # content proves the object. Objects already reported are not downloaded again.
         problems += content_problems(client, target, [item for item in expected if _head_agrees(heads, item)],
                                      workers=workers)
+        problems += _serving_record_problems(client, target, found.manifest, entries)
     return problems + unlisted_objects(sizes, expected, target)
+
+
+def _serving_record_problems(client: Any, target: S3Url, manifest: Any, entries: list[FileEntry]) -> list[PlanMessage]:
+    """verify's serving.properties check on the published object (a few hundred bytes)."""
+    from lmi_build.artifact.verify import SERVING_PROPERTIES, check_serving_record
+    from lmi_build.errors import OptionError
+    from lmi_build.options.properties import collect_properties, parse_properties
+
+    entry = next((e for e in entries if e.path == SERVING_PROPERTIES), None)
+    if entry is None or entry.size > _MAX_PROPERTIES_BYTES:
+        return []  # not listed (a layout check says whether it must be), or a size problem reported above
+    try:
+        body = client.get_object(Bucket=target.bucket, Key=target.key(SERVING_PROPERTIES))["Body"]
+        text = body.read(_MAX_PROPERTIES_BYTES + 1).decode("utf-8")
+        found = collect_properties(parse_properties(text)).as_dict()
+    except (OptionError, UnicodeDecodeError) as error:
+        return [PlanMessage(code="serving_properties", message=f"{target.key(SERVING_PROPERTIES)}: {error}",
+                            hint="publish the artifact again to replace it")]
+    except client.exceptions.NoSuchKey:
+        return []  # reported as a missing object above
+    return check_serving_record(found, manifest)
+
+
+_MAX_PROPERTIES_BYTES = 1024 * 1024
 
 
 def _head_agrees(heads: dict[str, dict[str, Any] | None], item: tuple[str, int, str]) -> bool:
