@@ -52,3 +52,37 @@ def test_watch_written_counts_what_appears(tmp_path: Path) -> None:
         (tmp_path / "a.bin").write_bytes(b"x" * 5000)
         time.sleep(0.7)
     assert "writing" in stream.getvalue() and "5.0" in stream.getvalue()
+
+
+def test_calibration_progress_advances_per_decoder_layer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One AWQ batch of a 7B model takes minutes: the bar moves per layer, and each pass is numbered."""
+    import io
+
+    import torch
+    from rich.console import Console
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from lmi_build import output
+    from lmi_build.output import Mode, Output
+    from lmi_build.planning.plan import CalibrationPlan
+    from lmi_build.quantize.calibration import CalibrationBatches, decoder_layers
+
+    model = LlamaForCausalLM(LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                                         num_attention_heads=4, num_key_value_heads=4, vocab_size=64)).eval()
+    assert len(decoder_layers(model)) == 3
+    seen: list[int] = []
+    model.model.layers[0].register_forward_hook(lambda *_: seen.append(1))
+    stream = io.StringIO()
+    out = Output(mode=Mode.HUMAN)
+    out._err = Console(file=stream, width=120, force_terminal=False)
+    monkeypatch.setattr(output, "current", lambda: out)
+    batch = {"input_ids": torch.ones(1, 4, dtype=torch.long), "attention_mask": torch.ones(1, 4, dtype=torch.long)}
+    plan = CalibrationPlan.model_construct(dataset="builtin:x", dataset_digest="d", size=2, max_seq_len=4,
+                                           batch_size=1, seed=0)
+    batches = CalibrationBatches(plan, [batch, batch], tokens=8)
+    batches.forward_loop(model)
+    batches.forward_loop(model)
+    shown = stream.getvalue()
+    assert "6/6 layers" in shown and "batch 2/2" in shown and "pass 2" in shown, shown
+    assert len(seen) == 4  # the model ran; our hooks are gone after each pass (the user's stays)
+    assert all(not layer._forward_hooks or layer is model.model.layers[0] for layer in model.model.layers)

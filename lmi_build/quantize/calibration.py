@@ -45,6 +45,7 @@ class CalibrationBatches:
         self.batches = batches
         self.tokens = tokens
         self.seconds = 0.0
+        self.passes = 0
 
     def summary(self) -> CalibrationSummary:
         return CalibrationSummary(
@@ -59,18 +60,52 @@ class CalibrationBatches:
         )
 
     def forward_loop(self, model: Any) -> None:
-        """Run every batch through ``model`` without gradients, with a progress bar."""
+        """Run every batch through ``model`` without gradients, with a progress bar that advances
+        per decoder layer: one batch of a 7B model under AWQ's search takes minutes, and a bar
+        that moves only per batch would look stuck. ModelOpt calls this once per calibration pass
+        (AWQ: twice), so each pass is numbered."""
         import torch
 
         device = next(model.parameters()).device
+        layers = decoder_layers(model)
+        self.passes += 1
         started = time.perf_counter()
-        with output.current().progress(unit="batches") as progress, torch.inference_mode():
-            task = progress.add_task("calibrating", total=len(self.batches)) if progress else None
-            for batch in self.batches:
-                model(**{k: v.to(device) for k, v in batch.items()})
+        label = "calibrating" if self.passes == 1 else f"calibrating, pass {self.passes}"
+        with output.current().progress(unit="layers" if layers else "batches") as progress, torch.inference_mode():
+            per_batch = max(len(layers), 1)
+            total = len(self.batches) * per_batch
+            task = progress.add_task(label, total=total) if progress else None
+            done = [0]
+
+            def layer_done(*_: Any) -> None:
+                done[0] += 1
                 if progress is not None and task is not None:
-                    progress.advance(task)
+                    progress.update(task, completed=min(done[0], total))
+
+            hooks = [layer.register_forward_hook(layer_done) for layer in layers]
+            try:
+                for number, batch in enumerate(self.batches, start=1):
+                    if progress is not None and task is not None:
+                        progress.update(task, description=f"{label}: batch {number}/{len(self.batches)}")
+                    model(**{k: v.to(device) for k, v in batch.items()})
+                    done[0] = number * per_batch  # a layer run more or fewer times still ends the batch here
+                    if progress is not None and task is not None:
+                        progress.update(task, completed=done[0])
+            finally:
+                for hook in hooks:
+                    hook.remove()
         self.seconds += time.perf_counter() - started
+
+
+def decoder_layers(model: Any) -> list[Any]:
+    """The model's decoder layers: its longest ``ModuleList`` (``model.layers``, GPT-2's ``h``)."""
+    import torch
+
+    longest: list[Any] = []
+    for module in model.modules():
+        if isinstance(module, torch.nn.ModuleList) and len(module) > len(longest):
+            longest = list(module)
+    return longest
 
 
 def load_samples(plan: CalibrationPlan, calib_file: Path | None) -> list[str]:
