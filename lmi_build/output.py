@@ -14,7 +14,7 @@ import logging
 import os
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
@@ -172,6 +172,27 @@ class Output:
                 logger.handlers = handlers
             self._err = console
             self._capturing = False
+
+    @contextmanager
+    def working(self, label: str) -> Iterator[Callable[[str], None]]:
+        """While a vendor tool runs: a spinner line under its streamed output with the time it
+        has taken and its last line (trtllm-build or neuronx-cc can print nothing for minutes).
+        The returned function takes each new line; nothing is shown in --quiet/--json, nor when
+        stderr is not a terminal (a CI log gets the lines alone, not a redrawn status line)."""
+        if self.mode is not Mode.HUMAN or not self.err.is_terminal:
+            yield lambda _line: None
+            return
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        with Progress(SpinnerColumn(), TimeElapsedColumn(), TextColumn("{task.description}"), console=self.err,
+                      transient=True, redirect_stdout=False, redirect_stderr=False) as progress:
+            task = progress.add_task(label, total=None)
+
+            def last_line(line: str) -> None:
+                shown = line if len(line) <= 60 else line[:59] + "…"
+                progress.update(task, description=f"{label}; last: {shown}")
+
+            yield last_line
 
     @contextmanager
     def watch_written(self, label: str, directory: Any, *, total: int | None = None) -> Iterator[None]:

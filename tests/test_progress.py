@@ -86,3 +86,29 @@ def test_calibration_progress_advances_per_decoder_layer(monkeypatch: pytest.Mon
     assert "6/6 layers" in shown and "batch 2/2" in shown and "pass 2" in shown, shown
     assert len(seen) == 4  # the model ran; our hooks are gone after each pass (the user's stays)
     assert all(not layer._forward_hooks or layer is model.model.layers[0] for layer in model.model.layers)
+
+
+def test_a_vendor_step_shows_its_elapsed_time_and_last_line(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """trtllm-build can print nothing for minutes: a live line says it runs, for how long, and what
+    it printed last; the lines themselves still stream and reach the log."""
+    import io
+
+    from rich.console import Console
+
+    from lmi_build import output
+    from lmi_build.output import Mode, Output
+    from lmi_build.runners.process import stream_process
+
+    stream = io.StringIO()
+    out = Output(mode=Mode.HUMAN)
+    out._err = Console(file=stream, width=120, force_terminal=True)
+    monkeypatch.setattr(output, "current", lambda: out)
+    script = "import time; print('[TRT] building layer 1', flush=True); time.sleep(1.5); print('[TRT] done')"
+    stream_process([sys.executable, "-c", script], name="trtllm-build", log_path=tmp_path / "log.txt",
+                   timeout_s=60)
+    shown = stream.getvalue()
+    assert "trtllm-build running" in shown and "last: [TRT] building layer 1" in shown, shown
+    assert "0:00:01" in shown  # the elapsed time advanced while the tool was silent
+    assert "[trtllm-build] [TRT] done" in shown
+    assert (tmp_path / "log.txt").read_text().splitlines()[1:] == ["[TRT] building layer 1", "[TRT] done"]

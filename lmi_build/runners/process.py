@@ -53,7 +53,7 @@ def stream_process(argv: list[str], *, name: str, log_path: Path, timeout_s: flo
     timer = threading.Timer(timeout_s, _kill)
     timer.start()
     try:
-        with open(log_path, "w", encoding="utf-8") as log:
+        with open(log_path, "w", encoding="utf-8") as log, out.working(f"{name} running") as show_last:
             log.write(redact_text("$ " + shlex.join(argv), secrets) + "\n")
             for raw in process.stdout or ():
                 line = redact_text(raw.rstrip("\n"), secrets)
@@ -61,6 +61,7 @@ def stream_process(argv: list[str], *, name: str, log_path: Path, timeout_s: flo
                 log.flush()
                 tail.append(line)
                 out.log_line(f"[{name}]", line)
+                show_last(line)
         code = process.wait()
     except KeyboardInterrupt:
         _kill()
