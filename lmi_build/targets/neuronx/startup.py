@@ -34,6 +34,7 @@ from lmi_build.types import PlanMessage
 
 if TYPE_CHECKING:
     from lmi_build.artifact.manifest import Manifest
+    from lmi_build.targets.neuronx.knobs import NeuronxBuild
     from lmi_build.targets.neuronx.profiles import NeuronProfile
 
 PRECOMPILED = ("neuronx-tnx", "neuronx-legacy", "neuronx-split")  # TNX loads compiled/ by HLO hash
@@ -51,6 +52,7 @@ class StartupInputs:
     batch_size: int | None  # the batch the NEFFs were compiled for
     on_device_embedding: bool | None  # the NEFFs' NeuronConfig
     compiler_flags: str | None  # the flags string the NEFFs were compiled with
+    built_loader: str | None = None  # the DJL loader the artifact was built for (the plan's)
     neffs: tuple[str, ...] | None = None  # the NEFF files the artifact holds; None: not built yet (plan)
     served_flags: str | None = None  # the container's flags string when known otherwise (verify --neuron-cc-flags)
     container_flags: str | None = None  # the container's NEURON_CC_FLAGS, where not the profile's (plan: the env)
@@ -70,8 +72,25 @@ def from_manifest(manifest: Manifest, served_flags: str | None = None) -> Startu
         batch_size=batch if isinstance(batch, int) else None,
         on_device_embedding=bool(config.get("on_device_embedding")) if isinstance(config, dict) else None,
         compiler_flags=flags if isinstance(flags, str) else None,
+        built_loader=build.get("loader") if isinstance(build.get("loader"), str) else None,
         neffs=tuple(sorted(f.path for f in manifest.files if f.path.endswith(".neff"))),
         served_flags=served_flags)
+
+
+def from_planned(options: Mapping[str, str], sources: Mapping[str, str], build: NeuronxBuild, spec: ModelSpec,
+                 container_flags: str) -> StartupInputs:
+    """The inputs of the artifact a plan will write: the planned options that serving.properties
+    carries (``packager.written_properties``) and the layout's keys (``layouts.tnx_properties``),
+    with the knobs the NEFFs will be compiled with."""
+    from lmi_build.artifact.packager import written_properties
+    from lmi_build.targets.neuronx.layouts import tnx_properties
+
+    properties = written_properties(options, sources, "neuronx")
+    properties.update(tnx_properties(build, options.get("option.rolling_batch", "disable") != "disable"))
+    return StartupInputs(properties=properties, layout=build.layout, spec=spec, batch_size=build.batch_size,
+                         on_device_embedding=bool(build.neuron_config.get("on_device_embedding")),
+                         compiler_flags=build.compiler_flags, built_loader=build.loader,
+                         container_flags=container_flags)
 
 
 def evaluate(profile: NeuronProfile, facts: StartupInputs) -> StartupOutcome:
@@ -86,7 +105,7 @@ def evaluate(profile: NeuronProfile, facts: StartupInputs) -> StartupOutcome:
     continuous = _contexts(profile, facts, reading, rules)
     resolved["continuous_batching"] = str(continuous).lower()
     rules += _compiled_graph_path(profile, facts)
-    rules += _split_class(facts)
+    rules += _split_class(profile, facts)
     rules += _rope(profile, facts)
     rules += _embedding(profile, facts, resolved)
     rules += _flags(profile, facts, resolved)
@@ -161,6 +180,8 @@ def _loader(profile: NeuronProfile, facts: StartupInputs, rolling: bool, rules: 
         return None
     options = {key.removeprefix("option."): value for key, value in facts.properties.items()
                if key.startswith("option.") and value != ""}
+    if options.get("quantize") == "static_int8":
+        options["load_in_8bit"] = "true"  # DJL's set_quantize validator (0.26.0-dlc tnx_properties.py:150-154)
     sources = sdk().startup.loader_sources
     try:
         loader = choose_loader(profile, model_type=facts.spec.model_type, rolling=rolling, options=options)
@@ -168,8 +189,8 @@ def _loader(profile: NeuronProfile, facts: StartupInputs, rolling: bool, rules: 
         rules.append(RuleFinding(rule="neuron_model_loader", effect="rejected", message=str(refused),
                                  sources=sources, hint=refused.hint))
         return None
-    wanted = "optimum" if facts.layout == OPTIMUM_LAYOUT else "tnx"
-    if loader != wanted:
+    wanted = facts.built_loader
+    if wanted is not None and loader != wanted:
         rules.append(RuleFinding(
             rule="neuron_model_loader", effect="recompiles",
             message=f"{profile.name} loads this serving.properties with its {loader} loader, the artifact is "
@@ -220,14 +241,14 @@ def _compiled_graph_path(profile: NeuronProfile, facts: StartupInputs) -> list[R
                         hint="drop option.compiled_graph_path (the precompiled layout), or pick lmi-0.28.0 or newer")]
 
 
-def _split_class(facts: StartupInputs) -> list[RuleFinding]:
+def _split_class(profile: NeuronProfile, facts: StartupInputs) -> list[RuleFinding]:
     from lmi_build.targets.neuronx.sdk import sdk
 
     if facts.layout != "neuronx-split" or facts.spec is None or facts.spec.model_type in sdk().split_classes:
         return []
     return [RuleFinding(rule="neuron_split_class", effect="rejected",
-                        message=f"the split layout has no transformers-neuronx sampling class for {facts.spec.model_type}",
-                        sources=("lmi_build/data/neuron_sdk.toml [split_classes] (0.27.0-dlc model_loader.py:245-258)",),
+                        message=f"{profile.name} has no transformers-neuronx sampling class for {facts.spec.model_type}",
+                        sources=profile.sources,
                         hint="pick lmi-0.28.0 or newer (lmi-build profiles list)")]
 
 
