@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from lmi_build.artifact.files import MANIFEST_NAME
@@ -89,7 +90,7 @@ def serving_properties(plan: BuildPlan, layout: Layout) -> dict[str, str]:
     Runtime-only values that merely restate the option table's default are left out: the serving
     container applies its own release's defaults to those, and pinning ours could change them.
     Build-relevant values are always written, because they describe what was compiled."""
-    values = {k: v for k, v in plan.options.items() if k not in BUILD_ONLY_KEYS and not _left_out(plan, k)}
+    values = written_properties(plan.options, plan.option_sources, plan.target)
     values.update(layout.properties(plan))
     secrets = secret_values()
     for key, value in values.items():
@@ -101,16 +102,22 @@ def serving_properties(plan: BuildPlan, layout: Layout) -> dict[str, str]:
     return {key: values[key] for key in sorted(values, key=_property_order)}
 
 
-def _left_out(plan: BuildPlan, key: str) -> bool:
+def written_properties(options: Mapping[str, str], sources: Mapping[str, str], target: str) -> dict[str, str]:
+    """The plan's options that serving.properties carries (before the layout's own keys): a target's
+    plan evaluates its container's start-up on the same keys before the plan exists."""
+    return {k: v for k, v in options.items() if k not in BUILD_ONLY_KEYS and not _left_out(target, sources, k)}
+
+
+def _left_out(target: str, sources: Mapping[str, str], key: str) -> bool:
     """lmi-build's own build knobs, and runtime-only values that restate the table's default."""
     from lmi_build.options.resolve import option_spec
 
     spec = option_spec(key)
     if spec is None:
         return False
-    if spec.is_build_only(plan.target):
+    if spec.is_build_only(target):
         return True
-    return plan.option_sources.get(key) == "default" and not spec.build_relevant
+    return sources.get(key) == "default" and not spec.build_relevant
 
 
 def _is_empty_dir(path: Path) -> bool:

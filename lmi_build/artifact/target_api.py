@@ -15,6 +15,7 @@ from lmi_build.artifact.layout import Layout
 from lmi_build.artifact.manifest import Manifest
 from lmi_build.artifact.serving import ServingTarget
 from lmi_build.errors import UnknownName
+from lmi_build.planning.startup import StartupOutcome
 from lmi_build.planning.target_api import ContainerFacts
 from lmi_build.types import PlanMessage, TargetName
 
@@ -36,6 +37,11 @@ class ArtifactTarget(Protocol):
     def check_compatibility(self, manifest: Manifest, serving: ServingTarget) -> Problems:
         """Every mismatch between what the artifact is bound to (toolchain versions, hardware, device
         count, what the container release does at start-up) and where it will be served."""
+        ...
+
+    def container_startup(self, manifest: Manifest, serving: ServingTarget) -> StartupOutcome | None:
+        """What the serving container release does with the artifact at start-up (the target's
+        model of it), or None where the target has no such model or no release is given."""
         ...
 
 

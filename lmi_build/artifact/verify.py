@@ -19,6 +19,7 @@ from lmi_build.artifact.target_api import ArtifactTarget, TargetsByName, profile
 from lmi_build.errors import LmiBuildError, OptionError, VerifyError
 from lmi_build.hashing import tree_digest
 from lmi_build.planning.gpus import normalize_sm
+from lmi_build.planning.startup import StartupOutcome
 from lmi_build.types import PlanMessage
 
 TARGET_LABELS = {"trtllm": "TensorRT-LLM engines", "neuronx": "Neuron NEFFs", "hf": "a Hugging Face checkpoint"}
@@ -29,6 +30,9 @@ class VerifyReport(BaseModel):
     errors: list[PlanMessage] = []
     warnings: list[PlanMessage] = []
     artifact: dict[str, Any] = {}
+    # What the serving container release does with the artifact at start-up (--for-container, where
+    # the artifact's target models its containers' start-up): outcome, loader, resolved keys, rules.
+    startup: StartupOutcome | None = None
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -196,8 +200,16 @@ def summarize(manifest: Manifest, location: str) -> dict[str, Any]:
     }
 
 
-def report(errors: list[PlanMessage], warnings: list[PlanMessage], artifact: dict[str, Any]) -> VerifyReport:
-    return VerifyReport(valid=not errors, errors=errors, warnings=warnings, artifact=artifact)
+def report(errors: list[PlanMessage], warnings: list[PlanMessage], artifact: dict[str, Any],
+           startup: StartupOutcome | None = None) -> VerifyReport:
+    return VerifyReport(valid=not errors, errors=errors, warnings=warnings, artifact=artifact, startup=startup)
+
+
+def container_startup(manifest: Manifest, target: ArtifactTarget, serving: ServingTarget) -> StartupOutcome | None:
+    """The serving release's start-up outcome, where a container of the artifact's own target is given."""
+    if serving.container is None or serving.container_target not in (None, manifest.target):
+        return None
+    return target.container_startup(manifest, serving)
 
 
 def verify_local(path: Path, targets: TargetsByName, *, serving: ServingTarget | None = None,
@@ -221,13 +233,14 @@ def verify_local(path: Path, targets: TargetsByName, *, serving: ServingTarget |
         errors.append(_msg("target_unknown", f"artifact of target '{manifest.target}', which this lmi-build does "
                            f"not know ({', '.join(targets)})", "upgrade lmi-build"))
         return report(errors, warnings, summarize(manifest, str(path)))
+    serving = serving or ServingTarget()
     for found_errors, found_warnings in (check_layout(path, manifest, target),
-                                         check_compatibility(manifest, target, serving or ServingTarget())):
+                                         check_compatibility(manifest, target, serving)):
         errors += found_errors
         warnings += found_warnings
-    return report(errors, warnings, summarize(manifest, str(path)))
+    return report(errors, warnings, summarize(manifest, str(path)), container_startup(manifest, target, serving))
 
 
 __all__ = ["MANIFEST_NAME", "SERVING_PROPERTIES", "ServingTarget", "VerifyReport", "built_by_stand_in",
-           "check_compatibility", "check_serving_record", "read_serving_record", "report",
+           "check_compatibility", "check_serving_record", "container_startup", "read_serving_record", "report",
            "serving_target", "summarize", "verify_local"]

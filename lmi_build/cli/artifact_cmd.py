@@ -59,6 +59,8 @@ def verify_command(
     report = verify(location, TARGETS, serving=serving, endpoint_url=endpoint_url)
     out = current()
     _report_lines(out.warn, "warning", report.warnings)
+    if report.startup is not None:
+        out.info(report.startup.summary())
     if report.valid:
         summary = report.artifact
         out.result(report.to_json(),

@@ -43,10 +43,13 @@ class RuleFinding(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    rule: str  # stable id, e.g. "tnx.rolling_batch_auto"
-    effect: Literal["resolves", "loads", "recompiles", "rebuilds", "rejected", "warning"]
+    rule: str  # stable id, e.g. "tnx.rolling_batch_auto"; a plan/verify message's code
+    # "degrades": it loads, but serves otherwise than built (padded batches, unscaled RoPE, other flags)
+    effect: Literal["resolves", "loads", "recompiles", "rebuilds", "rejected", "degrades", "warning"]
     message: str  # one line, with the values involved
     cites: tuple[Citation, ...] = ()  # empty only for effect "warning" (a belief without a citation)
+    sources: tuple[str, ...] = ()  # citations as a data table writes them ("repo ref path:lines (what)")
+    hint: str | None = None  # the fix, as plan and verify print it
 
 
 class StartupOutcome(BaseModel):
@@ -68,6 +71,21 @@ class StartupOutcome(BaseModel):
     def deciding(self) -> tuple[RuleFinding, ...]:
         """The rules that made the outcome anything but ``loads``."""
         return tuple(r for r in self.rules if r.effect in ("recompiles", "rebuilds", "rejected"))
+
+    def errors(self) -> tuple[RuleFinding, ...]:
+        """The rules plan and verify report as errors: those deciding the outcome, and those it
+        loads past but serves otherwise than built."""
+        return tuple(r for r in self.rules if r.effect in ("recompiles", "rebuilds", "rejected", "degrades"))
+
+    def summary(self) -> str:
+        """One line: "container start-up on <profile>: loads (loader X, N NEFFs)", or "recompiles:
+        <why> [citations]", or "rejected: <the vendor's message> [citations]"."""
+        head = f"container start-up on {self.profile}: "
+        if self.outcome == "loads":
+            return head + f"loads (loader {self.loader or 'unknown'}, {len(self.loads)} NEFFs)"
+        rule = next(r for r in self.rules if r.effect == self.outcome)
+        cited = "; ".join([*map(str, rule.cites), *rule.sources]) or "no citation"
+        return head + f"{self.outcome}: {rule.message} [{cited}]"
 
     def warnings(self) -> tuple[RuleFinding, ...]:
         return tuple(r for r in self.rules if r.effect == "warning")

@@ -12,7 +12,14 @@ from lmi_build.artifact.files import MANIFEST_NAME
 from lmi_build.artifact.manifest import Manifest, load_manifest
 from lmi_build.artifact.serving import ServingTarget
 from lmi_build.artifact.target_api import TargetsByName
-from lmi_build.artifact.verify import VerifyReport, check_compatibility, report, summarize, verify_local
+from lmi_build.artifact.verify import (
+    VerifyReport,
+    check_compatibility,
+    container_startup,
+    report,
+    summarize,
+    verify_local,
+)
 from lmi_build.errors import VerifyError
 from lmi_build.types import PlanMessage
 
@@ -36,8 +43,9 @@ def verify_s3(url: str, targets: TargetsByName, *, serving: ServingTarget | None
         unknown = PlanMessage(code="target_unknown", message=f"artifact of target '{manifest.target}', which this "
                               f"lmi-build does not know", hint="upgrade lmi-build")
         return report([*errors, unknown], [], summarize(manifest, url))
-    compat_errors, warnings = check_compatibility(manifest, target, serving or ServingTarget())
-    return report(errors + compat_errors, warnings, summarize(manifest, url))
+    serving = serving or ServingTarget()
+    compat_errors, warnings = check_compatibility(manifest, target, serving)
+    return report(errors + compat_errors, warnings, summarize(manifest, url), container_startup(manifest, target, serving))
 
 
 def verify(location: str, targets: TargetsByName, *, serving: ServingTarget | None = None,

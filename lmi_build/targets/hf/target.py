@@ -12,6 +12,7 @@ from lmi_build.artifact.target_api import Problems
 from lmi_build.building.context import BuildContext, BuildSettings
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import SavedPlan
+from lmi_build.planning.startup import StartupOutcome
 from lmi_build.targets.hf import build, compatibility, layouts
 from lmi_build.targets.hf.knobs import HfBuild
 from lmi_build.targets.hf.plan import HfPlanning
@@ -34,6 +35,9 @@ class HfTarget(HfPlanning):
 
     def check_compatibility(self, manifest: Manifest, serving: ServingTarget) -> Problems:
         return compatibility.check_compatibility(manifest, serving)
+
+    def container_startup(self, manifest: Manifest, serving: ServingTarget) -> StartupOutcome | None:
+        return None  # no start-up model of this target's containers yet
 
 
 TARGET = HfTarget()

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from lmi_build.targets.neuronx.profiles import NeuronProfile
@@ -107,17 +107,29 @@ def batching_problems(properties: Mapping[str, str], built_batch: int,
     return [f"{problem} (LMI {', '.join(versions)})" for problem, versions in found.items()]
 
 
+BatchingKind = Literal["refused", "neff_batch", "server_batch"]
+
+
 def _problem(reading: ContainerBatching, built: int) -> str | None:
+    found = batching_problem(reading, built)
+    return found[1] if found is not None else None
+
+
+def batching_problem(reading: ContainerBatching, built: int) -> tuple[BatchingKind, str] | None:
+    """What is wrong with NEFFs compiled for ``built`` under this reading, and its kind: DJL's own
+    refusal of the keys ("refused"), NEFFs for another batch than TNX loads ("neff_batch"), or
+    a server batch other than the NEFFs' ("server_batch": it loads, one request a pass)."""
     if reading.refusal is not None:
-        return reading.refusal
+        return "refused", reading.refusal
     how = f"rolling batch: {reading.why}" if reading.rolling else f"static batch: {reading.why}"
     if reading.neff_batch is None:
-        return (f"neuron block batch_size={built}, serving.properties has no option.max_rolling_batch_size ({how}): "
-                "the container picks the batch at start-up")
+        return "neff_batch", (f"neuron block batch_size={built}, serving.properties has no "
+                              f"option.max_rolling_batch_size ({how}): the container picks the batch at start-up")
     if reading.neff_batch != built:
         key = "option.max_rolling_batch_size" if reading.rolling else "option.batch_size"
-        return f"neuron block batch_size={built}, serving.properties {key}={reading.neff_batch} ({how})"
+        return "neff_batch", f"neuron block batch_size={built}, serving.properties {key}={reading.neff_batch} ({how})"
     if not reading.rolling and reading.server_batch != built:
-        return (f"serving.properties batch_size={reading.server_batch}: DJL hands the model {reading.server_batch} "
-                f"request(s) at once, the NEFFs are compiled for {built} (ModelInfo.java:864-867)")
+        return "server_batch", (f"serving.properties batch_size={reading.server_batch}: DJL hands the model "
+                                f"{reading.server_batch} request(s) at once, the NEFFs are compiled for {built} "
+                                "(ModelInfo.java:864-867)")
     return None

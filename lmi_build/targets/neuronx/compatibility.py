@@ -7,6 +7,7 @@ from __future__ import annotations
 from lmi_build.artifact.manifest import Manifest
 from lmi_build.artifact.serving import ServingTarget
 from lmi_build.artifact.target_api import Problems, bound_version_problems, device_count_problems, message
+from lmi_build.planning.startup import StartupOutcome
 from lmi_build.targets.neuronx.sdk import sdk
 from lmi_build.types import PlanMessage
 
@@ -34,75 +35,35 @@ def check_compatibility(manifest: Manifest, serving: ServingTarget) -> Problems:
     device_errors, device_warnings = device_count_problems(manifest, serving, "NeuronCores", f"tp {build.get('tp')}")
     errors += device_errors
     warnings += device_warnings
-    errors += _flags_problems(manifest, serving, build)
-    errors += _batching_problems(manifest, serving, build)
-    errors += _embedding_problems(manifest, serving, build)
-    rule_errors, rule_warnings = _startup_rule_problems(manifest, serving)
-    errors += rule_errors
-    warnings += rule_warnings
+    start_errors, start_warnings = _startup_problems(manifest, serving)
+    errors += start_errors
+    warnings += start_warnings
     return errors, warnings
 
 
-def _startup_rule_problems(manifest: Manifest, serving: ServingTarget) -> Problems:
-    """The serving release's RoPE-scaling outcome for the artifact's model and the options lmi-build
-    refuses, evaluated by the rules plan uses (``rope.rope_message``, ``sdk.refused_option_messages``)
-    on the model spec the manifest records and the artifact's serving.properties."""
-    from lmi_build.model.spec import ModelSpec
+def container_startup(manifest: Manifest, serving: ServingTarget) -> StartupOutcome | None:
+    """The serving release's start-up outcome for this artifact (``startup.evaluate``), when a
+    Neuron container profile is given."""
     from lmi_build.targets.neuronx.profiles import load_profiles
-    from lmi_build.targets.neuronx.rope import rope_message
+    from lmi_build.targets.neuronx.startup import evaluate, from_manifest
+
+    profile = next((p for p in load_profiles() if p.name == serving.container), None)
+    if profile is None:
+        return None
+    return evaluate(profile, from_manifest(manifest, serving.compiler_flags))
+
+
+def _startup_problems(manifest: Manifest, serving: ServingTarget) -> Problems:
+    """The start-up model's errors and warnings on the serving release; without a release, the
+    checks that need none: the options lmi-build refuses and a --neuron-cc-flags string."""
     from lmi_build.targets.neuronx.sdk import refused_option_messages
+    from lmi_build.targets.neuronx.startup import messages
 
+    outcome = container_startup(manifest, serving)
+    if outcome is not None:
+        return messages(outcome)
     errors = refused_option_messages(lambda key: bool(manifest.serving_properties.get(key)))
-    warnings: list[PlanMessage] = []
-    profile = next((p for p in load_profiles() if p.name == serving.container), None)
-    recorded = manifest.plan.get("spec")
-    if profile is None or not isinstance(recorded, dict):
-        return errors, warnings
-    found = rope_message(profile, ModelSpec.model_validate(recorded))
-    if found is not None:
-        severity, problem = found
-        (warnings if severity == "warning" else errors).append(problem)
-    return errors, warnings
-
-
-def _embedding_problems(manifest: Manifest, serving: ServingTarget, build: dict[str, object]) -> list[PlanMessage]:
-    """on_device_embedding as the serving release passes it (from the artifact's serving.properties
-    and layout) against the NEFFs' NeuronConfig: another value is another graph (a recompile), and
-    presharded weights assert without it (issue 21 findings 9 and 12)."""
-    from lmi_build.targets.neuronx.plan import container_on_device_embedding
-    from lmi_build.targets.neuronx.profiles import load_profiles
-
-    profile = next((p for p in load_profiles() if p.name == serving.container), None)
-    config = build.get("neuron_config")
-    if profile is None or not isinstance(config, dict):
-        return []
-    options = {key.removeprefix("option."): value for key, value in manifest.serving_properties.items()
-               if key.startswith("option.")}
-    served, why = container_on_device_embedding(profile, manifest.layout, options)
-    built = bool(config.get("on_device_embedding"))
-    if served == built:
-        return []
-    outcome = ("transformers-neuronx asserts on the presharded weights" if manifest.layout == "neuronx-tnx" and not served
-               else "the graphs differ, so it would recompile")
-    return [message("neuron_on_device_embedding",
-                    f"{profile.name}: NEFFs compiled with on_device_embedding={str(built).lower()}, the container "
-                    f"passes {str(served).lower()} ({why}): {outcome} ({'; '.join(profile.on_device_embedding_sources)})",
-                    "rebuild with the serving.properties the artifact ships")]
-
-
-def _batching_problems(manifest: Manifest, serving: ServingTarget, build: dict[str, object]) -> list[PlanMessage]:
-    """The serving release's reading of the artifact's batching keys against the batch the NEFFs were
-    compiled for (``batching``: an unset option.rolling_batch is rolling batch on 0.30+)."""
-    from lmi_build.targets.neuronx.batching import batching_problems
-    from lmi_build.targets.neuronx.profiles import load_profiles
-
-    profile = next((p for p in load_profiles() if p.name == serving.container), None)
-    built = build.get("batch_size")
-    if profile is None or not isinstance(built, int):
-        return []
-    return [message("neuron_batching", f"{profile.name}: {problem}",
-                    "write the batching the NEFFs were compiled for (option.rolling_batch included), or rebuild")
-            for problem in batching_problems(manifest.serving_properties, built, [profile])]
+    return errors + _flags_problems(manifest, serving, manifest.plan.get("build") or {}), []
 
 
 def _platform_problems(manifest: Manifest, platform: str, build: dict[str, object]) -> Problems:
@@ -125,14 +86,8 @@ def _platform_problems(manifest: Manifest, platform: str, build: dict[str, objec
 
 
 def _flags_problems(manifest: Manifest, serving: ServingTarget, build: dict[str, object]) -> list[PlanMessage]:
+    """A --neuron-cc-flags string given without a container profile against the NEFFs' flags."""
     served = serving.compiler_flags
-    if served is None and serving.container is not None:
-        from lmi_build.targets.neuronx.plan import serving_compiler_flags
-        from lmi_build.targets.neuronx.profiles import load_profiles
-
-        profile = next((p for p in load_profiles() if p.name == serving.container), None)
-        if profile is not None:
-            served = serving_compiler_flags(profile.neuron_cc_flags, manifest.serving_properties)
     built = build.get("compiler_flags")
     if served is None or built is None or built == served:
         return []

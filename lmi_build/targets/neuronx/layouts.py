@@ -87,6 +87,18 @@ def neuron_block(plan: BuildPlan, compiler_version: str) -> dict[str, Any]:
             "num_cores": build.tp, "sequence_length": max(build.n_positions)}
 
 
+def tnx_properties(build: NeuronxBuild, rolling: bool) -> dict[str, str]:
+    """The serving.properties keys the NEFFs depend on (``TnxPrecompiledLayout.properties``)."""
+    values = {"engine": "Python", "option.tensor_parallel_degree": str(build.tp),
+              "option.n_positions": str(max(build.n_positions))}
+    if rolling:
+        values["option.max_rolling_batch_size"] = str(build.batch_size)
+    else:
+        values.update({"option.rolling_batch": "disable", "option.batch_size": str(build.batch_size),
+                       "batch_size": str(build.batch_size)})
+    return values
+
+
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
         loaded = json.loads(path.read_text(encoding="utf-8"))
@@ -134,15 +146,7 @@ class TnxPrecompiledLayout:
         rolling batch only option.max_rolling_batch_size (DJL sets TNX's batch from it and refuses an
         option.batch_size > 1 beside it); static: rolling batch written off (unset is auto on 0.30+),
         the batch as option.batch_size (TNX) and as the top-level batch_size (DJL's request batching)."""
-        build = _build(plan)
-        values = {"engine": "Python", "option.tensor_parallel_degree": str(build.tp),
-                  "option.n_positions": str(max(build.n_positions))}
-        if plan.options.get("option.rolling_batch", "disable") != "disable":
-            values["option.max_rolling_batch_size"] = str(build.batch_size)
-        else:
-            values.update({"option.rolling_batch": "disable", "option.batch_size": str(build.batch_size),
-                           "batch_size": str(build.batch_size)})
-        return values
+        return tnx_properties(_build(plan), plan.options.get("option.rolling_batch", "disable") != "disable")
 
     def check(self, artifact_dir: Path) -> list[PlanMessage]:
         return self.check_as(artifact_dir, self.name)

@@ -23,7 +23,7 @@ from lmi_build.planning.target_api import ContainerFacts, TargetPlan
 from lmi_build.recipes.schema import TargetSupport
 from lmi_build.targets.neuronx.batching import container_batching
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
-from lmi_build.targets.neuronx.sdk import NeuronDefaults, NeuronPlatform, refused_option_messages, sdk
+from lmi_build.targets.neuronx.sdk import NeuronDefaults, NeuronPlatform, sdk
 from lmi_build.types import TargetName
 
 if TYPE_CHECKING:
@@ -336,8 +336,6 @@ class NeuronxPlanning:
         amp = AMP[dtype]
 
         layout = self._layout(ctx, profile, loader)
-        self._check_rope_scaling(ctx, profile)
-        self._check_refused_options(ctx)
         embedding = self._on_device_embedding(ctx, profile, layout)
         if layout == "neuronx-split" and spec.model_type not in sdk().split_classes:
             ctx.findings.error("neuron_split_class", f"{profile.name} has no transformers-neuronx sampling class for "
@@ -375,6 +373,7 @@ class NeuronxPlanning:
         if ctx.quantization.method == "int8":
             # The Neuron container's only spelling (it then loads with load_in_8bit).
             ctx.derive("quantize", "static_int8", "neuronx int8 weights")
+        self._check_startup(ctx, profile, build, base)
         return TargetPlan(
             build=build,
             toolchain=self.toolchain(profile.name),
@@ -432,23 +431,22 @@ class NeuronxPlanning:
         return None
 
     @staticmethod
-    def _check_refused_options(ctx: PlanContext) -> None:
-        """Options whose container behaviour lmi-build's driver does not build (``sdk.refused_option_messages``,
-        which ``verify --for-container`` evaluates too)."""
-        ctx.findings.add_errors(refused_option_messages(ctx.is_set))
+    def _check_startup(ctx: PlanContext, profile: NeuronProfile, build: NeuronxBuild, container_flags: str) -> None:
+        """The release's start-up on the artifact this plan writes (``startup.evaluate``, which
+        ``verify --for-container`` evaluates on the built one): every rule that makes it reject,
+        recompile or serve otherwise than built is an error (refused options, RoPE scaling, and the
+        rest on the keys the plan writes), a belief without a source a warning."""
+        from lmi_build.planner import NOT_WRITTEN
+        from lmi_build.targets.neuronx.startup import evaluate, from_planned, messages
 
-    @staticmethod
-    def _check_rope_scaling(ctx: PlanContext, profile: NeuronProfile) -> None:
-        """The release's reading of the model's RoPE scaling (``rope.rope_message``, which ``verify
-        --for-container`` evaluates too): refused where its start-up fails or the model would load
-        with unscaled RoPE, a warning where unchecked."""
-        from lmi_build.targets.neuronx.rope import rope_message
-
-        found = rope_message(profile, ctx.spec)
-        if found is None:
-            return
-        severity, message = found
-        (ctx.findings.add_warnings if severity == "warning" else ctx.findings.add_errors)([message])
+        final = ctx.options.with_values(ctx.derived).values
+        written = {key: item for key, item in final.items() if key not in NOT_WRITTEN and key not in ctx.withheld}
+        inputs = from_planned({key: item.value for key, item in written.items()},
+                              {key: item.source.value for key, item in written.items()}, build, ctx.spec,
+                              container_flags)
+        errors, warnings = messages(evaluate(profile, inputs))
+        ctx.findings.add_errors(errors)
+        ctx.findings.add_warnings(warnings)
 
     @staticmethod
     def _loader(ctx: PlanContext, profile: NeuronProfile, rolling: bool) -> Loader:

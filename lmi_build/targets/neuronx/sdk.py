@@ -79,6 +79,18 @@ class RefusedOption(BaseModel):
     sources: tuple[str, ...] = Field(min_length=1)
 
 
+class StartupSources(BaseModel):
+    """Citations of the start-up rules that are not a profile's own (``targets/neuronx/startup.py``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    neff_lookup_sources: tuple[str, ...] = Field(min_length=1)
+    optimum_block_sources: tuple[str, ...] = Field(min_length=1)
+    cache_flags_sources: tuple[str, ...] = Field(min_length=1)
+    server_batch_sources: tuple[str, ...] = Field(min_length=1)
+    loader_sources: tuple[str, ...] = Field(min_length=1)
+
+
 class NeuronSdk(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -94,14 +106,18 @@ class NeuronSdk(BaseModel):
     split_classes: dict[str, str]  # model type -> transformers_neuronx "<module>.<class>" (0.27 split layout)
     unbuilt_loaders: dict[str, UnbuiltLoader]  # DJL model loader -> why its artifact is not built
     refused_options: dict[str, RefusedOption] = {}  # full option key -> why the plan refuses it
+    startup: StartupSources
 
 
 def refused_option_messages(is_set: Callable[[str], bool]) -> list[PlanMessage]:
     """The options whose container behaviour lmi-build's driver does not build (``refused_options``),
     among those ``is_set`` says are given: one error each, for plan and ``verify --for-container`` alike."""
-    return [PlanMessage(code="neuron_refused_option", message=f"{key}: {refused.reason} ({'; '.join(refused.sources)})",
-                        hint=f"drop {key} (lmi-build builds the target model's NEFFs only)")
-            for key, refused in sdk().refused_options.items() if is_set(key)]
+    return [refused_option_message(key, refused) for key, refused in sdk().refused_options.items() if is_set(key)]
+
+
+def refused_option_message(key: str, refused: RefusedOption) -> PlanMessage:
+    return PlanMessage(code="neuron_refused_option", message=f"{key}: {refused.reason} ({'; '.join(refused.sources)})",
+                       hint=f"drop {key} (lmi-build builds the target model's NEFFs only)")
 
 
 def sdk() -> NeuronSdk:

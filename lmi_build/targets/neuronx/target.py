@@ -12,6 +12,7 @@ from lmi_build.artifact.target_api import Problems
 from lmi_build.building.context import BuildContext, BuildSettings
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import SavedPlan
+from lmi_build.planning.startup import StartupOutcome
 from lmi_build.targets.neuronx import build, compatibility, layouts
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.targets.neuronx.plan import NeuronxPlanning
@@ -34,6 +35,9 @@ class NeuronxTarget(NeuronxPlanning):
 
     def check_compatibility(self, manifest: Manifest, serving: ServingTarget) -> Problems:
         return compatibility.check_compatibility(manifest, serving)
+
+    def container_startup(self, manifest: Manifest, serving: ServingTarget) -> StartupOutcome | None:
+        return compatibility.container_startup(manifest, serving)
 
 
 TARGET = NeuronxTarget()
