@@ -22,6 +22,11 @@ from tests.fixtures_planning import Planner, fixture_names
 from tests.golden import check_golden
 
 NEURONX_RECIPES = {"bloom", "gpt2", "gpt_neox", "gptj", "llama", "mistral", "mixtral", "opt"}
+# Fixtures a release refuses for a cited reason of its own (the test checks the reason, not a pass):
+# Llama-3.1's llama3 RoPE scaling, which the transformers or transformers-neuronx of 0.26-0.29 cannot
+# read or ignore (targets/neuronx/rope.py, profiles.toml rope_scaling_sources).
+ROPE_REFUSED = {"meta-llama--Llama-3.1-8B-Instruct": {"lmi-0.26.0-neuronx-sdk2.16.0", "lmi-0.27.0-neuronx-sdk2.18.0",
+                                                      "lmi-0.28.0-neuronx-sdk2.18.2", "lmi-0.29.0-neuronx-sdk2.19.1"}}
 PROFILES = [p.name for p in load_profiles()]
 
 
@@ -36,6 +41,10 @@ def test_every_neuronx_fixture_plans_per_profile(profile_name: str, plan_model: 
     for fixture in fixture_names():
         plan = plan_model("neuronx", fixture, tp="2", n_positions="1024", profile=profile_name)
         if plan.recipe not in NEURONX_RECIPES:
+            continue
+        if profile_name in ROPE_REFUSED.get(fixture, ()):
+            assert not plan.valid and all("RoPE" in e.message or "rope_scaling" in e.message for e in plan.errors), \
+                (fixture, [e.message for e in plan.errors])
             continue
         assert plan.valid, (fixture, [e.message for e in plan.errors])
         assert plan.toolchain.profile == profile_name
