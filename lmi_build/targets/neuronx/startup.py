@@ -308,7 +308,9 @@ def _flags(profile: NeuronProfile, facts: StartupInputs, resolved: dict[str, str
         return []
     cache = facts.layout == CACHE_LAYOUT
     return [RuleFinding(
-        rule="compiler_flags", effect="recompiles" if cache else "degrades",
+        # Finding 3: a precompiled tree loads whatever flags compiled it (lookup by HLO hash), so a
+        # flags difference alone is a warning there; the compile cache keys on the flags: a miss.
+        rule="compiler_flags", effect="recompiles" if cache else "warning",
         message=f"NEFFs compiled with flags '{built}', container uses '{served}'; " + (
             "the NEFF cache key differs, so it would recompile" if cache else
             "transformers-neuronx finds precompiled NEFFs by HLO hash, so it loads NEFFs compiled otherwise "
