@@ -67,7 +67,7 @@ def _argument(call: ast.Call, prefix: str = "") -> tuple[str, dict[str, Any]]:
     options = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
     keywords = {k.arg: k.value for k in call.keywords if k.arg}
     dest = keywords.get("dest")
-    name = dest.value if isinstance(dest, ast.Constant) else next(
+    name = str(dest.value) if isinstance(dest, ast.Constant) else next(
         (o for o in options if o.startswith("--")), options[0]).lstrip("-")
     entry: dict[str, Any] = {"options": options}
     if prefix:
