@@ -67,6 +67,8 @@ class Limits(BaseModel):
     # Recipe example -> convert_checkpoint flags (of this table's shared convert_checkpoint list) that
     # its own converter lacks, or parses without acting on, at this release: a step needing one is refused.
     converter_lacks: dict[str, tuple[str, ...]] | None = None
+    # The values a "dtype" flag's argparse choices allow at this release (plugin dtypes); unset: DTYPE_VALUES.
+    plugin_dtypes: tuple[str, ...] | None = None
 
     def merged(self, newer: Limits) -> Limits:
         return Limits(**{**self.model_dump(), **newer.model_dump(exclude_unset=True)})
@@ -138,13 +140,13 @@ class FlagTable(BaseModel):
             if len(values) < needed or any(v.startswith("--") for v in values):
                 problems.append(f"--{flag}: expects {needed} value(s)")
                 continue
-            problem = _value_problem(kind, values)
+            problem = _value_problem(kind, values, self.limits.plugin_dtypes or DTYPE_VALUES)
             if problem:
                 problems.append(f"--{flag}: {problem}")
         return problems
 
 
-def _value_problem(kind: FlagKind, values: list[str]) -> str | None:
+def _value_problem(kind: FlagKind, values: list[str], dtypes: tuple[str, ...] = DTYPE_VALUES) -> str | None:
     if any(v.startswith("{") and v.endswith("}") for v in values):
         return None  # a step placeholder ({workers}), bound by the runner
     if kind == "int":
@@ -157,8 +159,8 @@ def _value_problem(kind: FlagKind, values: list[str]) -> str | None:
         return None
     if kind == "enable_disable" and values[0] not in ("enable", "disable"):
         return f"'{values[0]}' must be enable or disable"
-    if kind == "dtype" and values[0] not in DTYPE_VALUES:
-        return f"'{values[0]}' must be one of {', '.join(DTYPE_VALUES)}"
+    if kind == "dtype" and values[0] not in dtypes:
+        return f"'{values[0]}' must be one of {', '.join(dtypes)}"
     return None
 
 
