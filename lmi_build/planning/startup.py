@@ -19,6 +19,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from lmi_build.types import PlanMessage
+
 Outcome = Literal["loads", "recompiles", "rebuilds", "rejected"]
 
 
@@ -62,6 +64,7 @@ class StartupOutcome(BaseModel):
     loader: str | None = None  # the loader / backend the release picks ("tnx", "optimum", "trtllm-toolkit", ...)
     resolved: dict[str, str] = {}  # serving.properties after the container's own resolution
     loads: tuple[str, ...] = ()  # what it loads without compiling (NEFF files, engine dirs), when known
+    loads_kind: str = "NEFFs"  # what ``loads`` holds, as the summary names it ("engine files")
     rules: tuple[RuleFinding, ...] = ()  # in the order the start-up path applies them
 
     @property
@@ -79,16 +82,24 @@ class StartupOutcome(BaseModel):
 
     def summary(self) -> str:
         """One line: "container start-up on <profile>: loads (loader X, N NEFFs)", or "recompiles:
-        <why> [citations]", or "rejected: <the vendor's message> [citations]"."""
+        <why> [citations]", "rebuilds: <why> [citations]", or "rejected: <the vendor's message> [citations]"."""
         head = f"container start-up on {self.profile}: "
         if self.outcome == "loads":
-            return head + f"loads (loader {self.loader or 'unknown'}, {len(self.loads)} NEFFs)"
+            return head + f"loads (loader {self.loader or 'unknown'}, {len(self.loads)} {self.loads_kind})"
         rule = next(r for r in self.rules if r.effect == self.outcome)
         cited = "; ".join([*map(str, rule.cites), *rule.sources]) or "no citation"
         return head + f"{self.outcome}: {rule.message} [{cited}]"
 
     def warnings(self) -> tuple[RuleFinding, ...]:
         return tuple(r for r in self.rules if r.effect == "warning")
+
+
+def outcome_messages(outcome: StartupOutcome) -> tuple[list[PlanMessage], list[PlanMessage]]:
+    """(errors, warnings) as plan and verify report them: one per rule, its code the rule's id."""
+    def message(rule: RuleFinding) -> PlanMessage:
+        return PlanMessage(code=rule.rule, message=rule.message, hint=rule.hint)
+
+    return [message(r) for r in outcome.errors()], [message(r) for r in outcome.warnings()]
 
 
 class ArtifactFacts(BaseModel):

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lmi_build.model.spec import ModelSpec
-from lmi_build.planning.startup import RuleFinding, StartupOutcome
+from lmi_build.planning.startup import RuleFinding, StartupOutcome, outcome_messages
 from lmi_build.types import PlanMessage
 
 if TYPE_CHECKING:
@@ -116,11 +116,8 @@ def evaluate(profile: NeuronProfile, facts: StartupInputs) -> StartupOutcome:
 
 
 def messages(outcome: StartupOutcome) -> tuple[list[PlanMessage], list[PlanMessage]]:
-    """(errors, warnings) as plan and verify report them: one per rule, its code the rule's id."""
-    def message(rule: RuleFinding) -> PlanMessage:
-        return PlanMessage(code=rule.rule, message=rule.message, hint=rule.hint)
-
-    return [message(r) for r in outcome.errors()], [message(r) for r in outcome.warnings()]
+    """(errors, warnings) as plan and verify report them (``planning.startup.outcome_messages``)."""
+    return outcome_messages(outcome)
 
 
 # -- the rules, in the order start-up meets them ---------------------------------------------------

@@ -13,6 +13,7 @@ from lmi_build.artifact.target_api import (
     message,
 )
 from lmi_build.planning.gpus import normalize_sm
+from lmi_build.planning.startup import StartupOutcome
 from lmi_build.types import PlanMessage
 
 BOUND_VERSIONS = ("tensorrt_llm", "tensorrt")
@@ -45,4 +46,30 @@ def check_compatibility(manifest: Manifest, serving: ServingTarget) -> Problems:
     build = manifest.plan.get("build") or {}
     device_errors, device_warnings = device_count_problems(
         manifest, serving, "GPUs", f"tp {build.get('tp')} x pp {build.get('pp') or 1}")
-    return errors + device_errors, warnings + device_warnings
+    start_errors, start_warnings = _startup_problems(manifest, serving)
+    return errors + device_errors + start_errors, warnings + device_warnings + start_warnings
+
+
+def container_startup(manifest: Manifest, serving: ServingTarget) -> StartupOutcome | None:
+    """The serving release's start-up outcome for this artifact (``startup.evaluate``), when a
+    TensorRT-LLM container profile is given and the artifact is of a layout the model knows."""
+    from lmi_build.targets.trtllm.profiles import load_profiles
+    from lmi_build.targets.trtllm.startup import evaluate, from_manifest
+
+    profile = next((p for p in load_profiles() if p.name == serving.container), None)
+    facts = from_manifest(manifest) if profile is not None else None
+    if profile is None or facts is None:
+        return None
+    return evaluate(profile, facts)
+
+
+def _startup_problems(manifest: Manifest, serving: ServingTarget) -> Problems:
+    """The start-up model's errors and warnings on the serving release, less the engine version
+    (reported above, by ``bound_version_problems``)."""
+    from lmi_build.planning.startup import outcome_messages
+
+    outcome = container_startup(manifest, serving)
+    if outcome is None:
+        return [], []
+    errors, warnings = outcome_messages(outcome)
+    return [e for e in errors if e.code != "trtllm_engine_version"], warnings

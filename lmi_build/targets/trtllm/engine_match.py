@@ -22,6 +22,9 @@ from lmi_build.targets.trtllm.knobs import TrtllmBuild
 QUANT_ALGO_PREFIX = {"smoothquant": "W8A8_SQ", "awq": "W4A16_AWQ", "gptq": "W4A16_GPTQ", "fp8": "FP8",
                      "int8_wo": "W8A16", "int4_wo": "W4A16"}
 KV_CACHE_ALGO = {"fp8": "FP8", "int8": "INT8"}
+# option.dtype -> the engine's pretrained_config.dtype ("auto": whatever the engine has).
+ENGINE_DTYPE = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "float16": "float16",
+                "bfloat16": "bfloat16", "float32": "float32"}
 
 
 class EngineExpectation(BaseModel):
@@ -39,6 +42,16 @@ class EngineExpectation(BaseModel):
     kv_cache_quant_algo: str | None = None  # "" means: not quantized
     plugin_dtypes: dict[str, str] = {}
     world_size: int | None = None
+    dtype: str | None = None  # the engine's pretrained_config.dtype ("float16", ...)
+
+
+class EngineDifference(BaseModel):
+    """One way an engine differs from what a side says: the field compared and the message."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str  # "max_batch_size", "world size", "dtype", ... (the field of ``_engine_facts``)
+    message: str  # names both sides
 
 
 def expectation_from_plan(plan: BuildPlan) -> EngineExpectation:
@@ -69,7 +82,8 @@ def expectation_from_properties(properties: Mapping[str, str]) -> EngineExpectat
         # Unset says nothing (a pre-quantized model's engine needs no option.quantize to serve).
         quant_algo_prefix=QUANT_ALGO_PREFIX.get(quantize) if quantize else None,
         kv_cache_quant_algo=KV_CACHE_ALGO.get(kv, "") if kv else None,  # "auto", "fp16": not quantized
-        world_size=tp * pp if tp is not None else None)
+        world_size=tp * pp if tp is not None else None,
+        dtype=ENGINE_DTYPE.get(properties.get("option.dtype", "").lower()))
 
 
 def _int(value: object) -> int | None:
@@ -97,23 +111,34 @@ def _engine_facts(config: Mapping[str, object]) -> dict[str, object]:
         facts["quant_algo"] = quantization.get("quant_algo") or ""
         facts["kv_cache_quant_algo"] = quantization.get("kv_cache_quant_algo") or ""
     facts["world_size"] = world_size_of(dict(config))
+    dtype = pretrained.get("dtype") if isinstance(pretrained, dict) else None
+    facts["dtype"] = dtype if isinstance(dtype, str) else None
     return facts
 
 
 def engine_mismatches(config: Mapping[str, object], expected: EngineExpectation) -> list[str]:
     """Each way the engine differs from ``expected``, naming both sides; empty when it matches."""
+    return [difference.message for difference in engine_differences(config, expected)]
+
+
+def engine_differences(config: Mapping[str, object], expected: EngineExpectation) -> list[EngineDifference]:
+    """``engine_mismatches`` with the field of each: what the container start-up model
+    (``startup.py``) tells apart (a world size the runtime refuses, a batch it caps)."""
     found = _engine_facts(config)
     side = expected.side
-    problems: list[str] = []
+    problems: list[EngineDifference] = []
+
+    def add(key: str, message: str) -> None:
+        problems.append(EngineDifference(key=key, message=message))
 
     def differs(key: str, wanted: object, have: object) -> None:
         if wanted is not None and have is not None and wanted != have:
-            problems.append(f"{key}: engine {have if have != '' else 'none'}, {side} {wanted if wanted != '' else 'none'}")
+            add(key, f"{key}: engine {have if have != '' else 'none'}, {side} {wanted if wanted != '' else 'none'}")
 
     batch = found["max_batch_size"]
     if expected.max_batch_size_at_least is not None and isinstance(batch, int) and batch < expected.max_batch_size_at_least:
-        problems.append(f"max_batch_size: engine {batch} < {side} {expected.max_batch_size_at_least} "
-                        "(max_rolling_batch_size)")
+        add("max_batch_size", f"max_batch_size: engine {batch} < {side} {expected.max_batch_size_at_least} "
+                              "(max_rolling_batch_size)")
     differs("max_input_len", expected.max_input_len, found["max_input_len"])
     if found["max_seq_len"] is not None:
         differs("max_seq_len", expected.max_seq_len, found["max_seq_len"])
@@ -126,7 +151,8 @@ def engine_mismatches(config: Mapping[str, object], expected: EngineExpectation)
     if expected.quant_algo_prefix is not None and isinstance(algo, str):
         wanted = expected.quant_algo_prefix
         if (wanted == "" and algo != "") or (wanted != "" and not algo.startswith(wanted)):
-            problems.append(f"quant_algo: engine {algo or 'none'}, {side} {wanted or 'none'}")
+            add("quant_algo", f"quant_algo: engine {algo or 'none'}, {side} {wanted or 'none'}")
     differs("kv_cache_quant_algo", expected.kv_cache_quant_algo, found.get("kv_cache_quant_algo"))
     differs("world size", expected.world_size, found["world_size"])
+    differs("dtype", expected.dtype, found["dtype"])
     return problems

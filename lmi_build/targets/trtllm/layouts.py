@@ -56,6 +56,26 @@ def _engine_files(produced: Path) -> list[Path]:
     return files
 
 
+def toolkit_properties(build: TrtllmBuild) -> dict[str, str]:
+    """The serving.properties keys the toolkit layout writes (the start-up model reads them at plan time too)."""
+    found = {"engine": "MPI", "option.rolling_batch": "trtllm", "option.tensor_parallel_degree": str(build.tp)}
+    if build.pp > 1:
+        found["option.pipeline_parallel_degree"] = str(build.pp)
+    return found
+
+
+def flat_properties(build: TrtllmBuild) -> dict[str, str]:
+    """The serving.properties keys the flat layout writes."""
+    found = {"engine": FLAT_ENGINE, "option.entryPoint": "djl_python.lmi_trtllm.trtllm_async_service",
+             "option.async_mode": "true", "option.rolling_batch": "disable",
+             "option.tensor_parallel_degree": str(build.tp)}
+    if build.pp > 1:
+        found["option.pipeline_parallel_degree"] = str(build.pp)
+        # What the 1.x service passes to LLM() (djl-serving 0.33.0-dlc trt_properties.py:42,138).
+        found["option.pipeline_parallel_size"] = str(build.pp)
+    return found
+
+
 def read_pbtxt_parameter(text: str, key: str) -> str | None:
     match = re.search(r'key:\s*"' + re.escape(key) + r'"\s*value:\s*\{\s*string_value:\s*"([^"]*)"', text)
     return match.group(1) if match else None
@@ -136,11 +156,7 @@ class ToolkitLayout:
         (repo / "config.pbtxt").write_text(config_pbtxt(plan, gpt_model_path, backend), encoding="utf-8")
 
     def properties(self, plan: BuildPlan) -> dict[str, str]:
-        build = _build(plan)
-        found = {"engine": "MPI", "option.rolling_batch": "trtllm", "option.tensor_parallel_degree": str(build.tp)}
-        if build.pp > 1:
-            found["option.pipeline_parallel_degree"] = str(build.pp)
-        return found
+        return toolkit_properties(_build(plan))
 
     def check(self, artifact_dir: Path) -> list[PlanMessage]:
         repo = artifact_dir / TOOLKIT_DIR
@@ -182,15 +198,7 @@ class FlatLayout:
         _carry_build_logs(produced, staging)
 
     def properties(self, plan: BuildPlan) -> dict[str, str]:
-        build = _build(plan)
-        found = {"engine": FLAT_ENGINE, "option.entryPoint": "djl_python.lmi_trtllm.trtllm_async_service",
-                 "option.async_mode": "true", "option.rolling_batch": "disable",
-                 "option.tensor_parallel_degree": str(build.tp)}
-        if build.pp > 1:
-            found["option.pipeline_parallel_degree"] = str(build.pp)
-            # What the 1.x service passes to LLM() (djl-serving 0.33.0-dlc trt_properties.py:42,138).
-            found["option.pipeline_parallel_size"] = str(build.pp)
-        return found
+        return flat_properties(_build(plan))
 
     def check(self, artifact_dir: Path) -> list[PlanMessage]:
         return (_check_engine_dir(artifact_dir, "", legacy_ok=False) + _check_engine_properties(artifact_dir, artifact_dir)

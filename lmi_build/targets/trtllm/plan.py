@@ -173,6 +173,7 @@ class TrtllmPlanning:
         ctx.derive("max_output_len", max_output, "build knob")
         ctx.derive("max_rolling_batch_size", batch, "build knob")
         self._state_smoothquant_granularity(ctx, profile)
+        self._check_startup(ctx, profile, build)
 
         return TargetPlan(
             build=build,
@@ -182,6 +183,24 @@ class TrtllmPlanning:
             dtype=dtype,
             checkpoint_work=checkpoint_work(build, ctx.quantization),
         )
+
+    @staticmethod
+    def _check_startup(ctx: PlanContext, profile: ContainerProfile, build: TrtllmBuild) -> None:
+        """The release's start-up on the artifact this plan writes (``startup.evaluate``, which
+        ``verify --for-container`` evaluates on the built one): every rule that makes it rebuild,
+        reject, or serve otherwise than built is an error, a belief read in a runtime a warning."""
+        from lmi_build.planner import NOT_WRITTEN
+        from lmi_build.planning.startup import outcome_messages
+        from lmi_build.targets.trtllm.startup import evaluate, from_planned
+
+        final = ctx.options.with_values(ctx.derived).values
+        written = {key: item for key, item in final.items() if key not in NOT_WRITTEN and key not in ctx.withheld}
+        inputs = from_planned({key: item.value for key, item in written.items()},
+                              {key: item.source.value for key, item in written.items()}, build, ctx.quantization,
+                              profile)
+        errors, warnings = outcome_messages(evaluate(profile, inputs))
+        ctx.findings.add_errors(errors)
+        ctx.findings.add_warnings(warnings)
 
     @staticmethod
     def _check_steps(ctx: PlanContext, build: TrtllmBuild, profile: ContainerProfile) -> None:

@@ -37,7 +37,7 @@ class TrtllmTarget(TrtllmPlanning):
         return compatibility.check_compatibility(manifest, serving)
 
     def container_startup(self, manifest: Manifest, serving: ServingTarget) -> StartupOutcome | None:
-        return None  # no start-up model of this target's containers yet
+        return compatibility.container_startup(manifest, serving)
 
 
 TARGET = TrtllmTarget()
