@@ -193,6 +193,8 @@ class TrtllmPlanning:
         from lmi_build.planning.startup import outcome_messages
         from lmi_build.targets.trtllm.startup import evaluate, from_planned
 
+        if ctx.findings.errors:
+            return  # the plan is already refused; its knobs would only repeat it (as _check_steps)
         final = ctx.options.with_values(ctx.derived).values
         written = {key: item for key, item in final.items() if key not in NOT_WRITTEN and key not in ctx.withheld}
         inputs = from_planned({key: item.value for key, item in written.items()},
