@@ -48,14 +48,15 @@ demo:
 
 test: lint unit
 
-# One worker per core; a test file stays on one worker so its module-scoped servers start once.
+# One worker per core; a test file stays on one worker so its module fixtures start once, except the
+# long files of independent tests that tests/conftest.py SPREAD_FILES spreads over the workers.
 WORKERS ?= auto
 unit:
-	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile --durations=30
+	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadgroup --durations=30
 
 # The inner loop: everything that neither loads torch/transformers nor needs the S3 server.
 test-fast:
-	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile -m "not slow and not s3"
+	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadgroup -m "not slow and not s3"
 
 lint:
 	$(BIN)/ruff check lmi_build tests benchmarks

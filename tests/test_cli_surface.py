@@ -313,8 +313,9 @@ def test_library_output_goes_to_the_debug_channel(capsys: pytest.CaptureFixture[
 
 @pytest.mark.slow
 def test_quantized_build_json_is_one_object_and_no_chatter(tmp_path: Path) -> None:
+    # A short calibration: the test is about what reaches stdout/stderr, not the scales.
     result = run_cli("hf", "--model", "demo:tiny-llama", "--quantize", "fp8", "--output", str(tmp_path / "out"),
-                     "--no-cache", "--json")
+                     "--no-cache", "--json", OPTION_CALIB_SIZE="4", OPTION_CALIB_MAX_SEQ_LEN="32")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)  # exactly one JSON document: anything else on stdout fails here
     assert data["status"] == "artifact" and [s["name"] for s in data["steps"]][1] == "quantize"
