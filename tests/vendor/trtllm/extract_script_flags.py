@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from extract_build_flags import RELEASES, _argument, _literal  # noqa: E402
+from extract_build_flags import RELEASES, _argument, _literal
 
 PATTERNS = ("examples/*/convert_checkpoint.py", "examples/quantization/quantize.py",
             "examples/llama/hf_llama_convert.py")
