@@ -124,3 +124,25 @@ def test_script_no_extract_covers_runs_unchecked_with_a_warning(tmp_path: Path, 
 def test_the_stand_in_does_not_read_lmi_builds_tables() -> None:
     assert "lmi_build" not in STANDIN.read_text()
     assert "lmi_build" not in (STANDIN.parent / "vendor_argparse.py").read_text()
+
+
+def test_hand_read_converter_copies_agree_with_the_extract_where_both_exist() -> None:
+    # converter_flags.json (read by hand from stored copies, 'tags' the releases it is held for) against
+    # script_flags.json (extracted at the release's commit): the same flag names and choices wherever
+    # both cover a (release, script), so the fallback the stand-in uses for 0.21/1.0 is no weaker a source.
+    vendor = Path(__file__).resolve().parent / "vendor" / "trtllm"
+    hand = json.loads((vendor / "converter_flags.json").read_text())["converters"]
+    extract = json.loads((vendor / "script_flags.json").read_text())["releases"]
+    compared = 0
+    for key, copy in hand.items():
+        for tag in copy["tags"]:
+            release = extract.get(tag, {"missing": True})
+            if release.get("missing") or copy["path"] not in release["scripts"]:
+                continue
+            flags = release["scripts"][copy["path"]]["flags"]
+            assert {name.replace("-", "_") for name in flags} == set(copy["flags"]), (key, tag)
+            for name, choices in copy.get("choices", {}).items():
+                given = {c for c in flags[name].get("choices", choices) if c is not None}  # None: the default only
+                assert given == set(choices), (key, tag, name)
+            compared += 1
+    assert compared >= 10
