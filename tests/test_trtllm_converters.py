@@ -10,6 +10,7 @@ the real planner."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -241,7 +242,8 @@ def test_chatglm_pipeline_parallel_refused_where_the_converter_asserts_pp_1(prof
 PHI2 = "microsoft--phi-2"
 GPTJ = "EleutherAI--gpt-j-6b"
 BAICHUAN2 = "baichuan-inc--Baichuan2-13B-Chat"
-PHI_CONVERTER = {"lmi-0.27.0-trtllm-0.8.0": "phi (pre-0.9 stored copy)", "lmi-0.28.0-trtllm-0.9.0": "phi@5a702100",
+# 0.9.0 (and the 0.10-era main 9bc87978) has a three-flag Phi converter: see test_phi_on_0_9_... below.
+PHI_CONVERTER = {"lmi-0.27.0-trtllm-0.8.0": "phi (pre-0.9 stored copy)",
                  "lmi-0.29.0-trtllm-0.11.0": "phi@5a702100", "lmi-0.30.0-trtllm-0.12.0": "phi@5a702100",
                  "lmi-0.33.0-trtllm-0.21.0": "models/core/phi@10c1d594",
                  "djl-nightly-trtllm-1.0.0": "models/core/phi@10c1d594"}
@@ -278,6 +280,35 @@ def test_phi_pipeline_parallel_refused_where_the_converter_asserts_pp_1(profile:
     refusal = [e for e in plan.errors if e.code == "trtllm_route"]
     assert len(refusal) == 1, plan.errors
     assert "pp_size == 1" in refusal[0].message and "phi/convert_checkpoint.py" in refusal[0].message
+
+
+PHI_0_9 = "lmi-0.28.0-trtllm-0.9.0"
+
+
+def test_phi_on_0_9_passes_only_the_flags_its_converter_parses(plan_model: Any) -> None:
+    # examples/phi/convert_checkpoint.py @250d9c29 (v0.9.0):23-36 parses --model_dir --dtype --output_dir
+    # only (tests/vendor/trtllm/script_flags.json); --tp_size/--pp_size/--workers make argparse exit 2.
+    sys.path.insert(0, str(Path(__file__).parent / "standins"))
+    from vendor_argparse import check_flags, script_flags
+
+    plan = _vendor_plan(PHI2, PHI_0_9, plan_model)
+    argv = _checkpoint_argv(plan, PHI_0_9)
+    assert argv[1] == "{examples}/phi/convert_checkpoint.py"
+    flags, source = script_flags("0.9.0", "examples/phi/convert_checkpoint.py")
+    assert flags is not None and "@250d9c29" in source
+    assert check_flags(flags, argv[2:], "convert_checkpoint.py") is None, argv
+    assert set(_parsed(argv)) == {"model_dir", "output_dir", "dtype"}
+
+
+@pytest.mark.parametrize(("fields", "flag"), [({"tp": "2"}, "tp 2"), ({"tp": "1", "pp": "2"}, "pp 2")])
+def test_phi_on_0_9_refuses_what_its_converter_cannot_write(fields: dict[str, str], flag: str,
+                                                             plan_model: Any) -> None:
+    # PhiForCausalLM.convert_hf_checkpoint @250d9c29 (models/phi/model.py:166-183, convert.py:48-62)
+    # writes a config without a mapping: one rank.
+    plan = plan_model("trtllm", PHI2, profile=PHI_0_9, trust_remote_code=True, **fields)
+    refusal = [e for e in plan.errors if e.code == "trtllm_route"]
+    assert len(refusal) == 1, plan.errors
+    assert "phi/convert_checkpoint.py" in refusal[0].message and flag in refusal[0].message
 
 
 @pytest.mark.parametrize("profile", sorted(GPTJ_CONVERTER))

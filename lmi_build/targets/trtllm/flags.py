@@ -61,6 +61,9 @@ class Limits(BaseModel):
     awq_from_quantization_config: bool | None = None
     # Recipe examples whose convert_checkpoint.py asserts pp_size == 1 (no pipeline parallelism).
     single_pp_examples: tuple[str, ...] | None = None
+    # Recipe examples whose convert_checkpoint.py takes no --tp_size/--pp_size/--workers (it writes a
+    # one-rank checkpoint): the step passes none of them and a plan with tp or pp > 1 is refused.
+    single_rank_examples: tuple[str, ...] | None = None
     # Recipe examples whose convert_checkpoint.py at this release was not read: their flags are unknown,
     # so their converter route is refused rather than generated from another release's flags.
     unread_converters: tuple[str, ...] | None = None

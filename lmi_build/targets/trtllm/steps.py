@@ -172,6 +172,12 @@ def _checkpoint_steps(plan: StepInputs, build: TrtllmBuild, table: FlagTable) ->
                                 f"{table.series} was not read, so lmi-build does not know its flags "
                                 "(flags.toml limits unread_converters)",
                                 hint="plan with a profile of a newer TensorRT-LLM (lmi-build profiles list)")
+    single_rank = example in (table.limits.single_rank_examples or ())
+    if single_rank and build.tp * build.pp > 1:
+        raise UnsupportedTarget(f"examples/{table.example_dir(example)}/convert_checkpoint.py of TensorRT-LLM "
+                                f"{table.series} takes no --tp_size/--pp_size and writes a one-rank checkpoint; "
+                                f"the plan has tp {build.tp}, pp {build.pp} (flags.toml limits single_rank_examples)",
+                                hint="plan with --tp 1 --pp 1, or with a profile of a newer TensorRT-LLM")
     if build.pp > 1 and example in (table.limits.single_pp_examples or ()):
         raise UnsupportedTarget(f"examples/{table.example_dir(example)}/convert_checkpoint.py of TensorRT-LLM "
                                 f"{table.series} asserts pp_size == 1; the plan has pp {build.pp}",
@@ -185,10 +191,11 @@ def _checkpoint_steps(plan: StepInputs, build: TrtllmBuild, table: FlagTable) ->
     args.add("model_dir", "{model}")
     args.add("output_dir", "{checkpoint}")
     args.add("dtype", build.dtype)
-    args.add("tp_size", build.tp)
-    args.add("pp_size", build.pp)
-    if args.has("workers"):
-        args.add("workers", "{workers}")
+    if not single_rank:
+        args.add("tp_size", build.tp)
+        args.add("pp_size", build.pp)
+        if args.has("workers"):
+            args.add("workers", "{workers}")
     variant = table.variants.get(example)
     if variant is not None and variant.option in build.model_version:
         # Each converter names the model's variant its own way (flags.toml [variants]); an unknown flag
