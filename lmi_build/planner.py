@@ -17,7 +17,7 @@ from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning import checks
 from lmi_build.planning.cache_key import compute_cache_key, config_digest
 from lmi_build.planning.checkpoint_estimate import estimate_checkpoint_step
-from lmi_build.planning.context import PlanContext
+from lmi_build.planning.context import NOT_WRITTEN, PlanContext
 from lmi_build.planning.findings import Findings
 from lmi_build.planning.instances import get_instance
 from lmi_build.planning.memory import check_fit, estimate
@@ -28,9 +28,6 @@ from lmi_build.planning.target_api import PlanningTarget
 from lmi_build.recipes.schema import Recipe
 from lmi_build.types import ModelIdentity
 
-# Keys the written serving.properties never carries (they point at the build's inputs).
-NOT_WRITTEN = frozenset({"option.model_id", "option.save_mp_checkpoint_path", "model_dir",
-                         "upload_checkpoints_s3url", "properties_dir"})
 _ACCELERATOR_WORDS = {"gpu": "NVIDIA GPUs", "neuron": "Neuron devices"}
 INSTANCE_HINTS = {"gpu": "pick a GPU instance type (g5, g6, g6e, p4d, p5, ...), or use the neuronx target",
                   "neuron": "pick an inf2.* or trn1.* instance type, or use a GPU target (trtllm, hf)"}
@@ -141,8 +138,7 @@ def plan_request(request: PlanRequest, target: PlanningTarget) -> SavedPlan:
     # how, not what: the manifest records the device the build really used).
     checkpoint_step = estimate_checkpoint_step(planned.checkpoint_work, quantization, spec, request.calib_data)
 
-    final = options.with_values(ctx.derived)
-    written = {k: v for k, v in final.values.items() if k not in NOT_WRITTEN and k not in ctx.withheld}
+    written = ctx.written_options()
     properties = {k: v.value for k, v in written.items()}
     _check_portable({"model": source.identity.model_dump(mode="json"), "options": properties,
                      "quantization": quantization.model_dump(mode="json")}, findings)

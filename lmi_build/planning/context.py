@@ -27,6 +27,11 @@ from lmi_build.types import TargetName
 RESOLVED_PLACEHOLDERS = frozenset({"max", "auto"})
 
 
+# Keys the written serving.properties never carries (they point at the build's inputs).
+NOT_WRITTEN = frozenset({"option.model_id", "option.save_mp_checkpoint_path", "model_dir",
+                         "upload_checkpoints_s3url", "properties_dir"})
+
+
 @dataclass
 class PlanContext(TypedReader):
     request: PlanRequest
@@ -69,6 +74,12 @@ class PlanContext(TypedReader):
         return self.options.source_of(key) in (Source.CLI, Source.PROPERTIES, Source.ENV, Source.ALIAS)
 
     # -- writing options -------------------------------------------------------------------
+    def written_options(self) -> dict[str, ResolvedValue]:
+        """The options serving.properties will carry: resolved, derived values applied, without the
+        withheld keys and those that point at the build's inputs."""
+        final = self.options.with_values(self.derived).values
+        return {key: item for key, item in final.items() if key not in NOT_WRITTEN and key not in self.withheld}
+
     def withhold(self, key: str) -> None:
         """Keep ``key`` out of serving.properties (the plan's options) whatever its source."""
         self.withheld.add(_full_key(key))

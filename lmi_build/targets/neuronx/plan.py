@@ -436,11 +436,9 @@ class NeuronxPlanning:
         ``verify --for-container`` evaluates on the built one): every rule that makes it reject,
         recompile or serve otherwise than built is an error (refused options, RoPE scaling, and the
         rest on the keys the plan writes), a belief without a source a warning."""
-        from lmi_build.planner import NOT_WRITTEN
         from lmi_build.targets.neuronx.startup import evaluate, from_planned, messages
 
-        final = ctx.options.with_values(ctx.derived).values
-        written = {key: item for key, item in final.items() if key not in NOT_WRITTEN and key not in ctx.withheld}
+        written = ctx.written_options()
         inputs = from_planned({key: item.value for key, item in written.items()},
                               {key: item.source.value for key, item in written.items()}, build, ctx.spec,
                               container_flags)

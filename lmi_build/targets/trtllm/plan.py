@@ -189,14 +189,12 @@ class TrtllmPlanning:
         """The release's start-up on the artifact this plan writes (``startup.evaluate``, which
         ``verify --for-container`` evaluates on the built one): every rule that makes it rebuild,
         reject, or serve otherwise than built is an error, a belief read in a runtime a warning."""
-        from lmi_build.planner import NOT_WRITTEN
         from lmi_build.planning.startup import outcome_messages
         from lmi_build.targets.trtllm.startup import evaluate, from_planned
 
         if ctx.findings.errors:
             return  # the plan is already refused; its knobs would only repeat it (as _check_steps)
-        final = ctx.options.with_values(ctx.derived).values
-        written = {key: item for key, item in final.items() if key not in NOT_WRITTEN and key not in ctx.withheld}
+        written = ctx.written_options()
         inputs = from_planned({key: item.value for key, item in written.items()},
                               {key: item.source.value for key, item in written.items()}, build, ctx.quantization,
                               profile)
