@@ -30,6 +30,9 @@ from lmi_build.errors import LmiBuildError
 LinkMode = Literal["auto", "copy"]
 # "copy" forces copies even on one filesystem (benchmarks, or when the source must stay untouched).
 _link_mode: ContextVar[LinkMode] = ContextVar("lmi_build_link_mode", default="auto")
+# The (device, inode) pairs of the user's own files (the source model, an --engine-dir): never
+# hard-linked while anyone may write them, since lmi-build may not make them read-only.
+_users_files: ContextVar[AbstractSet[tuple[int, int]]] = ContextVar("lmi_build_users_files", default=frozenset())
 
 # errnos meaning "hard links are not possible here", so copying is the right fallback.
 _NO_LINK = frozenset({errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EACCES})
@@ -278,6 +281,18 @@ def staged_directory(target: Path, *, keep_existing: bool = False) -> Iterator[P
 
 
 @contextmanager
+def users_files(found: AbstractSet[tuple[int, int]]) -> Iterator[None]:
+    """Inside this block ``link_or_copy`` clones or copies these files rather than hard-linking them
+    while they are writable: two outputs (or an output and the user's model) would otherwise share
+    one writable inode, and an edit through one would change the others."""
+    token = _users_files.set(found)
+    try:
+        yield
+    finally:
+        _users_files.reset(token)
+
+
+@contextmanager
 def link_mode(mode: LinkMode) -> Iterator[None]:
     """``link_or_copy`` inside this block links when it can (``"auto"``) or always copies."""
     token = _link_mode.set(mode)
@@ -323,9 +338,9 @@ def _is_root() -> bool:
 def link_or_copy(src: Path, dst: Path) -> Literal["reflink", "link", "copy"]:
     """Place ``src`` at ``dst`` without ever sharing a small writable file: a copy-on-write clone
     where the file system supports it, else a copy for files under ``SHARED_MIN_BYTES``, else a
-    hard link (same file system; never for root, whom no mode bit stops) or a copy. A hard-linked
-    payload is shared with its source, so the caller makes what it owns read-only afterwards
-    (``freeze_shared``).
+    hard link (same file system; never for root, whom no mode bit stops; never for a writable file of
+    the user's, see ``users_files``) or a copy. A hard-linked payload is shared with its source, so
+    the caller makes what it owns read-only afterwards (``freeze_shared``).
 
     Never a symbolic link: an artifact is uploaded and moved, a link would dangle. Symlinked
     sources (the Hugging Face cache) are followed. ``dst`` must not exist.
@@ -340,7 +355,9 @@ def link_or_copy(src: Path, dst: Path) -> Literal["reflink", "link", "copy"]:
             os.chmod(dst, mode)
             return "reflink"
         # Root writes through any mode bits, so for root a shared inode is always a writable one.
-        if real.stat().st_size >= SHARED_MIN_BYTES and not _is_root():
+        info = real.stat()
+        users_writable = (info.st_dev, info.st_ino) in _users_files.get() and info.st_mode & 0o222
+        if info.st_size >= SHARED_MIN_BYTES and not _is_root() and not users_writable:
             try:
                 os.link(real, dst)
                 return "link"

@@ -110,8 +110,11 @@ def _run_locked(saved: SavedPlan, settings: BuildSettings, output: Path, target:
                                 hint="this is a bug in the target; rerun with --debug and report it")
         from lmi_build.artifact.packager import package
 
+        # What the build did not write in its own work directory is the user's (--engine-dir, ...).
+        users_roots = () if ctx.produced.absolute().is_relative_to(ctx.work.absolute()) else (ctx.produced,)
         package(plan, target=target, layout=ctx.layout, produced=ctx.produced, source_dir=source.path,
-                output_dir=output, record=record, overwrite=settings.overwrite, copy=settings.copy)
+                output_dir=output, record=record, overwrite=settings.overwrite, copy=settings.copy,
+                users_roots=users_roots)
         outcome = BuildOutcome(plan=plan, status="artifact", output=output, steps=_steps_of(output),
                                stand_in=ctx.stand_in,
                                message=f"artifact built from STAND-IN compiler output (not a real {plan.target} build)"

@@ -106,3 +106,40 @@ def test_root_never_hard_links(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(fs, "_reflink", lambda src, dst: False)
     (tmp_path / "big").write_bytes(b"payload bytes")
     assert link_or_copy(tmp_path / "big", tmp_path / "placed") == "copy"
+
+
+def _large_files_link(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fs, "SHARED_MIN_BYTES", 4)
+    monkeypatch.setattr(fs, "_is_root", lambda: False)
+    monkeypatch.setattr(fs, "_reflink", lambda src, dst: False)  # as on ext4/overlayfs
+
+
+def test_a_writable_file_of_the_users_is_never_hard_linked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two outputs of one local model would share the user's writable weights: an edit through one
+    output changed the other and the model. Read-only, it may be linked (nobody can edit it in place)."""
+    _large_files_link(monkeypatch)
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"user weights")
+    info = weights.stat()
+    with fs.users_files({(info.st_dev, info.st_ino)}):
+        assert link_or_copy(weights, tmp_path / "a" / "model.safetensors") == "copy"
+        assert link_or_copy(weights, tmp_path / "b" / "model.safetensors") == "copy"
+        weights.chmod(0o444)
+        assert link_or_copy(weights, tmp_path / "c" / "model.safetensors") == "link"
+    assert link_or_copy(tmp_path / "a" / "model.safetensors", tmp_path / "d.bin") == "link"  # not the user's
+
+
+def test_packaging_leaves_an_engine_dir_of_the_users_untouched(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--engine-dir ./bundle/engine` is the user's: its files are neither linked while writable nor
+    made read-only by the packager (nothing outside the output is changed)."""
+    from lmi_build.artifact.packager import package
+    from tests.fixtures_artifact import HF, HF_LAYOUT, make_plan, make_record, write_source_model
+
+    _large_files_link(monkeypatch)
+    source = write_source_model(tmp_path / "model", remote_code=False)
+    modes = {p: stat.S_IMODE(p.stat().st_mode) for p in source.rglob("*") if p.is_file()}
+    out = package(make_plan("hf"), target=HF, layout=HF_LAYOUT, produced=source, source_dir=tmp_path / "other",
+                  output_dir=tmp_path / "out", record=make_record(), users_roots=(source,))
+    assert {p: stat.S_IMODE(p.stat().st_mode) for p in source.rglob("*") if p.is_file()} == modes
+    assert (out / "model.safetensors").stat().st_ino != (source / "model.safetensors").stat().st_ino

@@ -33,6 +33,7 @@ from lmi_build.fs import (
     make_readable,
     replace_directory,
     staged_directory,
+    users_files,
 )
 from lmi_build.planning.plan import BuildPlan
 
@@ -155,11 +156,14 @@ def package(
     record: BuildRecord,
     overwrite: bool = False,
     copy: bool = False,
+    users_roots: tuple[Path, ...] = (),
 ) -> Path:
     """Build the artifact of ``plan`` at ``output_dir`` and return its path.
 
     ``produced``: what the build steps wrote (engine dir, checkpoint); ``source_dir``: the source
     model (tokenizer etc. are carried from it). ``copy=True`` forces copies instead of hard links.
+    ``users_roots``: other directories of the user's that the build read from (``--engine-dir``,
+    ``--checkpoint``): like the source, never hard-linked while writable and never changed.
     ``target``: the plan's target (its layout checks and serving rules verify the staged artifact).
     """
     if not plan.valid:
@@ -171,11 +175,13 @@ def package(
     # The staged artifact replaces output_dir only after it passed verification (see fs.staged_directory).
     with staged_directory(output_dir) as staging:
         start = time.perf_counter()
-        with link_mode("copy" if copy else "auto"):
+        # The user's files (the model, an --engine-dir or --checkpoint given): copied or cloned while
+        # writable, and never changed (no mode bit of theirs is ours to set).
+        source_inodes = inodes(source_dir).union(*(inodes(root) for root in users_roots))
+        with link_mode("copy" if copy else "auto"), users_files(source_inodes):
             chosen.assemble(plan, produced, source_dir, staging)
         # Files the build produced (ModelOpt, transformers and vendor tools may write 0600) become
-        # readable as the umask allows, so a serving user can read them; the source's are left alone.
-        source_inodes = inodes(source_dir)
+        # readable as the umask allows, so a serving user can read them; the user's are left alone.
         make_readable(staging, keep=source_inodes)
         # Payloads hard-linked from what the build produced become read-only: an edit through this
         # output can then never reach another output or the cache that later links the same inode.
