@@ -1,4 +1,4 @@
-"""Fleet benchmark: the 6-build matrix of tests/test_fleet_matrix.py (4 hf builds of two demo
+"""Fleet benchmark: the 6-build matrix of tests/fleet/test_fleet_matrix.py (4 hf builds of two demo
 models x two dtypes, 2 trtllm builds tp 1 and 2 whose engines come from the STAND-IN trtllm-build)
 against a local SeaweedFS:
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.paths import FIXTURES_DIR
+
 # Append "tests.fixtures_<area>" (tests/ is a package).
 pytest_plugins: list[str] = [
     "tests.fixtures_hub",
@@ -26,9 +28,7 @@ _ENV_BIN = str(Path(sys.executable).parent)
 if os.environ.get("PATH", "").split(os.pathsep)[0] != _ENV_BIN:
     os.environ["PATH"] = os.pathsep.join([_ENV_BIN, os.environ.get("PATH", "")])
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 # Data the tests read, kept in the repository so that a fresh clone passes (see tests/fixtures/README.md).
-FIXTURES_DIR = REPO_ROOT / "tests" / "fixtures"
 FIXTURE_CONFIGS = FIXTURES_DIR / "hf-configs"
 SEEDS_DIR = FIXTURES_DIR / "seeds"
 

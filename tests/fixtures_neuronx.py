@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-STANDIN_PYTHON = Path(__file__).resolve().parent / "standins" / "neuron-python"
-HF_CONFIGS = Path(__file__).resolve().parent / "fixtures" / "hf-configs"
+from tests.paths import FIXTURES_DIR, STANDINS_DIR
+
+STANDIN_PYTHON = STANDINS_DIR / "neuron-python"
+HF_CONFIGS = FIXTURES_DIR / "hf-configs"
 
 
 def write_neuron_model(directory: Path, fixture: str = "meta-llama--Llama-2-7b-hf") -> Path:

@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 
 from tests.fixtures_s3 import S3Server
+from tests.paths import STANDINS_DIR
 
-STANDINS = Path(__file__).resolve().parent / "standins"
+STANDINS = STANDINS_DIR
 PROFILE = "lmi-0.33.0-trtllm-0.21.0"
 OBJECT_STORE_BYTES = 80 * 1024**2  # the builds pass only small JSON through Ray
 NODE_ARGS: dict[str, Any] = {"num_cpus": 2, "object_store_memory": OBJECT_STORE_BYTES}

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from lmi_build.planning.plan import BuildPlan
+from tests.paths import STANDINS_DIR
 
-STANDINS = Path(__file__).resolve().parent / "standins"
+STANDINS = STANDINS_DIR
 LLAMA = "meta-llama--Llama-2-7b-hf"
 TrtllmPlanner = Callable[..., BuildPlan]
 

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.paths import REPO_ROOT
+
+REPO = REPO_ROOT
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
 

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from lmi_build.artifact.manifest import load_manifest
+from tests.paths import STANDINS_DIR
 
-STANDINS = Path(__file__).resolve().parent / "standins"
+STANDINS = STANDINS_DIR
 PROFILE = "lmi-0.33.0-trtllm-0.21.0"
 pytestmark = pytest.mark.slow
 

@@ -16,8 +16,9 @@ import typer.main
 
 from lmi_build.target_names import TARGET_NAMES
 from lmi_build.targets import TARGETS, PlanKnobs, get_target
+from tests.paths import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 SOURCES = sorted((REPO / "lmi_build").rglob("*.py"))
 # A module path in a string ("lmi_build.x.y" or "lmi_build.x:f") is an edge nobody can follow.
 MODULE_STRING = re.compile(r"""["']lmi_build(\.[a-z_]+)+(:[a-z_]+)?["']""")

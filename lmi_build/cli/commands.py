@@ -2,7 +2,7 @@
 
 Start-up time is part of the interface (benchmarks/startup.py): ``lmi-build --help`` is printed
 from the table below without importing typer or rich, and any other command line imports only
-the module of the command it names. ``tests/test_cli_help.py`` checks that the table says exactly
+the module of the command it names. ``tests/cli/test_cli_help.py`` checks that the table says exactly
 what the typer commands say, so the two cannot drift apart.
 """
 

@@ -1,7 +1,7 @@
 """Help text and bounds of the CLI flags that set an option, from those options' table entries.
 
 ``python -m lmi_build.cli.flag_help`` writes them, keyed by option, to ``lmi_build/cli/option_flags.py``,
-which the generated flags read (``plan_flags``); ``tests/test_options_flag_help.py`` fails when that
+which the generated flags read (``plan_flags``); ``tests/options/test_options_flag_help.py`` fails when that
 file and the table drift apart. (Why a generated file rather than reading the table when the CLI
 starts: see there.) The options are those a ``PlanRequest`` knob sets.
 """
@@ -25,7 +25,7 @@ by `python -m lmi_build.cli.flag_help`; do not edit.
 Generated, not read from the table here, because every `lmi-build` start imports this module
 (`--help` included): reading options.toml would add about 20 ms (tomllib's import, then the
 parse) to the ~70 ms of `import lmi_build.cli`, where these literals take ~0.2 ms (measured with
-`python -X importtime -c "import lmi_build.cli"`). tests/test_options_flag_help.py fails on drift.
+`python -X importtime -c "import lmi_build.cli"`). tests/options/test_options_flag_help.py fails on drift.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ by `python -m lmi_build.cli.flag_help`; do not edit.
 Generated, not read from the table here, because every `lmi-build` start imports this module
 (`--help` included): reading options.toml would add about 20 ms (tomllib's import, then the
 parse) to the ~70 ms of `import lmi_build.cli`, where these literals take ~0.2 ms (measured with
-`python -X importtime -c "import lmi_build.cli"`). tests/test_options_flag_help.py fails on drift.
+`python -X importtime -c "import lmi_build.cli"`). tests/options/test_options_flag_help.py fails on drift.
 """
 
 from __future__ import annotations

@@ -1,0 +1,154 @@
+"""build-engines.sh --check, and the same check at its start (issue 24 item 5): on a host given only
+STAND-IN docker / nvidia-smi executables (written here, each saying it is a stand-in), every
+requirement is printed ok or missing with its fix, and a missing one exits non-zero before any step."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lmi_build.runners.bundle import finished_output
+from lmi_build.targets.trtllm.profiles import get_profile
+
+PROFILE = "lmi-0.33.0-trtllm-0.21.0"
+IMAGE = get_profile(PROFILE).image
+REGISTRY = "763104351884.dkr.ecr.us-west-2.amazonaws.com"
+# The tools the script's check uses besides docker and nvidia-smi (sh builtins aside).
+TOOLS = ("sh", "grep", "tr", "head", "ls", "cat")
+
+DOCKER = """#!/bin/sh
+# STAND-IN for docker, for lmi-build's tests only (tests/runners/test_bundle_check.py): it runs nothing.
+case "$1" in
+  info)
+    [ "${STANDIN_DOCKER_DAEMON:-up}" = up ] || { echo "Cannot connect to the Docker daemon (STAND-IN)" >&2; exit 1; }
+    echo "Server: STAND-IN"
+    echo " Runtimes: ${STANDIN_DOCKER_RUNTIMES:-io.containerd.runc.v2 nvidia runc}" ;;
+  image) exit 1 ;;  # no image pulled on this stand-in host
+  *) echo "docker STAND-IN: $*" >&2; exit 1 ;;
+esac
+"""
+NVIDIA_SMI = """#!/bin/sh
+# STAND-IN for nvidia-smi, for lmi-build's tests only (tests/runners/test_bundle_check.py).
+case "$*" in
+  *--query-gpu=compute_cap,name*) echo "${STANDIN_COMPUTE_CAP:-9.0}, STAND-IN NVIDIA GPU" ;;
+  *-L*) echo "GPU 0: STAND-IN NVIDIA GPU (UUID: GPU-0)" ;;
+  *) echo "nvidia-smi STAND-IN" ;;
+esac
+"""
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "lmi_build", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=600, check=False)
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A build-engines.sh bundle for a g5 plan (A10G: sm86), the model converted on the GPU host."""
+    where = tmp_path_factory.mktemp("bundle-check")
+    out = where / "bundle"
+    result = _cli("trtllm", "--model", "demo:tiny-gpt2", "--profile", PROFILE, "--instance-type", "ml.g5.12xlarge",
+                  "--tp", "1", "--runner", "script", "--output", str(out), "--json", cwd=where)
+    assert result.returncode == 0, result.stderr
+    (out / "TensorRT-LLM" / "examples" / "gpt").mkdir(parents=True)  # where the script expects the checkout
+    (out / "TensorRT-LLM" / "examples" / "gpt" / "convert_checkpoint.py").write_text("# STAND-IN\n")
+    return out
+
+
+def _host(tmp_path: Path, *, docker: bool = True, gpu: bool = True, login: bool = True) -> dict[str, str]:
+    """The environment of a host that has exactly these stand-ins (and the plain tools) on PATH."""
+    tools, standins = tmp_path / "tools", tmp_path / "standins"
+    tools.mkdir()
+    standins.mkdir()
+    for tool in TOOLS:
+        found = shutil.which(tool)
+        assert found is not None, tool
+        (tools / tool).symlink_to(found)
+    for name, text, wanted in (("docker", DOCKER, docker), ("nvidia-smi", NVIDIA_SMI, gpu)):
+        if wanted:
+            (standins / name).write_text(text)
+            (standins / name).chmod(0o755)
+    config = tmp_path / "docker-config"
+    config.mkdir()
+    if login:
+        (config / "config.json").write_text(json.dumps({"auths": {REGISTRY: {}}}))
+    return {"PATH": f"{standins}{os.pathsep}{tools}", "DOCKER_CONFIG": str(config), "HOME": str(tmp_path),
+            "STANDIN_COMPUTE_CAP": "8.6"}
+
+
+def _script(bundle: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["sh", "./build-engines.sh", *args], cwd=bundle, env=env, capture_output=True, text=True,
+                          timeout=60, check=False)
+
+
+def _lines(result: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    """requirement -> "ok" / "missing"."""
+    status: dict[str, str] = {}
+    for line in result.stdout.splitlines():
+        word, _, rest = line.partition(" ")
+        if word in ("ok", "missing"):
+            status[rest.strip()] = word
+    return status
+
+
+def test_a_host_with_everything_passes_the_check(bundle: Path, tmp_path: Path) -> None:
+    result = _script(bundle, _host(tmp_path), "--check")
+    assert result.returncode == 0, result.stdout + result.stderr
+    status = _lines(result)
+    assert set(status.values()) == {"ok"}, result.stdout
+    wanted = ["docker installed", "the docker daemon reachable", f"a docker login for {REGISTRY}",
+              "the NVIDIA container runtime", "the model directory MODEL_DIR", "the examples directory TRTLLM_EXAMPLES",
+              "a GPU of sm86 (the plan's instance type ml.g5.12xlarge) (found sm86, STAND-IN NVIDIA GPU)"]
+    for requirement in wanted:
+        assert any(line.startswith(requirement) for line in status), (requirement, result.stdout)
+    assert not (bundle / "engine").exists() and not (bundle / "build-logs").exists()  # --check runs no step
+
+
+@pytest.mark.parametrize(("host", "extra", "missing", "fix"), [
+    ({"docker": False}, {}, "docker installed", "install Docker Engine"),
+    ({}, {"STANDIN_DOCKER_DAEMON": "down"}, "the docker daemon reachable", "sudo systemctl start docker"),
+    ({}, {"STANDIN_DOCKER_RUNTIMES": "io.containerd.runc.v2 runc"}, "the NVIDIA container runtime",
+     "sudo nvidia-ctk runtime configure --runtime=docker"),
+    ({"login": False}, {}, f"a docker login for {REGISTRY}",
+     f"aws ecr get-login-password --region us-west-2 | docker login --username AWS --password-stdin {REGISTRY}"),
+    ({"gpu": False}, {}, "a GPU of sm86", "an NVIDIA GPU and its driver"),
+    ({}, {"STANDIN_COMPUTE_CAP": "9.0"}, "a GPU of sm86 (the plan's instance type ml.g5.12xlarge) (found sm90",
+     "build on a sm86 GPU"),
+], ids=["no-docker", "daemon-down", "no-nvidia-runtime", "no-registry-login", "no-gpu", "other-sm"])
+def test_each_missing_requirement_is_named_with_its_fix(bundle: Path, tmp_path: Path, host: dict[str, bool],
+                                                        extra: dict[str, str], missing: str, fix: str) -> None:
+    env = {**_host(tmp_path, **host), **extra}
+    result = _script(bundle, env, "--check")
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"missing  {missing}"))
+    assert lines[at + 1].strip().startswith("fix: ") and fix in lines[at + 1], result.stdout
+
+
+def test_a_run_checks_first_and_stops_before_any_step(bundle: Path, tmp_path: Path) -> None:
+    result = _script(bundle, {**_host(tmp_path), "STANDIN_DOCKER_DAEMON": "down"})
+    assert result.returncode == 1
+    assert "missing  the docker daemon reachable" in result.stdout and "--check" in result.stderr
+    assert not (bundle / "engine").exists() and not (bundle / "build-logs").exists()
+    (tmp_path / "other").mkdir()
+    assert _script(bundle, _host(tmp_path / "other"), "--bogus").returncode == 2
+
+
+def test_runner_local_checks_the_tools_on_path_not_docker(bundle: Path, tmp_path: Path) -> None:
+    result = _script(bundle, {**_host(tmp_path, docker=False), "RUNNER": "local"}, "--check")
+    assert result.returncode == 1
+    status = _lines(result)
+    assert not any(line.startswith("docker") for line in status)
+    assert status["trtllm-build on PATH"] == "missing" and "install TensorRT-LLM 0.21.0rc1" in result.stdout
+
+
+def test_the_finishing_output_never_doubles_the_suffix(tmp_path: Path) -> None:
+    assert finished_output(tmp_path / "x1") == tmp_path / "x1-artifact"
+    assert finished_output(tmp_path / "x1-artifact") == tmp_path / "x1-artifact-2"
+    assert finished_output(tmp_path / "x1-artifact-2") == tmp_path / "x1-artifact-3"

@@ -1,0 +1,144 @@
+"""One model of each LMI Neuron release's start-up (issue 21, Deliver 1; ``targets/neuronx/startup.py``):
+``verify --for-container`` reports the outcome (``loads`` with the NEFFs, ``recompiles``, ``rejected``)
+with the cited rule, and plan evaluates the same model on the artifact it will write."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from lmi_build.artifact.manifest import Manifest, load_manifest
+from lmi_build.artifact.verify import serving_target
+from lmi_build.cli import app
+from lmi_build.planning.startup import StartupOutcome
+from lmi_build.targets import TARGETS
+from lmi_build.targets.neuronx.knobs import NeuronxBuild
+from lmi_build.targets.neuronx.profiles import get_profile
+from lmi_build.targets.neuronx.startup import evaluate, from_manifest, from_planned
+from tests.fixtures_neuronx import write_neuron_model
+from tests.fixtures_planning import plan_for
+from tests.targets.neuronx.test_neuronx_corpus import CORPUS, PROFILES, SMALL, _properties
+
+P028, P029, P030 = "lmi-0.28.0-neuronx-sdk2.18.2", "lmi-0.29.0-neuronx-sdk2.19.1", "lmi-0.30.0-neuronx-sdk2.20.1"
+CC = {"0.28.0-dlc": "2.13.72.0", "0.29.0-dlc": "2.14.227.0", "0.30.0-dlc": "2.15.141.0"}
+
+
+def _build(tmp_path: Path, model: Path, *extra: str, profile: str = P030) -> Path:
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["neuronx", "--model", str(model), "--tp", "2", "--n-positions", "1024",
+                                      "--profile", profile, *extra, "--output", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def _startup(manifest: Manifest, container: str) -> StartupOutcome:
+    outcome = TARGETS["neuronx"].container_startup(manifest, serving_target(TARGETS, container=container))
+    assert outcome is not None
+    return outcome
+
+
+def _edited(manifest: Manifest, drop: tuple[str, ...] = (), **values: str) -> Manifest:
+    properties = {k: v for k, v in manifest.serving_properties.items() if k not in drop}
+    properties.update({key.replace("__", "."): value for key, value in values.items()})
+    return manifest.model_copy(update={"serving_properties": properties})
+
+
+@pytest.mark.parametrize("entry_id", SMALL)
+def test_corpus_artifacts_load_on_their_release(entry_id: str, tmp_path: Path,
+                                                neuron_standin: Callable[..., None]) -> None:
+    entry = next(e for e in CORPUS if e["id"] == entry_id)
+    profile = PROFILES[entry["branch"]]
+    neuron_standin(neuronx_cc=CC[entry["branch"]])
+    model = write_neuron_model(tmp_path / "gpt2", "openai-community--gpt2")
+    out = tmp_path / "out"
+    built = CliRunner().invoke(app, ["neuronx", "--model", str(model), "--properties", str(_properties(entry, tmp_path)),
+                                     "--profile", profile, "--output", str(out), "--quiet"])
+    assert built.exit_code == 0, built.output
+    served = json.loads(CliRunner().invoke(app, ["verify", str(out), "--for-container", profile, "--json"]).stdout)
+    startup: dict[str, Any] = served["startup"]
+    neffs = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.neff"))
+    assert startup["outcome"] == "loads" and startup["loader"] == "tnx" and startup["loads"] == neffs and neffs
+    assert startup["profile"] == profile and startup["resolved"]["rolling_batch"]
+    assert all(rule["effect"] == "resolves" and rule["sources"] for rule in startup["rules"])
+    human = CliRunner().invoke(app, ["verify", str(out), "--for-container", profile])
+    assert f"container start-up on {profile}: loads (loader tnx, {len(neffs)} NEFFs)" in human.output
+
+
+def test_each_finding_artifact_gives_the_release_outcome_with_its_rule(tmp_path: Path,
+                                                                       neuron_standin: Callable[..., None]) -> None:
+    neuron_standin()
+    static = load_manifest(_build(tmp_path / "static", write_neuron_model(tmp_path / "llama"), "--option",
+                                  "option.batch_size=4"))
+    assert _startup(static, P030).outcome == "loads"
+    # Finding 1: no option.rolling_batch -> auto (rolling batch) on 0.30, and no NEFF for batch 32.
+    auto = _startup(_edited(static, drop=("option.rolling_batch", "option.batch_size", "batch_size"),
+                            option__max_rolling_batch_size="32"), P030)
+    assert auto.outcome == "rejected" and auto.deciding()[0].rule == "neuron_batching"
+    assert any("base.py:775-785" in source for source in auto.deciding()[0].sources)
+    # Finding 2: option.batch_size next to rolling batch: DJL's validator.
+    both = _startup(_edited(static, drop=("batch_size",), option__rolling_batch="auto"), P030)
+    assert both.outcome == "rejected" and "cannot be enabled at the same time" in both.deciding()[0].message
+    # Finding 6: the server batch is not the NEFFs': it loads, one request a pass (an error, cited).
+    server = _startup(_edited(static, batch_size="1"), P030)
+    assert server.outcome == "loads" and [r.effect for r in server.errors()] == ["degrades"]
+    assert "ModelInfo.java:864-867" in server.errors()[0].sources[0]
+    # Finding 11: a draft model -> the container compiles the speculation kernels.
+    draft = _startup(_edited(static, option__speculative_draft_model="s3://bucket/draft/"), P030)
+    assert draft.outcome == "recompiles" and draft.deciding()[0].rule == "neuron_refused_option"
+    # Finding 12: on_device_embedding=false on 0.30: presharded weights assert.
+    embedding = _startup(_edited(static, option__on_device_embedding="false"), P030)
+    assert embedding.outcome == "rejected" and embedding.deciding()[0].sources == (
+        get_profile(P030).on_device_embedding_sources)
+    for outcome in (auto, both, draft, embedding):
+        line = outcome.summary()
+        assert line.startswith(f"container start-up on {P030}: {outcome.outcome}: ") and line.endswith("]")
+
+
+def test_rope_outcome_per_release(tmp_path: Path, neuron_standin: Callable[..., None]) -> None:
+    """Finding 8 through the one model: 0.28's transformers rejects llama3 rope_scaling, 0.29 loads it unscaled."""
+    neuron_standin(neuronx_cc="2.16.372.0")
+    model = write_neuron_model(tmp_path / "llama3")
+    config = json.loads((model / "config.json").read_text())
+    config.update(rope_scaling={"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+                  max_position_embeddings=131072)
+    (model / "config.json").write_text(json.dumps(config))
+    manifest = load_manifest(_build(tmp_path, model, profile="lmi-0.32.0-neuronx-sdk2.21.1"))
+    rejected = _startup(manifest, P028)
+    rope = next(r for r in rejected.rules if r.rule == "neuron_rope_scaling")
+    assert rejected.outcome == "rejected" and rope.effect == "rejected" and "two fields" in rope.message
+    unscaled = next(r for r in _startup(manifest, P029).rules if r.rule == "neuron_rope_scaling")
+    assert unscaled.effect == "degrades" and unscaled.sources == get_profile(P029).rope_scaling_sources
+    # (A 0.32 artifact on 0.29 is rejected anyway: 0.29 passes no on_device_embedding, its NEFFs have it.)
+
+@pytest.mark.parametrize("extra", [(), ("--max-batch-size", "4"), ("--option", "option.batch_size=4")])
+def test_plan_and_verify_evaluate_the_same_startup(extra: tuple[str, ...], tmp_path: Path,
+                                                   neuron_standin: Callable[..., None]) -> None:
+    neuron_standin()
+    model = write_neuron_model(tmp_path / "llama")
+    manifest = load_manifest(_build(tmp_path, model, *extra))
+    plan = plan_for("neuronx", model=str(model), tp="2", n_positions="1024", profile=P030,
+                    **({"max_batch_size": 4} if "--max-batch-size" in extra else {}),
+                    **({"option": ("option.batch_size=4",)} if "--option" in extra else {}))
+    profile = get_profile(P030)
+    planned = evaluate(profile, from_planned(plan.options, plan.option_sources, plan.knobs(NeuronxBuild), plan.spec,
+                                             profile.neuron_cc_flags))
+    verified = evaluate(profile, from_manifest(manifest))
+    assert planned.model_dump(exclude={"loads"}) == verified.model_dump(exclude={"loads"})
+    assert planned.outcome == verified.outcome == "loads" and verified.loads
+
+
+def test_plan_is_invalid_where_the_model_says_rejected_or_recompiles(tmp_path: Path) -> None:
+    model = write_neuron_model(tmp_path / "llama")
+    plan = plan_for("neuronx", model=str(model), tp="2", n_positions="1024", profile=P030,
+                    option=("option.speculative_draft_model=s3://bucket/draft/",))
+    profile = get_profile(P030)
+    outcome = evaluate(profile, from_planned(plan.options, plan.option_sources, plan.knobs(NeuronxBuild), plan.spec,
+                                             profile.neuron_cc_flags))
+    assert outcome.outcome == "recompiles" and not plan.valid
+    assert {r.rule for r in outcome.deciding()} <= {e.code for e in plan.errors}
