@@ -1,5 +1,7 @@
-"""Benchmark: packaging a ~2 GB model (hash + hard link, and hash + copy) against the shell
-baseline `cp -r` followed by `sha256sum` of the same files.
+"""Benchmark: packaging a ~2 GB model against the shell baseline `cp -r` followed by `sha256sum` of
+the same files: the default mode with the user's writable source (cloned copy-on-write where the file
+system can, else copied: no output shares a writable file with the model), the same with a read-only
+source (hard-linked), and --copy.
 
     python benchmarks/package.py                 # 2 GiB in 4 shards, best of 2 runs
     python benchmarks/package.py --size-gib 0.5 --shards 2 --repeat 1 --json
@@ -30,8 +32,9 @@ from lmi_build.artifact.manifest import BuildRecord
 from lmi_build.artifact.packager import package
 from lmi_build.artifact.verify import verify_local
 from lmi_build.model.spec import ModelSpec
-from lmi_build.planning.plan import BuildPlan, HfBuild, ToolchainRef
+from lmi_build.planning.plan import BuildPlan, ToolchainRef
 from lmi_build.targets import TARGETS
+from lmi_build.targets.hf.knobs import HfBuild
 from lmi_build.types import ModelIdentity
 
 CHUNK = 64 * 1024 * 1024
@@ -103,14 +106,18 @@ def main() -> None:
         write_time = timed(lambda: write_model(source, size, args.shards))
         total = sum(p.stat().st_size for p in source.iterdir())
         plan = bench_plan()
-        results: dict[str, list[float]] = {"cp -r + sha256sum": [], "package (link)": [], "package (copy)": [],
+        results: dict[str, list[float]] = {"cp -r + sha256sum": [], "package (writable source)": [],
+                                           "package (read-only source)": [], "package (copy)": [],
                                            "verify (rehash)": []}
+        shards = sorted(source.glob("*.safetensors"))
         for run in range(args.repeat):
             out = work / f"baseline-{run}"
             results["cp -r + sha256sum"].append(timed(lambda out=out: baseline(source, out)))  # type: ignore[misc]
             shutil.rmtree(out)
-            for mode, copy in (("link", False), ("copy", True)):
-                target = work / f"artifact-{mode}-{run}"
+            for mode, copy in (("writable source", False), ("read-only source", False), ("copy", True)):
+                target = work / f"artifact-{mode.replace(' ', '-')}-{run}"
+                for shard in shards:
+                    shard.chmod(0o444 if mode == "read-only source" else 0o644)
                 results[f"package ({mode})"].append(timed(lambda target=target, copy=copy: package(  # type: ignore[misc]
                     plan, target=TARGETS["hf"], layout=TARGETS["hf"].layouts()["hf"], produced=source, source_dir=source,
                     output_dir=target,

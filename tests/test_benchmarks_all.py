@@ -14,3 +14,11 @@ def test_every_benchmark_script_is_in_the_run_order() -> None:
     assert not set(ORDER) & set(TOOLS)
     assert scripts == named, f"benchmarks/__main__.py ORDER/TOOLS miss {sorted(scripts - named)} " \
                              f"or name missing scripts {sorted(named - scripts)}"
+
+
+def test_every_benchmark_script_imports() -> None:
+    """A benchmark that no longer imports (a class that moved) fails here, not on the day it is run."""
+    import importlib
+
+    for name in [*ORDER, *TOOLS]:
+        importlib.import_module(f"benchmarks.{name}")
