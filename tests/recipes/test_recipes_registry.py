@@ -13,7 +13,8 @@ from lmi_build.errors import UnknownName, UnsupportedTarget
 from lmi_build.model.normalize import read_spec, read_spec_file
 from lmi_build.recipes.registry import RecipeBook, RecipeError, load_recipes, recipes_dir
 from lmi_build.recipes.schema import Recipe
-from tests.conftest import FIXTURE_CONFIGS, REPO_ROOT
+from tests.conftest import FIXTURE_CONFIGS
+from tests.paths import REPO_ROOT
 
 
 @pytest.fixture(scope="module")
