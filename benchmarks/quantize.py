@@ -46,12 +46,20 @@ CASES: dict[str, tuple[str | None, str, int, str]] = {
     "hf-bf16-tp2": (None, "bfloat16", 2, "hf"),
     "hf-fp8": ("fp8", "float16", 1, "hf"),
     "hf-awq": ("awq", "float16", 1, "hf"),
+    # The peer of "awq": a direct ModelOpt script (load, mtq.quantize with INT4_AWQ_CFG on the same
+    # samples, export_tensorrt_llm_checkpoint), with none of lmi-build's planning, staging or manifest.
+    "awq-direct": ("awq", "bfloat16", 1, "trtllm"),
 }
-SHAPE = {"hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 10, "num_attention_heads": 16,
-         "num_key_value_heads": 4, "vocab_size": 32000}
+SHAPES = {
+    "small": {"hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 10, "num_attention_heads": 16,
+              "num_key_value_heads": 4, "vocab_size": 32000},
+    # Llama-2-7B's shape (meta-llama/Llama-2-7b-hf config.json): 6.7 B parameters, 12.6 GiB in fp16.
+    "7b": {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32,
+           "num_key_value_heads": 32, "vocab_size": 32000},
+}
 
 
-def make_model(model_dir: Path) -> None:
+def make_model(model_dir: Path, shape: str) -> None:
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -59,9 +67,11 @@ def make_model(model_dir: Path) -> None:
     from lmi_build.planning import calibration_text
 
     torch.manual_seed(0)
-    config = LlamaConfig(**SHAPE, max_position_embeddings=4096, bos_token_id=0, eos_token_id=1,
+    config = LlamaConfig(**SHAPES[shape], max_position_embeddings=4096, bos_token_id=0, eos_token_id=1,
                          tie_word_embeddings=False, torch_dtype="float16")
-    model = LlamaForCausalLM(config).half()
+    # On a GPU the random initialisation of a 7B takes seconds instead of minutes of CPU.
+    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
+        model = LlamaForCausalLM(config).half()
     model.save_pretrained(model_dir, safe_serialization=True)
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -112,6 +122,8 @@ def run_case(name: str, model_dir: Path, work_dir: Path, calib_size: int, calib_
     if errors:
         raise SystemExit(f"{name}: {[e.message for e in errors]}")
     plan = plan.model_copy(update={"quantization": quantization})
+    if name.endswith("-direct"):
+        return run_direct(plan, quantization, model_dir, work_dir / "direct-checkpoint")
     if name.endswith("-modelopt") and plan.build is not None:
         plan = plan.model_copy(update={"build": plan.build.model_copy(update={"checkpoint_writer": "modelopt"})})
     if target == "hf" and plan.build is not None:
@@ -129,6 +141,45 @@ def run_case(name: str, model_dir: Path, work_dir: Path, calib_size: int, calib_
             "params": plan.spec.num_parameters,
             "writer": result.writer,
             "device": result.placement.describe() if result.placement else "-"}
+
+
+def run_direct(plan: Any, quantization: Any, model_dir: Path, out_dir: Path) -> dict[str, Any]:
+    """The peer: what a user would script with ModelOpt alone, on the plan's samples and knobs."""
+    import modelopt.torch.quantization as mtq
+    import torch
+    from modelopt.torch.export import export_tensorrt_llm_checkpoint
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from lmi_build.planning import calibration_text
+
+    started = time.perf_counter()
+    calibration = quantization.calibration
+    model = AutoModelForCausalLM.from_pretrained(
+        str(model_dir), dtype=torch.bfloat16, low_cpu_mem_usage=True,
+        device_map="auto" if torch.cuda.is_available() else None).eval()
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token
+    samples = calibration_text.select(calibration_text.load_builtin().samples, calibration.size, calibration.seed)
+    batches = [tokenizer(samples[i:i + calibration.batch_size], return_tensors="pt", padding=True, truncation=True,
+                         max_length=calibration.max_seq_len) for i in range(0, len(samples), calibration.batch_size)]
+    tokens = sum(int(b["attention_mask"].sum()) for b in batches)
+    device = next(model.parameters()).device
+    calib_seconds = [0.0]
+
+    def forward_loop(quantized: Any) -> None:
+        begun = time.perf_counter()
+        with torch.inference_mode():
+            for batch in batches:
+                quantized(input_ids=batch["input_ids"].to(device), attention_mask=batch["attention_mask"].to(device))
+        calib_seconds[0] += time.perf_counter() - begun
+
+    config = mtq.INT4_AWQ_CFG
+    mtq.quantize(model, config, forward_loop=forward_loop)
+    export_tensorrt_llm_checkpoint(model, "llama", torch.bfloat16, export_dir=out_dir, inference_tensor_parallel=1)
+    size = sum(f.stat().st_size for f in out_dir.iterdir() if f.is_file())
+    return {"quant_algo": "W4A16_AWQ", "out_bytes": size, "step_seconds": time.perf_counter() - started,
+            "calib_tokens": tokens, "calib_seconds": calib_seconds[0], "params": plan.spec.num_parameters,
+            "writer": "modelopt (direct script)", "device": str(device)}
 
 
 def import_baseline() -> dict[str, Any]:
@@ -172,7 +223,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("/tmp/lmi-bench"))
     parser.add_argument("--cases", default=",".join(CASES))
-    parser.add_argument("--model", help="demo:NAME or a model directory (default: generate the 1.1 GB Llama)")
+    parser.add_argument("--model", help="demo:NAME or a model directory (default: generate a Llama of --shape)")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="small",
+                        help="the generated model: small (1.1 GB) or 7b (Llama-2-7B's shape, 12.6 GiB)")
     parser.add_argument("--calib-size", type=int, default=8, help="0: the planner's defaults")
     parser.add_argument("--calib-max-seq-len", type=int, default=128)
     parser.add_argument("--calib-batch-size", type=int, default=0, help="0: each method's default")
@@ -185,7 +238,7 @@ def main() -> None:
         model_dir = _existing_model(args.model)
 
     if args.make_model:
-        make_model(model_dir)
+        make_model(model_dir, args.shape)
         return
     if args.baseline:
         print(json.dumps(import_baseline()))
@@ -195,15 +248,16 @@ def main() -> None:
                                   args.calib_size, args.calib_max_seq_len, args.calib_batch_size)))
         return
 
-    me = [sys.executable, __file__, "--out", str(args.out), *(["--model", args.model] if args.model else []),
+    me = [sys.executable, __file__, "--out", str(args.out), "--shape", args.shape,
+          *(["--model", args.model] if args.model else []),
           "--calib-size", str(args.calib_size),
           "--calib-max-seq-len", str(args.calib_max_seq_len), "--calib-batch-size", str(args.calib_batch_size)]
-    if args.model is None and not (model_dir / "model.safetensors").is_file():
+    if args.model is None and not any(model_dir.glob("*.safetensors")):
         seconds, _, _ = _child([*me, "--make-model"], args.out / "logs")
         print(f"made {model_dir} in {seconds:.1f}s", file=sys.stderr)
     disk = sum(p.stat().st_size for p in model_dir.glob("*.safetensors"))
     _, baseline, _ = _child([*me, "--baseline"], args.out / "logs")
-    shape = SHAPE if args.model is None else args.model
+    shape = SHAPES[args.shape] if args.model is None else args.model
     print(f"model: {disk / 2**30:.2f} GiB fp16 on disk, {shape}; calibration {args.calib_size} samples "
           f"x <= {args.calib_max_seq_len} tokens, batch {args.calib_batch_size or 'default'}; {os.cpu_count()} CPUs; "
           f"import baseline {baseline / 2**30:.2f} GiB peak RSS (python + torch + transformers + ModelOpt)")
