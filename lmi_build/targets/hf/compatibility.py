@@ -1,15 +1,19 @@
 """Where a Hugging Face checkpoint can be served: the GPU must have the kernels its quantization needs,
-and a container profile must be an hf one whose engine loads the checkpoint's format
-(``data/serving_formats.toml``: each profile's formats and its vLLM's ModelOpt loader algorithms)."""
+and a container profile must be an hf one whose engine loads the checkpoint's architecture
+(``data/loader_architectures.toml``: its vLLM's model registry) and format (``data/serving_formats.toml``:
+each profile's formats and its vLLM's ModelOpt loader algorithms)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lmi_build.artifact.manifest import Manifest
 from lmi_build.artifact.serving import ServingTarget
 from lmi_build.artifact.target_api import Problems, gpu_quantization_problems, message
 from lmi_build.types import PlanMessage
+
+if TYPE_CHECKING:
+    from lmi_build.targets.hf.profiles import HfProfile
 
 # What an engine serves from each kind of container profile, and the command that builds for it.
 OTHER_KINDS = {"trtllm": ("TensorRT-LLM", "engines built for it"), "neuronx": ("Neuron", "NEFFs compiled for it")}
@@ -29,6 +33,7 @@ def check_compatibility(manifest: Manifest, serving: ServingTarget) -> Problems:
 
 def container_problems(manifest: Manifest, container: str, owner: str) -> Problems:
     """An hf checkpoint against container profile ``container`` of target ``owner``."""
+    from lmi_build.targets.hf.loaders import architecture_problems
     from lmi_build.targets.hf.profiles import get_profile, load_profiles
 
     if owner != "hf":
@@ -38,6 +43,14 @@ def container_problems(manifest: Manifest, container: str, owner: str) -> Proble
                         f"profile, which serves {serves}: check it against an hf profile ({hf_profiles})",
                         f"or build for this container: lmi-build {owner} --profile {container} ...")], []
     profile = get_profile(container)
+    architectures = (manifest.plan.get("spec") or {}).get("architectures") or ()
+    arch_errors, arch_warnings = architecture_problems(profile, architectures)
+    errors, warnings = format_problems(manifest, profile)
+    return arch_errors + errors, arch_warnings + warnings
+
+
+def format_problems(manifest: Manifest, profile: HfProfile) -> Problems:
+    """Whether ``profile``'s engine loads the format of the checkpoint an hf artifact holds."""
     fmt, algo, what = artifact_format(manifest)
     where = f"{profile.name} ({profile.engine}, vLLM {profile.vllm})"
     rebuild = f"rebuild it for this container: lmi-build hf --profile {profile.name} ..."

@@ -15,6 +15,7 @@ from lmi_build.planning.plan import QuantizationPlan, ToolchainRef
 from lmi_build.planning.target_api import ContainerFacts, TargetPlan
 from lmi_build.recipes.schema import TargetSupport
 from lmi_build.targets.hf.knobs import HfBuild
+from lmi_build.targets.hf.loaders import architecture_problems
 from lmi_build.targets.hf.profiles import (
     DEFAULT_FORMATS,
     ExportFormat,
@@ -73,6 +74,11 @@ class HfPlanning:
         batch = ctx.int_value("max_rolling_batch_size") or DEFAULT_MAX_BATCH_SIZE
 
         profile = get_profile(ctx.request.profile) if ctx.request.profile else None
+        if profile is not None:
+            errors, warnings = architecture_problems(profile, ctx.spec.architectures)
+            ctx.findings.add_errors(errors)
+            for warning in warnings:
+                ctx.findings.warn(warning.code, warning.message, warning.hint)
         build = HfBuild(tp=tp, dtype=dtype, export_format=plan_export_format(ctx, profile, dtype))
         ctx.derive("engine", self.engine, "hf target")
         ctx.derive("tensor_parallel_degree", tp, "resolved tp")

@@ -1,0 +1,89 @@
+"""Which config.json architectures each hf container profile's engine loads (``data/loader_architectures.toml``:
+the model registry of the profile's vLLM, and what an engine such as LMI-Dist adds to it, every list cited).
+``plan --profile`` and ``verify --for-container`` use it; read without heavy imports."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from lmi_build.tables import load_table
+from lmi_build.targets.hf.profiles import HfProfile, load_profiles
+from lmi_build.types import PlanMessage
+
+LOADERS_FILE = Path(__file__).resolve().parent / "data" / "loader_architectures.toml"
+
+
+class Loader(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    vllm: str
+    commit: str
+    # an architecture outside the registry is tried with vLLM's Transformers backend (model_impl auto)
+    transformers_fallback: bool
+    sources: tuple[str, ...]
+    architectures: tuple[str, ...]  # the text-generation table
+    multimodal: tuple[str, ...] = ()  # the multimodal table (0.5.x keeps these in the table above)
+
+
+class EngineArchitectures(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    profile: str
+    architectures: tuple[str, ...]
+    sources: tuple[str, ...]
+    inferred: tuple[str, ...] = ()
+
+
+class LoaderTable(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    loader: tuple[Loader, ...]
+    engine: tuple[EngineArchitectures, ...] = ()
+
+
+def loader_table() -> LoaderTable:
+    return load_table(LOADERS_FILE, LoaderTable)
+
+
+def loader_of(profile: HfProfile) -> Loader:
+    for loader in loader_table().loader:
+        if loader.vllm == profile.vllm:
+            return loader
+    raise LookupError(f"no [[loader]] for vLLM {profile.vllm} ({profile.name}) in {LOADERS_FILE.name}")
+
+
+def loaded_architectures(profile: HfProfile) -> frozenset[str]:
+    """The architectures ``profile``'s engine resolves on its own (no Transformers-backend fallback)."""
+    loader = loader_of(profile)
+    extra = [a for e in loader_table().engine if e.profile == profile.name for a in e.architectures]
+    return frozenset((*loader.architectures, *loader.multimodal, *extra))
+
+
+def first_profile_loading(architectures: Sequence[str]) -> HfProfile | None:
+    """The oldest hf profile whose engine loads one of ``architectures``."""
+    return next((p for p in load_profiles() if loaded_architectures(p) & set(architectures)), None)
+
+
+def architecture_problems(profile: HfProfile, architectures: Sequence[str]) -> tuple[list[PlanMessage], list[PlanMessage]]:
+    """(errors, warnings) for a checkpoint whose config.json lists ``architectures``, served by
+    ``profile``: the engine takes the first of them its registry resolves; none -> the vLLM releases
+    without a Transformers-backend fallback refuse it (an error), those with one try it (a warning:
+    whether transformers' class supports vLLM's attention backend is not known at plan time)."""
+    if not architectures or loaded_architectures(profile) & set(architectures):
+        return [], []
+    names = "/".join(architectures)
+    where = f"{profile.name} ({profile.engine}, vLLM {profile.vllm})"
+    first = first_profile_loading(architectures)
+    has_it = (f"first hf profile that loads it: {first.name} (vLLM {first.vllm})" if first is not None
+              else "no hf profile lmi-build knows loads it")
+    hint = (f"use --profile {first.name}" if first is not None
+            else "build for another target whose recipe serves it (lmi-build recipes list)")
+    if loader_of(profile).transformers_fallback:
+        return [], [PlanMessage(code="hf_architecture_fallback", hint=hint, message=(
+            f"{names} is not in the model registry of {where}, which tries vLLM's Transformers backend "
+            f"(it loads only if transformers' class supports vLLM's attention backend: not checked); {has_it}"))]
+    return [PlanMessage(code="hf_architecture", hint=hint,
+                        message=f"{where} has no loader for {names}; {has_it}")], []

@@ -1,0 +1,189 @@
+"""Issue 22, Deliver 2 (hf): an hf plan for a container profile, and ``verify --for-container`` of an hf
+artifact, check that the profile's engine loads the checkpoint's architecture at all.
+
+The truth is tests/vendor/vllm/architectures.json, extracted from each vLLM release's own model registry
+by tests/vendor/vllm/extract_architectures.py; lmi-build's table (lmi_build/targets/hf/data/
+loader_architectures.toml) must agree with it, and the plans and verify reports are checked against the
+JSON, never against the tool's table. One fact is not vLLM's: LMI-Dist 11 (the 0.29 profile) serves T5,
+which its vLLM 0.5.3.post1 has no class for (djl-serving v0.29.0 lmi-dist_user_guide.md:22,66)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lmi_build.artifact.verify import serving_target, verify_local
+from lmi_build.model.spec import ModelSpec
+from lmi_build.targets import TARGETS
+from lmi_build.targets.hf.knobs import HfBuild
+from lmi_build.targets.hf.profiles import load_profiles
+from tests.fixtures_artifact import HF, HF_LAYOUT, make_plan, tiny_spec
+from tests.paths import REPO_ROOT
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+VENDOR = json.loads((REPO_ROOT / "tests" / "vendor" / "vllm" / "architectures.json").read_text())["versions"]
+TABLE = REPO_ROOT / "lmi_build" / "targets" / "hf" / "data" / "loader_architectures.toml"
+LMI_DIST = "lmi-0.29.0-lmi-dist-11.0.0"
+VLLM_0_11 = "lmi-0.35.0-vllm-0.11.1"
+VLLM_0_17 = "lmi-0.36.0-vllm-0.17.0"
+HF_PROFILES = {p.name: p.vllm for p in load_profiles()}
+# Beyond its vLLM's registry: LMI-Dist 11's own T5 (DJL's documentation; LMI-Dist's source is not public).
+ENGINE_ADDS = {(LMI_DIST, "T5ForConditionalGeneration")}
+TEXT_TABLES = ("_GENERATION_MODELS", "_TEXT_GENERATION_MODELS")
+
+QWEN25 = "Qwen--Qwen2.5-7B-Instruct"
+LLAMA31 = "meta-llama--Llama-3.1-8B-Instruct"
+PHI3 = "microsoft--Phi-3-mini-4k-instruct"
+GEMMA2 = "google--gemma-2-9b"
+MIXTRAL = "mistralai--Mixtral-8x7B-v0.1"
+T5 = "google--flan-t5-large"
+# 01-ai/Yi-6B's original config.json (remote code; later revisions say LlamaForCausalLM).
+YI_CONFIG = {"architectures": ["YiForCausalLM"], "model_type": "Yi", "hidden_size": 4096, "intermediate_size": 11008,
+             "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 4, "vocab_size": 64000,
+             "max_position_embeddings": 4096, "rms_norm_eps": 1e-05, "rope_theta": 5000000.0, "torch_dtype": "bfloat16",
+             "hidden_act": "silu", "tie_word_embeddings": False, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0,
+             "auto_map": {"AutoConfig": "configuration_yi.YiConfig", "AutoModel": "modeling_yi.YiModel",
+                          "AutoModelForCausalLM": "modeling_yi.YiForCausalLM"}}
+
+
+def vendor_loads(vllm: str, architecture: str) -> bool:
+    return any(architecture in table["architectures"] for table in VENDOR[vllm]["tables"].values())
+
+
+def vendor_falls_back(vllm: str) -> bool:
+    return VENDOR[vllm]["transformers_fallback_line"] is not None
+
+
+def expected(profile: str, architecture: str) -> str | None:
+    """None: the engine loads it; else the finding's code (an error, or the fallback's warning)."""
+    if vendor_loads(HF_PROFILES[profile], architecture) or (profile, architecture) in ENGINE_ADDS:
+        return None
+    return "hf_architecture_fallback" if vendor_falls_back(HF_PROFILES[profile]) else "hf_architecture"
+
+
+def first_loading(architecture: str) -> str | None:
+    return next((p for p, v in HF_PROFILES.items() if vendor_loads(v, architecture) or (p, architecture) in ENGINE_ADDS),
+                None)
+
+
+# --- lmi-build's table against the extracted registries ---------------------------------------------
+
+def test_every_hf_profile_vllm_was_extracted() -> None:
+    assert set(HF_PROFILES.values()) <= set(VENDOR), set(HF_PROFILES.values()) - set(VENDOR)
+
+
+@pytest.mark.parametrize("vllm", sorted(VENDOR))
+def test_loader_table_equals_vllm_registry(vllm: str) -> None:
+    table = {entry["vllm"]: entry for entry in tomllib.loads(TABLE.read_text())["loader"]}
+    assert vllm in table, f"no [[loader]] for vLLM {vllm}"
+    ours, theirs = table[vllm], VENDOR[vllm]
+    text = next(name for name in TEXT_TABLES if name in theirs["tables"])
+    assert sorted(ours["architectures"]) == theirs["tables"][text]["architectures"]
+    assert sorted(ours["multimodal"]) == theirs["tables"].get("_MULTIMODAL_MODELS", {}).get("architectures", [])
+    assert ours["commit"] == theirs["commit"]
+    assert ours["transformers_fallback"] == vendor_falls_back(vllm)
+    # each list is cited at the lines it was read from
+    cited = " ".join(ours["sources"])
+    assert f"{theirs['path']}:{theirs['tables'][text]['lines']} {text}" in cited
+    if "_MULTIMODAL_MODELS" in theirs["tables"]:
+        assert f"{theirs['path']}:{theirs['tables']['_MULTIMODAL_MODELS']['lines']} _MULTIMODAL_MODELS" in cited
+
+
+# --- plan --profile ---------------------------------------------------------------------------------
+
+@pytest.fixture
+def yi_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "01-ai--Yi-6B"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(YI_CONFIG))
+    return folder
+
+
+def _architecture_findings(plan: Any) -> list[tuple[str, str]]:
+    return [(m.code, m.message) for m in [*plan.errors, *plan.warnings] if m.code.startswith("hf_architecture")]
+
+
+@pytest.mark.parametrize("profile", sorted(HF_PROFILES))
+@pytest.mark.parametrize("model", [QWEN25, LLAMA31, PHI3, GEMMA2, MIXTRAL, T5, "yi"])
+def test_plan_checks_the_profiles_loader(model: str, profile: str, plan_model: Any, yi_dir: Path) -> None:
+    fields: dict[str, Any] = {"profile": profile, "tp": 2 if model == MIXTRAL else 1}
+    plan = plan_model("hf", yi_dir, trust_remote_code=True, **fields) if model == "yi" else plan_model("hf", model, **fields)
+    architecture = plan.spec.architectures[0]
+    want = expected(profile, architecture)
+    found = _architecture_findings(plan)
+    if want is None:
+        assert found == [], found
+        return
+    assert [code for code, _ in found] == [want], found
+    text = found[0][1]
+    assert architecture in text and profile in text and "\n" not in text
+    first = first_loading(architecture)
+    assert (first in text) if first else ("no hf profile" in text), text
+    if want == "hf_architecture":
+        assert not plan.valid
+    else:
+        assert "Transformers backend" in text
+
+
+def test_llama_loads_everywhere_and_gemma2_on_lmi_dist(plan_model: Any) -> None:
+    """vLLM 0.5.3.post1 has Gemma2ForCausalLM (and Qwen2MoeForCausalLM, DeepseekV2ForCausalLM)."""
+    for profile in HF_PROFILES:
+        assert _architecture_findings(plan_model("hf", LLAMA31, profile=profile)) == []
+    assert _architecture_findings(plan_model("hf", GEMMA2, profile=LMI_DIST)) == []
+    assert all(vendor_loads("0.5.3.post1", a) for a in ("Gemma2ForCausalLM", "Qwen2MoeForCausalLM", "DeepseekV2ForCausalLM"))
+
+
+def test_yi_refused_on_lmi_dist(plan_model: Any, yi_dir: Path) -> None:
+    plan = plan_model("hf", yi_dir, trust_remote_code=True, profile=LMI_DIST)
+    assert not plan.valid
+    error = next(m for m in plan.errors if m.code == "hf_architecture")
+    assert error.message == (f"{LMI_DIST} (lmi-dist, vLLM 0.5.3.post1) has no loader for YiForCausalLM; "
+                             "no hf profile lmi-build knows loads it")
+
+
+def test_no_profile_no_loader_check(plan_model: Any, yi_dir: Path) -> None:
+    """Without --profile the checkpoint is for TensorRT-LLM's PyTorch backend: no vLLM registry applies."""
+    assert _architecture_findings(plan_model("hf", yi_dir, trust_remote_code=True)) == []
+
+
+# --- verify --for-container -------------------------------------------------------------------------
+
+@pytest.fixture
+def artifact_of(make_artifact: Callable[..., Path], source_model: Path) -> Callable[[str], Path]:
+    def make(architecture: str) -> Path:
+        spec = ModelSpec(**{**tiny_spec().model_dump(), "architectures": (architecture,)})
+        plan = make_plan("hf", spec=spec, build=HfBuild(tp=1, dtype="float16"))
+        return make_artifact(plan, HF, HF_LAYOUT, source_model, source_model)
+
+    return make
+
+
+def _report(artifact: Path, container: str) -> tuple[list[str], list[str]]:
+    report = verify_local(artifact, TARGETS, serving=serving_target(TARGETS, container=container))
+    return [f"{e.code}: {e.message}" for e in report.errors], [f"{w.code}: {w.message}" for w in report.warnings]
+
+
+@pytest.mark.parametrize("architecture", ["Qwen3ForCausalLM", "Gemma3ForConditionalGeneration"])
+def test_verify_refuses_architecture_lmi_dist_lacks(architecture: str, artifact_of: Callable[[str], Path]) -> None:
+    assert not vendor_loads("0.5.3.post1", architecture) and vendor_loads("0.11.1", architecture)
+    artifact = artifact_of(architecture)
+    errors, _ = _report(artifact, LMI_DIST)
+    assert errors == [f"hf_architecture: {LMI_DIST} (lmi-dist, vLLM 0.5.3.post1) has no loader for {architecture}; "
+                      f"first hf profile that loads it: {VLLM_0_11} (vLLM 0.11.1)"]
+    assert _report(artifact, VLLM_0_11) == ([], [])
+    assert _report(artifact, VLLM_0_17) == ([], [])
+
+
+def test_verify_warns_where_vllm_would_try_transformers(artifact_of: Callable[[str], Path]) -> None:
+    errors, warnings = _report(artifact_of("YiForCausalLM"), VLLM_0_17)
+    assert errors == [] and len(warnings) == 1 and warnings[0].startswith("hf_architecture_fallback: ")
+    assert "no hf profile lmi-build knows loads it" in warnings[0]

@@ -1,0 +1,131 @@
+"""Extract, from vLLM's own source, the architectures each version's model registry loads, for the
+tests' expectations of which Hugging Face checkpoints an hf container profile can serve
+(architectures.json).
+
+Run where vLLM's source is at hand, either a clone (its release tags) or the release wheels from PyPI
+(``pip download vllm==X --no-deps``; a wheel holds the Python source as released, and its
+``vllm/commit_id.py`` or ``vllm/_version.py`` names the commit it was built from):
+
+    python tests/vendor/vllm/extract_architectures.py --git /path/to/vllm > tests/vendor/vllm/architectures.json
+    python tests/vendor/vllm/extract_architectures.py --wheels /dir/of/wheels > tests/vendor/vllm/architectures.json
+
+What is read, per version (the vLLM of each hf profile in lmi_build/targets/hf/data/serving_formats.toml):
+- 0.5.x: vllm/model_executor/models/__init__.py, the ``_GENERATION_MODELS`` dict literal (its keys
+  are the config.json ``architectures`` the engine resolves; ``ModelRegistry.load_model_cls``).
+- later: vllm/model_executor/models/registry.py, ``_TEXT_GENERATION_MODELS`` and ``_MULTIMODAL_MODELS``
+  (both generate text), and whether the registry falls back to the Transformers backend for an
+  architecture outside them (``def _try_resolve_transformers``).
+
+Nothing here reads lmi-build's own tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+VERSIONS = ["0.5.3.post1", "0.11.1", "0.17.0"]
+PATHS = ["vllm/model_executor/models/registry.py", "vllm/model_executor/models/__init__.py"]
+TABLES = ["_GENERATION_MODELS", "_TEXT_GENERATION_MODELS", "_MULTIMODAL_MODELS"]
+FALLBACK = "_try_resolve_transformers"
+
+
+def _tables(source: str) -> dict[str, dict[str, object]]:
+    found: dict[str, dict[str, object]] = {}
+    for node in ast.parse(source).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        names = [t.id for t in targets if isinstance(t, ast.Name)]
+        value = getattr(node, "value", None)
+        for name in names:
+            if name in TABLES and isinstance(value, ast.Dict):
+                if not all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in value.keys):
+                    raise SystemExit(f"{name} at line {node.lineno} has a key that is not a string literal")
+                keys = sorted({k.value for k in value.keys if isinstance(k, ast.Constant)})
+                found[name] = {"lines": f"{node.lineno}-{node.end_lineno}", "architectures": keys}
+    return found
+
+
+def _fallback_line(source: str) -> int | None:
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef) and node.name == FALLBACK:
+            return node.lineno
+    return None
+
+
+def _entry(version: str, path: str, source: str, commit: str, how: str) -> dict[str, object]:
+    return {"tag": f"v{version}", "commit": commit, "commit_source": how, "path": path,
+            "source": f"vllm-project/vllm v{version} ({commit[:9]}) {path}",
+            "tables": _tables(source), "transformers_fallback_line": _fallback_line(source)}
+
+
+def from_git(repo: str) -> dict[str, object]:
+    versions = {}
+    for version in VERSIONS:
+        tag = f"v{version}"
+        commit = subprocess.run(["git", "-C", repo, "rev-parse", f"{tag}^{{commit}}"], capture_output=True,
+                                text=True, check=True).stdout.strip()
+        for path in PATHS:
+            done = subprocess.run(["git", "-C", repo, "show", f"{tag}:{path}"], capture_output=True, text=True,
+                                  check=False)
+            if done.returncode == 0 and any(f"{t} =" in done.stdout for t in TABLES):
+                versions[version] = _entry(version, path, done.stdout, commit, f"git rev-parse {tag}")
+                break
+    return versions
+
+
+def _wheel_commit(wheel: zipfile.ZipFile) -> tuple[str, str]:
+    names = set(wheel.namelist())
+    if "vllm/commit_id.py" in names:
+        text = wheel.read("vllm/commit_id.py").decode()
+        found = re.search(r'__commit__ = "([0-9a-f]+)"', text)
+        if found:
+            return found.group(1), "the wheel's vllm/commit_id.py __commit__"
+    text = wheel.read("vllm/_version.py").decode()
+    found = re.search(r"commit_id = '?g?([0-9a-f]+)'?", text)
+    if not found:
+        raise SystemExit("no commit in the wheel's vllm/_version.py")
+    return found.group(1), "the wheel's vllm/_version.py commit_id (setuptools-scm, abbreviated)"
+
+
+def from_wheels(folder: str) -> dict[str, object]:
+    versions = {}
+    for version in VERSIONS:
+        wheels = sorted(Path(folder).glob(f"vllm-{version}-*.whl"))
+        if not wheels:
+            raise SystemExit(f"no vllm-{version}-*.whl in {folder}")
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            commit, how = _wheel_commit(wheel)
+            names = set(wheel.namelist())
+            for path in PATHS:
+                if path in names:
+                    source = wheel.read(path).decode()
+                    if any(f"{t} =" in source for t in TABLES):
+                        versions[version] = _entry(version, path, source, commit, f"{wheels[0].name}: {how}")
+                        break
+    return versions
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--git", help="a clone of vllm-project/vllm with its release tags")
+    where.add_argument("--wheels", help="a folder with the vllm release wheels of each version")
+    args = parser.parse_args(argv)
+    versions = from_git(args.git) if args.git else from_wheels(args.wheels)
+    missing = [v for v in VERSIONS if v not in versions]
+    if missing:
+        raise SystemExit(f"no model registry found for {', '.join(missing)}")
+    json.dump({"generated_by": "tests/vendor/vllm/extract_architectures.py", "versions": versions}, sys.stdout,
+              indent=1, sort_keys=True)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
