@@ -585,8 +585,12 @@ class NeuronxPlanning:
         option_batch = ctx.int_value("option.batch_size") if ctx.user_set("option.batch_size") else None
         if requested not in (None, "disable"):
             max_rolling = ctx.int_value("max_rolling_batch_size") or 1
-            written = {"engine": self.engine, "option.rolling_batch": requested,
-                       "option.max_rolling_batch_size": str(max_rolling)}
+            written = {"engine": self.engine, "option.rolling_batch": requested}
+            if ctx.user_set("max_rolling_batch_size"):
+                # The recommender resolves auto from the size the user wrote, before it sets its own default
+                # (LmiConfigRecommender.java@0.30.0-dlc:36-44 order, 63-69 reads it; 0.32.0-dlc:38-43, 66-67):
+                # lmi-build's default size must not turn an unsized auto into vllm.
+                written["option.max_rolling_batch_size"] = str(max_rolling)
             if server is not None:
                 written["batch_size"] = str(server)
             reading = container_batching(written, profile)
