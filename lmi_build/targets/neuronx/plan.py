@@ -282,7 +282,7 @@ class NeuronxPlanning:
         self._check_tp_heads(ctx, tp)
         dtype = checks.resolve_dtype(ctx)
 
-        n_positions = self._n_positions(ctx, defaults)
+        n_positions = self._n_positions(ctx, defaults, profile)
         batch, rolling = self._batching(ctx, profile)
         continuous = self._continuous_batching(profile, rolling=rolling, batch=batch, model_type=spec.model_type)
         if continuous:
@@ -557,10 +557,14 @@ class NeuronxPlanning:
         return "neuronx-cache"
 
     @staticmethod
-    def _n_positions(ctx: PlanContext, defaults: NeuronDefaults) -> tuple[int, ...]:
-        given = ctx.int_value("n_positions")  # one int, as the container reads it; it derives the buckets
+    def _n_positions(ctx: PlanContext, defaults: NeuronDefaults, profile: NeuronProfile) -> tuple[int, ...]:
+        """option.n_positions as given (one int, as the container reads it; it derives the buckets), else
+        what ``profile``'s release resolves when serving.properties has none (``n_positions_default``)."""
+        given = ctx.int_value("n_positions")
         if given is not None:
             return (given,)
+        if profile.n_positions_default is not None:
+            return (profile.n_positions_default,)
         limit = ctx.spec.max_position_embeddings
         cap = defaults.max_n_positions
         return (min(limit, cap) if limit else cap,)
