@@ -161,7 +161,13 @@ def test_each_vendor_configuration_plans_valid_on_its_release(entry: dict[str, A
 
 SMALL = ["0.30.0-dlc/transformers_neuronx_handler_list/gpt2",
          "0.29.0-dlc/transformers_neuronx_handler_list/gpt2-quantize",
-         "0.28.0-dlc/transformers_neuronx_aot_handler_list/gpt2"]
+         "0.28.0-dlc/transformers_neuronx_aot_handler_list/gpt2",
+         # llama family, rolling batch (TNX continuous batching): the precompiled layout of 0.30 and the
+         # legacy one of 0.29, and DJL's low-code entry that leaves tp, n_positions and the batch size to
+         # the release
+         "0.30.0-dlc/transformers_neuronx_handler_list/tiny-llama-rb-aot",
+         "0.29.0-dlc/transformers_neuronx_handler_list/tiny-llama-rb-aot-quant",
+         "0.30.0-dlc/transformers_neuronx_handler_list/tiny-llama-rb-lcnc"]
 
 
 @pytest.mark.parametrize("entry_id", SMALL)
@@ -171,7 +177,8 @@ def test_small_vendor_configurations_build_through_the_standin(entry_id: str, tm
     profile = PROFILES[entry["branch"]]
     cc = {"0.28.0-dlc": "2.13.72.0", "0.29.0-dlc": "2.14.227.0", "0.30.0-dlc": "2.15.141.0"}[entry["branch"]]
     neuron_standin(neuronx_cc=cc)
-    model = write_neuron_model(tmp_path / "gpt2", "openai-community--gpt2")
+    # The entry's own config.json (its shape family), with tiny weights: the stand-in compiles nothing.
+    model = write_neuron_model(tmp_path / "model", config=_config(entry["model"]))
     out = tmp_path / "out"
     built = CliRunner().invoke(app, ["neuronx", "--model", str(model), "--properties",
                                      str(_properties(entry, tmp_path)), "--profile", profile, "--output", str(out),
@@ -180,6 +187,14 @@ def test_small_vendor_configurations_build_through_the_standin(entry_id: str, tm
     served = json.loads(CliRunner().invoke(app, ["verify", str(out), "--for-container", profile, "--json"]).stdout)
     # The stand-in compiled nothing, and says so; nothing else stands between the artifact and the release.
     assert [e["code"] for e in served["errors"]] == ["stand_in"], served["errors"]
-    properties = (out / "serving.properties").read_text()
-    for key in ("option.tensor_parallel_degree", "option.n_positions"):
-        assert f"{key}={entry['properties'][key]}" in properties
+    properties = dict(line.split("=", 1) for line in (out / "serving.properties").read_text().splitlines()
+                      if "=" in line and not line.startswith("#"))
+    written = entry["properties"]
+    for key in ("option.tensor_parallel_degree", "option.n_positions", "option.max_rolling_batch_size"):
+        if key in written:
+            assert properties[key] == written[key]
+    if "option.n_positions" not in written:
+        assert properties["option.n_positions"] == str(_default_n_positions(entry))
+    if written.get("option.rolling_batch", "disable") != "disable":
+        resolved = container_batching({"engine": "Python", **written}, get_profile(profile))
+        assert properties["option.rolling_batch"] == resolved.rolling_batch != "disable"
