@@ -17,10 +17,10 @@ STANDIN_PYTHON = STANDINS_DIR / "neuron-python"
 HF_CONFIGS = FIXTURES_DIR / "hf-configs"
 
 
-def write_neuron_model(directory: Path, fixture: str = "meta-llama--Llama-2-7b-hf") -> Path:
-    """The fixture's config.json, tokenizer files and one small valid safetensors file."""
+def write_neuron_model(directory: Path, fixture: str = "meta-llama--Llama-2-7b-hf", config: Path | None = None) -> Path:
+    """The fixture's config.json (or ``config``), tokenizer files and one small valid safetensors file."""
     directory.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(HF_CONFIGS / fixture / "config.json", directory / "config.json")
+    shutil.copyfile(config or HF_CONFIGS / fixture / "config.json", directory / "config.json")
     (directory / "tokenizer.json").write_text("{}")
     (directory / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "LlamaTokenizerFast"}))
     header = json.dumps({"w": {"dtype": "F16", "shape": [4], "data_offsets": [0, 8]}}).encode()

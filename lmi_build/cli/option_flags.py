@@ -19,7 +19,7 @@ HELP: dict[str, str] = {
     "option.max_input_len": "Longest prompt in tokens the engine is compiled for (LMI 0.25: Llama 512, Falcon 1024). Default: 1024 (trtllm). Sets option.max_input_len.",
     "option.max_output_len": "Most tokens generated per request the engine is compiled for (LMI 0.25: Llama 512, Falcon 1024). Default: 512 (trtllm). Sets option.max_output_len.",
     "option.max_rolling_batch_size": "Most concurrent requests fed to the model (DeepSpeed default 4); becomes TRT-LLM max_batch_size (the TRT-LLM profiles of LMI 0.28-0.30 default to 256, as their containers do) and the Neuron batch size under continuous batching. Default: 32. Sets option.max_rolling_batch_size.",
-    "option.n_positions": "Total sequence length (input + output) the NEFFs are compiled for; the largest token-generation bucket. Default: min(max_position_embeddings, 4096) in late DJL releases; 128 in the LMI 0.25/0.26 tables. Sets option.n_positions.",
+    "option.n_positions": "Total sequence length (input + output) the NEFFs are compiled for; the largest token-generation bucket. Default: what the profile's release resolves: 128 on LMI 0.26-0.29 (TnXProperties), min(max_position_embeddings, 4096) on 0.30+ (DJL's Neuron smart defaults); profiles.toml n_positions_default. Sets option.n_positions.",
     "option.context_length_estimate": "Context-encoding bucket sizes, comma-separated (e.g. 256,512,1024). Default: half of each token-generation bucket. Sets option.context_length_estimate.",
     "option.trust_remote_code": "Allow running the model's own code from the Hugging Face Hub (off by default to prevent malicious code execution); review that code first. Default: false. Sets option.trust_remote_code.",
 }

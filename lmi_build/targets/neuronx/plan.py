@@ -282,7 +282,7 @@ class NeuronxPlanning:
         self._check_tp_heads(ctx, tp)
         dtype = checks.resolve_dtype(ctx)
 
-        n_positions = self._n_positions(ctx, defaults)
+        n_positions = self._n_positions(ctx, defaults, profile)
         batch, rolling = self._batching(ctx, profile)
         continuous = self._continuous_batching(profile, rolling=rolling, batch=batch, model_type=spec.model_type)
         if continuous:
@@ -557,10 +557,14 @@ class NeuronxPlanning:
         return "neuronx-cache"
 
     @staticmethod
-    def _n_positions(ctx: PlanContext, defaults: NeuronDefaults) -> tuple[int, ...]:
-        given = ctx.int_value("n_positions")  # one int, as the container reads it; it derives the buckets
+    def _n_positions(ctx: PlanContext, defaults: NeuronDefaults, profile: NeuronProfile) -> tuple[int, ...]:
+        """option.n_positions as given (one int, as the container reads it; it derives the buckets), else
+        what ``profile``'s release resolves when serving.properties has none (``n_positions_default``)."""
+        given = ctx.int_value("n_positions")
         if given is not None:
             return (given,)
+        if profile.n_positions_default is not None:
+            return (profile.n_positions_default,)
         limit = ctx.spec.max_position_embeddings
         cap = defaults.max_n_positions
         return (min(limit, cap) if limit else cap,)
@@ -585,8 +589,12 @@ class NeuronxPlanning:
         option_batch = ctx.int_value("option.batch_size") if ctx.user_set("option.batch_size") else None
         if requested not in (None, "disable"):
             max_rolling = ctx.int_value("max_rolling_batch_size") or 1
-            written = {"engine": self.engine, "option.rolling_batch": requested,
-                       "option.max_rolling_batch_size": str(max_rolling)}
+            written = {"engine": self.engine, "option.rolling_batch": requested}
+            if ctx.user_set("max_rolling_batch_size"):
+                # The recommender resolves auto from the size the user wrote, before it sets its own default
+                # (LmiConfigRecommender.java@0.30.0-dlc:36-44 order, 63-69 reads it; 0.32.0-dlc:38-43, 66-67):
+                # lmi-build's default size must not turn an unsized auto into vllm.
+                written["option.max_rolling_batch_size"] = str(max_rolling)
             if server is not None:
                 written["batch_size"] = str(server)
             reading = container_batching(written, profile)

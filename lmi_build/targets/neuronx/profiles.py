@@ -99,6 +99,12 @@ class NeuronProfile(BaseModel):
     tnx_rope_scaling_other: Literal["ignored", "refused"] = "ignored"
     rope_scaling_checked: bool = True
     rope_scaling_sources: tuple[str, ...] = ()
+    # option.n_positions when serving.properties has none, as the release resolves it: an int (0.26-0.29:
+    # TnXProperties' field default, 128) or None, the smart default min(max_position_embeddings,
+    # ``[defaults] max_n_positions``) (0.30+: Java's NeuronSmartDefaultUtils, then the Python one). The plan
+    # writes it when the user gives none. Citations: ``n_positions_default_sources``.
+    n_positions_default: int | None = None
+    n_positions_default_sources: tuple[str, ...] = ()
     # The partition lmi-build's driver reproduces for this release's split layout, or why none:
     # 0.27's legacy_partition is built; 0.26's differs (below) and is refused with this reason.
     split_layout_unbuilt: str = ""

@@ -127,3 +127,18 @@ def test_the_written_properties_pick_the_planned_loader(plan_model: Planner, pro
     rolling = container_batching(properties, get_profile(profile)).rolling
     loader = choose_loader(get_profile(profile), model_type=plan.spec.model_type, rolling=rolling, options=options)
     assert loader == plan.knobs(NeuronxBuild).loader
+
+
+@pytest.mark.parametrize("size", [None, "4", "32"])
+def test_auto_resolves_from_the_size_the_user_wrote(plan_model: Planner, size: str | None) -> None:
+    """option.rolling_batch=auto is resolved by the LmiConfigRecommender before it sizes the batch
+    (LmiConfigRecommender.java@0.30.0-dlc:36-44, 63-69): unsized auto is tnx, as DJL's own
+    tiny-llama-rb-lcnc test writes it (prepare.py@0.30.0-dlc); lmi-build's default size 32 (>= 12) turned
+    it into vllm before."""
+    option = ("option.rolling_batch=auto",) + ((f"option.max_rolling_batch_size={size}",) if size else ())
+    plan = plan_model("neuronx", LLAMA, tp="2", n_positions="1024", profile=P030, option=option)
+    properties = _properties(plan)
+    expected = container_batching({"option.rolling_batch": "auto",
+                                   **({"option.max_rolling_batch_size": size} if size else {})}, get_profile(P030))
+    assert properties["option.rolling_batch"] == expected.rolling_batch == ("vllm" if size == "32" else "tnx")
+    assert container_batching(properties, get_profile(P030)).rolling_batch == expected.rolling_batch

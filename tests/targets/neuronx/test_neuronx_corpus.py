@@ -22,6 +22,8 @@ from typer.testing import CliRunner
 
 from lmi_build.cli import app
 from lmi_build.planning.plan import BuildPlan
+from lmi_build.targets.neuronx.batching import container_batching
+from lmi_build.targets.neuronx.profiles import get_profile
 from tests.conftest import FIXTURE_CONFIGS
 from tests.fixtures_neuronx import write_neuron_model
 from tests.fixtures_planning import plan_for
@@ -33,12 +35,20 @@ PROFILES = {"0.28.0-dlc": "lmi-0.28.0-neuronx-sdk2.18.2", "0.29.0-dlc": "lmi-0.2
             "0.30.0-dlc": "lmi-0.30.0-neuronx-sdk2.20.1"}
 # Out of lmi-build's scope, with the reason: not a causal LM transformers-neuronx builds.
 NOT_LLM = {"stable-diffusion-2.1-neuron", "stable-diffusion-1.5-neuron", "stable-diffusion-xl-neuron"}
-# Models the corpus names whose real config.json is not among the fixtures yet (none was found
-# byte-for-byte in a citable public copy); their entries are listed, not planned.
-NO_CONFIG = {"facebook/opt-1.3b", "EleutherAI/pythia-2.8b", "bigscience/bloom-7b1", "meta-llama/Llama-2-13b-hf",
-             "meta-llama/Meta-Llama-3-8B", "meta-llama/Llama-3.1-8B", "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
-             "mistralai/Mixtral-8x22B-v0.1", "codellama/CodeLlama-34b-hf", "bullerwins/Codestral-22B-v0.1-hf",
-             "meta-llama/Llama-2-70b-hf"}
+# Models the corpus names whose config.json is not among the fixtures (tests/fixtures/hf-configs, else
+# neuron-corpus/hf-configs: transcriptions marked inferred, hf-configs/SOURCE.md); their entries are listed,
+# not planned. None now.
+NO_CONFIG: set[str] = set()
+# Entries the plan refuses, with the vendor source that makes the refusal right: DJL loads a draft model and
+# calls enable_speculative_decoder before it loads or compiles the NEFFs (model_loader.py@0.28.0-dlc:360-365,
+# @0.29.0-dlc:366-371, @0.30.0-dlc:382-387), so the speculation kernels are compiled at start-up; lmi-build's
+# driver builds none, and an artifact without them would recompile in the container (issue 21 finding 11).
+SPECULATIVE_CITE = {"0.28.0-dlc": "0.28.0-dlc model_loader.py:360-365", "0.29.0-dlc": "0.29.0-dlc :366-371",
+                    "0.30.0-dlc": "0.30.0-dlc engines/python/setup/djl_python/neuron_utils/model_loader.py:382-387"}
+REFUSED = {"llama-speculative-rb": {"neuron_refused_option"},
+           # and compiled_graph_path_model: this test plans from a local copy of config.json where DJL names
+           # s3://djl-llm/llama-2-13b-hf/, and a compile-cache artifact must name weights the container fetches
+           "llama-speculative-compiled-rb": {"neuron_refused_option", "compiled_graph_path_model"}}
 # Keys that name where the container finds things, replaced by the local model the test plans.
 WHERE = {"option.model_id", "option.entryPoint"}
 DJL_MIRROR = Path(os.environ.get("DJL_SERVING_GIT", "/work/.mirror/deepjavalibrary+djl-serving/repo"))
@@ -93,20 +103,52 @@ def test_corpus_is_what_the_vendor_source_says() -> None:
     assert json.loads(done.stdout)["entries"] == CORPUS
 
 
+def _default_n_positions(entry: dict[str, Any]) -> int:
+    """option.n_positions as the entry's release resolves it when serving.properties has none: TnXProperties'
+    128 before 0.30 (tnx_properties.py@0.29.0-dlc:91), else the smart default min(max_position_embeddings,
+    4096) (NeuronSmartDefaultUtils.java@0.30.0-dlc:55-63, LmiUtils.java@0.30.0-dlc:585-587)."""
+    if entry["branch"] in ("0.28.0-dlc", "0.29.0-dlc"):
+        return 128
+    config = _config(entry["model"])
+    assert config is not None
+    return min(int(json.loads(config.read_text())["max_position_embeddings"]), 4096)
+
+
+def test_refusals_are_of_entries_in_the_corpus() -> None:
+    names = {e["name"] for e in _planned()}
+    assert set(REFUSED) <= names
+
+
 @pytest.mark.parametrize("entry", _planned(), ids=lambda e: e["id"])
 def test_each_vendor_configuration_plans_valid_on_its_release(entry: dict[str, Any], tmp_path: Path) -> None:
     plan = _plan(entry, tmp_path)
+    if entry["name"] in REFUSED:
+        assert {m.code for m in plan.errors} == REFUSED[entry["name"]], [(m.code, m.message) for m in plan.errors]
+        speculative = next(m for m in plan.errors if m.code == "neuron_refused_option")
+        assert "option.speculative_draft_model" in speculative.message
+        assert SPECULATIVE_CITE[entry["branch"]] in speculative.message
+        return
     assert plan.valid, (entry["cite"], [(m.code, m.message) for m in plan.errors])
     written = entry["properties"]
     knobs = plan.build
     assert knobs is not None
-    assert knobs.tp == int(written["option.tensor_parallel_degree"])
+    if "option.tensor_parallel_degree" in written:
+        assert knobs.tp == int(written["option.tensor_parallel_degree"])
+    # n_positions as written, else as the release resolves it without one (the plan writes that value).
     if "option.n_positions" in written:
         assert plan.options["option.n_positions"] == written["option.n_positions"]
-    # The batching DJL asked for: rolling batch at max_rolling_batch_size, else the static batch.
-    if "option.max_rolling_batch_size" in written:
+    else:
+        assert plan.options["option.n_positions"] == str(_default_n_positions(entry))
+    # The batching DJL asked for: rolling batch (as the release resolves option.rolling_batch, at the
+    # max_rolling_batch_size written), else the static batch.
+    asked = written.get("option.rolling_batch", "disable") != "disable" or "option.max_rolling_batch_size" in written
+    if asked:
         assert plan.options["option.rolling_batch"] != "disable"
-        assert plan.options["option.max_rolling_batch_size"] == written["option.max_rolling_batch_size"]
+        resolved = container_batching({"engine": "Python", **written}, get_profile(PROFILES[entry["branch"]]))
+        assert resolved.rolling
+        assert plan.options["option.rolling_batch"] == resolved.rolling_batch
+        if "option.max_rolling_batch_size" in written:
+            assert plan.options["option.max_rolling_batch_size"] == written["option.max_rolling_batch_size"]
     else:
         assert plan.options["option.rolling_batch"] == "disable"
         # DJL's server batch: batch_size, else the older max_dynamic_batch_size (ModelInfo.java@0.30.0-dlc:864-867)
@@ -119,7 +161,13 @@ def test_each_vendor_configuration_plans_valid_on_its_release(entry: dict[str, A
 
 SMALL = ["0.30.0-dlc/transformers_neuronx_handler_list/gpt2",
          "0.29.0-dlc/transformers_neuronx_handler_list/gpt2-quantize",
-         "0.28.0-dlc/transformers_neuronx_aot_handler_list/gpt2"]
+         "0.28.0-dlc/transformers_neuronx_aot_handler_list/gpt2",
+         # llama family, rolling batch (TNX continuous batching): the precompiled layout of 0.30 and the
+         # legacy one of 0.29, and DJL's low-code entry that leaves tp, n_positions and the batch size to
+         # the release
+         "0.30.0-dlc/transformers_neuronx_handler_list/tiny-llama-rb-aot",
+         "0.29.0-dlc/transformers_neuronx_handler_list/tiny-llama-rb-aot-quant",
+         "0.30.0-dlc/transformers_neuronx_handler_list/tiny-llama-rb-lcnc"]
 
 
 @pytest.mark.parametrize("entry_id", SMALL)
@@ -129,7 +177,8 @@ def test_small_vendor_configurations_build_through_the_standin(entry_id: str, tm
     profile = PROFILES[entry["branch"]]
     cc = {"0.28.0-dlc": "2.13.72.0", "0.29.0-dlc": "2.14.227.0", "0.30.0-dlc": "2.15.141.0"}[entry["branch"]]
     neuron_standin(neuronx_cc=cc)
-    model = write_neuron_model(tmp_path / "gpt2", "openai-community--gpt2")
+    # The entry's own config.json (its shape family), with tiny weights: the stand-in compiles nothing.
+    model = write_neuron_model(tmp_path / "model", config=_config(entry["model"]))
     out = tmp_path / "out"
     built = CliRunner().invoke(app, ["neuronx", "--model", str(model), "--properties",
                                      str(_properties(entry, tmp_path)), "--profile", profile, "--output", str(out),
@@ -138,6 +187,14 @@ def test_small_vendor_configurations_build_through_the_standin(entry_id: str, tm
     served = json.loads(CliRunner().invoke(app, ["verify", str(out), "--for-container", profile, "--json"]).stdout)
     # The stand-in compiled nothing, and says so; nothing else stands between the artifact and the release.
     assert [e["code"] for e in served["errors"]] == ["stand_in"], served["errors"]
-    properties = (out / "serving.properties").read_text()
-    for key in ("option.tensor_parallel_degree", "option.n_positions"):
-        assert f"{key}={entry['properties'][key]}" in properties
+    properties = dict(line.split("=", 1) for line in (out / "serving.properties").read_text().splitlines()
+                      if "=" in line and not line.startswith("#"))
+    written = entry["properties"]
+    for key in ("option.tensor_parallel_degree", "option.n_positions", "option.max_rolling_batch_size"):
+        if key in written:
+            assert properties[key] == written[key]
+    if "option.n_positions" not in written:
+        assert properties["option.n_positions"] == str(_default_n_positions(entry))
+    if written.get("option.rolling_batch", "disable") != "disable":
+        resolved = container_batching({"engine": "Python", **written}, get_profile(profile))
+        assert properties["option.rolling_batch"] == resolved.rolling_batch != "disable"

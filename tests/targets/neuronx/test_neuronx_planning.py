@@ -9,7 +9,7 @@ import pytest
 
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.targets.neuronx.plan import LoaderRefused, choose_loader, compiler_flags
-from lmi_build.targets.neuronx.profiles import get_profile
+from lmi_build.targets.neuronx.profiles import get_profile, load_profiles
 from tests.fixtures_planning import Planner, codes
 
 LLAMA = "meta-llama--Llama-2-7b-hf"
@@ -170,3 +170,23 @@ def test_continuous_batching_contexts_per_release(plan_model: Planner) -> None:
     # 0.26 batches continuously whenever rolling batch is on, 0.28+ only from two sequences.
     assert _build(plan_model("neuronx", OPT, tp="1", max_batch_size=4, profile=P026)).continuous_batching
     assert not _build(plan_model("neuronx", LLAMA, tp="2", max_batch_size=1, profile=P028)).continuous_batching
+
+
+# (fixture, its config.json max_position_embeddings)
+N_POSITIONS_MODELS = [(LLAMA, 4096), ("huggyllama--llama-7b", 2048), ("mistralai--Mistral-7B-v0.1", 32768)]
+
+
+@pytest.mark.parametrize("profile", [p.name for p in load_profiles()])
+@pytest.mark.parametrize(("model", "max_positions"), N_POSITIONS_MODELS)
+def test_default_n_positions_is_what_the_release_resolves(plan_model: Planner, profile: str, model: str,
+                                                          max_positions: int) -> None:
+    """Without option.n_positions, 0.26-0.29 compile for TnXProperties' default 128 (tnx_properties.py
+    n_positions: int = 128), 0.30+ for DJL's smart default min(max_position_embeddings, 4096)
+    (NeuronSmartDefaultUtils.java:55-63, LmiUtils.java getDefaultNPositions): the plan writes that value."""
+    plan = plan_model("neuronx", model, tp="2", profile=profile)
+    assert plan.valid, [e.message for e in plan.errors]
+    lmi = tuple(int(part) for part in get_profile(profile).lmi_version.split("."))
+    expected = 128 if lmi < (0, 30, 0) else min(max_positions, 4096)
+    assert plan.options["option.n_positions"] == str(expected)
+    assert max(plan.knobs(NeuronxBuild).n_positions) == expected
+    assert get_profile(profile).n_positions_default_sources

@@ -1,8 +1,8 @@
 """RoPE scaling per LMI Neuron release (issue 21 finding 8): Llama-3.x's llama3 rope_scaling is
-refused on 0.26-0.28 (the image's transformers 4.35/4.36 LlamaConfig cannot parse it) and on 0.29
-(transformers-neuronx 0.11 never reads rope_scaling: unscaled RoPE, wrong outputs); linear scaling
-(deepseek-coder, CodeLlama-style fine-tunes) is refused on 0.26-0.29 (ignored) and on 0.32-0.34
-(TNX 0.13 raises ValueError); llama3 plans on 0.32+; 0.30 (no public TNX 0.12 source) warns."""
+refused on 0.26-0.28 (the image's transformers 4.35/4.36 LlamaConfig cannot parse it); linear scaling
+(deepseek-coder, CodeLlama-style fine-tunes) is refused on 0.26-0.28 (TNX 0.9/0.10 never read rope_scaling:
+unscaled RoPE, wrong outputs) and on 0.32-0.34 (TNX 0.13 raises ValueError); llama3 plans on 0.32+; 0.29
+and 0.30 warn (no public source of TNX 0.11.351 or 0.12.313; DJL gates Llama-3.1 on 0.29 by MMLU)."""
 
 from __future__ import annotations
 
@@ -38,14 +38,18 @@ def test_llama3_scaling_is_refused_where_transformers_cannot_parse_it(plan_model
     assert "configuration_llama.py" in error.message  # cited
 
 
-def test_llama3_scaling_on_029_would_load_unscaled(plan_model: Planner, model_dir: ModelDirFactory) -> None:
-    plan = _plan(plan_model, model_dir, "llama3", LLAMA3, P029)
-    error = next(e for e in plan.errors if e.code == "neuron_rope_scaling")
-    assert "unscaled RoPE" in error.message and "c8d6bdc" in error.message
+@pytest.mark.parametrize("scaling", [LLAMA3, LINEAR], ids=["llama3", "linear"])
+def test_029_is_unchecked_a_warning(plan_model: Planner, model_dir: ModelDirFactory, scaling: dict[str, Any]) -> None:
+    """The public sync read for 0.11.351 calls itself 0.10.x, and DJL's own 0.29 correctness test serves
+    Llama-3.1-8B there: what 0.29 does with rope_scaling is a warning, not a refusal."""
+    plan = _plan(plan_model, model_dir, str(scaling.get("rope_type") or scaling["type"]), scaling, P029)
+    assert plan.valid, [e.message for e in plan.errors]
+    warning = next(w for w in plan.warnings if w.code == "neuron_rope_scaling_unchecked")
+    assert "unchecked" in warning.message and "c8d6bdc" in warning.message and "tests.py:879-883" in warning.message
 
 
-@pytest.mark.parametrize("profile", [P026, P027, P028, P029])
-def test_linear_scaling_is_ignored_before_032(plan_model: Planner, model_dir: ModelDirFactory, profile: str) -> None:
+@pytest.mark.parametrize("profile", [P026, P027, P028])
+def test_linear_scaling_is_ignored_before_029(plan_model: Planner, model_dir: ModelDirFactory, profile: str) -> None:
     plan = _plan(plan_model, model_dir, "linear", LINEAR, profile)
     assert "neuron_rope_scaling" in codes(plan)
     assert "unscaled RoPE" in next(e.message for e in plan.errors if e.code == "neuron_rope_scaling")
@@ -92,4 +96,4 @@ def test_transformers_436_validation_as_written() -> None:
 def test_every_rule_is_cited() -> None:
     for profile in load_profiles():
         assert profile.rope_scaling_sources, profile.name
-    assert not get_profile(P030).rope_scaling_checked
+    assert not get_profile(P030).rope_scaling_checked and not get_profile(P029).rope_scaling_checked
