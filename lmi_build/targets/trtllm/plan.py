@@ -67,6 +67,7 @@ class TrtllmPlanning:
         from lmi_build.targets.trtllm.flags import flag_table
         from lmi_build.targets.trtllm.lengths import resolve_lengths
         from lmi_build.targets.trtllm.profiles import get_profile
+        from lmi_build.targets.trtllm.since import checkpoint_architecture
 
         profile = get_profile(ctx.request.profile)
         table = flag_table(profile.tensorrt_llm)
@@ -142,7 +143,7 @@ class TrtllmPlanning:
             checkpoint_writer="stream" if route == "modelopt" and streamable(
                 spec.architecture, quantized=ctx.options.text_value("quantize") is not None) else "modelopt",
             modelopt_decoder=ctx.support.modelopt_decoder,
-            trtllm_architecture=ctx.support.trtllm_architecture,
+            trtllm_architecture=checkpoint_architecture(ctx.support.trtllm_architecture, profile.tensorrt_llm),
             trtllm_example=ctx.support.trtllm_example,
         )
 
