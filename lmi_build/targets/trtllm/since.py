@@ -83,3 +83,15 @@ def checkpoint_architecture(architecture: str | None, tensorrt_llm: str) -> str 
     if entry is None or entry.written_as is None or release(tensorrt_llm) >= release(entry.written_as.until):
         return architecture
     return entry.written_as.architecture
+
+
+def refusal(entry: Since, profile: str, tensorrt_llm: str) -> tuple[str, str]:
+    """The one-line refusal (and its hint) of a profile whose TensorRT-LLM lacks ``entry``, naming the
+    oldest released profile that has it: the plan's error and ``recipes list --profile``'s reason."""
+    from lmi_build.targets.trtllm.profiles import load_profiles
+
+    newer = [p.name for p in load_profiles() if p.released and p.engine_capable and not entry.missing_in(p.tensorrt_llm)]
+    where = f"; profile {newer[0]} is the oldest that has it" if newer else "; no installed profile has it"
+    message = f"{entry.what} needs TensorRT-LLM {entry.since} or newer, profile {profile} has {tensorrt_llm}{where}"
+    hint = f"plan with --profile {newer[0]} or newer" if newer else "add a profile with a newer TensorRT-LLM"
+    return message, hint
