@@ -98,9 +98,9 @@ def test_list_profile_json_says_per_recipe_what_builds_and_by_which_route() -> N
                                                       "trtllm-build", "reason": None}
     assert route["qwen2_moe"]["builds"] and "examples/qwen/convert_checkpoint.py" in route["qwen2_moe"]["route"]
     assert route["llama"]["builds"] and "ModelOpt" in route["llama"]["route"]
+    assert route["qwen2"]["builds"] and "examples/qwen/convert_checkpoint.py" in route["qwen2"]["route"]
     for name, first_release, first_profile in (("gemma2", "0.13.0", "lmi-0.33.0-trtllm-0.21.0"),
-                                               ("deepseek_v2", "0.15.0", "lmi-0.33.0-trtllm-0.21.0"),
-                                               ("qwen2", "0.12.0", "lmi-0.30.0-trtllm-0.12.0")):
+                                               ("deepseek_v2", "0.15.0", "lmi-0.33.0-trtllm-0.21.0")):
         assert not route[name]["builds"] and route[name]["route"] is None
         assert f"needs TensorRT-LLM {first_release} or newer" in route[name]["reason"]
         assert f"profile {first_profile} is the oldest that has it" in route[name]["reason"]

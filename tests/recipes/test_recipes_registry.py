@@ -105,7 +105,7 @@ def test_trtllm_targets_cover_seed_004_jit_list(book: RecipeBook) -> None:
     jit = {"llama", "falcon", "internlm", "baichuan", "chatglm", "gptj", "mistral", "mixtral", "qwen", "gpt2"}
     trtllm = {r.name for r in book if r.supports("trtllm")}
     assert jit <= trtllm
-    # later LMI / TensorRT-LLM >= 0.8 (qwen2: >= 0.12; phi3 >= 0.10, qwen2_moe >= 0.11, gemma2 >= 0.13,
+    # later LMI / TensorRT-LLM >= 0.8 (qwen2, phi3 >= 0.10, qwen2_moe >= 0.11, gemma2 >= 0.13,
     # deepseek_v2 >= 0.15: since.toml), each with a note
     assert trtllm - jit == {"gemma", "phi", "qwen2", "t5", "phi3", "gemma2", "qwen2_moe", "deepseek_v2"}
     for name in trtllm - jit:

@@ -72,7 +72,7 @@ class TrtllmPlanning:
         from lmi_build.targets.trtllm.flags import flag_table
         from lmi_build.targets.trtllm.lengths import resolve_lengths
         from lmi_build.targets.trtllm.profiles import get_profile
-        from lmi_build.targets.trtllm.since import checkpoint_architecture
+        from lmi_build.targets.trtllm.since import checkpoint_architecture, written_otherwise
 
         profile = get_profile(ctx.request.profile)
         table = flag_table(profile.tensorrt_llm)
@@ -114,6 +114,10 @@ class TrtllmPlanning:
         self._check_since(ctx, scaling_type, profile)
 
         route = self.checkpoint_route(ctx.support, spec, ctx.options)
+        if route == "modelopt" and written_otherwise(ctx.support.trtllm_architecture, profile.tensorrt_llm):
+            # ModelOpt writes the HF architecture, which this release's MODEL_MAP lacks; its own converter
+            # writes the name the release has (data/since.toml written_as).
+            route = "vendor"
         if route == "modelopt" and pp > 1 and spec.num_layers % pp:
             # nvidia-modelopt 0.47.0 postprocess.py:275 asserts num_layers % pp == 0.
             ctx.findings.error("pp_layers_uneven",

@@ -18,7 +18,7 @@ from lmi_build.recipes.schema import Recipe, TargetSupport
 def recipe_route(recipe: Recipe, support: TargetSupport, profile_name: str) -> RecipeRoute:
     from lmi_build.targets.trtllm.flags import flag_table
     from lmi_build.targets.trtllm.profiles import get_profile
-    from lmi_build.targets.trtllm.since import missing_architecture, refusal
+    from lmi_build.targets.trtllm.since import missing_architecture, refusal, written_otherwise
     from lmi_build.targets.trtllm.steps import ENCODER_DECODER_EXAMPLES, LEGACY_EXAMPLES
 
     profile = get_profile(profile_name)
@@ -39,7 +39,7 @@ def recipe_route(recipe: Recipe, support: TargetSupport, profile_name: str) -> R
                                              f"{', '.join(LEGACY_EXAMPLES)} examples here, not '{example}'")
         return RecipeRoute(True, route=f"examples/{table.example_dir(example or '')}/build.py in the container "
                                        f"(TensorRT-LLM {version} legacy workflow)")
-    if support.modelopt_decoder:
+    if support.modelopt_decoder and not written_otherwise(support.trtllm_architecture, version):
         return RecipeRoute(True, route=f"ModelOpt checkpoint export on this host (decoder {support.modelopt_decoder}), "
                                        "then trtllm-build")
     if not example:

@@ -76,6 +76,13 @@ def missing_architecture(architecture: str | None, tensorrt_llm: str) -> Since |
     return entry if entry is not None and entry.missing_in(tensorrt_llm) else None
 
 
+def written_otherwise(architecture: str | None, tensorrt_llm: str) -> bool:
+    """Whether TensorRT-LLM ``tensorrt_llm``'s model table lacks ``architecture`` while its own converter
+    builds the family under another name (``written_as``): then ModelOpt's export, which writes the HF
+    architecture, cannot be built, and the release's converter is the route."""
+    return checkpoint_architecture(architecture, tensorrt_llm) != architecture
+
+
 def checkpoint_architecture(architecture: str | None, tensorrt_llm: str) -> str | None:
     """The "architecture" TensorRT-LLM ``tensorrt_llm``'s converter writes for recipe architecture
     ``architecture``: the recipe's own name, or the entry's ``written_as`` before its ``until``."""

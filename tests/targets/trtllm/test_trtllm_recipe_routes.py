@@ -52,7 +52,7 @@ def test_a_family_older_releases_lack_names_its_first_release_and_profile() -> N
     target = get_target("trtllm")
     book = load_recipes()
     expected = {"phi3": "lmi-0.29.0-trtllm-0.11.0", "qwen2_moe": "lmi-0.29.0-trtllm-0.11.0",
-                "qwen2": "lmi-0.30.0-trtllm-0.12.0", "gemma2": "lmi-0.33.0-trtllm-0.21.0",
+                "qwen2": "lmi-0.29.0-trtllm-0.11.0", "gemma2": "lmi-0.33.0-trtllm-0.21.0",
                 "deepseek_v2": "lmi-0.33.0-trtllm-0.21.0"}
     order = PROFILES  # oldest TensorRT-LLM first
     for name, first in expected.items():
@@ -62,3 +62,10 @@ def test_a_family_older_releases_lack_names_its_first_release_and_profile() -> N
         refused = [profile for profile in order if profile not in builds]
         assert refused and all(f"profile {first} is the oldest that has it" in (route_for(target, recipe, p).reason or "")
                                for p in refused), name
+
+
+def test_qwen2s_route_is_the_release_converter_until_model_map_has_it() -> None:
+    target = get_target("trtllm")
+    recipe = load_recipes().get("qwen2")
+    assert "examples/qwen/convert_checkpoint.py" in (route_for(target, recipe, "lmi-0.29.0-trtllm-0.11.0").route or "")
+    assert "ModelOpt" in (route_for(target, recipe, "lmi-0.30.0-trtllm-0.12.0").route or "")

@@ -43,8 +43,8 @@ PROFILES = [profile.name for profile in load_profiles()]
 # (the family, the first TensorRT-LLM release that has it, the oldest profile with that release).
 FIRST: dict[str, tuple[str, str, tuple[str, ...]]] = {
     MIXTRAL: ("lmi-0.26.0-trtllm-0.7.1", "", ()),
-    QWEN25: ("lmi-0.30.0-trtllm-0.12.0", "architecture_version",
-             ("Qwen2ForCausalLM", "TensorRT-LLM 0.12.0 or newer", "lmi-0.30.0-trtllm-0.12.0")),
+    QWEN25: ("lmi-0.29.0-trtllm-0.11.0", "architecture_version",
+             ("Qwen2ForCausalLM", "TensorRT-LLM 0.10.0 or newer", "lmi-0.29.0-trtllm-0.11.0")),
     LLAMA31: ("lmi-0.30.0-trtllm-0.12.0", "rope_scaling_version",
               ("llama3", "TensorRT-LLM 0.12.0 or newer", "lmi-0.30.0-trtllm-0.12.0")),
     PHI3: ("lmi-0.29.0-trtllm-0.11.0", "architecture_version",
@@ -58,9 +58,11 @@ FIRST: dict[str, tuple[str, str, tuple[str, ...]]] = {
 }
 # The route each family takes where it builds: ModelOpt on the host, or the release's own converter
 # (examples/<dir>/convert_checkpoint.py; ModelOpt 0.47 cannot export phi3, gemma2, deepseek, and its qwen
-# export lacks Qwen2-MoE's qwen_type and expert sizes: recipes/*.toml).
+# export lacks Qwen2-MoE's qwen_type and expert sizes: recipes/*.toml). Qwen2 converts with examples/qwen on
+# 0.11, whose MODEL_MAP lacks the Qwen2ForCausalLM ModelOpt writes (since.toml written_as).
 ROUTES = {MIXTRAL: "modelopt", QWEN25: "modelopt", LLAMA31: "modelopt", PHI3: "vendor", QWEN_MOE: "vendor",
           GEMMA2: "vendor", DEEPSEEK_V2: "vendor"}
+ROUTES_ON = {(QWEN25, "lmi-0.29.0-trtllm-0.11.0"): "vendor"}
 
 
 def _version(profile: str) -> str:
@@ -106,7 +108,7 @@ def test_todays_model_is_valid_with_accepted_commands_or_refused_naming_why(mode
         return
 
     assert plan.valid, plan.errors
-    assert plan.knobs(TrtllmBuild).checkpoint_route == ROUTES[model]
+    assert plan.knobs(TrtllmBuild).checkpoint_route == ROUTES_ON.get((model, profile), ROUTES[model])
     version = _version(profile)
     steps = plan_steps(plan, get_profile(profile)).steps
     assert steps, "a valid plan has vendor steps"
@@ -134,6 +136,18 @@ def test_qwen2_builds_with_its_own_checkpoint_architecture(plan_model: Any) -> N
 def test_todays_converter_families_plan_for_the_hf_target(model: str, plan_model: Any) -> None:
     plan = plan_model("hf", model, profile="lmi-0.35.0-vllm-0.11.1", tp="1")
     assert plan.valid, plan.errors
+
+
+def test_qwen2_converts_with_the_qwen_converter_where_model_map_lacks_qwen2(plan_model: Any) -> None:
+    """0.11's MODEL_MAP has no Qwen2ForCausalLM (the architecture ModelOpt writes), and its examples/qwen
+    converter takes model_type qwen2, writing QWenForCausalLM (models/qwen/convert.py @9691e12b:1175-1198)."""
+    plan = plan_model("trtllm", QWEN25, profile="lmi-0.29.0-trtllm-0.11.0", tp="1")
+    assert plan.valid, plan.errors
+    build = plan.knobs(TrtllmBuild)
+    assert (build.checkpoint_route, build.trtllm_architecture) == ("vendor", "QWenForCausalLM")
+    argv = plan_steps(plan, get_profile("lmi-0.29.0-trtllm-0.11.0")).steps[0].argv
+    assert argv[1] == "{examples}/qwen/convert_checkpoint.py"
+    assert _vendor_problem("0.11.0", argv) is None
 
 
 @pytest.mark.parametrize(("profile", "written"), [("lmi-0.29.0-trtllm-0.11.0", "QWenForCausalLM"),
