@@ -81,9 +81,9 @@ ROWS = [
     Row("Qwen--Qwen1.5-MoE-A2.7B-Chat", "qwen2_moe", "Qwen2MoeForCausalLM", 2048, 24, 16, 16,
         32768, "max_position_embeddings", 151936, "bfloat16", experts=(60, 4)),
     # DeepSeek-V2-Lite carries an auto_map, but transformers has DeepseekV2ForCausalLM: no remote code needed.
-    # Its experts are n_routed_experts, which the spec does not read (num_experts None).
+    # 64 routed experts (n_routed_experts), top 6.
     Row("deepseek-ai--DeepSeek-V2-Lite", "deepseek_v2", "DeepseekV2ForCausalLM", 2048, 27, 16, 16,
-        163840, "max_position_embeddings", 102400, "bfloat16"),
+        163840, "max_position_embeddings", 102400, "bfloat16", experts=(64, 6)),
     # Qwen: max_position_embeddings (32768) wins over seq_length (8192): dynamic NTK reaches 32k.
     Row("Qwen--Qwen-7B", "qwen", "QWenLMHeadModel", 4096, 32, 32, 32,
         32768, "max_position_embeddings", 151936, None, remote_code=True, head_dim=128),
