@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -13,6 +13,7 @@ from lmi_build.target_names import TARGET_NAMES
 if TYPE_CHECKING:  # the pydantic models load when a recipes command runs, not for --help
     from rich.console import RenderableType
 
+    from lmi_build.planning.target_api import RecipeRoute
     from lmi_build.recipes.schema import Recipe, TargetSupport
 
 
@@ -20,7 +21,11 @@ LIST_EPILOG = """[bold]Examples[/bold]
 
   lmi-build recipes list
 
-  lmi-build recipes list --json | jq '.recipes[] | select(.targets.trtllm) | .name'"""
+  lmi-build recipes list --json | jq '.recipes[] | select(.targets.trtllm) | .name'
+
+  lmi-build recipes list --profile lmi-0.29.0-trtllm-0.11.0
+
+  lmi-build recipes list --profile lmi-0.33.0-trtllm-0.21.0 --json | jq '.recipes[] | select(.on_profile.builds) | .name'"""
 
 SHOW_EPILOG = """[bold]Examples[/bold]
 
@@ -36,13 +41,59 @@ def register(app: typer.Typer) -> None:
     app.add_typer(recipes_app, name="recipes")
 
 
-def list_recipes() -> None:
+def list_recipes(
+    profile: Annotated[str | None, typer.Option(
+        "--profile", show_default=False,
+        help="A container profile (lmi-build profiles list): which recipes it builds, by which route, and "
+             "why not for the others (for a family its toolchain lacks, the first release that has it).")] = None,
+) -> None:
     """List every recipe (architecture family) and what each target supports for it."""
     from lmi_build.recipes.registry import load_recipes
 
     book = load_recipes()
-    data = {"directory": str(book.directory), "recipes": [_recipe_json(r) for r in book]}
-    current().result(data, _list_table(book.all()))
+    if profile is None:
+        data = {"directory": str(book.directory), "recipes": [_recipe_json(r) for r in book]}
+        current().result(data, _list_table(book.all()))
+        return
+    from lmi_build.planning.target_api import route_for
+
+    target = _profile_target(profile)
+    routes = {recipe.name: route_for(target, recipe, profile) for recipe in book}
+    data = {"directory": str(book.directory), "profile": profile, "target": target.name,
+            "recipes": [{**_recipe_json(r), "on_profile": _route_json(routes[r.name])} for r in book]}
+    current().result(data, _profile_table(book.all(), routes, profile, target.name))
+
+
+def _profile_target(profile: str) -> Any:
+    """The target whose container profiles include ``profile`` (a ``PlanningTarget``)."""
+    from lmi_build.cli.profiles_cmd import _unknown_profile
+    from lmi_build.targets import TARGETS
+
+    for target in TARGETS.values():
+        if profile in target.container_profiles():
+            return target
+    raise _unknown_profile(profile)
+
+
+def _route_json(route: RecipeRoute) -> dict[str, Any]:
+    return {"builds": route.builds, "route": route.route, "reason": route.reason}
+
+
+def _profile_table(recipes: tuple[Recipe, ...], routes: dict[str, RecipeRoute], profile: str,
+                   target: str) -> RenderableType:
+    from rich.table import Table
+
+    built = sum(1 for route in routes.values() if route.builds)
+    table = Table(title=f"lmi-build recipes on {profile} ({target}): {built} of {len(recipes)} build",
+                  box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    table.add_column("recipe", style="bold", no_wrap=True, overflow="fold")
+    table.add_column("builds", no_wrap=True)
+    table.add_column("route, or why not", overflow="fold")
+    for recipe in recipes:
+        route = routes[recipe.name]
+        table.add_row(identifier(recipe.name), "[green]yes[/green]" if route.builds else "[red]no[/red]",
+                      route.route if route.builds else route.reason)
+    return table
 
 
 def show_recipe(

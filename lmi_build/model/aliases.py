@@ -43,7 +43,21 @@ MAX_POSITIONS = (
     "model_max_length",
     "n_ctx",
 )
-NUM_EXPERTS = ("num_local_experts", "num_experts", "moe_num_experts", "ffn_config.moe_num_experts")
+NUM_EXPERTS = ("num_local_experts", "num_experts", "moe_num_experts", "ffn_config.moe_num_experts", "n_routed_experts")
+# The width of one routed expert where it differs from the dense MLP's intermediate_size (Qwen2-MoE, DeepSeek-V2).
+MOE_INTERMEDIATE_SIZE = ("moe_intermediate_size",)
+# Always-on experts beside the routed ones: Qwen2-MoE states their total width (plus a one-output gate),
+# DeepSeek-V2 a count of routed-width experts.
+SHARED_EXPERT_SIZE = ("shared_expert_intermediate_size",)
+SHARED_EXPERTS = ("n_shared_experts",)
+# Leading decoder layers with a dense MLP instead of experts (DeepSeek-V2 first_k_dense_replace).
+DENSE_LAYERS = ("first_k_dense_replace",)
+# Multi-head latent attention (DeepSeek-V2): Q (optionally low-rank) and a low-rank joint KV projection.
+MLA_KV_LORA_RANK = ("kv_lora_rank",)
+MLA_Q_LORA_RANK = ("q_lora_rank",)
+MLA_QK_NOPE_DIM = ("qk_nope_head_dim",)
+MLA_QK_ROPE_DIM = ("qk_rope_head_dim",)
+MLA_V_HEAD_DIM = ("v_head_dim",)
 EXPERTS_PER_TOKEN = ("num_experts_per_tok", "moe_top_k", "ffn_config.moe_top_k")
 ROPE_THETA = ("rope_theta", "rotary_emb_base", "rotary_base", "rope_parameters.rope_theta")
 ROPE_SCALING = ("rope_scaling", "rope_parameters")

@@ -105,6 +105,7 @@ def _read_spec(config: Mapping[str, Any], *, quantization: PreQuantization | Non
         tie_word_embeddings=tie_embeddings,
         learned_positions=learned_rows,
         norms_per_layer=facts.parallel_norms,
+        **_moe_shapes(config, num_experts),
     )
     return ModelSpec(
         model_type=model_type or architectures[0],
@@ -176,6 +177,31 @@ def _kv_heads(config: Mapping[str, Any], heads: int) -> int:
         if value:
             return int(value)
     return heads
+
+
+def _moe_shapes(config: Mapping[str, Any], num_experts: int | None) -> dict[str, Any]:
+    """The parameter-count shapes of fine-grained and shared experts and of latent attention (params.Shapes)."""
+    from lmi_build.model.params import Mla
+
+    found: dict[str, Any] = {}
+    kv_rank = _int_or(first_present(config, A.MLA_KV_LORA_RANK), None)
+    if kv_rank:
+        found["mla"] = Mla(kv_lora_rank=kv_rank, q_lora_rank=_int_or(first_present(config, A.MLA_Q_LORA_RANK), None),
+                           qk_nope_head_dim=_int_or(first_present(config, A.MLA_QK_NOPE_DIM), 0) or 0,
+                           qk_rope_head_dim=_int_or(first_present(config, A.MLA_QK_ROPE_DIM), 0) or 0,
+                           v_head_dim=_int_or(first_present(config, A.MLA_V_HEAD_DIM), 0) or 0)
+    if not num_experts:
+        return found
+    expert = _int_or(first_present(config, A.MOE_INTERMEDIATE_SIZE), None)
+    found["moe_intermediate_size"] = expert
+    shared_size = _int_or(first_present(config, A.SHARED_EXPERT_SIZE), None)
+    shared_count = _int_or(first_present(config, A.SHARED_EXPERTS), None)
+    if shared_size:
+        found["shared_expert_size"], found["shared_expert_gate"] = shared_size, True
+    elif shared_count and expert:
+        found["shared_expert_size"] = shared_count * expert
+    found["dense_layers"] = _int_or(first_present(config, A.DENSE_LAYERS), 0) or 0
+    return found
 
 
 def _intermediate(config: Mapping[str, Any], facts: A.ArchFacts, hidden: int) -> int:

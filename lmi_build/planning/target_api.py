@@ -19,7 +19,7 @@ from lmi_build.planning.checkpoint_estimate import CheckpointWork
 from lmi_build.planning.context import PlanContext
 from lmi_build.planning.memory import Workload
 from lmi_build.planning.plan import TargetKnobs, ToolchainRef
-from lmi_build.recipes.schema import TargetSupport
+from lmi_build.recipes.schema import Recipe, TargetSupport
 from lmi_build.types import TargetName
 
 
@@ -32,6 +32,17 @@ class ContainerFacts:
     # Neuron: the neuronx-cc flags string this container computes for an artifact's
     # serving.properties (its NEURON_CC_FLAGS plus what DJL and TNX append); compared byte for byte.
     compiler_flags: Callable[[Mapping[str, str]], str] | None = None
+
+
+@dataclass(frozen=True)
+class RecipeRoute:
+    """What one container profile offers one recipe, before any model is read (``recipes list --profile``):
+    the route it builds by, or, cited, why it does not (for a family the profile's toolchain lacks, the
+    first release that has it). Model-specific refusals (a RoPE type, a head count) are the plan's."""
+
+    builds: bool
+    route: str | None = None  # how, when it builds
+    reason: str | None = None  # why not, when it does not
 
 
 @dataclass(frozen=True)
@@ -73,3 +84,20 @@ class PlanningTarget(Protocol):
     def container_profiles(self) -> dict[str, ContainerFacts]:
         """The serving container profiles this target builds for, by name."""
         ...
+
+    def recipe_route(self, recipe: Recipe, support: TargetSupport, profile: str) -> RecipeRoute:
+        """What container profile ``profile`` (one of ``container_profiles()``) offers ``recipe``, whose
+        ``support`` for this target is given (``route_for`` answers for a recipe without one)."""
+        ...
+
+
+def route_for(target: PlanningTarget, recipe: Recipe, profile: str) -> RecipeRoute:
+    """What ``target``'s container profile ``profile`` offers ``recipe``: a recipe without this target is
+    refused with its own cited reason (``[unsupported]``), as the planner refuses it."""
+    support = recipe.targets.get(target.name)
+    if support is None:
+        reason = recipe.unsupported.get(target.name)
+        others = ", ".join(recipe.targets) or "none"
+        return RecipeRoute(False, reason=reason or f"recipe {recipe.name} has no {target.name} route "
+                                                   f"(targets that support it: {others})")
+    return target.recipe_route(recipe, support, profile)

@@ -77,6 +77,13 @@ ROWS = [
         1024, "n_positions", 50257, None, position="learned"),
     Row("Qwen--Qwen2.5-7B-Instruct", "qwen2", "Qwen2ForCausalLM", 3584, 28, 28, 4,
         32768, "max_position_embeddings", 152064, "bfloat16"),
+    # Qwen1.5-MoE: 60 routed experts, top 4 (plus a shared expert the spec does not model).
+    Row("Qwen--Qwen1.5-MoE-A2.7B-Chat", "qwen2_moe", "Qwen2MoeForCausalLM", 2048, 24, 16, 16,
+        32768, "max_position_embeddings", 151936, "bfloat16", experts=(60, 4)),
+    # DeepSeek-V2-Lite carries an auto_map, but transformers has DeepseekV2ForCausalLM: no remote code needed.
+    # 64 routed experts (n_routed_experts), top 6.
+    Row("deepseek-ai--DeepSeek-V2-Lite", "deepseek_v2", "DeepseekV2ForCausalLM", 2048, 27, 16, 16,
+        163840, "max_position_embeddings", 102400, "bfloat16", experts=(64, 6)),
     # Qwen: max_position_embeddings (32768) wins over seq_length (8192): dynamic NTK reaches 32k.
     Row("Qwen--Qwen-7B", "qwen", "QWenLMHeadModel", 4096, 32, 32, 32,
         32768, "max_position_embeddings", 151936, None, remote_code=True, head_dim=128),

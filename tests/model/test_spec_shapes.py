@@ -34,6 +34,9 @@ PUBLISHED = [
     ("google--gemma-2b-it", 2.51e9),
     ("google--flan-t5-large", 783e6),
     ("replit--replit-code-v1_5-3b", 3.3e9),
+    # model cards: "14.3B parameters in total and 2.7B activated"; "15.7B total parameters" (2.4B activated)
+    ("Qwen--Qwen1.5-MoE-A2.7B-Chat", 14.3e9),
+    ("deepseek-ai--DeepSeek-V2-Lite", 15.7e9),
 ]
 
 
@@ -49,6 +52,7 @@ NATIVE = [
     "openai-community--gpt2", "EleutherAI--gpt-j-6b", "facebook--opt-125m", "bigscience--bloom-560m",
     "google--gemma-2b-it", "microsoft--phi-2", "google--flan-t5-large",
     "togethercomputer--RedPajama-INCITE-7B-Base", "codefuse-ai--CodeFuse-CodeLlama-34B",
+    "Qwen--Qwen1.5-MoE-A2.7B-Chat", "deepseek-ai--DeepSeek-V2-Lite",
 ]
 
 

@@ -57,6 +57,7 @@ FIXTURE_RECIPES = {
     "openai-community--gpt2": "gpt2", "Qwen--Qwen-7B": "qwen", "replit--replit-code-v1_5-3b": "mpt",
     "THUDM--chatglm2-6b": "chatglm", "tiiuae--falcon-40b": "falcon", "tiiuae--falcon-7b": "falcon",
     "togethercomputer--RedPajama-INCITE-7B-Base": "gpt_neox",
+    "Qwen--Qwen1.5-MoE-A2.7B-Chat": "qwen2_moe", "deepseek-ai--DeepSeek-V2-Lite": "deepseek_v2",
 }
 
 
@@ -104,8 +105,9 @@ def test_trtllm_targets_cover_seed_004_jit_list(book: RecipeBook) -> None:
     jit = {"llama", "falcon", "internlm", "baichuan", "chatglm", "gptj", "mistral", "mixtral", "qwen", "gpt2"}
     trtllm = {r.name for r in book if r.supports("trtllm")}
     assert jit <= trtllm
-    # later LMI / TensorRT-LLM >= 0.8 (qwen2: >= 0.12, since.toml), each with a note
-    assert trtllm - jit == {"gemma", "phi", "qwen2", "t5"}
+    # later LMI / TensorRT-LLM >= 0.8 (qwen2, phi3 >= 0.10, qwen2_moe >= 0.11, gemma2 >= 0.13,
+    # deepseek_v2 >= 0.15: since.toml), each with a note
+    assert trtllm - jit == {"gemma", "phi", "qwen2", "t5", "phi3", "gemma2", "qwen2_moe", "deepseek_v2"}
     for name in trtllm - jit:
         assert book.get(name).targets["trtllm"].notes
 
@@ -132,10 +134,13 @@ def test_hf_target_covers_seed_003_list(book: RecipeBook) -> None:
     seed_003 = {"aquila", "baichuan", "bloom", "chatglm", "dbrx", "deci", "falcon", "gemma", "gpt2", "gptj",
                 "gpt_neox", "internlm", "llama", "mistral", "mixtral", "mpt", "opt", "phi", "qwen", "qwen2",
                 "yi", "t5"}
-    # beyond seed 003: families of today (issue 22), which vLLM loads and TensorRT-LLM is refused for
-    assert {r.name for r in book if r.supports("hf")} == seed_003 | {"phi3", "gemma2"}
-    for name in ("phi3", "gemma2"):
-        assert "ModelOpt 0.47 cannot export" in book.get(name).unsupported["trtllm"]
+    # beyond seed 003: families of today (issue 22), which vLLM loads and TensorRT-LLM builds from some
+    # release on with its own converter (ModelOpt 0.47 exports none of them: no modelopt_decoder)
+    today = {"phi3", "gemma2", "qwen2_moe", "deepseek_v2"}
+    assert {r.name for r in book if r.supports("hf")} == seed_003 | today
+    for name in today:
+        support = book.get(name).targets["trtllm"]
+        assert support.modelopt_decoder is None and support.trtllm_example, name
 
 
 def test_modelopt_decoders(book: RecipeBook) -> None:

@@ -12,8 +12,8 @@ from lmi_build.planning.checkpoint_estimate import CheckpointWork
 from lmi_build.planning.context import PlanContext
 from lmi_build.planning.memory import Workload
 from lmi_build.planning.plan import QuantizationPlan, ToolchainRef
-from lmi_build.planning.target_api import ContainerFacts, TargetPlan
-from lmi_build.recipes.schema import TargetSupport
+from lmi_build.planning.target_api import ContainerFacts, RecipeRoute, TargetPlan
+from lmi_build.recipes.schema import Recipe, TargetSupport
 from lmi_build.targets.hf.knobs import HfBuild
 from lmi_build.targets.hf.loaders import architecture_problems
 from lmi_build.targets.hf.profiles import (
@@ -47,6 +47,12 @@ class HfPlanning:
     def checkpoint_route(self, support: TargetSupport, spec: ModelSpec,
                          options: ResolvedOptions) -> Literal["modelopt", "vendor"]:
         return "modelopt"
+
+    def recipe_route(self, recipe: Recipe, support: TargetSupport, profile: str) -> RecipeRoute:
+        found = get_profile(profile)
+        applied = f"; lmi-build quantizes it with ModelOpt: {', '.join(support.quantize)}" if support.quantize else ""
+        return RecipeRoute(True, route=f"the Hugging Face checkpoint, served by {found.name}'s engine as is{applied} "
+                                       "(which quantized formats this engine loads: serving_formats.toml)")
 
     def toolchain(self, profile: str | None) -> ToolchainRef:
         name = get_profile(profile).name if profile else None

@@ -19,8 +19,8 @@ from lmi_build.planning import checks
 from lmi_build.planning.context import PlanContext
 from lmi_build.planning.memory import Workload
 from lmi_build.planning.plan import ToolchainRef
-from lmi_build.planning.target_api import ContainerFacts, TargetPlan
-from lmi_build.recipes.schema import TargetSupport
+from lmi_build.planning.target_api import ContainerFacts, RecipeRoute, TargetPlan
+from lmi_build.recipes.schema import Recipe, TargetSupport
 from lmi_build.targets.neuronx.batching import container_batching
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.targets.neuronx.sdk import NeuronDefaults, NeuronPlatform, sdk
@@ -260,6 +260,14 @@ class NeuronxPlanning:
     def checkpoint_route(self, support: TargetSupport, spec: ModelSpec,
                          options: ResolvedOptions) -> Literal["modelopt", "vendor"]:
         return "vendor"  # TNX compiles from the HF checkpoint itself
+
+    def recipe_route(self, recipe: Recipe, support: TargetSupport, profile: str) -> RecipeRoute:
+        from lmi_build.targets.neuronx.profiles import get_profile
+
+        found = get_profile(profile)
+        return RecipeRoute(True, route=f"NEFFs compiled from the Hugging Face checkpoint with neuronx-cc "
+                                       f"{found.neuronx_cc} (default loader {found.default_loader}); RoPE and "
+                                       "loader limits of the release are checked per model at plan time")
 
     def toolchain(self, profile: str | None) -> ToolchainRef:
         from lmi_build.targets.neuronx.profiles import get_profile

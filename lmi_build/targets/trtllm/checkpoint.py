@@ -38,8 +38,11 @@ def build_trtllm_checkpoint(plan: BuildPlan, model_dir: Path, out_dir: Path, *,
 
 def checkpoint_shaping(build: TrtllmBuild) -> dict[str, Any]:
     """The knobs that shape the checkpoint (its cache key's; engine knobs such as lengths do not)."""
-    return {"dtype": build.dtype, "tp": build.tp, "pp": build.pp, "decoder": build.modelopt_decoder,
-            "export_format": None, "writer": build.checkpoint_writer}
+    shaping: dict[str, Any] = {"dtype": build.dtype, "tp": build.tp, "pp": build.pp, "decoder": build.modelopt_decoder,
+                               "export_format": None, "writer": build.checkpoint_writer}
+    if build.modelopt_decoder == "qwen":
+        shaping["qwen_fields"] = 1  # cached qwen checkpoints from before _complete_qwen_config lack qwen_type
+    return shaping
 
 
 def _export_trtllm(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: Path | None) -> CheckpointResult:
@@ -92,7 +95,8 @@ def _export_trtllm(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: 
                             f"(tp {build.tp}, pp {build.pp}): {str(exc).strip() or type(exc).__name__}",
                             hint="plan again (lmi-build plan trtllm ...): the plan's tp/pp must split the model's "
                                  "layers and heads; --debug shows the traceback") from exc
-        notes = [*fallback, *_fix_missing_pre_quant_scale(staging, build.world_size)]
+        notes = [*fallback, *_fix_missing_pre_quant_scale(staging, build.world_size),
+                 *_complete_qwen_config(staging, plan, build)]
         config = _check_trtllm(staging, plan, build)
     return CheckpointResult(
         format="trtllm",
@@ -124,6 +128,7 @@ def _stream_trtllm(plan: BuildPlan, build: TrtllmBuild, model_dir: Path, out_dir
             with output.current().watch_written("writing the checkpoint", staging), quiet_libraries():
                 write_streamed_checkpoint(model_dir, staging, architecture=plan.spec.architecture,
                                           decoder=build.modelopt_decoder, dtype=build.dtype, tp=build.tp, pp=build.pp)
+            qwen_notes = _complete_qwen_config(staging, plan, build)
             config = _check_trtllm(staging, plan, build)
     except LayoutMismatch as mismatch:
         reason = f"streamed writer not used ({mismatch}); ModelOpt's exporter loaded the model"
@@ -133,7 +138,8 @@ def _stream_trtllm(plan: BuildPlan, build: TrtllmBuild, model_dir: Path, out_dir
         format="trtllm", out_dir=out_dir, files=output_files(out_dir), quant_algo=None, kv_cache_quant_algo=None,
         dtype=config["dtype"], tp=build.tp, pp=build.pp, seconds=round(time.perf_counter() - started, 3),
         peak_rss_bytes=peak_rss(),
-        notes=[f"ModelOpt's layout written tensor by tensor ({build.dtype}), the model never loaded"], writer="stream",
+        notes=[f"ModelOpt's layout written tensor by tensor ({build.dtype}), the model never loaded", *qwen_notes],
+        writer="stream",
         placement=Placement(device="cpu", gpus=0, load_dtype=build.dtype, export_dtype=build.dtype),
     )
 
@@ -158,6 +164,9 @@ def _check_trtllm(staging: Path, plan: BuildPlan, build: TrtllmBuild) -> dict[st
         problems.append(f"quantization.group_size={quantization.get('group_size')} "
                         f"(planned {plan.quantization.group_size})")
     problems += _rope_problems(config, plan)
+    if build.modelopt_decoder == "qwen":
+        problems += [f"{key}={config.get(key)!r} (TensorRT-LLM's QWen model needs {value!r})"
+                     for key, value in _qwen_fields(plan).items() if config.get(key) != value]
     missing = [f"rank{r}.safetensors" for r in range(build.world_size) if not (staging / f"rank{r}.safetensors").is_file()]
     if missing:
         problems.append(f"missing {', '.join(missing)}")
@@ -185,6 +194,43 @@ def _rope_problems(config: dict[str, Any], plan: BuildPlan) -> list[str]:
             if exported.get(key) != value:
                 problems.append(f"rotary_scaling.{key}={exported.get(key)!r} (model rope_scaling {value!r})")
     return problems
+
+
+def _qwen_fields(plan: BuildPlan) -> dict[str, Any]:
+    """The config.json fields TensorRT-LLM's QWen model reads that ModelOpt's TensorRT-LLM export of decoder
+    "qwen" does not write (nvidia-modelopt 0.47.0 torch/export/tensorrt_llm_utils.py:140-178, 240-241: no
+    qwen_type): TensorRT-LLM's own quantize.py adds them after ModelOpt's export, "Workaround for qwen
+    version" (tensorrt_llm/quantization/quantize_by_modelopt.py @9691e12b:495-508, @a681853d:501-514):
+    qwen_type = the HF model_type; for qwen2 norm_epsilon = rms_norm_eps and rotary_base = rope_theta;
+    intermediate_size = the HF intermediate_size (Qwen v1 states twice its per-branch width, which
+    TensorRT-LLM halves: models/qwen/model.py @250d9c29:61, @a681853d:96-101). From 0.11 the QWen model reads
+    config.qwen_type unconditionally (models/qwen/model.py @9691e12b:65, @a681853d:79, 97): without it
+    trtllm-build stops with AttributeError."""
+    raw = plan.spec.raw
+    fields: dict[str, Any] = {"qwen_type": plan.spec.model_type}
+    if raw.get("intermediate_size") is not None:
+        fields["intermediate_size"] = raw["intermediate_size"]
+    if plan.spec.model_type == "qwen2":
+        for key, source in (("norm_epsilon", "rms_norm_eps"), ("rotary_base", "rope_theta")):
+            if raw.get(source) is not None:
+                fields[key] = raw[source]
+    return fields
+
+
+def _complete_qwen_config(staging: Path, plan: BuildPlan, build: TrtllmBuild) -> list[str]:
+    """ModelOpt's "qwen" export, completed as TensorRT-LLM's own quantize.py completes it (``_qwen_fields``)."""
+    if build.modelopt_decoder != "qwen":
+        return []
+    config_path = staging / "config.json"
+    config = read_json(config_path)
+    fields = _qwen_fields(plan)
+    changed = {key: value for key, value in fields.items() if config.get(key) != value}
+    if not changed:
+        return []
+    config.update(changed)
+    write_json(config_path, config)
+    return ["set " + ", ".join(f"{key}={value}" for key, value in changed.items()) + " in config.json, as "
+            "TensorRT-LLM's quantize.py does after ModelOpt's qwen export (its QWen model reads them)"]
 
 
 def _fix_missing_pre_quant_scale(staging: Path, world_size: int) -> list[str]:

@@ -92,6 +92,27 @@ class Variant(BaseModel):
         return self.values.get(lmi_value, lmi_value)
 
 
+class Spelling(BaseModel):
+    """How one example's convert_checkpoint.py spells the arguments every conversion passes, where it
+    differs from ``--model_dir --output_dir --tp_size --pp_size --workers`` (``[series."X".spellings.<example>]``):
+    an empty name (``None`` here) is a flag the converter does not take (a plan that needs it, pp > 1, is
+    refused); ``fixed`` flags are always passed (Gemma's ``--ckpt-type hf``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model_dir: str = "model_dir"
+    output_dir: str = "output_dir"
+    tp_size: str | None = "tp_size"
+    pp_size: str | None = "pp_size"
+    workers: str | None = "workers"
+    fixed: dict[str, str] = {}
+
+    @field_validator("tp_size", "pp_size", "workers")
+    @classmethod
+    def _empty_is_none(cls, value: str | None) -> str | None:
+        return value or None
+
+
 class FlagTable(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -103,7 +124,12 @@ class FlagTable(BaseModel):
     examples: dict[str, str] = {}
     # Recipe example name -> the converter flag that takes its version option (absent: none is passed).
     variants: dict[str, Variant] = {}
+    # Recipe example name -> how its converter spells the common arguments (absent: the usual names).
+    spellings: dict[str, Spelling] = {}
     limits: Limits = Limits()
+
+    def spelling(self, example: str) -> Spelling:
+        return self.spellings.get(example, Spelling())
 
     def example_dir(self, example: str) -> str:
         """Where ``examples/<example>`` lives in this version (e.g. ``models/core/llama`` from 0.19)."""
@@ -179,6 +205,7 @@ class Series(BaseModel):
     removed: dict[str, RemovalNote] = {}
     examples: dict[str, str] = {}
     variants: dict[str, Variant] = {}
+    spellings: dict[str, Spelling] = {}
     limits: Limits = Limits()
     trtllm_build: dict[str, FlagKind] = {}
     convert_checkpoint: dict[str, FlagKind] = {}
@@ -245,10 +272,12 @@ class FlagsFile(BaseModel):
             sources = list(base.sources)
             examples = {**base.examples, **entry.examples}
             variants = {**base.variants, **entry.variants}
+            spellings = {**base.spellings, **entry.spellings}
             limits = base.limits.merged(entry.limits)
         else:  # a root series
             tools, removed, sources = {}, {}, []
             examples, variants, limits = dict(entry.examples), dict(entry.variants), entry.limits
+            spellings = dict(entry.spellings)
         for tool, gone in entry.remove.items():
             for flag in gone:
                 tools.get(tool, {}).pop(flag, None)
@@ -259,7 +288,7 @@ class FlagsFile(BaseModel):
         sources.extend(entry.sources)
         return FlagTable(series=name, tools={t: f for t, f in tools.items() if f}, removed=removed,
                          sources=tuple(sources), examples=examples, variants=variants,
-                         limits=limits)
+                         spellings=spellings, limits=limits)
 
 
 def flags_file() -> FlagsFile:

@@ -14,9 +14,9 @@ from lmi_build.planning.checkpoint_estimate import CheckpointWork
 from lmi_build.planning.context import PlanContext
 from lmi_build.planning.memory import Workload
 from lmi_build.planning.plan import QuantizationPlan, ToolchainRef
-from lmi_build.planning.target_api import ContainerFacts, TargetPlan
+from lmi_build.planning.target_api import ContainerFacts, RecipeRoute, TargetPlan
 from lmi_build.quantize.tensor_map import streamable
-from lmi_build.recipes.schema import TargetSupport
+from lmi_build.recipes.schema import Recipe, TargetSupport
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
 from lmi_build.targets.trtllm.layouts import FLAT_ENGINE
 from lmi_build.types import TargetName
@@ -57,6 +57,11 @@ class TrtllmPlanning:
             return "vendor"
         return "modelopt"
 
+    def recipe_route(self, recipe: Recipe, support: TargetSupport, profile: str) -> RecipeRoute:
+        from lmi_build.targets.trtllm.routes import recipe_route
+
+        return recipe_route(recipe, support, profile)
+
     def toolchain(self, profile: str | None) -> ToolchainRef:
         from lmi_build.targets.trtllm.profiles import get_profile
 
@@ -67,6 +72,7 @@ class TrtllmPlanning:
         from lmi_build.targets.trtllm.flags import flag_table
         from lmi_build.targets.trtllm.lengths import resolve_lengths
         from lmi_build.targets.trtllm.profiles import get_profile
+        from lmi_build.targets.trtllm.since import checkpoint_architecture, written_otherwise
 
         profile = get_profile(ctx.request.profile)
         table = flag_table(profile.tensorrt_llm)
@@ -108,6 +114,10 @@ class TrtllmPlanning:
         self._check_since(ctx, scaling_type, profile)
 
         route = self.checkpoint_route(ctx.support, spec, ctx.options)
+        if route == "modelopt" and written_otherwise(ctx.support.trtllm_architecture, profile.tensorrt_llm):
+            # ModelOpt writes the HF architecture, which this release's MODEL_MAP lacks; its own converter
+            # writes the name the release has (data/since.toml written_as).
+            route = "vendor"
         if route == "modelopt" and pp > 1 and spec.num_layers % pp:
             # nvidia-modelopt 0.47.0 postprocess.py:275 asserts num_layers % pp == 0.
             ctx.findings.error("pp_layers_uneven",
@@ -142,7 +152,7 @@ class TrtllmPlanning:
             checkpoint_writer="stream" if route == "modelopt" and streamable(
                 spec.architecture, quantized=ctx.options.text_value("quantize") is not None) else "modelopt",
             modelopt_decoder=ctx.support.modelopt_decoder,
-            trtllm_architecture=ctx.support.trtllm_architecture,
+            trtllm_architecture=checkpoint_architecture(ctx.support.trtllm_architecture, profile.tensorrt_llm),
             trtllm_example=ctx.support.trtllm_example,
         )
 
@@ -222,23 +232,14 @@ class TrtllmPlanning:
     def _check_since(ctx: PlanContext, scaling_type: str | None, profile: ContainerProfile) -> None:
         """A RoPE scaling the profile's TensorRT-LLM cannot read, or an architecture its model table lacks
         (``data/since.toml``), is refused, naming the oldest profile that has it."""
-        from lmi_build.targets.trtllm.profiles import load_profiles
-        from lmi_build.targets.trtllm.since import missing_architecture, missing_scaling
+        from lmi_build.targets.trtllm.since import missing_architecture, missing_scaling, refusal
 
         for code, entry in (("rope_scaling_version", missing_scaling(scaling_type, profile.tensorrt_llm)),
                             ("architecture_version",
                              missing_architecture(ctx.support.trtllm_architecture, profile.tensorrt_llm))):
-            if entry is None:
-                continue
-            newer = [p.name for p in load_profiles() if p.released and p.engine_capable
-                     and not entry.missing_in(p.tensorrt_llm)]
-            where = (f"; profile {newer[0]} is the oldest that has it" if newer
-                     else "; no installed profile has it")
-            ctx.findings.error(code,
-                               f"{entry.what} needs TensorRT-LLM {entry.since} or newer, profile {profile.name} has "
-                               f"{profile.tensorrt_llm}{where}",
-                               hint=f"plan with --profile {newer[0]} or newer" if newer else
-                               "add a profile with a newer TensorRT-LLM")
+            if entry is not None:
+                message, hint = refusal(entry, profile.name, profile.tensorrt_llm)
+                ctx.findings.error(code, message, hint=hint)
 
     @staticmethod
     def _state_smoothquant_granularity(ctx: PlanContext, profile: ContainerProfile) -> None:

@@ -16,12 +16,29 @@ from lmi_build.versions import parse_version, release
 SINCE_FILE = Path(__file__).with_name("data") / "since.toml"
 
 
+class WrittenAs(BaseModel):
+    """The checkpoint architecture a release's own converter writes for the family before ``until``
+    (exclusive), while MODEL_MAP does not have the family's own name yet."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    architecture: str
+    until: str
+
+    @field_validator("until")
+    @classmethod
+    def _pep440(cls, value: str) -> str:
+        parse_version(value)
+        return value
+
+
 class Since(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     what: str
     since: str  # the first TensorRT-LLM release that has it (a pre-release of it counts)
     sources: tuple[str, ...]
+    written_as: WrittenAs | None = None
 
     @field_validator("since")
     @classmethod
@@ -57,3 +74,31 @@ def missing_architecture(architecture: str | None, tensorrt_llm: str) -> Since |
     """The entry of checkpoint ``architecture`` when TensorRT-LLM ``tensorrt_llm``'s model table lacks it; else None."""
     entry = _since_file().architectures.get(architecture) if architecture else None
     return entry if entry is not None and entry.missing_in(tensorrt_llm) else None
+
+
+def written_otherwise(architecture: str | None, tensorrt_llm: str) -> bool:
+    """Whether TensorRT-LLM ``tensorrt_llm``'s model table lacks ``architecture`` while its own converter
+    builds the family under another name (``written_as``): then ModelOpt's export, which writes the HF
+    architecture, cannot be built, and the release's converter is the route."""
+    return checkpoint_architecture(architecture, tensorrt_llm) != architecture
+
+
+def checkpoint_architecture(architecture: str | None, tensorrt_llm: str) -> str | None:
+    """The "architecture" TensorRT-LLM ``tensorrt_llm``'s converter writes for recipe architecture
+    ``architecture``: the recipe's own name, or the entry's ``written_as`` before its ``until``."""
+    entry = _since_file().architectures.get(architecture) if architecture else None
+    if entry is None or entry.written_as is None or release(tensorrt_llm) >= release(entry.written_as.until):
+        return architecture
+    return entry.written_as.architecture
+
+
+def refusal(entry: Since, profile: str, tensorrt_llm: str) -> tuple[str, str]:
+    """The one-line refusal (and its hint) of a profile whose TensorRT-LLM lacks ``entry``, naming the
+    oldest released profile that has it: the plan's error and ``recipes list --profile``'s reason."""
+    from lmi_build.targets.trtllm.profiles import load_profiles
+
+    newer = [p.name for p in load_profiles() if p.released and p.engine_capable and not entry.missing_in(p.tensorrt_llm)]
+    where = f"; profile {newer[0]} is the oldest that has it" if newer else "; no installed profile has it"
+    message = f"{entry.what} needs TensorRT-LLM {entry.since} or newer, profile {profile} has {tensorrt_llm}{where}"
+    hint = f"plan with --profile {newer[0]} or newer" if newer else "add a profile with a newer TensorRT-LLM"
+    return message, hint

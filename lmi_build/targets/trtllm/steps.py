@@ -186,16 +186,24 @@ def _checkpoint_steps(plan: StepInputs, build: TrtllmBuild, table: FlagTable) ->
     if method in ("awq", "fp8", "gptq") and quant.pre_quantized is None:
         return [_quantize_script_step(build, table, method, quant.group_size,
                                       quant.calibration.size if quant.calibration else None)]
+    spelling = table.spelling(example)
+    if build.pp > 1 and spelling.pp_size is None:
+        raise UnsupportedTarget(f"examples/{table.example_dir(example)}/convert_checkpoint.py of TensorRT-LLM "
+                                f"{table.series} takes tensor parallelism only (no pipeline-parallel flag); the plan "
+                                f"has pp {build.pp} (flags.toml spellings)", hint="plan with --pp 1")
     args = _Args(table, "convert_checkpoint",
                  ["python3", f"{{examples}}/{table.example_dir(example)}/convert_checkpoint.py"])
-    args.add("model_dir", "{model}")
-    args.add("output_dir", "{checkpoint}")
+    for fixed, value in spelling.fixed.items():
+        args.add(fixed, value)
+    args.add(spelling.model_dir, "{model}")
+    args.add(spelling.output_dir, "{checkpoint}")
     args.add("dtype", build.dtype)
     if not single_rank:
-        args.add("tp_size", build.tp)
-        args.add("pp_size", build.pp)
-        if args.has("workers"):
-            args.add("workers", "{workers}")
+        for parallel, number in ((spelling.tp_size, build.tp), (spelling.pp_size, build.pp)):
+            if parallel is not None:
+                args.add(parallel, number)
+        if spelling.workers is not None and args.has(spelling.workers):
+            args.add(spelling.workers, "{workers}")
     variant = table.variants.get(example)
     if variant is not None and variant.option in build.model_version:
         # Each converter names the model's variant its own way (flags.toml [variants]); an unknown flag

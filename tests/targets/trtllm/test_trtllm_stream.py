@@ -181,3 +181,21 @@ def test_host_memory_is_a_few_tensors_not_the_model(tmp_path: Path) -> None:
     above = peaks["after"] - peaks["before"]
     assert disk > 150 * 2**20
     assert above < 0.25 * disk, f"{above / 2**20:.0f} MiB above the baseline for a {disk / 2**20:.0f} MiB model"
+
+
+@pytest.mark.parametrize("writer", ["stream", "modelopt"])
+def test_a_qwen2_checkpoint_carries_what_tensorrt_llms_qwen_model_reads(tmp_path: Path, writer: str) -> None:
+    """ModelOpt's qwen export writes no qwen_type, which TensorRT-LLM's QWen model reads from 0.11 on
+    (models/qwen/model.py @9691e12b:65, @a681853d:79): both writers complete config.json as TensorRT-LLM's
+    own quantize.py does (quantize_by_modelopt.py @a681853d:501-514), and say so."""
+    from lmi_build.targets.trtllm.checkpoint import build_trtllm_checkpoint
+
+    model_dir = _save_model(tmp_path / "hf", "Qwen2Config", "float16", architectures=["Qwen2ForCausalLM"],
+                            vocab_size=1000, rms_norm_eps=1e-5, rope_theta=1000000.0)
+    plan = make_build_plan(model_dir, tp=2, writer=writer, decoder="qwen")
+    result = build_trtllm_checkpoint(plan, model_dir, tmp_path / "ckpt")
+    config = json.loads((tmp_path / "ckpt" / "config.json").read_text())
+    assert config["qwen_type"] == "qwen2"
+    assert (config["intermediate_size"], config["norm_epsilon"], config["rotary_base"]) == (256, 1e-5, 1000000.0)
+    assert any("qwen_type=qwen2" in note for note in result.notes), result.notes
+    assert result.writer == writer
