@@ -48,7 +48,7 @@ ExecutorOpt = Annotated[ExecutorChoice, typer.Option(
     "--executor", help="local: a process pool on this host; ray: one Ray task per build, resources from its plan.")]
 RayAddressOpt = Annotated[str | None, typer.Option(
     "--ray-address", help="Ray cluster to use (e.g. auto, ray://head:10001). Default: RAY_ADDRESS, "
-    "else a local Ray started for this run.")]
+    "else the Ray last started on this host (ray start), else a local Ray started for this run (ray.init's rule).")]
 MaxParallelOpt = Annotated[int | None, typer.Option(
     "--max-parallel", min=1, help="Builds running at once (default: 2 locally; with Ray, what the cluster fits).")]
 MaxRetriesOpt = Annotated[int, typer.Option(

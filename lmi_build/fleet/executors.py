@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -29,7 +31,7 @@ HEAD_NODE_RESOURCE = "node:__internal_head__"
 class Execution:
     executor: ExecutorName = "local"
     max_parallel: int | None = None  # local default: 2; ray default: as many as the cluster fits
-    ray_address: str | None = None  # else RAY_ADDRESS, else a local Ray started for the run
+    ray_address: str | None = None  # else RAY_ADDRESS, else the host's running Ray, else a local one (ray.init)
     max_retries: int = 3  # Ray re-runs a job whose worker or node was lost this many times
     # Ray: how long a build that no node can take may wait for one (an autoscaling cluster adds
     # nodes); 0 fails it at once, with what it needs and what the largest node has.
@@ -117,7 +119,7 @@ def infeasible_reason(nodes: list[dict[str, Any]], options: dict[str, Any]) -> s
     alive = [node for node in nodes if node.get("Alive")]
     if any(_node_offers(node, options) for node in alive):
         return None
-    wanted = [f"{options.get('num_gpus') or 0} GPU(s)", f"{options.get('num_cpus') or 0} CPU(s)"]
+    wanted = [f"{float(options.get('num_gpus') or 0):g} GPU(s)", f"{float(options.get('num_cpus') or 0):g} CPU(s)"]
     for name, amount in (options.get("resources") or {}).items():
         wanted.append(f"{amount} {name}")
     if options.get("memory"):
@@ -150,16 +152,33 @@ def _run_ray(jobs: Sequence[Job], execution: Execution, on_started: OnStarted, o
         _run_ray_tasks(jobs, execution, on_started, on_result)
 
 
+@contextlib.contextmanager
+def _keeping_sigterm_handler() -> Iterator[None]:
+    """``ray.init`` replaces the SIGTERM handler with its own ``sys.exit(15)`` (ray/_private/worker.py,
+    ``init``): a CI cancel then ended the matrix with status 1 and no word. Put lmi-build's handler
+    back (it cleans up like Ctrl-C and exits 143)."""
+    main = threading.current_thread() is threading.main_thread()
+    ours = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        yield
+    finally:
+        if ours is not None:
+            signal.signal(signal.SIGTERM, ours)
+
+
 def _run_ray_tasks(jobs: Sequence[Job], execution: Execution, on_started: OnStarted, on_result: OnResult) -> None:
     import ray
     from ray.exceptions import RayError
     from ray.util.queue import Empty, Queue
 
+    from lmi_build.output import current
+
     started_here = not ray.is_initialized()
     if started_here:
         # address None: ray.init reads RAY_ADDRESS, else starts a local Ray for this run.
-        ray.init(address=execution.ray_address or os.environ.get("RAY_ADDRESS") or None,
-                 include_dashboard=False, log_to_driver=False, configure_logging=False)
+        with _keeping_sigterm_handler():
+            ray.init(address=execution.ray_address or os.environ.get("RAY_ADDRESS") or None,
+                     include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         # Start events go through a Ray queue actor on the head node (as Ray Train places its state
         # actor), so losing a worker node never loses the progress channel.
@@ -189,6 +208,9 @@ def _run_ray_tasks(jobs: Sequence[Job], execution: Execution, on_started: OnStar
                 if reason is not None and not execution.wait_for_resources:
                     on_result(_failed(job, f"{reason}: {hint}"))
                     continue
+                if reason is not None:  # an autoscaling cluster may add the node; say what it waits for
+                    current().info(f"{job.name} {reason}: waiting up to {execution.wait_for_resources:g} s "
+                                   "for a node that has it (--wait-for-resources)")
                 ref = task.options(**options).remote(job, events)
                 pending[ref], submitted[ref] = job, time.monotonic()
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_SECONDS)

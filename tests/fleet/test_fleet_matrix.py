@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -244,6 +246,55 @@ node_labels = { "lmi-build/profile" = "no-such-node-group" }
                         wait_for_resources=3).to_json()
     assert 3 <= time.monotonic() - waited < 60
     assert result["builds"][0]["status"] == "failed" and "within --wait-for-resources" in result["builds"][0]["error"]
+
+
+# What Ray itself writes when its driver is signalled or connects (absl's failure handler in the C++
+# core worker, raylet/GCS log lines, its banners): none of it may reach the console.
+RAY_NOISE = re.compile(r"\*\*\* SIGTERM|PC: @|@ +0x[0-9a-f]|core_worker|raylet|gcs_|Ray runtime|ray\.init|"
+                       r"Connecting to existing Ray|Started a local Ray|\[\d{4}-\d\d-\d\d \d\d:", re.IGNORECASE)
+
+
+def test_sigterm_while_waiting_on_ray_prints_only_lmi_builds_lines(ray_cluster: RayCluster, fleet_bucket: str,
+                                                                   tmp_path: Path) -> None:
+    """Issue 23 item 11: SIGTERM (a CI cancel) while a matrix waits on Ray: lmi-build says what it
+    waited for and that it was terminated, exits 143, and nothing of Ray's reaches the console.
+    Before: Ray's own handler (``ray.init`` installs ``sys.exit(15)``) ended it with status 1, and its
+    C++ core's "*** SIGTERM received ... PC: @ 0x..." dump reached the terminal."""
+    matrix = write_matrix(tmp_path, f"""
+[[build]]
+target = "trtllm"
+model = "demo:tiny-llama"
+profile = "{PROFILE}"
+max_input_len = 64
+max_output_len = 32
+tp = 4
+""", fleet_bucket)  # 4 GPUs: the GPU node declares 2, so the build waits for resources
+    stderr_path = tmp_path / "stderr.txt"
+    with open(stderr_path, "w") as stderr:
+        driver = subprocess.Popen([sys.executable, "-m", "lmi_build", "matrix", str(matrix), "--cache",
+                                   f"s3://{fleet_bucket}/sigterm-cache", "--executor", "ray", "--ray-address", ray_cluster.address,
+                                   "--wait-for-resources", "600"],
+                                  stdout=subprocess.PIPE, stderr=stderr, text=True)
+        try:
+            deadline = time.monotonic() + 120
+            while "waiting up to 600 s" not in stderr_path.read_text() and time.monotonic() < deadline:
+                assert driver.poll() is None, stderr_path.read_text()
+                time.sleep(0.2)
+            assert "waiting up to 600 s" in stderr_path.read_text(), "the driver never reached Ray's wait"
+            driver.send_signal(signal.SIGTERM)
+            stdout, _ = driver.communicate(timeout=60)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+    console = stdout + stderr_path.read_text()
+    assert driver.returncode == 143, console
+    lines = [line for line in console.splitlines() if line.strip()]
+    assert not [line for line in lines if RAY_NOISE.search(line)], console
+    # lmi-build's own lines only: the wait it announced and the one-line failure.
+    assert "needs 4 GPU(s)" in lines[0] and "the cluster's 2 node(s)" in lines[0], console
+    assert "waiting up to 600 s" in lines[0], console
+    assert lines[-1].startswith("error: terminated (SIGTERM)"), console
+    assert len(lines) <= 3, console
 
 
 def test_infeasible_reason_reads_every_resource() -> None:
