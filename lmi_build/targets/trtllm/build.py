@@ -18,7 +18,7 @@ from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import PLAN_FILE, SavedPlan
 from lmi_build.runners import LOG_DIR, Paths, Step, make_runner
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
-from lmi_build.targets.trtllm.profile_schema import ContainerProfile
+from lmi_build.targets.trtllm.profiles import ContainerProfile
 from lmi_build.targets.trtllm.steps import BUNDLE_SCRIPT, DEFAULT_EXAMPLES
 
 if TYPE_CHECKING:

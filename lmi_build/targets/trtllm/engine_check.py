@@ -16,7 +16,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from lmi_build.errors import StepError
-from lmi_build.targets.trtllm.profile_schema import ContainerProfile
+from lmi_build.targets.trtllm.profiles import ContainerProfile
 from lmi_build.versions import release
 
 RANK_FILE = re.compile(r"^(?:.+_)?rank(\d+)\.engine$")

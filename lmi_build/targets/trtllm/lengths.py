@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 from lmi_build.planning import checks
 from lmi_build.planning.context import PlanContext
-from lmi_build.targets.trtllm.profile_schema import ContainerProfile
+from lmi_build.targets.trtllm.profiles import ContainerProfile
 
 # LMI defaults of the TensorRT-LLM container (seed 000) when neither user nor recipe sets them.
 DEFAULT_MAX_INPUT_LEN = 1024

@@ -23,7 +23,7 @@ from lmi_build.types import TargetName
 from lmi_build.versions import release
 
 if TYPE_CHECKING:
-    from lmi_build.targets.trtllm.profile_schema import ContainerProfile
+    from lmi_build.targets.trtllm.profiles import ContainerProfile
 
 # Options whose default changed between releases: a profile's [defaults] value (cited there) replaces the
 # option table's when the user did not set the option, so a plain build equals the container's own JIT

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from lmi_build.artifact.manifest import Manifest
     from lmi_build.planning.plan import QuantizationPlan
     from lmi_build.targets.trtllm.knobs import TrtllmBuild
-    from lmi_build.targets.trtllm.profile_schema import ContainerProfile
+    from lmi_build.targets.trtllm.profiles import ContainerProfile
 
 TOOLKIT_LAYOUT = "trtllm-toolkit"
 FLAT_LAYOUT = "trtllm-flat"

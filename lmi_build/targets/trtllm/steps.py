@@ -26,7 +26,7 @@ from lmi_build.runners.script import ScriptRunner
 from lmi_build.runners.step import Dir, Paths, Step
 from lmi_build.targets.trtllm.flags import FlagError, FlagTable, Tool, flag_table
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
-from lmi_build.targets.trtllm.profile_schema import ContainerProfile
+from lmi_build.targets.trtllm.profiles import ContainerProfile
 
 # The directories TensorRT-LLM steps use: their container mounts and the variables build-engines.sh reads.
 DIRS = {

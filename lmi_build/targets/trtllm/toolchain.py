@@ -6,7 +6,7 @@ import shutil
 import subprocess
 
 from lmi_build.runners import RunnerKind, Step, gpu_count
-from lmi_build.targets.trtllm.profile_schema import ContainerProfile
+from lmi_build.targets.trtllm.profiles import ContainerProfile
 
 
 def toolchain_available(runner_kind: RunnerKind, profile: ContainerProfile,
