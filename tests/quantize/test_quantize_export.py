@@ -53,7 +53,8 @@ EXPECTED_QKV: dict[str | None, dict[str, tuple[str, tuple[int, ...]]]] = {  # hi
                     "activation_scaling_factor": ("float32", (1,)), "prequant_scaling_factor": ("model", (256,))},
     "awq": {"weight": ("int8", (256, 256)), "weights_scaling_factor": ("float32", (512, 2)),
             "prequant_scaling_factor": ("model", (256,))},
-    "gptq": {"weight": ("int8", (256, 256)), "weights_scaling_factor": ("float32", (512, 2))},
+    # GPTQ runs on narrow_llama3: hidden 128 -> qkv out 256 (8 x 16 + 2 x 4 x 16), in 128.
+    "gptq": {"weight": ("int8", (128, 128)), "weights_scaling_factor": ("float32", (256, 1))},
     "int4_wo": {"weight": ("int8", (256, 256)), "weights_scaling_factor": ("float32", (512, 2))},
     "fp8": {"weight": ("float8_e4m3fn", (512, 256)), "weights_scaling_factor": ("float32", (1,)),
             "activation_scaling_factor": ("float32", (1,))},
@@ -61,6 +62,15 @@ EXPECTED_QKV: dict[str | None, dict[str, tuple[str, tuple[int, ...]]]] = {  # hi
 }
 EXPECTED_ALGO = {None: None, "smoothquant": "W8A8_SQ_PER_CHANNEL", "awq": "W4A16_AWQ", "gptq": "W4A16_AWQ",
                  "int4_wo": "W4A16_AWQ", "fp8": "FP8", "int8_wo": "W8A16"}
+
+
+# Methods measured on narrow_llama3 (half the width): ModelOpt's CPU GPTQ costs in_features^2 x
+# out_features per Linear (see the fixture), 50 s a test at tiny_llama3's width.
+NARROW = {"gptq"}
+
+
+def _model_for(method: str | None, request: pytest.FixtureRequest) -> Path:
+    return Path(request.getfixturevalue("narrow_llama3" if method in NARROW else "tiny_llama3"))
 
 
 @pytest.fixture(autouse=True)
@@ -79,9 +89,11 @@ def _tensors(path: Path) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("method", [None, "smoothquant", "awq", "gptq", "fp8", "int8_wo", "int4_wo"])
-def test_trtllm_checkpoint_per_method(tiny_llama3: Path, tmp_path: Path, method: str | None,
+def test_trtllm_checkpoint_per_method(request: pytest.FixtureRequest, tmp_path: Path, method: str | None,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     from lmi_build.targets.trtllm.checkpoint import build_trtllm_checkpoint
+
+    tiny_llama3 = _model_for(method, request)
 
     # fp16 for the cheap paths; bfloat16 where calibration runs (fp16 matmuls of these tiny shapes
     # run ~19x slower than bf16 on CPU).
@@ -110,9 +122,10 @@ def test_trtllm_checkpoint_per_method(tiny_llama3: Path, tmp_path: Path, method:
         tensor = tensors[f"transformer.layers.0.attention.qkv.{suffix}"]
         assert str(tensor.dtype) == f"torch.{dtype if dtype_name == 'model' else dtype_name}", suffix
         assert tuple(tensor.shape) == shape, suffix
-    # down_proj (mlp.proj) has 512 inputs: 4 groups of 128 per output channel.
+    # down_proj (mlp.proj) has 512 inputs (narrow: 256): 4 (2) groups of 128 per output channel.
     if method in ("awq", "gptq", "int4_wo"):
-        assert tuple(tensors["transformer.layers.0.mlp.proj.weights_scaling_factor"].shape) == (256, 4)
+        expected = (128, 2) if method in NARROW else (256, 4)
+        assert tuple(tensors["transformer.layers.0.mlp.proj.weights_scaling_factor"].shape) == expected
     norm = tensors["transformer.layers.0.input_layernorm.weight"]
     assert str(norm.dtype) == f"torch.{dtype}"  # calibrated in the target dtype: nothing left in fp32
 
@@ -125,9 +138,11 @@ def _logits(model: Any, tokenizer: Any) -> Any:
 
 
 @pytest.mark.parametrize("method", ["smoothquant", "awq", "gptq", "fp8", "int8_wo", "int4_wo"])
-def test_fake_quantized_logits_stay_close(tiny_llama3: Path, method: str) -> None:
+def test_fake_quantized_logits_stay_close(request: pytest.FixtureRequest, method: str) -> None:
     from lmi_build.planning import calibration_text
     from lmi_build.quantize import calibration, modelopt_quant
+
+    tiny_llama3 = _model_for(method, request)
 
     samples = set(calibration_text.load_builtin().samples)
     assert not any(prompt in sample for prompt in HELD_OUT for sample in samples)
@@ -149,11 +164,13 @@ def test_fake_quantized_logits_stay_close(tiny_llama3: Path, method: str) -> Non
 
 
 @pytest.mark.parametrize("method", ["smoothquant", "awq", "gptq", "fp8"])
-def test_cpu_calibration_in_fp32_keeps_the_logit_bounds(tiny_llama3: Path, method: str) -> None:
+def test_cpu_calibration_in_fp32_keeps_the_logit_bounds(request: pytest.FixtureRequest, method: str) -> None:
     """The CPU path (calibrate in float32, cast to the target dtype) is held to the same bounds as
     calibrating in the target dtype, measured in the target dtype against the same reference."""
     from lmi_build.quantize import calibration, modelopt_quant
     from lmi_build.quantize.placement import cast_for_export, choose_placement
+
+    tiny_llama3 = _model_for(method, request)
 
     plan = make_build_plan(tiny_llama3, method=method, options=FAST_CALIB, dtype="bfloat16")
     where = choose_placement("bfloat16", runs_forward=True, cuda_devices=0)
@@ -383,7 +400,7 @@ def _dequantize_gptq(tensors: dict[str, Any], prefix: str) -> Any:
     return ((values - zeros[g_idx]) * scales[g_idx]).t()
 
 
-def test_hf_gptq_checkpoint_is_in_the_gptq_format(tiny_llama3: Path, tmp_path: Path) -> None:
+def test_hf_gptq_checkpoint_is_in_the_gptq_format(narrow_llama3: Path, tmp_path: Path) -> None:
     """hf --quantize gptq: quant_method gptq (what vLLM/LMI-Dist load), never labelled W4A16_AWQ, and
     the packed weights dequantize to a model within the GPTQ logit bound."""
     import torch
@@ -392,10 +409,10 @@ def test_hf_gptq_checkpoint_is_in_the_gptq_format(tiny_llama3: Path, tmp_path: P
     from lmi_build.quantize import calibration, modelopt_quant
     from tests.fixtures_quantize import run_checkpoint_step
 
-    plan = make_build_plan(tiny_llama3, target="hf", method="gptq", options=FAST_CALIB, dtype="float16")
+    plan = make_build_plan(narrow_llama3, target="hf", method="gptq", options=FAST_CALIB, dtype="float16")
     assert plan.build.export_format == "gptq"
     assert plan.quantization.quant_algo == "W4A16_GPTQ"
-    result = run_checkpoint_step(plan, tiny_llama3, tmp_path)
+    result = run_checkpoint_step(plan, narrow_llama3, tmp_path)
     out = result.out_dir
     assert result.quant_algo == "W4A16_GPTQ"
     assert not (out / "hf_quant_config.json").exists()
@@ -408,21 +425,21 @@ def test_hf_gptq_checkpoint_is_in_the_gptq_format(tiny_llama3: Path, tmp_path: P
 
     tensors = _tensors(out / "model.safetensors")
     assert not [k for k in tensors if "_quantizer" in k]
-    prefix = "model.layers.0.self_attn.q_proj"  # out 256, in 256
+    prefix = "model.layers.0.self_attn.q_proj"  # out 128, in 128 (narrow_llama3)
     assert f"{prefix}.weight" not in tensors
     shapes = {s: (str(tensors[f"{prefix}.{s}"].dtype), tuple(tensors[f"{prefix}.{s}"].shape))
               for s in ("qweight", "qzeros", "scales", "g_idx")}
-    assert shapes == {"qweight": ("torch.int32", (32, 256)), "qzeros": ("torch.int32", (2, 32)),
-                      "scales": ("torch.float16", (2, 256)), "g_idx": ("torch.int32", (256,))}
+    assert shapes == {"qweight": ("torch.int32", (16, 128)), "qzeros": ("torch.int32", (1, 16)),
+                      "scales": ("torch.float16", (1, 128)), "g_idx": ("torch.int32", (128,))}
     assert str(tensors["model.layers.0.input_layernorm.weight"].dtype) == "torch.float16"
 
     # Load the dequantized weights into a plain model and compare logits with the unquantized one.
-    tokenizer = calibration.load_tokenizer(tiny_llama3, trust_remote_code=False)
-    reference = _logits(modelopt_quant.load_model(tiny_llama3, "float32", trust_remote_code=False), tokenizer)
+    tokenizer = calibration.load_tokenizer(narrow_llama3, trust_remote_code=False)
+    reference = _logits(modelopt_quant.load_model(narrow_llama3, "float32", trust_remote_code=False), tokenizer)
     dense = {k: v.float() for k, v in tensors.items() if not k.endswith(("qweight", "qzeros", "scales", "g_idx"))}
     for layer in {k.rsplit(".", 1)[0] for k in tensors if k.endswith(".qweight")}:
         dense[f"{layer}.weight"] = _dequantize_gptq(tensors, layer)
-    model = AutoModelForCausalLM.from_pretrained(str(tiny_llama3), dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(str(narrow_llama3), dtype=torch.float32)
     missing, unexpected = model.load_state_dict(dense, strict=False)
     assert not unexpected and all("rotary" in m for m in missing), (missing, unexpected)
     error = float((_logits(model.eval(), tokenizer) - reference).abs().max()) / float(reference.max() - reference.min())
