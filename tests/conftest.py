@@ -63,6 +63,7 @@ SPREAD_FILES = (
     "test_quantize_export.py", "test_plan_saved.py", "test_pipeline_build.py", "test_cli_surface.py",
     "test_readme_blocks.py", "test_readme_quickstart.py", "test_cli_model_inputs.py", "test_spec_shapes.py",
     "test_hostile_portable.py", "test_plan_checkpoint_estimate.py", "test_build_cache_s3.py",
+    "test_neuronx_corpus.py",
 )
 
 

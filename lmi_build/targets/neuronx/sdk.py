@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from lmi_build.tables import bundled_table
 from lmi_build.types import PlanMessage
@@ -68,6 +68,20 @@ class UnbuiltLoader(BaseModel):
     reason: str = Field(min_length=1, pattern=r"^[^\n]*$")  # shown as the refusal's one line
     sources: tuple[str, ...] = Field(min_length=1)  # repo, ref, path:lines of what was read
     missing: str  # what could not be read and an exact build would need ("" when nothing is)
+    # What the release's start-up does with an artifact served under this loader when it resolves
+    # option.rolling_batch to ``startup_rolling_batch``, one line ("": it would load one lmi-build could
+    # build), the fix, and where that is read: the start-up model's rule neuron_loader_compiles.
+    startup: str = Field(default="", pattern=r"^[^\n]*$")
+    startup_rolling_batch: str | None = None
+    startup_hint: str = ""
+    startup_sources: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _startup_cited(self) -> UnbuiltLoader:
+        if self.startup and not (self.startup_sources and self.startup_rolling_batch and self.startup_hint):
+            raise ValueError("an unbuilt loader's start-up behaviour needs startup_rolling_batch, startup_hint "
+                             "and startup_sources")
+        return self
 
 
 class RefusedOption(BaseModel):

@@ -99,7 +99,7 @@ def evaluate(profile: NeuronProfile, facts: StartupInputs) -> StartupOutcome:
     resolved: dict[str, str] = {}
     rules += _refused_options(facts)
     reading = _batching(profile, facts, rules, resolved)
-    loader = _loader(profile, facts, reading.rolling, rules)
+    loader = _loader(profile, facts, reading.rolling_batch, rules)
     if loader is not None:
         resolved["model_loader"] = loader
     continuous = _contexts(profile, facts, reading, rules)
@@ -167,9 +167,10 @@ def _batching(profile: NeuronProfile, facts: StartupInputs, rules: list[RuleFind
     return reading
 
 
-def _loader(profile: NeuronProfile, facts: StartupInputs, rolling: bool, rules: list[RuleFinding]) -> str | None:
-    """The loader DJL picks from serving.properties (``plan.choose_loader``); DJL's refusal of it, or
-    a loader that is not the one the artifact's layout was built for."""
+def _loader(profile: NeuronProfile, facts: StartupInputs, rolling_batch: str, rules: list[RuleFinding]) -> str | None:
+    """The loader DJL picks from serving.properties (``plan.choose_loader``); DJL's refusal of it, a
+    loader that compiles at start-up whatever the artifact holds (``neuron_sdk.toml`` [unbuilt_loaders]
+    startup), or a loader that is not the one the artifact's layout was built for."""
     from lmi_build.targets.neuronx.plan import LoaderRefused, choose_loader
     from lmi_build.targets.neuronx.sdk import sdk
 
@@ -181,11 +182,20 @@ def _loader(profile: NeuronProfile, facts: StartupInputs, rolling: bool, rules: 
         options["load_in_8bit"] = "true"  # DJL's set_quantize validator (0.26.0-dlc tnx_properties.py:150-154)
     sources = sdk().startup.loader_sources
     try:
-        loader = choose_loader(profile, model_type=facts.spec.model_type, rolling=rolling, options=options)
+        loader = choose_loader(profile, model_type=facts.spec.model_type, rolling=rolling_batch != "disable",
+                               options=options)
     except LoaderRefused as refused:
         rules.append(RuleFinding(rule="neuron_model_loader", effect="rejected", message=str(refused),
                                  sources=sources, hint=refused.hint))
         return None
+    unbuilt = sdk().unbuilt_loaders.get(loader)
+    if unbuilt is not None and unbuilt.startup and rolling_batch == unbuilt.startup_rolling_batch:
+        rules.append(RuleFinding(
+            rule="neuron_loader_compiles", effect="recompiles",
+            message=f"{profile.name}: option.model_loader={loader} with option.rolling_batch={rolling_batch}: "
+                    f"{unbuilt.startup} ({'; '.join(unbuilt.startup_sources)})",
+            sources=unbuilt.startup_sources, hint=unbuilt.startup_hint))
+        return loader
     wanted = facts.built_loader
     if wanted is not None and loader != wanted:
         rules.append(RuleFinding(

@@ -3,8 +3,10 @@ transformers-neuronx entry of DJL Serving's integration tests (tests/integration
 0.28.0-dlc, 0.29.0-dlc, 0.30.0-dlc) and the AOT tutorial's settings (0.30.0-dlc
 serving/docs/lmi/tutorials/tnx_aot_tutorial.md), extracted by tests/vendor/djl/extract_neuron_corpus.py
 into tests/fixtures/neuron-corpus/corpus.json. DJL runs these on its release images, so each one
-must plan valid against that release's profile, keep the batching DJL asked for, and (a few small
-ones) build through the Neuron stand-in into an artifact verify finds servable on that release."""
+must plan valid against that release's profile, keep the batching DJL asked for, and build through the
+Neuron stand-in into an artifact that verify finds servable on that release and whose start-up model
+says ``loads``; the entries lmi-build cannot build as the container loads them (REFUSED) are refused by
+plan and build alike, with the vendor source that says why."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from lmi_build.artifact.manifest import load_manifest
 from lmi_build.cli import app
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets.neuronx.batching import container_batching
@@ -48,7 +51,14 @@ SPECULATIVE_CITE = {"0.28.0-dlc": "0.28.0-dlc model_loader.py:360-365", "0.29.0-
 REFUSED = {"llama-speculative-rb": {"neuron_refused_option"},
            # and compiled_graph_path_model: this test plans from a local copy of config.json where DJL names
            # s3://djl-llm/llama-2-13b-hf/, and a compile-cache artifact must name weights the container fetches
-           "llama-speculative-compiled-rb": {"neuron_refused_option", "compiled_graph_path_model"}}
+           "llama-speculative-compiled-rb": {"neuron_refused_option", "compiled_graph_path_model"},
+           # option.model_loader=vllm with option.rolling_batch=vllm: DJL loads nothing and hands the model id to
+           # vLLM, which compiles at start-up; DJL refuses ahead-of-time partitioning for that loader itself
+           "tiny-llama-rb-vllm": {"neuron_loader_compiles"}}
+# Where each release defers loading to vLLM (transformers_neuronx.py load_model), cited in that refusal.
+VLLM_LOADER_CITE = {"0.28.0-dlc": "0.28.0-dlc engines/python/setup/djl_python/transformers_neuronx.py:176-177",
+                    "0.29.0-dlc": "0.29.0-dlc engines/python/setup/djl_python/transformers_neuronx.py:178-179",
+                    "0.30.0-dlc": "0.30.0-dlc engines/python/setup/djl_python/transformers_neuronx.py:301-302"}
 # Keys that name where the container finds things, replaced by the local model the test plans.
 WHERE = {"option.model_id", "option.entryPoint"}
 DJL_MIRROR = Path(os.environ.get("DJL_SERVING_GIT", "/work/.mirror/deepjavalibrary+djl-serving/repo"))
@@ -124,6 +134,11 @@ def test_each_vendor_configuration_plans_valid_on_its_release(entry: dict[str, A
     plan = _plan(entry, tmp_path)
     if entry["name"] in REFUSED:
         assert {m.code for m in plan.errors} == REFUSED[entry["name"]], [(m.code, m.message) for m in plan.errors]
+        if "neuron_loader_compiles" in REFUSED[entry["name"]]:
+            compiles = next(m for m in plan.errors if m.code == "neuron_loader_compiles")
+            assert "option.model_loader=vllm with option.rolling_batch=vllm" in compiles.message
+            assert VLLM_LOADER_CITE[entry["branch"]] in compiles.message
+            return
         speculative = next(m for m in plan.errors if m.code == "neuron_refused_option")
         assert "option.speculative_draft_model" in speculative.message
         assert SPECULATIVE_CITE[entry["branch"]] in speculative.message
@@ -159,36 +174,52 @@ def test_each_vendor_configuration_plans_valid_on_its_release(entry: dict[str, A
         assert plan.quantization.method == "int8"
 
 
-SMALL = ["0.30.0-dlc/transformers_neuronx_handler_list/gpt2",
-         "0.29.0-dlc/transformers_neuronx_handler_list/gpt2-quantize",
-         "0.28.0-dlc/transformers_neuronx_aot_handler_list/gpt2",
-         # llama family, rolling batch (TNX continuous batching): the precompiled layout of 0.30 and the
-         # legacy one of 0.29, and DJL's low-code entry that leaves tp, n_positions and the batch size to
-         # the release
-         "0.30.0-dlc/transformers_neuronx_handler_list/tiny-llama-rb-aot",
-         "0.29.0-dlc/transformers_neuronx_handler_list/tiny-llama-rb-aot-quant",
-         "0.30.0-dlc/transformers_neuronx_handler_list/tiny-llama-rb-lcnc"]
+CC = {"0.28.0-dlc": "2.13.72.0", "0.29.0-dlc": "2.14.227.0", "0.30.0-dlc": "2.15.141.0"}  # each profile's neuronx-cc
 
 
-@pytest.mark.parametrize("entry_id", SMALL)
-def test_small_vendor_configurations_build_through_the_standin(entry_id: str, tmp_path: Path,
-                                                              neuron_standin: Callable[..., None]) -> None:
-    entry = next(e for e in CORPUS if e["id"] == entry_id)
+def _written(out: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in (out / "serving.properties").read_text().splitlines()
+                if "=" in line and not line.startswith("#"))
+
+
+@pytest.mark.parametrize("entry", _planned(), ids=lambda e: e["id"])
+def test_each_vendor_configuration_builds_and_its_release_loads_it(entry: dict[str, Any], tmp_path: Path,
+                                                                  neuron_standin: Callable[..., None]) -> None:
+    """Every planned entry through the Neuron stand-in (in-process, the entry's own config.json with one tiny
+    safetensors file: the stand-in compiles nothing, so the model's size does not matter), on its release's
+    profile: a refused entry fails the build with the plan's cited refusal and writes nothing; every other one
+    builds, and verify --for-container finds nothing but the stand-in between it and the release, whose
+    start-up model says it loads."""
     profile = PROFILES[entry["branch"]]
-    cc = {"0.28.0-dlc": "2.13.72.0", "0.29.0-dlc": "2.14.227.0", "0.30.0-dlc": "2.15.141.0"}[entry["branch"]]
-    neuron_standin(neuronx_cc=cc)
-    # The entry's own config.json (its shape family), with tiny weights: the stand-in compiles nothing.
+    neuron_standin(neuronx_cc=CC[entry["branch"]])
     model = write_neuron_model(tmp_path / "model", config=_config(entry["model"]))
     out = tmp_path / "out"
     built = CliRunner().invoke(app, ["neuronx", "--model", str(model), "--properties",
                                      str(_properties(entry, tmp_path)), "--profile", profile, "--output", str(out),
                                      "--quiet"])
-    assert built.exit_code == 0, built.output
-    served = json.loads(CliRunner().invoke(app, ["verify", str(out), "--for-container", profile, "--json"]).stdout)
+    if entry["name"] in REFUSED:
+        assert built.exit_code == 2, built.output
+        codes = {line.split("[", 1)[1].split("]", 1)[0] for line in built.output.splitlines()
+                 if line.startswith("error: [")}
+        assert codes == REFUSED[entry["name"]], built.output
+        assert not out.exists()
+        return
+    assert built.exit_code == 0, (built.output, built.exception)
+    verified = CliRunner().invoke(app, ["verify", str(out), "--for-container", profile, "--json"])
+    served = json.loads(verified.stdout)
     # The stand-in compiled nothing, and says so; nothing else stands between the artifact and the release.
     assert [e["code"] for e in served["errors"]] == ["stand_in"], served["errors"]
-    properties = dict(line.split("=", 1) for line in (out / "serving.properties").read_text().splitlines()
-                      if "=" in line and not line.startswith("#"))
+    # The release's start-up model: it loads the NEFFs the artifact ships, with the loader they were built for,
+    # every rule it applied cited (a warning is a belief without a vendor source, which the rule says).
+    startup: dict[str, Any] = served["startup"]
+    assert startup["outcome"] == "loads", startup
+    neffs = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.neff"))
+    assert startup["loads"] == neffs and neffs
+    built_for = load_manifest(out).plan["build"]["loader"]
+    assert startup["profile"] == profile and startup["loader"] == built_for and startup["resolved"]["rolling_batch"]
+    assert all(rule["effect"] in ("resolves", "warning") for rule in startup["rules"]), startup["rules"]
+    assert all(rule["sources"] or rule["cites"] for rule in startup["rules"] if rule["effect"] == "resolves")
+    properties = _written(out)
     written = entry["properties"]
     for key in ("option.tensor_parallel_degree", "option.n_positions", "option.max_rolling_batch_size"):
         if key in written:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -22,10 +21,8 @@ from lmi_build.targets.neuronx.profiles import get_profile
 from lmi_build.targets.neuronx.startup import evaluate, from_manifest, from_planned
 from tests.fixtures_neuronx import write_neuron_model
 from tests.fixtures_planning import plan_for
-from tests.targets.neuronx.test_neuronx_corpus import CORPUS, PROFILES, SMALL, _properties
 
 P028, P029, P030 = "lmi-0.28.0-neuronx-sdk2.18.2", "lmi-0.29.0-neuronx-sdk2.19.1", "lmi-0.30.0-neuronx-sdk2.20.1"
-CC = {"0.28.0-dlc": "2.13.72.0", "0.29.0-dlc": "2.14.227.0", "0.30.0-dlc": "2.15.141.0"}
 
 
 def _build(tmp_path: Path, model: Path, *extra: str, profile: str = P030) -> Path:
@@ -46,27 +43,6 @@ def _edited(manifest: Manifest, drop: tuple[str, ...] = (), **values: str) -> Ma
     properties = {k: v for k, v in manifest.serving_properties.items() if k not in drop}
     properties.update({key.replace("__", "."): value for key, value in values.items()})
     return manifest.model_copy(update={"serving_properties": properties})
-
-
-@pytest.mark.parametrize("entry_id", SMALL)
-def test_corpus_artifacts_load_on_their_release(entry_id: str, tmp_path: Path,
-                                                neuron_standin: Callable[..., None]) -> None:
-    entry = next(e for e in CORPUS if e["id"] == entry_id)
-    profile = PROFILES[entry["branch"]]
-    neuron_standin(neuronx_cc=CC[entry["branch"]])
-    model = write_neuron_model(tmp_path / "gpt2", "openai-community--gpt2")
-    out = tmp_path / "out"
-    built = CliRunner().invoke(app, ["neuronx", "--model", str(model), "--properties", str(_properties(entry, tmp_path)),
-                                     "--profile", profile, "--output", str(out), "--quiet"])
-    assert built.exit_code == 0, built.output
-    served = json.loads(CliRunner().invoke(app, ["verify", str(out), "--for-container", profile, "--json"]).stdout)
-    startup: dict[str, Any] = served["startup"]
-    neffs = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.neff"))
-    assert startup["outcome"] == "loads" and startup["loader"] == "tnx" and startup["loads"] == neffs and neffs
-    assert startup["profile"] == profile and startup["resolved"]["rolling_batch"]
-    assert all(rule["effect"] == "resolves" and rule["sources"] for rule in startup["rules"])
-    human = CliRunner().invoke(app, ["verify", str(out), "--for-container", profile])
-    assert f"container start-up on {profile}: loads (loader tnx, {len(neffs)} NEFFs)" in human.output
 
 
 def test_each_finding_artifact_gives_the_release_outcome_with_its_rule(tmp_path: Path,
@@ -122,7 +98,8 @@ def test_plan_and_verify_evaluate_the_same_startup(extra: tuple[str, ...], tmp_p
                                                    neuron_standin: Callable[..., None]) -> None:
     neuron_standin()
     model = write_neuron_model(tmp_path / "llama")
-    manifest = load_manifest(_build(tmp_path, model, *extra))
+    out = _build(tmp_path, model, *extra)
+    manifest = load_manifest(out)
     plan = plan_for("neuronx", model=str(model), tp="2", n_positions="1024", profile=P030,
                     **({"max_batch_size": 4} if "--max-batch-size" in extra else {}),
                     **({"option": ("option.batch_size=4",)} if "--option" in extra else {}))
@@ -132,6 +109,9 @@ def test_plan_and_verify_evaluate_the_same_startup(extra: tuple[str, ...], tmp_p
     verified = evaluate(profile, from_manifest(manifest))
     assert planned.model_dump(exclude={"loads"}) == verified.model_dump(exclude={"loads"})
     assert planned.outcome == verified.outcome == "loads" and verified.loads
+    # verify prints the outcome (every corpus artifact's is checked in test_neuronx_corpus.py, from --json)
+    human = CliRunner().invoke(app, ["verify", str(out), "--for-container", P030])
+    assert f"container start-up on {P030}: loads (loader tnx, {len(verified.loads)} NEFFs)" in human.output
 
 
 def test_plan_is_invalid_where_the_model_says_rejected_or_recompiles(tmp_path: Path) -> None:
@@ -143,3 +123,34 @@ def test_plan_is_invalid_where_the_model_says_rejected_or_recompiles(tmp_path: P
                                              profile.neuron_cc_flags))
     assert outcome.outcome == "recompiles" and not plan.valid
     assert {r.rule for r in outcome.deciding()} <= {e.code for e in plan.errors}
+
+
+def test_vllm_loader_under_vllm_rolling_batch_compiles_at_startup(tmp_path: Path,
+                                                                 neuron_standin: Callable[..., None]) -> None:
+    """option.model_loader=vllm with option.rolling_batch=vllm: DJL loads nothing and hands the model id to
+    vLLM, which compiles (transformers_neuronx.py load_model; DJL's validate_partition_model_loader refuses AOT
+    for that loader): no shipped NEFF is loaded on any release that has the loader. Without model_loader=vllm
+    the same rolling batch loads the NEFFs with transformers-neuronx (preloaded_model)."""
+    neuron_standin()
+    model = write_neuron_model(tmp_path / "llama")
+    rolling = load_manifest(_build(tmp_path, model, "--option", "option.rolling_batch=vllm", "--max-batch-size", "4"))
+    cited = {P028: "0.28.0-dlc engines/python/setup/djl_python/transformers_neuronx.py:176-177",
+             P029: "0.29.0-dlc engines/python/setup/djl_python/transformers_neuronx.py:178-179",
+             P030: "0.30.0-dlc engines/python/setup/djl_python/transformers_neuronx.py:301-302"}
+    assert _startup(rolling, P030).outcome == "loads"
+    vllm = _edited(rolling, option__model_loader="vllm")
+    outcome = _startup(vllm, P030)
+    assert outcome.outcome == "recompiles" and [r.rule for r in outcome.deciding()] == ["neuron_loader_compiles"]
+    assert outcome.summary().startswith(f"container start-up on {P030}: recompiles: {P030}: option.model_loader=vllm")
+    for profile, cite in cited.items():  # (the 0.30 artifact is rejected on 0.28/0.29 for other reasons too)
+        rule = next(r for r in _startup(vllm, profile).rules if r.rule == "neuron_loader_compiles")
+        assert rule.effect == "recompiles" and any(cite in source for source in rule.sources), rule.sources
+    # The plan says so too, and the build writes nothing (exit 2, the plan's error).
+    plan = plan_for("neuronx", model=str(model), tp="2", n_positions="1024", profile=P030, max_batch_size=4,
+                    option=("option.rolling_batch=vllm", "option.model_loader=vllm"))
+    assert [e.code for e in plan.errors] == ["neuron_loader_compiles"]
+    built = CliRunner().invoke(app, ["neuronx", "--model", str(model), "--tp", "2", "--n-positions", "1024",
+                                     "--max-batch-size", "4", "--option", "option.rolling_batch=vllm", "--option",
+                                     "option.model_loader=vllm", "--output", str(tmp_path / "vllm"), "--quiet"])
+    assert built.exit_code == 2 and "error: [neuron_loader_compiles]" in built.output
+    assert not (tmp_path / "vllm").exists()
