@@ -6,7 +6,13 @@ Run where a git copy of NVIDIA/TensorRT-LLM (or a fork holding the commits below
 
     python tests/vendor/trtllm/extract_build_flags.py /path/to/TensorRT-LLM > tests/vendor/trtllm/build_flags.json
 
-It reads, with ``git show <commit>:<path>``, ``tensorrt_llm/commands/build.py`` ``parse_arguments``
+or, where only single files could be had (the repository is too big to copy whole), with a directory
+that holds each file read under the full commit it was read at, ``DIR/<commit>/<path>``:
+
+    python tests/vendor/trtllm/extract_build_flags.py --files DIR > tests/vendor/trtllm/build_flags.json
+
+It reads, with ``git show <commit>:<path>`` (or from ``DIR/<commit>/<path>``),
+``tensorrt_llm/commands/build.py`` ``parse_arguments``
 and the plugin flags ``add_plugin_argument`` adds from ``tensorrt_llm/plugin/plugin.py``
 (``PluginConfig`` fields named in ``cli_plugin_args``: dtype fields take the plugin dtype options,
 with None shown as "disable"; bool fields take enable|disable; others their own type). Each flag:
@@ -24,6 +30,7 @@ import ast
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 BUILD = "tensorrt_llm/commands/build.py"
@@ -46,11 +53,17 @@ RELEASES: list[tuple[str, str, str, str | None, str]] = [
      "a681853d3803ee5893307e812530b5e7004bb6e1",
      "the tag commit (release branch) was not in the copy read: read at main a681853d (2024-07-30, "
      "version.py 0.12.0.dev2024073000, the newest 0.12 dev snapshot in the copy)"),
-    ("0.21.0rc1", "trtllm_build", "b4b1185af320f109f4cb73b1505832dbc63042d7", None,
-     "no copy of the 0.21 sources could be read (the repository is too big to fetch whole and the "
-     "stored single files are not at a 0.21 commit); b4b1185a is v0.21.0, not rc1"),
+    # v0.21.0rc1: tensorrtllm_backend d07ec318 "chore: update tensorrt llm to 0.21.0rc1" (2025-06-11)
+    # sets the tensorrt_llm submodule to 9c012d5b (b4b1185a, named here before, is tag v0.21.0).
+    ("0.21.0rc1", "trtllm_build", "9c012d5bf8936b040b3822b35c823460e8f63a75", None,
+     "no copy of the 0.21.0rc1 sources could be read: NVIDIA/TensorRT-LLM and the forks tried that hold "
+     "2025 commits are over the 500 MiB snapshot limit, the forks that could be fetched end in 2024 "
+     "(newest 0.17.0.dev2024121700), the code index holds build.py and plugin.py at commits of unknown "
+     "date but not at 9c012d5b, b4b1185a, ae8270b7 or the four 2025-05/06 tensorrtllm_backend submodule "
+     "pointers tried, and the PyPI package is a stub that downloads from pypi.nvidia.com (not reachable)"),
     ("1.0.0", "trtllm_build", "ae8270b713446948246f16fadf4e2a32e35d0f62", None,
-     "no copy of the 1.0 sources could be read (as 0.21)"),
+     "no copy of the 1.0.0 sources could be read (as 0.21.0rc1; the index holds neither file at "
+     "ae8270b7)"),
 ]
 
 
@@ -167,31 +180,74 @@ def _plugin_arguments(source: str) -> dict[str, dict[str, Any]]:
     return flags
 
 
-def _show(repo: str, commit: str, path: str) -> str:
-    return subprocess.run(["git", "-C", repo, "show", f"{commit}:{path}"], capture_output=True, text=True,
-                          check=True).stdout
+class GitSource:
+    """Files of NVIDIA/TensorRT-LLM read from a git copy with ``git show <commit>:<path>``."""
+
+    def __init__(self, repo: str) -> None:
+        self.name = repo
+
+    def has(self, commit: str) -> bool:
+        return subprocess.run(["git", "-C", self.name, "cat-file", "-e", f"{commit}^{{commit}}"],
+                              capture_output=True, check=False).returncode == 0
+
+    def show(self, commit: str, path: str) -> str:
+        return subprocess.run(["git", "-C", self.name, "show", f"{commit}:{path}"], capture_output=True,
+                              text=True, check=True).stdout
+
+    def paths(self, commit: str, under: str) -> list[str]:
+        return subprocess.run(["git", "-C", self.name, "ls-tree", "-r", "--name-only", commit, under],
+                              capture_output=True, text=True, check=True).stdout.split()
 
 
-def extract(repo: str) -> dict[str, Any]:
+class FilesSource:
+    """Single files saved as ``DIR/<full commit>/<path>``, for when no git copy can be had: a commit is
+    present when its directory is, and a file missing under it is an error, never skipped."""
+
+    def __init__(self, root: str) -> None:
+        self.name = root
+        self.root = Path(root)
+
+    def has(self, commit: str) -> bool:
+        return (self.root / commit).is_dir()
+
+    def show(self, commit: str, path: str) -> str:
+        return (self.root / commit / path).read_text(encoding="utf-8")
+
+    def paths(self, commit: str, under: str) -> list[str]:
+        base = self.root / commit
+        return sorted(p.relative_to(base).as_posix() for p in (base / under).rglob("*") if p.is_file())
+
+
+Source = GitSource | FilesSource
+
+
+def source(argv: list[str]) -> Source | None:
+    """``REPO`` (a git copy) or ``--files DIR``; None for anything else."""
+    if len(argv) == 1 and not argv[0].startswith("-"):
+        return GitSource(argv[0])
+    if len(argv) == 2 and argv[0] == "--files":
+        return FilesSource(argv[1])
+    return None
+
+
+def extract(src: Source) -> dict[str, Any]:
     versions: dict[str, Any] = {}
     for release, tool, tag_commit, commit, why in RELEASES:
         entry: dict[str, Any] = {"tool": tool, "tag_commit": tag_commit, "why": why}
         if commit is None:
             versions[release] = {**entry, "missing": True}
             continue
-        present = subprocess.run(["git", "-C", repo, "cat-file", "-e", f"{commit}^{{commit}}"],
-                                 capture_output=True, check=False).returncode == 0
-        if not present:
-            versions[release] = {**entry, "missing": True, "why": f"{why}; {commit[:8]} not in {repo}"}
+        if not src.has(commit):
+            versions[release] = {**entry, "missing": True, "why": f"{why}; {commit[:8]} not in {src.name}"}
             continue
         if tool == "legacy_build":
-            flags, _ = _parse_arguments(_show(repo, commit, LEGACY))
+            flags, _ = _parse_arguments(src.show(commit, LEGACY))
             paths = [LEGACY]
         else:
-            flags, plugins = _parse_arguments(_show(repo, commit, BUILD))
+            flags, plugins = _parse_arguments(src.show(commit, BUILD))
             paths = [BUILD]
             if plugins:
-                flags.update(_plugin_arguments(_show(repo, commit, PLUGIN)))
+                flags.update(_plugin_arguments(src.show(commit, PLUGIN)))
                 paths.append(PLUGIN)
         versions[release] = {**entry, "commit": commit, "inferred": commit != tag_commit, "paths": paths,
                              "flags": flags}
@@ -204,10 +260,11 @@ def extract(repo: str) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
+    src = source(argv)
+    if src is None:
         print(__doc__, file=sys.stderr)
         return 2
-    json.dump(extract(argv[0]), sys.stdout, indent=1)
+    json.dump(extract(src), sys.stdout, indent=1)
     sys.stdout.write("\n")
     return 0
 

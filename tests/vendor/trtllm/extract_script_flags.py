@@ -11,6 +11,9 @@ type, default, choices, action, nargs, const, required, line). Run where a git c
 
     python tests/vendor/trtllm/extract_script_flags.py /path/to/TensorRT-LLM > tests/vendor/trtllm/script_flags.json
 
+or ``--files DIR`` with single files saved as ``DIR/<commit>/<path>`` (extract_build_flags.py's FilesSource:
+there a release's scripts are the files saved under its commit's ``examples``).
+
 The releases and the commits read are extract_build_flags.py's RELEASES: a release whose tag commit is
 not in the copy is read at the commit named there (``inferred``), one with none is ``missing``; the
 stand-in then runs its scripts unchecked, with a printed warning. Nothing is filled in from anywhere else.
@@ -21,14 +24,13 @@ from __future__ import annotations
 import ast
 import fnmatch
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from extract_build_flags import RELEASES, _argument, _literal
+from extract_build_flags import RELEASES, Source, _argument, _literal, source
 
 PATTERNS = ("examples/*/convert_checkpoint.py", "examples/quantization/quantize.py",
             "examples/llama/hf_llama_convert.py")
@@ -54,27 +56,21 @@ def _flags(source: str) -> dict[str, dict[str, Any]]:
     return flags
 
 
-def _git(repo: str, *args: str) -> str:
-    return subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, check=True).stdout
-
-
-def extract(repo: str) -> dict[str, Any]:
+def extract(src: Source) -> dict[str, Any]:
     releases: dict[str, Any] = {}
     for release, _tool, tag_commit, commit, why in RELEASES:
         entry: dict[str, Any] = {"tag_commit": tag_commit, "why": why}
         if commit is None:
             releases[release] = {**entry, "missing": True}
             continue
-        present = subprocess.run(["git", "-C", repo, "cat-file", "-e", f"{commit}^{{commit}}"],
-                                 capture_output=True, check=False).returncode == 0
-        if not present:
-            releases[release] = {**entry, "missing": True, "why": f"{why}; {commit[:8]} not in {repo}"}
+        if not src.has(commit):
+            releases[release] = {**entry, "missing": True, "why": f"{why}; {commit[:8]} not in {src.name}"}
             continue
-        tree = _git(repo, "ls-tree", "-r", "--name-only", commit, "examples").split()
+        tree = src.paths(commit, "examples")
         scripts: dict[str, Any] = {}
         for path in sorted(p for p in tree if any(fnmatch.fnmatchcase(p, pattern) for pattern in PATTERNS)):
             try:
-                scripts[path] = {"flags": _flags(_git(repo, "show", f"{commit}:{path}"))}
+                scripts[path] = {"flags": _flags(src.show(commit, path))}
             except (SyntaxError, ValueError) as error:
                 scripts[path] = {"missing": True, "why": f"not extracted: {error}"}
         releases[release] = {**entry, "commit": commit, "inferred": commit != tag_commit, "scripts": scripts}
@@ -86,10 +82,11 @@ def extract(repo: str) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
+    src = source(argv)
+    if src is None:
         print(__doc__, file=sys.stderr)
         return 2
-    json.dump(extract(argv[0]), sys.stdout, indent=1)
+    json.dump(extract(src), sys.stdout, indent=1)
     sys.stdout.write("\n")
     return 0
 
