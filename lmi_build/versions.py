@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from importlib import metadata
+from typing import Annotated
 
 from packaging.version import Version
+from pydantic import AfterValidator
 
 # DJL Serving tags its nightly images "<next release>-nightly", which is not PEP 440.
 _NIGHTLY_TAG = "-nightly"
@@ -48,3 +50,12 @@ def parse_lmi_version(text: str) -> Version:
     if text.endswith(_NIGHTLY_TAG):
         return Version(f"{text.removesuffix(_NIGHTLY_TAG)}.dev0")
     return Version(text)
+
+
+def _checked_lmi_version(text: str) -> str:
+    parse_lmi_version(text)  # profiles are ordered by it: an unparsable one is refused when loaded
+    return text
+
+
+# A profile field holding an LMI version, checked when the profile is read (every target's profiles).
+LmiVersionText = Annotated[str, AfterValidator(_checked_lmi_version)]

@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict
 
 from lmi_build.errors import UnknownName
 from lmi_build.tables import load_table
-from lmi_build.versions import parse_lmi_version
+from lmi_build.versions import LmiVersionText, parse_lmi_version
 
 FORMATS_FILE = Path(__file__).resolve().parent / "data" / "serving_formats.toml"
 ExportFormat = Literal["hf", "modelopt_hf", "gptq", "awq", "compressed_tensors"]
@@ -44,7 +44,7 @@ class HfProfile(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
-    lmi_version: str
+    lmi_version: LmiVersionText
     engine: Literal["vllm", "lmi-dist"]
     vllm: str
     transformers: str
@@ -54,12 +54,6 @@ class HfProfile(BaseModel):
     modelopt_algos: tuple[str, ...]  # ModelOpt quant_algo values its vLLM's modelopt loader takes
     sources: tuple[str, ...]
     inferred: tuple[str, ...] = ()
-
-    @field_validator("lmi_version")
-    @classmethod
-    def _lmi_version(cls, value: str) -> str:
-        parse_lmi_version(value)
-        return value
 
     def versions(self) -> dict[str, str]:
         return {"lmi": self.lmi_version, "vllm": self.vllm, "transformers": self.transformers}

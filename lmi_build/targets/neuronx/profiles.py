@@ -11,11 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict
 
 from lmi_build.errors import UnknownName
 from lmi_build.tables import load_table
-from lmi_build.versions import parse_lmi_version
+from lmi_build.versions import LmiVersionText, parse_lmi_version
 
 PROFILES_FILE = Path(__file__).resolve().parent / "data" / "profiles.toml"
 Loader = Literal["tnx", "optimum", "nxdi", "vllm"]
@@ -25,7 +25,7 @@ class NeuronProfile(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str  # "lmi-0.30.0-neuronx-sdk2.20.1"
-    lmi_version: str
+    lmi_version: LmiVersionText
     image: str  # empty when no image was published (source-only releases)
     released: bool = True
     neuron_sdk: str
@@ -113,12 +113,6 @@ class NeuronProfile(BaseModel):
     inferred: tuple[str, ...] = ()  # fields not checked against a source
     sources: tuple[str, ...] = ()
     notes: str = ""
-
-    @field_validator("lmi_version")
-    @classmethod
-    def _lmi_version(cls, value: str) -> str:
-        parse_lmi_version(value)
-        return value
 
     @property
     def cache_dir_name(self) -> str:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from lmi_build.errors import LmiBuildError, UnknownName, UnsupportedTarget
 from lmi_build.tables import read_table
-from lmi_build.versions import parse_lmi_version, parse_version
+from lmi_build.versions import LmiVersionText, parse_lmi_version, parse_version
 
 PROFILES_ENV = "LMI_BUILD_PROFILES_DIR"
 
@@ -29,7 +29,7 @@ class ContainerProfile(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str  # e.g. "lmi-0.27.0-trtllm-0.8.0"
-    lmi_version: str  # DJL Serving / LMI release, e.g. "0.27.0"
+    lmi_version: LmiVersionText  # DJL Serving / LMI release, e.g. "0.27.0"
     image: str  # full image URI
     tensorrt_llm: str  # e.g. "0.8.0"
     tensorrt: str  # e.g. "9.2.0.post12.dev5"
@@ -65,12 +65,6 @@ class ContainerProfile(BaseModel):
         unknown = sorted(set(value) - DEFAULT_KEYS)
         if unknown:
             raise ValueError(f"unknown [defaults] key(s) {', '.join(unknown)}; known: {', '.join(sorted(DEFAULT_KEYS))}")
-        return value
-
-    @field_validator("lmi_version")
-    @classmethod
-    def _lmi_version(cls, value: str) -> str:
-        parse_lmi_version(value)
         return value
 
     def versions(self) -> dict[str, str]:
