@@ -17,7 +17,10 @@ It is ModelOpt's checkpoint, not a second opinion of it:
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -28,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from lmi_build.errors import StepError
+from lmi_build.fs import atomic_write_json
+from lmi_build.paths import cache_root
 from lmi_build.quantize.safetensors_files import (
     ST_DTYPE_OF_TORCH,
     TORCH_DTYPE_OF_ST,
@@ -35,6 +40,8 @@ from lmi_build.quantize.safetensors_files import (
     read_header,
 )
 from lmi_build.quantize.tensor_map import LAYER, Family, TensorRule, family_for
+from lmi_build.reading import BadFile, read_json_file, read_regular_bytes
+from lmi_build.versions import installed_versions
 
 
 class LayoutMismatch(Exception):
@@ -51,8 +58,50 @@ class RankLayout:
     tensors: dict[str, tuple[tuple[int, ...], str]]  # name -> (shape, torch dtype name, e.g. "float16")
 
 
+# The exporter versions a layout depends on (read from package metadata: nothing is imported).
+LAYOUT_VERSIONS = ("nvidia-modelopt", "transformers", "torch")
+_LAYOUT_FORMAT = 1  # bump when RankLayout changes: older entries are then never read
+
+
 def modelopt_layout(model_dir: Path, decoder: str, dtype: str, tp: int, pp: int) -> list[RankLayout]:
-    """ModelOpt's checkpoint layout for the model in ``model_dir``, computed without its weights."""
+    """ModelOpt's checkpoint layout for the model in ``model_dir``, computed without its weights.
+
+    Computing it imports ModelOpt's exporter (about 7 s on a small CPU host, more than the whole
+    conversion of a small model) and depends only on config.json, the knobs and the exporter
+    versions, so it is kept under the cache directory by a key over exactly those; an entry that
+    cannot be read back whole is a miss and is computed again."""
+    entry = cache_root() / "layouts" / f"{_layout_key(model_dir, decoder, dtype, tp, pp)}.json"
+    cached = _read_layout(entry)
+    if cached is not None:
+        return cached
+    layouts = _exported_layout(model_dir, decoder, dtype, tp, pp)
+    with contextlib.suppress(OSError):  # a cache that cannot be written costs the next build time, nothing else
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(entry, [dataclasses.asdict(layout) for layout in layouts], indent=None)
+    return layouts
+
+
+def _layout_key(model_dir: Path, decoder: str, dtype: str, tp: int, pp: int) -> str:
+    config = read_regular_bytes(model_dir / "config.json", what="model config")
+    identity = {"format": _LAYOUT_FORMAT, "config": hashlib.sha256(config).hexdigest(), "decoder": decoder,
+                "dtype": dtype, "tp": tp, "pp": pp, "versions": installed_versions(LAYOUT_VERSIONS)}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
+def _read_layout(entry: Path) -> list[RankLayout] | None:
+    if not entry.is_file():
+        return None
+    try:
+        return [RankLayout(rank=int(item["rank"]), config=dict(item["config"]),
+                           quant_config=dict(item["quant_config"]),
+                           tensors={str(name): (tuple(int(d) for d in shape), str(kind))
+                                    for name, (shape, kind) in item["tensors"].items()})
+                for item in read_json_file(entry, what="layout cache entry")]
+    except (BadFile, KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def _exported_layout(model_dir: Path, decoder: str, dtype: str, tp: int, pp: int) -> list[RankLayout]:
     import torch
     from modelopt.torch.export.model_config_export import torch_to_tensorrt_llm_checkpoint
     from torch._subclasses.fake_tensor import FakeTensorMode

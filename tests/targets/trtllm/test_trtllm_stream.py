@@ -147,6 +147,41 @@ def test_the_build_step_streams_and_the_checkpoint_passes_its_checks(tmp_path: P
     assert json.loads((tmp_path / "ckpt" / "config.json").read_text())["mapping"]["tp_size"] == 2
 
 
+def test_the_layout_is_computed_once_per_config_and_knobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ModelOpt's layout is cached by config.json, knobs and exporter versions: the second build
+    of the same model reads it back (no exporter call), a changed config or knob computes it
+    again, and a damaged entry is a miss."""
+    import modelopt.torch.export.model_config_export as exporter
+
+    from lmi_build.quantize import trtllm_stream
+
+    monkeypatch.setenv("LMI_BUILD_CACHE", str(tmp_path / "cache"))
+    model_dir = _save_model(tmp_path / "hf", "LlamaConfig", "float16", architectures=["LlamaForCausalLM"],
+                            vocab_size=1000)
+    calls: list[tuple[int, int]] = []
+    real = exporter.torch_to_tensorrt_llm_checkpoint
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append((kwargs["inference_tensor_parallel"], kwargs["inference_pipeline_parallel"]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(exporter, "torch_to_tensorrt_llm_checkpoint", counted)
+    first = trtllm_stream.modelopt_layout(model_dir, "llama", "float16", 2, 1)
+    again = trtllm_stream.modelopt_layout(model_dir, "llama", "float16", 2, 1)
+    assert again == first and calls == [(2, 1)]
+    trtllm_stream.modelopt_layout(model_dir, "llama", "float16", 1, 1)  # another knob: another entry
+    assert calls == [(2, 1), (1, 1)]
+    entries = sorted((tmp_path / "cache" / "layouts").iterdir())
+    assert len(entries) == 2
+    for entry in entries:
+        entry.write_text('[{"rank": 0, "config": ')  # damaged: a miss, computed and written again
+    assert trtllm_stream.modelopt_layout(model_dir, "llama", "float16", 2, 1) == first and len(calls) == 3
+    config = json.loads((model_dir / "config.json").read_text())
+    (model_dir / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 1}))
+    assert len(trtllm_stream.modelopt_layout(model_dir, "llama", "float16", 2, 1)[0].tensors) < len(first[0].tensors)
+    assert len(calls) == 4
+
+
 _MEASURE = textwrap.dedent("""
     import json, sys
     from pathlib import Path
@@ -156,6 +191,7 @@ _MEASURE = textwrap.dedent("""
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) * 1024
 
+    import torch  # the conversion's own import belongs to the baseline (a cached layout imports nothing)
     from lmi_build.quantize.trtllm_stream import modelopt_layout, write_streamed_checkpoint
     model_dir, out_dir = Path(sys.argv[1]), Path(sys.argv[2])
     modelopt_layout(model_dir, "llama", "float16", 2, 1)  # imports and the weightless model: the baseline
