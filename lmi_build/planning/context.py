@@ -80,6 +80,13 @@ class PlanContext(TypedReader):
         final = self.options.with_values(self.derived).values
         return {key: item for key, item in final.items() if key not in NOT_WRITTEN and key not in self.withheld}
 
+    def written_properties(self) -> tuple[dict[str, str], dict[str, str]]:
+        """``written_options`` as the container's start-up model takes them: key -> value text, and
+        key -> where the value came from (``Source`` value)."""
+        written = self.written_options()
+        return ({key: item.value for key, item in written.items()},
+                {key: item.source.value for key, item in written.items()})
+
     def withhold(self, key: str) -> None:
         """Keep ``key`` out of serving.properties (the plan's options) whatever its source."""
         self.withheld.add(_full_key(key))

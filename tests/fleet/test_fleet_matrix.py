@@ -50,6 +50,15 @@ profile = "{PROFILE}"
 [build.matrix]
 tp = [1, 2]
 """
+# One short stand-in engine build; each test adds its tp line or matrix.
+ENGINE_BUILD = f"""
+[[build]]
+target = "trtllm"
+model = "demo:tiny-llama"
+profile = "{PROFILE}"
+max_input_len = 64
+max_output_len = 32
+"""
 # An hf build sent by node label to the node group of a profile's image (a CPU build could run anywhere).
 LABELLED_BUILD = f"""
 [[build]]
@@ -107,14 +116,7 @@ def test_matrix_on_ray_then_rerun_is_cached(ray_cluster: RayCluster, fleet_bucke
 
 
 def test_lost_worker_node_loses_nothing(ray_cluster: RayCluster, fleet_bucket: str, tmp_path: Path) -> None:
-    text = f"""
-[[build]]
-target = "trtllm"
-model = "demo:tiny-llama"
-profile = "{PROFILE}"
-max_input_len = 64
-max_output_len = 32
-[build.matrix]
+    text = ENGINE_BUILD + """[build.matrix]
 tp = [1, 2]
 """
     matrix = write_matrix(tmp_path, text, fleet_bucket)
@@ -208,15 +210,7 @@ dtype = ["fp16", "bf16"]
 
 def test_build_failure_is_reported_not_retried(s3_env: S3Server, s3_bucket: str, tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    text = f"""
-[[build]]
-target = "trtllm"
-model = "demo:tiny-llama"
-profile = "{PROFILE}"
-max_input_len = 64
-max_output_len = 32
-"""
-    matrix = write_matrix(tmp_path, text, s3_bucket)
+    matrix = write_matrix(tmp_path, ENGINE_BUILD, s3_bucket)
     for key, value in {**fleet_env(s3_env, tmp_path / "cache"), "STANDIN_MODE": "fail"}.items():
         monkeypatch.setenv(key, value)  # the spawned pool processes inherit it
     results: list[BuildResult] = []
@@ -260,15 +254,8 @@ def test_sigterm_while_waiting_on_ray_prints_only_lmi_builds_lines(ray_cluster: 
     waited for and that it was terminated, exits 143, and nothing of Ray's reaches the console.
     Before: Ray's own handler (``ray.init`` installs ``sys.exit(15)``) ended it with status 1, and its
     C++ core's "*** SIGTERM received ... PC: @ 0x..." dump reached the terminal."""
-    matrix = write_matrix(tmp_path, f"""
-[[build]]
-target = "trtllm"
-model = "demo:tiny-llama"
-profile = "{PROFILE}"
-max_input_len = 64
-max_output_len = 32
-tp = 4
-""", fleet_bucket)  # 4 GPUs: the GPU node declares 2, so the build waits for resources
+    # 4 GPUs: the GPU node declares 2, so the build waits for resources.
+    matrix = write_matrix(tmp_path, ENGINE_BUILD + "tp = 4\n", fleet_bucket)
     stderr_path = tmp_path / "stderr.txt"
     with open(stderr_path, "w") as stderr:
         driver = subprocess.Popen([sys.executable, "-m", "lmi_build", "matrix", str(matrix), "--cache",

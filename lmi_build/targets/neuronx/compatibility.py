@@ -56,12 +56,12 @@ def container_startup(manifest: Manifest, serving: ServingTarget) -> StartupOutc
 def _startup_problems(manifest: Manifest, serving: ServingTarget) -> Problems:
     """The start-up model's errors and warnings on the serving release; without a release, the
     checks that need none: the options lmi-build refuses and a --neuron-cc-flags string."""
+    from lmi_build.planning.startup import outcome_messages
     from lmi_build.targets.neuronx.sdk import refused_option_messages
-    from lmi_build.targets.neuronx.startup import messages
 
     outcome = container_startup(manifest, serving)
     if outcome is not None:
-        return messages(outcome)
+        return outcome_messages(outcome)
     errors = refused_option_messages(lambda key: bool(manifest.serving_properties.get(key)))
     return errors + _flags_problems(manifest, serving, manifest.plan.get("build") or {}), []
 

@@ -444,13 +444,11 @@ class NeuronxPlanning:
         ``verify --for-container`` evaluates on the built one): every rule that makes it reject,
         recompile or serve otherwise than built is an error (refused options, RoPE scaling, and the
         rest on the keys the plan writes), a belief without a source a warning."""
-        from lmi_build.targets.neuronx.startup import evaluate, from_planned, messages
+        from lmi_build.planning.startup import outcome_messages
+        from lmi_build.targets.neuronx.startup import evaluate, from_planned
 
-        written = ctx.written_options()
-        inputs = from_planned({key: item.value for key, item in written.items()},
-                              {key: item.source.value for key, item in written.items()}, build, ctx.spec,
-                              container_flags)
-        errors, warnings = messages(evaluate(profile, inputs))
+        inputs = from_planned(*ctx.written_properties(), build, ctx.spec, container_flags)
+        errors, warnings = outcome_messages(evaluate(profile, inputs))
         ctx.findings.add_errors(errors)
         ctx.findings.add_warnings(warnings)
 

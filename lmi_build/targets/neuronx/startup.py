@@ -29,8 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lmi_build.model.spec import ModelSpec
-from lmi_build.planning.startup import RuleFinding, StartupOutcome, outcome_messages
-from lmi_build.types import PlanMessage
+from lmi_build.planning.startup import RuleFinding, StartupOutcome
 
 if TYPE_CHECKING:
     from lmi_build.artifact.manifest import Manifest
@@ -113,11 +112,6 @@ def evaluate(profile: NeuronProfile, facts: StartupInputs) -> StartupOutcome:
     outcome = "rejected" if "rejected" in effects else "recompiles" if "recompiles" in effects else "loads"
     return StartupOutcome(profile=profile.name, outcome=outcome, loader=loader, resolved=resolved,
                           loads=(facts.neffs or ()) if outcome == "loads" else (), rules=tuple(rules))
-
-
-def messages(outcome: StartupOutcome) -> tuple[list[PlanMessage], list[PlanMessage]]:
-    """(errors, warnings) as plan and verify report them (``planning.startup.outcome_messages``)."""
-    return outcome_messages(outcome)
 
 
 # -- the rules, in the order start-up meets them ---------------------------------------------------

@@ -204,10 +204,7 @@ class TrtllmPlanning:
 
         if ctx.findings.errors:
             return  # the plan is already refused; its knobs would only repeat it (as _check_steps)
-        written = ctx.written_options()
-        inputs = from_planned({key: item.value for key, item in written.items()},
-                              {key: item.source.value for key, item in written.items()}, build, ctx.quantization,
-                              profile)
+        inputs = from_planned(*ctx.written_properties(), build, ctx.quantization, profile)
         errors, warnings = outcome_messages(evaluate(profile, inputs))
         ctx.findings.add_errors(errors)
         ctx.findings.add_warnings(warnings)
