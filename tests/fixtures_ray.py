@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.cli_process import run_lmi_build
 from tests.fixtures_s3 import S3Server
 from tests.paths import STANDINS_DIR
 
@@ -31,8 +30,8 @@ GPU_LABELS = {"lmi-build/profile": PROFILE}
 
 
 def standin_trtllm_version(profile: str = PROFILE) -> str:
-    shown = subprocess.run([sys.executable, "-m", "lmi_build", "profiles", "show", profile, "--json"],
-                           capture_output=True, text=True, check=True)
+    shown = run_lmi_build("profiles", "show", profile, "--json")
+    assert shown.returncode == 0, shown.stderr
     return str(json.loads(shown.stdout)["tensorrt_llm"])
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import resource
 import signal
 import stat
 import subprocess
@@ -24,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from tests.cli_process import run_lmi_build
 from tests.fixtures_artifact import write_source_model
 
 # Credentials every case runs with: none of them may appear in any output.
@@ -119,14 +119,8 @@ class World:
         (a write past it fails with EFBIG: Python ignores SIGXFSZ)."""
         # HOSTILE_TIMEOUT caps every case (the before/after count runs these against older code that hangs).
         timeout = min(timeout, float(os.environ.get("HOSTILE_TIMEOUT", timeout)))
-
-        def limit() -> None:
-            if file_size_limit is not None:
-                resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
-
-        completed = subprocess.run([sys.executable, "-m", "lmi_build", *args], cwd=self.cwd, text=True,
-                                   env=self.environment(env), capture_output=True, timeout=timeout, check=False,
-                                   preexec_fn=limit if file_size_limit is not None else None)
+        completed = run_lmi_build(*args, cwd=self.cwd, env=self.environment(env), timeout=timeout,
+                                  file_size_limit=file_size_limit)
         return Result(completed.returncode, completed.stdout, completed.stderr)
 
     def snapshot(self) -> dict[str, str]:

@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lmi_build.artifact.manifest import load_manifest
+from tests.cli_process import run_lmi_build
 from tests.paths import STANDINS_DIR
 
 STANDINS = STANDINS_DIR
@@ -24,8 +24,7 @@ pytestmark = pytest.mark.slow
 
 
 def lmi_build(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "lmi_build", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, cwd=cwd, timeout=600, check=False)
+    return run_lmi_build(*args, env={**os.environ, **(env or {})}, cwd=cwd, timeout=600)
 
 
 def as_json(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_process import run_lmi_build
+
 pytestmark = pytest.mark.slow
 
 
 def _build(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "lmi_build", *flags, "trtllm", "--model", "demo:tiny-llama",
-                           "--until", "checkpoint", "--no-cache", "--output", str(tmp_path / "out")],
-                          capture_output=True, text=True, timeout=600, check=False,
-                          env={**os.environ, "COLUMNS": "120"})
+    return run_lmi_build(*flags, "trtllm", "--model", "demo:tiny-llama", "--until", "checkpoint", "--no-cache",
+                         "--output", str(tmp_path / "out"), timeout=600, env={**os.environ, "COLUMNS": "120"})
 
 
 def test_the_checkpoint_step_shows_bytes_written(tmp_path: Path) -> None:

@@ -12,20 +12,19 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import lmi_build.fs as fs
 from lmi_build.fs import freeze_shared, link_or_copy, link_tree
+from tests.cli_process import run_lmi_build
 
 pytestmark = pytest.mark.slow
 
 
 def _lmi_build(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "lmi_build", *args], capture_output=True, text=True,
-                          env={**os.environ, "LMI_BUILD_CACHE": str(cache)}, timeout=600, check=False)
+    return run_lmi_build(*args, env={**os.environ, "LMI_BUILD_CACHE": str(cache)}, timeout=600)
 
 
 def _writable_shared(first: Path, second: Path) -> list[str]:

@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 
 import pytest
+
+from tests.cli_process import run_lmi_build
 
 WIDTH = 80
 ON_ONE_LINE = 60  # an identifier this long or shorter fits on a line beside its label: never folded
@@ -22,8 +22,7 @@ def _cli(*args: str) -> str:
     """stdout of the command in a pipe (not a terminal), as `COLUMNS=80 lmi-build ... | less` sees it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPTION_", "HF_", "SM_"))}
     env["COLUMNS"] = str(WIDTH)
-    result = subprocess.run([sys.executable, "-m", "lmi_build", *args], capture_output=True, text=True, env=env,
-                            timeout=300)
+    result = run_lmi_build(*args, env=env, timeout=300)
     assert result.returncode in (0, 2), result.stderr
     return result.stdout
 

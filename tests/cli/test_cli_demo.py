@@ -5,17 +5,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 from lmi_build.sources.demo import DEMO_MODELS
+from tests.cli_process import run_lmi_build
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "COLUMNS": "80"}
-    return subprocess.run([sys.executable, "-m", "lmi_build", *args], capture_output=True, text=True, env=env,
-                          timeout=120, check=False)
+    return run_lmi_build(*args, env=env, timeout=120)
 
 
 def test_demo_list_names_every_demo_model() -> None:

@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from tests.cli_process import run_lmi_build
+
 COMMANDS = [
     ["trtllm"], ["hf"], ["plan"], ["verify"], ["inspect"], ["publish"], ["pull"],
     ["config", "show"], ["config", "options"], ["recipes", "list"], ["recipes", "show"],
@@ -34,7 +36,7 @@ def test_help_has_examples_and_stays_light(command: list[str]) -> None:
 
 
 def test_unknown_command_is_one_line_error() -> None:
-    done = subprocess.run([sys.executable, "-m", "lmi_build", "bogus"], capture_output=True, text=True, check=False)
+    done = run_lmi_build("bogus")
     assert done.returncode != 0 and "Traceback" not in done.stderr and "bogus" in done.stderr
 
 

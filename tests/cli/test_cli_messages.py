@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.cli_process import run_lmi_build
 from tests.test_pipeline_build import no_gpu_path
 
 
@@ -25,8 +25,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def run_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "lmi_build", *args], capture_output=True, text=True,
-                          env=_env(**env), timeout=300, check=False)
+    return run_lmi_build(*args, env=_env(**env), timeout=300)
 
 
 def _json_error(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:

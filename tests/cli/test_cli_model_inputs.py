@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lmi_build.artifact.manifest import load_manifest
+from tests.cli_process import run_lmi_build
 from tests.fixtures_s3 import S3Server
 
 pytestmark = pytest.mark.slow
@@ -26,8 +26,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def lmi_build(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "lmi_build", *args], capture_output=True, text=True,
-                          env=_env(**env), timeout=600, check=False)
+    return run_lmi_build(*args, env=_env(**env), timeout=600)
 
 
 def as_json(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:

@@ -8,13 +8,13 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from lmi_build.output import human_bytes, human_count
 from lmi_build.planning.plan import BuildPlan
+from tests.cli_process import run_lmi_build
 from tests.fixtures_planning import Planner
 from tests.paths import REPO_ROOT
 
@@ -30,8 +30,7 @@ def _cli(*args: str, cwd: Path | None = None, cache: Path | None = None) -> subp
     env["COLUMNS"] = "200"
     if cache is not None:  # a cache of the test's own: the session's may hold the artifact already
         env["LMI_BUILD_CACHE"] = str(cache)
-    return subprocess.run([sys.executable, "-m", "lmi_build", *args], capture_output=True, text=True, env=env,
-                          timeout=600, cwd=cwd)
+    return run_lmi_build(*args, env=env, timeout=600, cwd=cwd)
 
 
 def test_no_data_file_describes_the_development_machine() -> None:

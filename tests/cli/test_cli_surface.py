@@ -17,6 +17,7 @@ import pytest
 
 from lmi_build.options.spec import all_option_specs
 from lmi_build.targets.trtllm.profiles import get_profile, load_profiles
+from tests.cli_process import run_lmi_build
 
 ERROR_KEYS = {"code", "message", "hint"}
 
@@ -29,8 +30,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def run_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "lmi_build", *args], capture_output=True, text=True,
-                          env=_env(**env), timeout=300, check=False)
+    return run_lmi_build(*args, env=_env(**env), timeout=300)
 
 
 def assert_json_error(result: subprocess.CompletedProcess[str], code: str, exit_code: int = 1) -> dict[str, Any]:

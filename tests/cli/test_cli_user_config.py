@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli_process import run_lmi_build
 
 OLDER_TRTLLM = "lmi-0.30.0-trtllm-0.12.0"
 NEWER_TRTLLM = "lmi-0.33.0-trtllm-0.21.0"
@@ -20,8 +21,7 @@ def _run(tmp_path: Path, *args: str, **extra: str) -> subprocess.CompletedProces
            if not k.startswith(("OPTION_", "HF_", "SM_", "AWS_", "LMI_BUILD_CONFIG"))}
     env.update({"XDG_CONFIG_HOME": str(tmp_path / "xdg"), "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y",
                 **extra})
-    return subprocess.run([sys.executable, "-m", "lmi_build", *args], capture_output=True, text=True, env=env,
-                          cwd=tmp_path, timeout=300, check=False)
+    return run_lmi_build(*args, env=env, cwd=tmp_path, timeout=300)
 
 
 def _write_config(tmp_path: Path, text: str) -> Path:

@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli_process import run_lmi_build
 from tests.fixtures_planning import Planner, warning_codes
 
 DEMO = "demo:tiny-llama"
@@ -22,8 +22,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPTION_", "HF_", "SM_"))}
     env.pop("TENSOR_PARALLEL_DEGREE", None)
     env["COLUMNS"] = "200"
-    return subprocess.run([sys.executable, "-m", "lmi_build", *args], capture_output=True, text=True, env=env,
-                          timeout=300)
+    return run_lmi_build(*args, env=env, timeout=300)
 
 
 def _json(result: subprocess.CompletedProcess[str]) -> dict:  # type: ignore[type-arg]

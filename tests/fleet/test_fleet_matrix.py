@@ -25,6 +25,7 @@ from lmi_build.fleet.matrix import MatrixError, plan_matrix
 from lmi_build.fleet.run import run_matrix
 from lmi_build.storage.remote import verify_remote
 from lmi_build.targets import parse_plan_text
+from tests.cli_process import run_lmi_build
 from tests.fixtures_ray import PROFILE, RayCluster, fleet_env
 from tests.fixtures_s3 import S3Server
 
@@ -194,9 +195,8 @@ dtype = ["fp16", "bf16"]
     env = {**os.environ, **fleet_env(s3_env, tmp_path / "local-cache")}
 
     def run() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "lmi_build", "matrix", str(matrix), "--cache",
-                               f"s3://{s3_bucket}/cache", "--json"], capture_output=True, text=True, env=env,
-                              timeout=600, check=False)
+        return run_lmi_build("matrix", str(matrix), "--cache", f"s3://{s3_bucket}/cache", "--json", env=env,
+                             timeout=600)
 
     first = run()
     assert first.returncode == 0, first.stderr

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_process import run_lmi_build
 from tests.fixtures_planning import ModelDirFactory
 
 LLAMA = "meta-llama--Llama-2-7b-hf"
@@ -26,8 +27,7 @@ def _env() -> dict[str, str]:
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "lmi_build", *args], capture_output=True, text=True,
-                          env=_env(), timeout=120)
+    return run_lmi_build(*args, env=_env(), timeout=120)
 
 
 def test_valid_plan_json_exit_0(model_dir: ModelDirFactory) -> None:

@@ -4,14 +4,12 @@ source."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from lmi_build.errors import OptionError
 from lmi_build.planning.instances import GIB, InstancesFile, get_instance, load_instances
 from lmi_build.tables import DATA_DIR, read_table
+from tests.cli_process import run_lmi_build
 from tests.fixtures_planning import Planner, codes
 
 LLAMA = "meta-llama--Llama-2-7b-hf"
@@ -107,8 +105,7 @@ def test_neuronx_refuses_trn2_with_a_message(plan_model: Planner) -> None:
 
 
 def test_cli_accepts_the_sagemaker_spelling() -> None:
-    result = subprocess.run([sys.executable, "-m", "lmi_build", "plan", "trtllm", "--model", "demo:tiny-llama",
-                             "--instance-type", "ml.g5.12xlarge", "--tp", "max", "--json"],
-                            capture_output=True, text=True, timeout=120, check=False)
+    result = run_lmi_build("plan", "trtllm", "--model", "demo:tiny-llama", "--instance-type", "ml.g5.12xlarge",
+                           "--tp", "max", "--json", timeout=120)
     assert result.returncode == 0, result.stderr
     assert '"instance_type": "ml.g5.12xlarge"' in result.stdout

@@ -6,12 +6,12 @@ import json
 import subprocess
 import sys
 
+from tests.cli_process import run_lmi_build
 from tests.paths import REPO_ROOT
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "lmi_build", *args], capture_output=True, text=True,
-                          cwd=REPO_ROOT, timeout=120, check=False)
+    return run_lmi_build(*args, cwd=REPO_ROOT, timeout=120)
 
 
 def test_list_json_has_every_recipe_and_support_matrix() -> None:

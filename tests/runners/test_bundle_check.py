@@ -8,13 +8,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from lmi_build.runners.bundle import finished_output
 from lmi_build.targets.trtllm.profiles import get_profile
+from tests.cli_process import run_lmi_build
 
 PROFILE = "lmi-0.33.0-trtllm-0.21.0"
 IMAGE = get_profile(PROFILE).image
@@ -44,8 +44,7 @@ esac
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "lmi_build", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=600, check=False)
+    return run_lmi_build(*args, cwd=cwd, timeout=600)
 
 
 @pytest.fixture(scope="module")

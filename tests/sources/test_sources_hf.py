@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
@@ -15,6 +13,7 @@ from lmi_build.hashing import tree_digest
 from lmi_build.output import Mode, set_mode
 from lmi_build.sources.hf import _hub_error
 from lmi_build.sources.resolve import resolve_source
+from tests.cli_process import run_lmi_build
 from tests.fixtures_hub import OfflineHub, blob_hash, tiny_model_files
 
 
@@ -65,8 +64,7 @@ def test_the_cli_reads_the_hub_settings_from_its_environment(offline_hub: Offlin
     """A fresh process: huggingface_hub's constants come from HF_HOME/HF_HUB_OFFLINE at import."""
     commit = offline_hub.add_repo("acme/tiny-llama", tiny_model_files())
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPTION_", "SM_"))}
-    result = subprocess.run([sys.executable, "-m", "lmi_build", "plan", "hf", "--model", "acme/tiny-llama", "--json"],
-                            capture_output=True, text=True, env=env, timeout=120)
+    result = run_lmi_build("plan", "hf", "--model", "acme/tiny-llama", "--json", env=env, timeout=120)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["model"]["revision"] == commit
 

@@ -17,6 +17,7 @@ from lmi_build.output import Mode, Output
 from lmi_build.storage.publish import publish, remote_manifest, verify_remote
 from lmi_build.storage.pull import pull
 from lmi_build.storage.transfer import PART_SIZE
+from tests.cli_process import run_lmi_build
 from tests.fixtures_s3 import S3Server, make_artifact, tree_bytes
 
 pytestmark = pytest.mark.s3
@@ -194,8 +195,7 @@ def test_manifest_path_escape_is_refused(tmp_path: Path, s3_env: S3Server, s3_bu
 
 def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     # --quiet: progress and info lines are off, so stderr holds the error alone.
-    return subprocess.run([sys.executable, "-m", "lmi_build", *args, "--quiet"], env=env, capture_output=True, text=True,
-                          timeout=120)
+    return run_lmi_build(*args, "--quiet", env=env, timeout=120)
 
 
 def _assert_one_line_error(result: subprocess.CompletedProcess[str], expected: str, secrets: list[str]) -> None:
@@ -236,13 +236,11 @@ def test_cli_json_summaries(tmp_path: Path, s3_server: S3Server) -> None:
     artifact = make_artifact(tmp_path / "art", _files(2))
     bucket = s3_server.new_bucket()
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **s3_server.env()}
-    published = subprocess.run([sys.executable, "-m", "lmi_build", "publish", str(artifact), f"s3://{bucket}/j",
-                                "--json"], env=env, capture_output=True, text=True, timeout=120)
+    published = run_lmi_build("publish", str(artifact), f"s3://{bucket}/j", "--json", env=env, timeout=120)
     assert published.returncode == 0, published.stderr
     data = json.loads(published.stdout)
     assert data["objects"] == 5 and data["skipped"] == 0 and data["bytes"] > 200_000
-    pulled = subprocess.run([sys.executable, "-m", "lmi_build", "pull", f"s3://{bucket}/j", str(tmp_path / "out"),
-                             "--json"], env=env, capture_output=True, text=True, timeout=120)
+    pulled = run_lmi_build("pull", f"s3://{bucket}/j", str(tmp_path / "out"), "--json", env=env, timeout=120)
     assert pulled.returncode == 0, pulled.stderr
     assert json.loads(pulled.stdout)["objects"] == 5
 

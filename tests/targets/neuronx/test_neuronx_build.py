@@ -20,6 +20,7 @@ from lmi_build.cli import app
 from lmi_build.runners import docker_argv
 from lmi_build.targets.neuronx.profiles import get_profile
 from lmi_build.targets.neuronx.steps import compile_step, host_neuron_devices, neuronx_paths
+from tests.cli_process import run_lmi_build
 from tests.fixtures_hub import OfflineHub, tiny_model_files
 from tests.fixtures_neuronx import STANDIN_PYTHON, write_neuron_model
 
@@ -28,8 +29,7 @@ ARGS = ["--tp", "2", "--n-positions", "4096", "--context-length-estimate", "256,
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     """The real console entry (one-line errors, exit codes), in a child process."""
-    return subprocess.run([sys.executable, "-m", "lmi_build", "neuronx", *args], capture_output=True, text=True,
-                          timeout=300, check=False)
+    return run_lmi_build("neuronx", *args, timeout=300)
 
 
 def _run(*args: str) -> tuple[int, str]:

@@ -12,6 +12,7 @@ import pytest
 
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets.trtllm.profiles import load_profiles
+from tests.cli_process import run_lmi_build
 from tests.paths import STANDINS_DIR
 
 STANDINS = STANDINS_DIR.resolve()
@@ -74,8 +75,6 @@ def test_real_engine_build_per_profile(profile: str, tmp_path: Path) -> None:
     TensorRT-LLM is the profile's; vendor example scripts come from $TRTLLM_EXAMPLES."""
     import json
     import os
-    import subprocess
-    import sys
 
     from lmi_build.targets.trtllm.profiles import get_profile
 
@@ -90,8 +89,7 @@ def test_real_engine_build_per_profile(profile: str, tmp_path: Path) -> None:
             "--max-output-len", "64", "--output", str(tmp_path / "artifact"), "--json"]
     if examples:
         args += ["--trtllm-examples", examples]
-    result = subprocess.run([sys.executable, "-m", "lmi_build", *args], capture_output=True, text=True, timeout=3600,
-                            check=False)
+    result = run_lmi_build(*args, timeout=3600)
     if result.returncode != 0 and "needs the examples directory" in result.stderr:
         pytest.skip("set TRTLLM_EXAMPLES to a TensorRT-LLM checkout's examples/ at the profile's tag")
     assert result.returncode == 0, result.stderr

@@ -20,6 +20,7 @@ from lmi_build.artifact.manifest import load_manifest
 from lmi_build.runners import docker_argv
 from lmi_build.targets.trtllm.profiles import get_profile
 from lmi_build.targets.trtllm.steps import plan_steps, trtllm_paths
+from tests.cli_process import run_lmi_build
 from tests.fixtures_trtllm import STANDINS, TrtllmPlanner, standin_examples
 
 pytestmark = pytest.mark.slow
@@ -40,8 +41,7 @@ def _env(profile: str, *, gpu: bool = True) -> dict[str, str]:
 
 
 def lmi_build(*args: str, env: dict[str, str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "lmi_build", *args], capture_output=True, text=True, env=env,
-                          cwd=cwd, timeout=600, check=False)
+    return run_lmi_build(*args, env=env, cwd=cwd, timeout=600)
 
 
 def _outcome(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
