@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import sys
 from pathlib import Path
@@ -128,12 +129,47 @@ def _check_strings(value: Any, what: str) -> None:
             stack.extend(item)
 
 
+# On the UTF-8 text of a JSON document (tests/safety/test_bounded_json.py holds these to the walks
+# over the parsed value): an escape pair; the characters that delimit strings and nest values; a string
+# token once escapes are gone; an empty innermost pair; and the two ways a lone surrogate gets into a
+# parsed string: a \uD800-\uDFFF escape, or the bytes of one (json decodes bytes with "surrogatepass").
+_ESCAPE = re.compile(rb"\\.", re.DOTALL)
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
+_STRING = re.compile(rb'"[^"]*"')
+_INNERMOST_PAIR = re.compile(rb"\[\]|\{\}")
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+
+
+def check_depth_of_text(raw: bytes, *, limit: int = MAX_DEPTH) -> int:
+    """``check_depth`` on the UTF-8 text of a document that parsed, with C-speed passes where the
+    walk visits each of millions of values in Python (a 200k-file manifest: 1.2 s against 0.1 s).
+    Strings are dropped first, so a bracket inside one does not count: escapes go, then everything
+    but brackets and quotes, then each pair of adjacent quotes (an empty string, or the end of one
+    string and the start of the next: the merged string still holds only string content), then the
+    few strings left; each pass over what remains removes one level of innermost pairs."""
+    unescaped = _ESCAPE.sub(b"", raw) if b"\\" in raw else raw
+    brackets = _STRING.sub(b"", unescaped.translate(None, _NOT_STRUCTURE).replace(b'""', b""))
+    depth = 0
+    while brackets:
+        depth += 1
+        if depth > limit:
+            raise ValueError(f"nested more than {limit} levels deep")
+        brackets = _INNERMOST_PAIR.sub(b"", brackets)
+    return depth
+
+
 def parse_json(text: str | bytes, *, what: str = "JSON document") -> Any:
     """``json.loads`` with the depth, integer-size and character limits of this module."""
     try:
         value = json.loads(text, parse_int=_bounded_int)
-        check_depth(value)
-        _check_strings(value, what)
+        raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+        if isinstance(text, str) or json.detect_encoding(raw) == "utf-8":
+            check_depth_of_text(raw)
+            if _SURROGATE.search(raw):  # only then can a string hold one: find it, name it
+                _check_strings(value, what)
+        else:  # UTF-16 or -32, or a byte-order mark: the walks over the parsed value
+            check_depth(value)
+            _check_strings(value, what)
     except RecursionError:
         raise BadFile(f"the {what} is nested too deeply", hint="this is not a valid file; replace it") from None
     except BadFile:

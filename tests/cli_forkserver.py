@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib
 import json
 import os
 import runpy
@@ -31,25 +32,73 @@ import socket
 import sys
 import tempfile
 import threading
+from pathlib import Path
 from typing import Any, NoReturn
 
-# Modules of lmi-build loaded before any fork: every command module and what they import at module
-# level. These must not import a library that reads the environment when it is imported
-# (huggingface_hub, boto3, transformers, torch): a child would see the server's environment, not
-# its own. ``ENVIRONMENT_READ_AT_IMPORT`` lists the variables the preloaded modules do read; a call
-# that sets one of them differently runs as a fresh interpreter instead (tests/cli_process.py).
+# Loaded before any fork: lmi-build's modules and the libraries of its command-line layer. Nothing
+# that reads the environment when it is imported (huggingface_hub, boto3, transformers, torch) may
+# be among them: a child would see the server's environment, not its own. The variables the
+# preloaded libraries do read at import (typer's and rich's switches) are the ones a call may not
+# change without running fresh (tests/cli_process.py).
 NOT_PRELOADED = ("torch", "transformers", "huggingface_hub", "boto3", "botocore", "s3transfer", "ray",
                  "modelopt", "safetensors", "numpy")
+PRELOADED_LIBRARIES = ("typer", "typer.rich_utils", "rich.console", "rich.progress", "rich.table", "rich.markup",
+                       "pydantic", "concurrent.futures", "pickle", "queue", "email.utils")
+# Third-party packages a preloaded lmi-build module may import at module level.
+_LIGHT_PACKAGES = {"lmi_build", "typer", "click", "rich", "pydantic", "pydantic_core", "annotated_types",
+                   "typing_extensions", "typing_inspection", "tomli", "shellingham", "packaging"}
+
+
+def _light_modules() -> list[str]:
+    """The modules of lmi_build whose module-level imports, followed through lmi_build, reach only
+    the standard library and ``_LIGHT_PACKAGES``: read from their source, nothing imported."""
+    import ast
+
+    import lmi_build
+
+    root = Path(lmi_build.__file__).parent
+    imports: dict[str, set[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "__main__.py":  # runs the command line when imported
+            continue
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found: set[str] = set()
+        for node in ast.parse(path.read_text(), str(path)).body:  # module level only: lazy imports stay lazy
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join([*package.split(".")[: len(package.split(".")) - node.level + 1], base]).strip(".")
+                found.add(base)
+                found.update(f"{base}.{alias.name}" for alias in node.names)
+        imports[name] = found
+
+    def light(name: str, seen: set[str]) -> bool:
+        if name in seen:
+            return True
+        seen.add(name)
+        for used in imports[name]:
+            top = used.split(".")[0]
+            if used in imports:
+                if not light(used, seen):
+                    return False
+            elif top not in sys.stdlib_module_names and top not in _LIGHT_PACKAGES:
+                return False
+        return True
+
+    return [name for name in imports if light(name, set())]
 
 
 def _preload() -> None:
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")  # as lmi_build.cli.main does
+    for name in (*PRELOADED_LIBRARIES, *_light_modules()):
+        importlib.import_module(name)
     from lmi_build.cli import build_app
 
     build_app()  # imports every command module
-    import lmi_build.planner
-    import lmi_build.targets  # noqa: F401
-
     loaded = sorted(name for name in NOT_PRELOADED if name in sys.modules)
     if loaded:
         raise SystemExit(f"cli_forkserver: preloading imported {loaded}; a child would not read its own environment")

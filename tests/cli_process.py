@@ -34,16 +34,25 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # Read by the interpreter at start-up, or by typer/rich/pydantic when the server imports them.
 _STARTUP_PREFIXES = ("PYTHON", "LC_", "LANG", "TYPER_", "_TYPER_", "PYDANTIC_")
 _STARTUP_NAMES = ("TERMINAL_WIDTH", "GITHUB_ACTIONS", "FORCE_COLOR", "PY_COLORS", "NO_COLOR", "TERM")
+# lmi_build.cli.main sets this one when it is unset (and so did the server): unset means this value.
+# A test that runs main() in its own process leaves it set there, and must not make every later
+# call of that process run fresh.
+_SET_BY_MAIN = {"PYDANTIC_DISABLE_PLUGINS": "__all__"}
 
 
 def _read_at_startup(name: str) -> bool:
     return name.startswith(_STARTUP_PREFIXES) or name in _STARTUP_NAMES
 
 
+# The environment the fork server starts with: this process's as the test modules are imported, not
+# as some test has patched it when the first call comes.
+_SESSION_ENVIRONMENT = dict(os.environ)
+
+
 class _ForkServer:
     def __init__(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.environment = dict(os.environ)
+        self.environment = _SESSION_ENVIRONMENT
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.cli_forkserver", str(theirs.fileno())], cwd=REPO_ROOT,
             pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -57,8 +66,13 @@ class _ForkServer:
             raise RuntimeError(f"the CLI fork server did not start: {problem.decode(errors='replace')[-2000:]}")
 
     def serves(self, env: Mapping[str, str]) -> bool:
+        return not self.differences(env)
+
+    def differences(self, env: Mapping[str, str]) -> list[str]:
+        """The start-up variables ``env`` sets otherwise than the server's environment."""
         names = {name for name in (*env, *self.environment) if _read_at_startup(name)}
-        return all(env.get(name) == self.environment.get(name) for name in names)
+        return sorted(name for name in names
+                      if env.get(name, _SET_BY_MAIN.get(name)) != self.environment.get(name, _SET_BY_MAIN.get(name)))
 
     def run(self, args: list[str], env: Mapping[str, str], cwd: Path, timeout: float,
             input: str | None) -> subprocess.CompletedProcess[str]:

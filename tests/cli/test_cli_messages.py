@@ -45,6 +45,7 @@ def stopped(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return out, json.loads(result.stdout)["next_command"]
 
 
+@pytest.mark.slow  # the trtllm checkpoint is converted with torch
 @pytest.mark.parametrize("command", ["verify", "inspect", "publish"])
 def test_an_exit_3_checkpoint_says_what_is_missing_and_the_build_s_own_next_command(
         stopped: tuple[Path, str], command: str) -> None:
@@ -59,6 +60,7 @@ def test_an_exit_3_checkpoint_says_what_is_missing_and_the_build_s_own_next_comm
     assert "--runner docker" in error["hint"]  # and where that command can run
 
 
+@pytest.mark.slow  # the trtllm checkpoint is converted with torch
 def test_a_script_bundle_says_to_run_its_script_then_package(tmp_path: Path) -> None:
     bundle = tmp_path / "bundle"
     built = run_cli("trtllm", "--model", "demo:tiny-llama", "--runner", "script", "--output", str(bundle), "--json")

@@ -77,6 +77,7 @@ def test_a_small_models_parameters_and_weights_are_not_zero() -> None:
     assert "0.00" not in rows["parameters"] + rows["weights"]
 
 
+@pytest.mark.slow  # a fresh cache: the demo model is generated with torch
 def test_a_cache_hit_reports_the_cache_step_and_the_original_builds_as_its_own(tmp_path: Path) -> None:
     first = _cli("hf", "--model", "demo:tiny-llama", "--output", str(tmp_path / "a"), "--json", cache=tmp_path / "cache")
     assert first.returncode == 0, first.stderr

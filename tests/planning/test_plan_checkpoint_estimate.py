@@ -73,6 +73,7 @@ def test_no_driver_means_cpu(tmp_path: Path) -> None:
     assert (found.device, found.gpus, found.detected) == ("cpu", 0, "no NVIDIA driver")
 
 
+@pytest.mark.slow  # imports torch
 def test_this_host_matches_torch() -> None:
     import torch
 

@@ -30,6 +30,7 @@ def _key(plan: Any, model_dir: Path) -> str:
     return checkpoint_key(plan, model_dir, "trtllm", _shaping(plan))[0]
 
 
+@pytest.mark.slow  # tiny_llama3 is made with torch and transformers
 def test_engine_knobs_do_not_change_the_key_but_calibration_and_shape_do(tiny_llama3: Path) -> None:
     plan = make_build_plan(tiny_llama3, method="fp8", options=FAST_CALIB, dtype="bfloat16")
     key = _key(plan, tiny_llama3)
@@ -53,6 +54,7 @@ def test_engine_knobs_do_not_change_the_key_but_calibration_and_shape_do(tiny_ll
     assert checkpoint_key(plan, tiny_llama3, "hf:modelopt_hf", _shaping(plan))[0] != key  # another format
 
 
+@pytest.mark.slow  # tiny_llama3 is made with torch and transformers
 def test_changed_input_weights_change_the_key(tiny_llama3: Path, tmp_path: Path) -> None:
     import shutil
 
@@ -95,6 +97,7 @@ def test_rerun_reuses_the_verified_checkpoint_and_a_corrupt_entry_is_rebuilt(tin
     assert not build_trtllm_checkpoint(plan, tiny_llama3, tmp_path / "d").cached
 
 
+@pytest.mark.slow  # tiny_llama3 is made with torch and transformers
 def test_where_calibration_runs_is_in_the_key_but_not_the_gpu_count(tiny_llama3: Path) -> None:
     """A checkpoint calibrated on a CPU in float32 is not reused by a GPU host that would calibrate
     in bfloat16 (other scales); one GPU or eight give the same numbers."""
