@@ -40,8 +40,12 @@ _STARTUP_NAMES = ("TERMINAL_WIDTH", "GITHUB_ACTIONS", "FORCE_COLOR", "PY_COLORS"
 _SET_BY_MAIN = {"PYDANTIC_DISABLE_PLUGINS": "__all__"}
 
 
+# Read when used, from the child's own environment (ray.init sets it in the process that calls it).
+_READ_WHEN_USED = ("PYTHONBREAKPOINT",)
+
+
 def _read_at_startup(name: str) -> bool:
-    return name.startswith(_STARTUP_PREFIXES) or name in _STARTUP_NAMES
+    return (name.startswith(_STARTUP_PREFIXES) or name in _STARTUP_NAMES) and name not in _READ_WHEN_USED
 
 
 # The environment the fork server starts with: this process's as the test modules are imported, not

@@ -74,6 +74,7 @@ def test_a_call_that_changes_what_the_interpreter_reads_at_start_up_runs_fresh()
     assert server.differences(dict(os.environ)) == []
     assert server.serves({**os.environ, "OPTION_TENSOR_PARALLEL_DEGREE": "2", "HF_TOKEN": "x"})
     assert server.serves({**os.environ, "PYDANTIC_DISABLE_PLUGINS": "__all__"})  # what main() sets itself
+    assert server.serves({**os.environ, "PYTHONBREAKPOINT": "0"})  # read by breakpoint(), when called
     assert not server.serves({**os.environ, "LC_ALL": "C"})
     assert not server.serves({**os.environ, "PYTHONIOENCODING": "latin-1"})
     assert not server.serves({**os.environ, "TERMINAL_WIDTH": "40"})

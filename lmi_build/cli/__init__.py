@@ -71,8 +71,9 @@ def _run(args: list[str]) -> int:
     import typer
 
     from lmi_build.errors import LmiBuildError
-    from lmi_build.output import Mode, current, debugging, set_mode
+    from lmi_build.output import Mode, current, debugging, reset, set_mode
 
+    reset()  # the environment of this command line decides --debug's default, not the one at import
     _terminate_like_interrupt()
     errors = _click_exceptions()
     no_args_is_help = getattr(errors, "NoArgsIsHelpError", ())
