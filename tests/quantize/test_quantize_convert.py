@@ -9,6 +9,8 @@ import pytest
 
 from lmi_build.quantize.convert import convert_checkpoint
 
+pytestmark = pytest.mark.slow  # tiny_llama3 is made with torch and transformers, and the checks load it
+
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 def test_every_tensor_is_the_cast_of_the_input(tiny_llama3: Path, tmp_path: Path, dtype: str) -> None:
