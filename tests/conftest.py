@@ -73,3 +73,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(item.path.name))
     # A stable sort: the long, spread files first, so they do not form the run's tail.
     items.sort(key=lambda item: item.path.name not in SPREAD_FILES)
+
+
+# The inner loop (`make test-fast`, -m "not slow ...") stays free of torch: a test it runs that
+# imports torch or transformers in the test process errors, naming the marker to add. Only checked
+# when the slow tests are left out, where the first import in a worker is always a fast test's.
+_HEAVY = ("torch", "transformers")
+_HEAVY_BEFORE = pytest.StashKey[bool]()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[_HEAVY_BEFORE] = any(name in sys.modules for name in _HEAVY)
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    if "not slow" not in (item.config.option.markexpr or "") or item.stash.get(_HEAVY_BEFORE, True):
+        return
+    loaded = [name for name in _HEAVY if name in sys.modules]
+    if loaded:
+        raise RuntimeError(f"{item.nodeid} imported {', '.join(loaded)}: mark it @pytest.mark.slow "
+                           "(make test-fast leaves out the tests that load torch)")

@@ -30,6 +30,7 @@ def test_no_forward_pass_loads_the_target_dtype_directly(dtype: str) -> None:
     assert where.load_dtype == where.export_dtype == dtype
 
 
+@pytest.mark.slow  # imports torch
 def test_detection_follows_torch() -> None:
     import torch
 

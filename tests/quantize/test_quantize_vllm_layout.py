@@ -42,6 +42,7 @@ def _vllm_quant_utils() -> Any:
     return module
 
 
+@pytest.mark.slow  # the writers pack with torch
 def test_writers_write_the_configs_the_data_file_states() -> None:
     assert awq_format.quantization_config(GROUP) == format_facts("awq").config
     assert gptq_format.quantization_config(GROUP) == format_facts("gptq").config
@@ -61,6 +62,7 @@ def test_every_format_fact_and_profile_has_a_source() -> None:
         assert profile.formats["awq"] == "awq" and profile.formats["gptq"] == "gptq", profile.name
 
 
+@pytest.mark.slow  # the writers pack with torch
 def test_awq_packing_is_vllms() -> None:
     import torch
 
@@ -79,6 +81,7 @@ def test_awq_packing_is_vllms() -> None:
     assert torch.equal(back, unsigned)
 
 
+@pytest.mark.slow  # the writers pack with torch
 def test_gptq_packing_is_vllms() -> None:
     import torch
 
