@@ -19,6 +19,7 @@ factor; each number's ``basis`` line says which it is.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import shutil
@@ -143,6 +144,7 @@ def detect_build_device(*, env: dict[str, str] | None = None, proc_dir: Path = N
     return BuildDevice("cpu", 0, how)
 
 
+@functools.cache  # a metadata lookup scans site-packages (~5 ms); the installed torch does not change
 def _torch_version() -> str | None:
     try:
         return metadata.version("torch")
