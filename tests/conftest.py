@@ -28,6 +28,12 @@ _ENV_BIN = str(Path(sys.executable).parent)
 if os.environ.get("PATH", "").split(os.pathsep)[0] != _ENV_BIN:
     os.environ["PATH"] = os.pathsep.join([_ENV_BIN, os.environ.get("PATH", "")])
 
+# pytest caches its assertion rewrite of each test module as bytecode beside it (gitignored
+# __pycache__/), unless bytecode writing is off: with PYTHONDONTWRITEBYTECODE=1 every worker of every
+# run rewrote all ~130 test modules again (about 3 s of CPU a worker, before its first test). The
+# test processes write bytecode whatever that variable says; the commands they start still see it.
+sys.dont_write_bytecode = False
+
 # One compute thread per xdist worker, in the worker and in every command it starts: with the
 # default (a thread per core in each of N workers) OpenMP's spinning threads fight over the cores,
 # and the quantization and pipeline tests ran 1.5x slower on 2 cores (196.8 s against 127.3 s for
