@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import REPO_ROOT
 
 # Read by the interpreter at start-up, or by typer/rich/pydantic when the server imports them.
 _STARTUP_PREFIXES = ("PYTHON", "LC_", "LANG", "TYPER_", "_TYPER_", "PYDANTIC_")

@@ -84,11 +84,10 @@ def verify_entries(root: Path, entries: list[FileEntry], *, rehash: bool = True,
             problems.append(EntryProblem(entry=entry, kind="missing"))
             continue
         size = found.st_size
-        path = root / entry.path
         if size != entry.size:
             problems.append(EntryProblem(entry=entry, kind="size", found_size=size))
         elif rehash:
-            to_hash[path] = entry
+            to_hash[root / entry.path] = entry
     for path, digest in sha256_files(list(to_hash), workers=workers).items():
         if digest != to_hash[path].sha256:
             problems.append(EntryProblem(entry=to_hash[path], kind="sha256", found_sha256=digest))
