@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
+from rich.file_proxy import FileProxy
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress
@@ -321,6 +323,11 @@ class _Redacting(io.TextIOBase):
         if self._fixed is not None:
             return self._fixed
         stream: TextIO = getattr(sys, self._name)
+        # A live rich display (progress bar) at a terminal replaces sys.stdout/sys.stderr with a
+        # FileProxy that prints through the console; the console writing to that proxy wrote into
+        # itself, without end (issue 30: every progress bar hung at a terminal). Write past it.
+        while isinstance(stream, FileProxy):
+            stream = stream.rich_proxied_file
         return stream
 
     def write(self, text: str) -> int:
