@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 # Width of tables written to a pipe or a file when $COLUMNS does not say one: wide enough that most
 # rows stay on one line. $COLUMNS, when set, is honoured in a pipe too (COLUMNS=80 lmi-build ... | less).
 PIPED_WIDTH = 200
+REDRAWS_PER_SECOND = 4  # live displays (progress bars, spinners) at a terminal
 
 
 def piped_width() -> int:
@@ -187,7 +188,8 @@ class Output:
         from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
         with Progress(SpinnerColumn(), TimeElapsedColumn(), TextColumn("{task.description}"), console=self.err,
-                      transient=True, redirect_stdout=False, redirect_stderr=False) as progress:
+                      transient=True, refresh_per_second=REDRAWS_PER_SECOND, redirect_stdout=False,
+                      redirect_stderr=False) as progress:
             task = progress.add_task(label, total=None)
 
             def last_line(line: str) -> None:
@@ -218,9 +220,15 @@ class Output:
                             size += path.stat().st_size
                 return size
 
+            def show(size: int, *, final: bool = False) -> None:
+                # ``total`` is the plan's estimate: a bar never reads "7.1/6.3 MB" (the total grows
+                # with what was written), and the finished one reads what was really written.
+                shown_total = size if final or total is None or size > total else total
+                progress.update(task, completed=size, total=shown_total if total is not None or final else None)
+
             def poll() -> None:
                 while not done.wait(0.5):
-                    progress.update(task, completed=written())
+                    show(written())
 
             watcher = threading.Thread(target=poll, name="lmi-build-progress", daemon=True)
             watcher.start()
@@ -229,7 +237,7 @@ class Output:
             finally:
                 done.set()
                 watcher.join()
-                progress.update(task, completed=written())
+                show(written(), final=True)
 
     @contextmanager
     def native_output_to_debug(self) -> Iterator[None]:
@@ -292,7 +300,10 @@ class Output:
             columns += [MofNCompleteColumn(), TextColumn(unit)]
         # Inside library_output() stdout/stderr already go to the debug channel: a live display must
         # not take them back.
+        # Four redraws a second: at 80 columns a bar line with its colours is ~1 KB, and rich's
+        # default of ten a second wrote ~10 KB a second to the terminal for as long as a step ran.
         with Progress(*columns, TimeRemainingColumn(), console=self.err, transient=False,
+                      refresh_per_second=REDRAWS_PER_SECOND,
                       redirect_stdout=not self._capturing, redirect_stderr=not self._capturing) as progress:
             yield progress
 
@@ -327,7 +338,7 @@ class _Redacting(io.TextIOBase):
         # FileProxy that prints through the console; the console writing to that proxy wrote into
         # itself, without end (issue 30: every progress bar hung at a terminal). Write past it.
         while isinstance(stream, FileProxy):
-            stream = stream.rich_proxied_file
+            stream = cast(TextIO, stream.rich_proxied_file)
         return stream
 
     def write(self, text: str) -> int:

@@ -51,8 +51,66 @@ def _failed(job: Job, error: str) -> BuildResult:
 
 # ---- local: a process pool on this host ----
 
-def _run_announcing(job: Job, events: Any) -> BuildResult:
-    return run_job(job, events.put)
+# How long the pool's workers have to clean up (their builds' work directories, vendor tools) after
+# the driver was interrupted, before they are killed: within the 5 s a person waits on Ctrl-C.
+WORKER_CLEANUP_SECONDS = 3.0
+
+
+_worker_events: Any = None  # a worker's queue of Started events, given to it when it was spawned
+
+
+def _keep_events(events: Any) -> None:
+    global _worker_events
+    _worker_events = events
+
+
+def _run_announcing(job: Job) -> BuildResult:
+    # The worker never sees Ctrl-C (see _spawned_without_sigint); the driver stops it with SIGTERM,
+    # which cleans up as an interrupt does. Idle, a worker dies of SIGTERM silently (the default).
+    from lmi_build.errors import Terminated
+
+    def terminate(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not interrupt the cleanup
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        return run_job(job, _worker_events.put)
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def _spawned_without_sigint() -> Iterator[None]:
+    """Processes started in this block ignore SIGINT for good (an ignored signal stays ignored
+    across fork and exec, and Python's start-up keeps it so). Ctrl-C at a terminal signals the whole
+    foreground process group: each spawned worker printed its own KeyboardInterrupt traceback, some
+    from the middle of its interpreter's start-up. The driver alone takes Ctrl-C and stops them.
+    (A blocked signal mask would not do: subprocess resets it in the child.) A Ctrl-C in the few
+    milliseconds of the block is lost; pressed again, it stops the run."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _stop_workers(pool: Any) -> None:
+    """SIGTERM to every worker of ``pool`` (each cleans up its build), SIGKILL to those still
+    running after WORKER_CLEANUP_SECONDS. concurrent.futures has no public way to stop a running
+    task (Python 3.14 adds terminate_workers()); its process table is read for that."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())  # shutdown() forgets them
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        with contextlib.suppress(OSError):
+            process.terminate()
+    deadline = time.monotonic() + WORKER_CLEANUP_SECONDS
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+        if process.is_alive():
+            with contextlib.suppress(OSError):
+                process.kill()
+            process.join(1.0)
 
 
 def _run_local(jobs: Sequence[Job], max_parallel: int, on_started: OnStarted, on_result: OnResult) -> None:
@@ -60,11 +118,16 @@ def _run_local(jobs: Sequence[Job], max_parallel: int, on_started: OnStarted, on
     import queue
     from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 
-    # spawn: a forked child would inherit the driver's threads (rich's live view, boto3 pools).
+    # spawn: a forked child would inherit the driver's threads (rich's live view, boto3 pools). The
+    # events queue reaches each worker as it is spawned (a multiprocessing queue cannot be a task's
+    # argument), so no manager process is needed: its start-up was a second-long window in which
+    # Ctrl-C was ignored.
     context = multiprocessing.get_context("spawn")
-    with context.Manager() as manager, ProcessPoolExecutor(max_workers=max_parallel, mp_context=context) as pool:
-        events = manager.Queue()
-        pending: dict[Future[BuildResult], Job] = {pool.submit(_run_announcing, job, events): job for job in jobs}
+    events = context.Queue()
+    with ProcessPoolExecutor(max_workers=max_parallel, mp_context=context, initializer=_keep_events,
+                             initargs=(events,)) as pool:
+        with _spawned_without_sigint():  # the pool spawns its workers as tasks are submitted
+            pending: dict[Future[BuildResult], Job] = {pool.submit(_run_announcing, job): job for job in jobs}
 
         def drain() -> None:
             while True:
@@ -73,16 +136,20 @@ def _run_local(jobs: Sequence[Job], max_parallel: int, on_started: OnStarted, on
                 except queue.Empty:
                     return
 
-        while pending:
-            done, _ = wait(pending, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
-            drain()
-            for future in done:
-                job = pending.pop(future)
-                try:
-                    result = future.result()
-                except Exception as error:  # the worker process died (killed, out of memory)
-                    result = _failed(job, f"the build process died: {type(error).__name__}: {error}")
-                on_result(result)
+        try:
+            while pending:
+                done, _ = wait(pending, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
+                drain()
+                for future in done:
+                    job = pending.pop(future)
+                    try:
+                        result = future.result()
+                    except Exception as error:  # the worker process died (killed, out of memory)
+                        result = _failed(job, f"the build process died: {type(error).__name__}: {error}")
+                    on_result(result)
+        except BaseException:  # Ctrl-C, SIGTERM: the workers' builds stop and clean up too
+            _stop_workers(pool)
+            raise
 
 
 # ---- ray: one task per job, resources from its plan ----

@@ -96,19 +96,25 @@ class MatrixProgress:
                 "counts": dict(counts), "builds": builds}
 
     def table(self) -> RenderableType:
+        """The builds as a table of short cells, then each build's artifact URL or error on a line of
+        its own: a URL folded into a table cell at 80 columns could not be copied whole."""
+        from rich.console import Group
         from rich.table import Table
         from rich.text import Text
-
-        from lmi_build.output import identifier
 
         data = self.to_json()
         counts = ", ".join(f"{n} {status}" for status, n in sorted(data["counts"].items()))
         table = Table(title=f"lmi-build matrix: {counts} in {data['seconds']:.1f} s", show_header=True)
-        for column in ("build", "status", "host", "seconds", "key", "artifact / error"):
-            table.add_column(column, overflow="fold", justify="right" if column == "seconds" else "left")
+        for column in ("build", "status", "host", "seconds", "key"):
+            table.add_column(column, no_wrap=column != "host", justify="right" if column == "seconds" else "left")
+        details: list[Text] = []
         for build in data["builds"]:
             status = Text(build["status"], style=STATUS_STYLE.get(build["status"], ""))
-            detail = build["error"] or build["artifact_url"] or ""
-            table.add_row(identifier(build["name"]), status, build["host"], f"{build['seconds']:.1f}",
-                          identifier(build["key"].partition(":")[2][:12]), identifier(detail))
-        return table
+            table.add_row(build["name"], status, build["host"], f"{build['seconds']:.1f}",
+                          build["key"].partition(":")[2][:12])
+            detail = build["error"] or build["artifact_url"]
+            if detail:
+                line = Text(f"{build['name']}: ", style=STATUS_STYLE.get(build["status"], ""))
+                line.append(detail)  # plain text: an error may hold "[...]"
+                details.append(line)
+        return Group(table, *details)

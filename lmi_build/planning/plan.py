@@ -147,6 +147,11 @@ class BuildPlan(BaseModel, Generic[KnobsT]):
                               hint="plan it again for this target: lmi-build plan <target> ... --save plan.json")
         return self.build
 
+    def expected_weight_bytes(self) -> int | None:
+        """The weights' size after the planned conversion or quantization: the total a checkpoint
+        step's progress bar shows (None when the plan has no memory estimate)."""
+        return self.memory.weight_bytes if self.memory is not None else None
+
     def redacted(self, secrets: list[str] | None = None) -> BuildPlan[KnobsT]:
         """This plan as it may be shown or saved: secret-named option values, token-like values, URL
         passwords and every value of a credential variable of the environment replaced by ``***``

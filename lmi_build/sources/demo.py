@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lmi_build import output
 from lmi_build.errors import SourceError
 from lmi_build.fs import make_readable, staged_directory
 from lmi_build.hashing import sha256_text
@@ -269,10 +270,21 @@ def _write_metadata(name: str, target: Path) -> None:
 
 
 def _write_full(name: str, target: Path) -> None:
-    _write_tokenizer(name, target)
-    _write_weights(name, target)
-    # Our own config files last: save_pretrained writes its own, which carry version strings.
-    _write_metadata(name, target)
+    # A first use takes half a minute (torch's import, the tokenizer's training): say what it does.
+    steps: list[tuple[str, Callable[[str, Path], None]]] = [
+        ("training the tokenizer", _write_tokenizer),
+        ("writing random weights", _write_weights),
+        # Our own config files last: save_pretrained writes its own, which carry version strings.
+        ("writing the config", _write_metadata),
+    ]
+    with output.current().progress(unit="steps") as progress:
+        task = progress.add_task(f"generating demo:{name}", total=len(steps)) if progress else None
+        for number, (what, write) in enumerate(steps):
+            if progress is not None and task is not None:
+                progress.update(task, description=f"generating demo:{name}: {what}", completed=number)
+            write(name, target)
+        if progress is not None and task is not None:
+            progress.update(task, description=f"generated demo:{name}", completed=len(steps))
 
 
 def _write_tokenizer(name: str, target: Path) -> None:

@@ -65,7 +65,9 @@ def _export_hf(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: Path
         elif quant.method is None:
             from lmi_build.quantize.convert import convert_checkpoint
 
-            convert_checkpoint(model_dir, staging, build.dtype)  # one tensor at a time: no model in memory
+            with output.current().watch_written("converting the checkpoint", staging,
+                                                total=plan.expected_weight_bytes()):
+                convert_checkpoint(model_dir, staging, build.dtype)  # one tensor at a time: no model in memory
             notes.append(f"converted to {build.dtype} tensor by tensor")
             where = Placement(device="cpu", gpus=0, load_dtype=build.dtype, export_dtype=build.dtype)
         else:
@@ -74,13 +76,13 @@ def _export_hf(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: Path
             import torch
 
             if packed:
-                with output.current().watch_written("writing the packed checkpoint", staging), quiet_libraries():
+                with output.current().watch_written("writing the packed checkpoint", staging, total=plan.expected_weight_bytes()), quiet_libraries():
                     notes = _packed_layout(build.export_format).write_checkpoint(
                         model, where, quant.group_size or 128, staging)
             else:
                 from modelopt.torch.export import export_hf_checkpoint
 
-                with output.current().watch_written("exporting the checkpoint", staging), quiet_libraries():
+                with output.current().watch_written("exporting the checkpoint", staging, total=plan.expected_weight_bytes()), quiet_libraries():
                     export_hf_checkpoint(model, dtype=getattr(torch, build.dtype), export_dir=staging)
                 notes = _fix_missing_pre_quant_scale_hf(staging)
                 if build.export_format == "compressed_tensors":

@@ -70,7 +70,7 @@ def _export_trtllm(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: 
 
     with staged_directory(out_dir) as staging:
         try:
-            with output.current().watch_written("exporting the checkpoint", staging), quiet_libraries():
+            with output.current().watch_written("exporting the checkpoint", staging, total=plan.expected_weight_bytes()), quiet_libraries():
                 export_tensorrt_llm_checkpoint(
                     model,
                     build.modelopt_decoder,
@@ -125,7 +125,7 @@ def _stream_trtllm(plan: BuildPlan, build: TrtllmBuild, model_dir: Path, out_dir
     assert build.modelopt_decoder is not None  # checked by the caller
     try:
         with staged_directory(out_dir) as staging:
-            with output.current().watch_written("writing the checkpoint", staging), quiet_libraries():
+            with output.current().watch_written("writing the checkpoint", staging, total=plan.expected_weight_bytes()), quiet_libraries():
                 write_streamed_checkpoint(model_dir, staging, architecture=plan.spec.architecture,
                                           decoder=build.modelopt_decoder, dtype=build.dtype, tp=build.tp, pp=build.pp)
             qwen_notes = _complete_qwen_config(staging, plan, build)
