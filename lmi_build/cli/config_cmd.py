@@ -15,9 +15,11 @@ config_app = new_app(help="Show how LMI options resolve, and the option referenc
 
 _SHOW_EPILOG = """Examples:
 
-  lmi-build config show --target trtllm --properties serving.properties --option max_input_len=2048
+  lmi-build config show --target trtllm --properties serving.properties \\
+      --option max_input_len=2048
 
-  lmi-build config show --target trtllm --model demo:tiny-llama --properties serving.properties
+  lmi-build config show --target trtllm --model demo:tiny-llama \\
+      --properties serving.properties
 
   OPTION_TENSOR_PARALLEL_DEGREE=4 lmi-build config show --json | jq .options
 
@@ -29,7 +31,8 @@ _OPTIONS_EPILOG = """Examples:
 
   lmi-build config options --target neuronx
 
-  lmi-build config options --json | jq '.[] | select(.build_relevant == true) | .key'"""
+  lmi-build config options --json \\
+      | jq '.[] | select(.build_relevant == true) | .key'"""
 
 
 def _check_target(target: str) -> str:
