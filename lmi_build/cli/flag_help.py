@@ -40,6 +40,17 @@ from __future__ import annotations
 FLAG_DESCRIPTIONS = {
     "option.dtype": "Data type the weights are built in; bf16 needs A10G/A100 (G5, P4d) or newer",
     "option.quantize": "Quantization the build applies",
+    # The table's "(LMI 0.25: Llama 512, Falcon 1024)" is an old release's default, not the flag's.
+    "option.max_output_len": "Most tokens generated per request the engine is compiled for",
+}
+
+
+# A flag's default where the option table's (the LMI-wide one) is not what a plan gives: said as the
+# plan says it (lmi_build/targets/trtllm/lengths.py; its warning max_output_len_from_model names the numbers).
+FLAG_DEFAULTS = {
+    "option.max_output_len": "the profile's: LMI 0.33+ (trtllm-build takes max_seq_len from the model) the "
+                             "model's max positions minus max_input_len; older profiles 512, lowered to fit the "
+                             "model's positions (trtllm)",
 }
 
 
@@ -118,6 +129,8 @@ def help_text(spec: OptionSpec, command: str | None = None) -> str:
 
 
 def _default_text(spec: OptionSpec) -> str | None:
+    if spec.key in FLAG_DEFAULTS:
+        return FLAG_DEFAULTS[spec.key]
     if spec.derived_default is not None:
         return spec.derived_default
     targets = [target for target in TARGETS if spec.applies_to(target)]

@@ -98,6 +98,7 @@ def plan_request_from(knobs: Mapping[str, Any], *, target: str, endpoint_url: st
     env = os.environ if env is None else env
     values: dict[str, Any] = {name: tuple(value) if isinstance(value, list) else value
                               for name, value in knobs.items() if value is not None}
+    _check_profile_kind(target, values.get("profile"))
     profile, config_file = profile_default(target, values.get("profile"), env)
     if config_file is not None:
         _check_configured_profile(target, profile, config_file)
@@ -134,13 +135,25 @@ def check_flag_values(knobs: Mapping[str, Any], target: str) -> None:
 def _usage_error(flag: str, message: str) -> Exception:
     """click's error for a bad value of ``flag``, as typer raises it for the flags it types: main()
     prints it as one line (``error: Invalid value for '--tp': ...``) and exits 1."""
-    import importlib
+    from lmi_build.cli import click_context
 
-    try:  # typer >= 0.29 carries its own copy of click
-        click_globals = importlib.import_module("typer._click.globals")
-    except ImportError:
-        click_globals = importlib.import_module("click.globals")
-    return typer.BadParameter(message, ctx=click_globals.get_current_context(silent=True), param_hint=f"'{flag}'")
+    return typer.BadParameter(message, ctx=click_context(), param_hint=f"'{flag}'")
+
+
+def _check_profile_kind(target: str, profile: str | None) -> None:
+    """``--profile`` naming another target's container (`plan trtllm --profile lmi-0.33.0-neuronx-...`)
+    says so and lists this target's profiles; `unknown container profile` was untrue, as `profiles list`
+    shows it (issue 30 item 6). A name no target knows is left to the target's own message."""
+    from lmi_build.errors import OptionError
+    from lmi_build.targets import TARGETS
+
+    own = TARGETS[target].container_profiles()
+    if profile is None or profile in own:
+        return
+    for other, candidate in TARGETS.items():
+        if other != target and profile in candidate.container_profiles():
+            raise OptionError(f"--profile {profile} is a {other} container profile, not one of {target}'s",
+                              hint=f"{target}'s profiles: {', '.join(own) or 'none'}; or build for {other} with it")
 
 
 def _check_configured_profile(target: str, profile: str | None, config_file: Path) -> None:
