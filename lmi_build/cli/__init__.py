@@ -199,6 +199,16 @@ def _click_exceptions() -> ModuleType:
         return importlib.import_module("click.exceptions")
 
 
+def click_context() -> Any:
+    """The click context of the command running now (None outside one): typer >= 0.29 carries its
+    own copy of click, older typer uses click."""
+    try:
+        click_globals = importlib.import_module("typer._click.globals")
+    except ImportError:
+        click_globals = importlib.import_module("click.globals")
+    return click_globals.get_current_context(silent=True)
+
+
 def _asks_for_json(args: list[str]) -> bool:
     given = args[: args.index("--")] if "--" in args else args
     return "--json" in given

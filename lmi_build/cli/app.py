@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from lmi_build.output import Mode, current, reset, set_debugging, set_mode
 
@@ -79,10 +80,31 @@ def with_output_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+class _Command(TyperCommand):
+    """A command whose --help lays its option panels out to cut nothing (``help_layout``)."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        from lmi_build.cli.help_layout import install
+
+        install()  # here, not at start-up: only --help needs rich's layout code
+        super().format_help(ctx, formatter)
+
+
+class _Group(TyperGroup):
+    """A command group whose --help lays its option panels out as ``_Command`` does."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        from lmi_build.cli.help_layout import install
+
+        install()
+        super().format_help(ctx, formatter)
+
+
 class _App(typer.Typer):
     """A Typer whose every command gets the output options, so none can miss or redeclare them."""
 
     def command(self, *args: Any, **kwargs: Any) -> Callable[[CommandFunction], CommandFunction]:
+        kwargs.setdefault("cls", _Command)
         register = super().command(*args, **kwargs)
 
         def decorator(function: CommandFunction) -> CommandFunction:
@@ -101,6 +123,7 @@ def new_app(help: str | None = None, *, completion: bool = False) -> typer.Typer
     """A command group (or, with ``completion``, the root app, which offers typer's
     --install-completion/--show-completion for bash, zsh, fish and PowerShell)."""
     app = _App(
+        cls=_Group,
         help=help,
         no_args_is_help=True,
         add_completion=completion,

@@ -41,9 +41,11 @@ def verify_command(
 
     [b]Examples[/b]
 
-      lmi-build verify out/llama-trt --for-container lmi-0.27.0-trtllm-0.8.0 --gpu sm90 --devices 4
+      lmi-build verify out/llama-trt --for-container lmi-0.27.0-trtllm-0.8.0 \\
+          --gpu sm90 --devices 4
 
-      lmi-build verify s3://models/llama-7b/trt --endpoint-url http://localhost:8333 --json
+      lmi-build verify s3://models/llama-7b/trt \\
+          --endpoint-url http://localhost:8333 --json
     """
     from rich.markup import escape
 

@@ -91,29 +91,37 @@ NeuronTimeoutOpt = Annotated[int | None, typer.Option(
 
 NEURONX_EPILOG = """[bold]Examples[/bold]
 
-  lmi-build neuronx --model meta-llama/Llama-2-7b-hf --tp 2 --n-positions 4096 --context-length-estimate 256,512,1024,2048 --runner docker --output ./out/llama2-inf2
+  lmi-build neuronx --model meta-llama/Llama-2-7b-hf --tp 2 \\
+      --n-positions 4096 --context-length-estimate 256,512,1024,2048 \\
+      --runner docker --output ./out/llama2-inf2
 
-  lmi-build neuronx --model ./llama --tp 2 --runner script --output ./bundle   # then run bundle/build-neffs.sh on a Neuron host
+  # write bundle/build-neffs.sh, then run it on a Neuron host:
+  lmi-build neuronx --model ./llama --tp 2 --runner script --output ./bundle
 
 Exit status: 0 done, 2 invalid plan, 1 other errors."""
 
 TRTLLM_EPILOG = """[bold]Examples[/bold]
 
-  lmi-build trtllm --model meta-llama/Llama-2-7b-hf --tp 2 --max-input-len 2048 --quantize awq --output ./out
+  lmi-build trtllm --model meta-llama/Llama-2-7b-hf --tp 2 \\
+      --max-input-len 2048 --quantize awq --output ./out
 
   lmi-build trtllm --model demo:tiny-llama --until checkpoint --output ./ckpt
 
-  lmi-build trtllm --model ./llama --runner script --output ./bundle   # then run bundle/build-engines.sh on a GPU host
+  # write bundle/build-engines.sh, then run it on a GPU host:
+  lmi-build trtllm --model ./llama --runner script --output ./bundle
 
 Exit status: 0 done, 2 invalid plan, 3 stopped after the checkpoint (no TensorRT-LLM toolchain here), 1 other errors."""
 
 HF_EPILOG = """[bold]Examples[/bold]
 
-  lmi-build hf --model demo:tiny-llama --quantize awq --output ./out/tiny-llama-awq
+  lmi-build hf --model demo:tiny-llama --quantize awq \\
+      --output ./out/tiny-llama-awq
 
-  lmi-build hf --model demo:tiny-llama --quantize awq --profile lmi-0.35.0-vllm-0.11.1 --output ./out/tiny-awq-vllm
+  lmi-build hf --model demo:tiny-llama --quantize awq \\
+      --profile lmi-0.35.0-vllm-0.11.1 --output ./out/tiny-awq-vllm
 
-  lmi-build hf --model mistralai/Mistral-7B-v0.1 --dtype bf16 --output ./out/mistral --publish s3://bucket/mistral/
+  lmi-build hf --model mistralai/Mistral-7B-v0.1 --dtype bf16 \\
+      --output ./out/mistral --publish s3://bucket/mistral/
 
 Exit status: 0 done, 2 invalid plan, 1 other errors."""
 

@@ -15,9 +15,11 @@ config_app = new_app(help="Show how LMI options resolve, and the option referenc
 
 _SHOW_EPILOG = """Examples:
 
-  lmi-build config show --target trtllm --properties serving.properties --option max_input_len=2048
+  lmi-build config show --target trtllm --properties serving.properties \\
+      --option max_input_len=2048
 
-  lmi-build config show --target trtllm --model demo:tiny-llama --properties serving.properties
+  lmi-build config show --target trtllm --model demo:tiny-llama \\
+      --properties serving.properties
 
   OPTION_TENSOR_PARALLEL_DEGREE=4 lmi-build config show --json | jq .options
 
@@ -29,7 +31,8 @@ _OPTIONS_EPILOG = """Examples:
 
   lmi-build config options --target neuronx
 
-  lmi-build config options --json | jq '.[] | select(.build_relevant == true) | .key'"""
+  lmi-build config options --json \\
+      | jq '.[] | select(.build_relevant == true) | .key'"""
 
 
 def _check_target(target: str) -> str:
@@ -115,6 +118,8 @@ def show(
         "options": rows,
         # Without --model: the keys `lmi-build plan` writes otherwise, planned for DIFF_MODEL.
         "plan_differs": differs if model is None else None,
+        # ... and the stand-in model they were planned for: not the user's (issue 30 item 6).
+        "plan_differs_model": DIFF_MODEL if model is None and plan is not None else None,
         # The config file's standing defaults (flags and the environment win over them).
         "config_file": {"path": str(standing.path), "exists": standing.path.exists(), "values": standing.values},
         "warnings": [message.model_dump() for message in messages[0]],
@@ -125,9 +130,10 @@ def show(
     if plan is not None and model is None and differs and out.human:
         changes = "; ".join(f"{key} {row['shown'] or '(unset)'} -> {row['plan'] or '(not written)'}"
                             for key, row in differs.items())
-        out.info(f"these are the option layers before planning; `lmi-build plan` (profile {plan.toolchain.profile}) "
-                 f"writes other values for {len(differs)} key(s), planned for {DIFF_MODEL} (the model changes "
-                 f"some): {changes}. Add --model MODEL to see the values the plan writes.")
+        out.info(f"no --model: these are the option layers before planning. Planned for the stand-in model "
+                 f"{DIFF_MODEL} (not yours; profile {plan.toolchain.profile}), `lmi-build plan` writes other values "
+                 f"for {len(differs)} key(s), some of them the model's: {changes}. Add --model MODEL to see the "
+                 "values the plan writes for yours.")
     if out.human and standing.values:
         shown = ", ".join(f"{key}={value}" for key, value in standing.values.items())
         out.info(f"standing defaults from {standing.path}: {shown} (a flag or the environment overrides each)")

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lmi_build.options.spec import TARGETS, OptionSpec, exact_spec
 
@@ -38,6 +39,18 @@ from __future__ import annotations
 # of lmi_build.planning.checks.DTYPES only). Their help says these values, in their own words.
 FLAG_DESCRIPTIONS = {
     "option.dtype": "Data type the weights are built in; bf16 needs A10G/A100 (G5, P4d) or newer",
+    "option.quantize": "Quantization the build applies",
+    # The table's "(LMI 0.25: Llama 512, Falcon 1024)" is an old release's default, not the flag's.
+    "option.max_output_len": "Most tokens generated per request the engine is compiled for",
+}
+
+
+# A flag's default where the option table's (the LMI-wide one) is not what a plan gives: said as the
+# plan says it (lmi_build/targets/trtllm/lengths.py; its warning max_output_len_from_model names the numbers).
+FLAG_DEFAULTS = {
+    "option.max_output_len": "the profile's: LMI 0.33+ (trtllm-build takes max_seq_len from the model) the "
+                             "model's max positions minus max_input_len; older profiles 512, lowered to fit the "
+                             "model's positions (trtllm)",
 }
 
 
@@ -48,12 +61,23 @@ def build_choices() -> dict[str, tuple[str, ...]]:
     return {"option.dtype": tuple(DTYPES)}
 
 
+def target_choices() -> dict[str, dict[str, tuple[str, ...]]]:
+    """The values each flag narrowed per target accepts, by option key, then target: what the
+    target's builds make (--quantize: the container's runtime-only quantizations are refused)."""
+    from lmi_build.planning.quantization import flag_methods
+
+    return {"option.quantize": {target: flag_methods(target) for target in TARGETS}}
+
+
 @dataclass(frozen=True)
 class FlagFacts:
     help: str
     minimum: int | None = None  # for typer's min= / max= (integer flags only)
     maximum: int | None = None
     choices: tuple[str, ...] | None = None  # a flag narrower than its option (build_choices)
+    # A flag narrowed per target (target_choices): its values and its help, by command (plan: all targets).
+    target_choices: Mapping[str, tuple[str, ...]] | None = None
+    command_help: Mapping[str, str] | None = None
 
 
 def flag_facts(option_keys: Iterable[str]) -> dict[str, FlagFacts]:
@@ -67,24 +91,36 @@ def flag_facts(option_keys: Iterable[str]) -> dict[str, FlagFacts]:
         minimum = spec.minimum if integer else None
         if minimum is not None and spec.exclusive_minimum:
             minimum += 1
+        per_target = target_choices().get(key)
         facts[key] = FlagFacts(
             help=help_text(spec),
             minimum=int(minimum) if minimum is not None else None,
             maximum=int(spec.maximum) if integer and spec.maximum is not None else None,
             choices=build_choices().get(key),
+            target_choices=per_target,
+            command_help=None if per_target is None else {
+                command: help_text(spec, command) for command in ("plan", *per_target)},
         )
     return facts
 
 
-def help_text(spec: OptionSpec) -> str:
+def help_text(spec: OptionSpec, command: str | None = None) -> str:
     """The table's description (or the flag's own, FLAG_DESCRIPTIONS), its choices (or the flag's
-    narrower ones, build_choices) and its default on each target it applies to."""
+    narrower ones, build_choices; for a flag narrowed per target, ``command``'s: a build command's
+    target's, or each target's for ``plan``) and its default on each target it applies to."""
     parts = [FLAG_DESCRIPTIONS.get(spec.key, spec.description).rstrip(".") + "."]
+    per_target = target_choices().get(spec.key)
     choices = build_choices().get(spec.key, spec.choices)
     narrowed = [choice for choice in choices if choice not in spec.choices]
+    narrowed += [choice for values in (per_target or {}).values() for choice in values if choice not in spec.choices]
     if narrowed:
         raise ValueError(f"the flag that sets {spec.key} would take {narrowed}, which the option table refuses")
-    if choices:
+    if per_target is not None and command in per_target:
+        parts.append(f"One of: {', '.join(per_target[command])}.")
+    elif per_target is not None:
+        parts.append("One of: " + "; ".join(f"{target}: {', '.join(values) or 'none'}"
+                                            for target, values in per_target.items()) + ".")
+    elif choices:
         parts.append(f"One of: {', '.join(choices)}.")
     if (default := _default_text(spec)) is not None:
         parts.append(f"Default: {default}.")
@@ -93,6 +129,8 @@ def help_text(spec: OptionSpec) -> str:
 
 
 def _default_text(spec: OptionSpec) -> str | None:
+    if spec.key in FLAG_DEFAULTS:
+        return FLAG_DEFAULTS[spec.key]
     if spec.derived_default is not None:
         return spec.derived_default
     targets = [target for target in TARGETS if spec.applies_to(target)]
@@ -118,10 +156,15 @@ def render(option_keys: Iterable[str]) -> str:
         _literal("MAXIMUM: dict[str, int]", {f: item.maximum for f, item in facts.items() if item.maximum is not None}),
         _literal("CHOICES: dict[str, list[str]]",
                  {f: list(item.choices) for f, item in facts.items() if item.choices is not None}),
+        _literal("TARGET_CHOICES: dict[str, dict[str, list[str]]]",
+                 {f: {target: list(values) for target, values in item.target_choices.items()}
+                  for f, item in facts.items() if item.target_choices is not None}),
+        _literal("COMMAND_HELP: dict[str, dict[str, str]]",
+                 {f: dict(item.command_help) for f, item in facts.items() if item.command_help is not None}),
     ])
 
 
-def _literal(name: str, values: Mapping[str, str | int | list[str]]) -> str:
+def _literal(name: str, values: Mapping[str, str | int | list[str] | dict[str, Any]]) -> str:
     if not values:
         return f"{name} = {{}}\n"
     # JSON strings are Python string literals too, in the double quotes the code base uses.

@@ -15,7 +15,8 @@ MATRIX_EPILOG = """[bold]Examples[/bold]
 
   lmi-build matrix builds.toml --cache s3://team-bucket/lmi-build-cache/
 
-  lmi-build matrix builds.toml --cache s3://team-bucket/lmi-build-cache/ --executor ray --ray-address auto --json
+  lmi-build matrix builds.toml --cache s3://team-bucket/lmi-build-cache/ \\
+      --executor ray --ray-address auto --json
 
 Every build is planned and checked first: one invalid build fails the run before any work.
 Exit status: 0 every build succeeded or was cached, 2 invalid matrix (or plans), 1 any build failed or

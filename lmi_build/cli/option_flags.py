@@ -15,9 +15,9 @@ HELP: dict[str, str] = {
     "option.tensor_parallel_degree": "Number of devices the model is sharded over; max = all GPUs (or NeuronCores) of the instance; -1 = all (HF Accelerate). Default: 1; trtllm: max. Sets option.tensor_parallel_degree.",
     "option.pipeline_parallel_degree": "Number of pipeline stages the layers are split into (world size = tensor x pipeline parallel degree). Default: 1 (trtllm, hf). Sets option.pipeline_parallel_degree.",
     "option.dtype": "Data type the weights are built in; bf16 needs A10G/A100 (G5, P4d) or newer. One of: fp16, bf16, fp32. Default: fp16. Sets option.dtype.",
-    "option.quantize": "Quantization: smoothquant/awq/fp8 (TRT-LLM), int8 = static_int8 weights (Transformers-NeuronX), awq/gptq/squeezellm (pre-quantized, LMI-Dist/vLLM), bitsandbytes4/8 (Accelerate), dynamic_int8/smoothquant (DeepSpeed). One of: awq, gptq, smoothquant, fp8, int8_wo, int4_wo, int8, static_int8, squeezellm, dynamic_int8, bitsandbytes4, bitsandbytes8, bitsandbytes. Sets option.quantize.",
+    "option.quantize": "Quantization the build applies. One of: trtllm: awq, gptq, smoothquant, fp8, int8_wo, int4_wo; neuronx: int8, static_int8; hf: awq, gptq, fp8. Sets option.quantize.",
     "option.max_input_len": "Longest prompt in tokens the engine is compiled for (LMI 0.25: Llama 512, Falcon 1024). Default: 1024 (trtllm). Sets option.max_input_len.",
-    "option.max_output_len": "Most tokens generated per request the engine is compiled for (LMI 0.25: Llama 512, Falcon 1024). Default: 512 (trtllm). Sets option.max_output_len.",
+    "option.max_output_len": "Most tokens generated per request the engine is compiled for. Default: the profile's: LMI 0.33+ (trtllm-build takes max_seq_len from the model) the model's max positions minus max_input_len; older profiles 512, lowered to fit the model's positions (trtllm). Sets option.max_output_len.",
     "option.max_rolling_batch_size": "Most concurrent requests fed to the model (DeepSpeed default 4); becomes TRT-LLM max_batch_size (the TRT-LLM profiles of LMI 0.28-0.30 default to 256, as their containers do) and the Neuron batch size under continuous batching. Default: 32. Sets option.max_rolling_batch_size.",
     "option.n_positions": "Total sequence length (input + output) the NEFFs are compiled for; the largest token-generation bucket. Default: what the profile's release resolves: 128 on LMI 0.26-0.29 (TnXProperties), min(max_position_embeddings, 4096) on 0.30+ (DJL's Neuron smart defaults); profiles.toml n_positions_default. Sets option.n_positions.",
     "option.context_length_estimate": "Context-encoding bucket sizes, comma-separated (e.g. 256,512,1024). Default: half of each token-generation bucket. Sets option.context_length_estimate.",
@@ -33,4 +33,10 @@ MINIMUM: dict[str, int] = {
 MAXIMUM: dict[str, int] = {}
 CHOICES: dict[str, list[str]] = {
     "option.dtype": ["fp16", "bf16", "fp32"],
+}
+TARGET_CHOICES: dict[str, dict[str, list[str]]] = {
+    "option.quantize": {"trtllm": ["awq", "gptq", "smoothquant", "fp8", "int8_wo", "int4_wo"], "neuronx": ["int8", "static_int8"], "hf": ["awq", "gptq", "fp8"]},
+}
+COMMAND_HELP: dict[str, dict[str, str]] = {
+    "option.quantize": {"plan": "Quantization the build applies. One of: trtllm: awq, gptq, smoothquant, fp8, int8_wo, int4_wo; neuronx: int8, static_int8; hf: awq, gptq, fp8. Sets option.quantize.", "trtllm": "Quantization the build applies. One of: awq, gptq, smoothquant, fp8, int8_wo, int4_wo. Sets option.quantize.", "neuronx": "Quantization the build applies. One of: int8, static_int8. Sets option.quantize.", "hf": "Quantization the build applies. One of: awq, gptq, fp8. Sets option.quantize."},
 }

@@ -14,11 +14,14 @@ from lmi_build.target_names import TARGET_NAMES
 
 EPILOG = """[bold]Examples[/bold]
 
-  lmi-build plan trtllm --model meta-llama/Llama-2-7b-hf --tp 2 --quantize awq --instance-type g5.12xlarge
+  lmi-build plan trtllm --model meta-llama/Llama-2-7b-hf --tp 2 \\
+      --quantize awq --instance-type g5.12xlarge
 
-  lmi-build plan neuronx --model ./llama-2-7b --tp 8 --n-positions 4096 --max-batch-size 4 --json
+  lmi-build plan neuronx --model ./llama-2-7b --tp 8 --n-positions 4096 \\
+      --max-batch-size 4 --json
 
-  lmi-build plan hf --model demo:tiny-llama --properties serving.properties -o option.dtype=bf16
+  lmi-build plan hf --model demo:tiny-llama \\
+      --properties serving.properties -o option.dtype=bf16
 
 Exit status: 0 valid plan, 2 invalid plan (the plan is still printed), 1 other errors."""
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from lmi_build.cli.option_flags import CHOICES, HELP, MAXIMUM, MINIMUM
+from lmi_build.cli.option_flags import CHOICES, COMMAND_HELP, HELP, MAXIMUM, MINIMUM, TARGET_CHOICES
 from lmi_build.cli.user_config import profile_default
 from lmi_build.planning.request import INPUTS_PANEL, Knob, PlanRequest, knob_fields
 
@@ -36,12 +36,14 @@ SaveOpt = Annotated[Path | None, typer.Option(
     help="Write the full plan to this file, for `lmi-build <target> --plan FILE` (here or on another host).")]
 
 
-def _option(how: Knob) -> Any:
-    """The typer option of one knob: its help and bounds from the option it sets, else its own."""
+def _option(how: Knob, command: str | None) -> Any:
+    """The typer option of one knob: its help and bounds from the option it sets, else its own; a
+    flag whose values differ by target lists ``command``'s (`plan`, None: each target's)."""
     if how.option is not None and how.option not in HELP:
         raise KeyError(f"{how.flag} sets {how.option}, which option_flags.py has no help for: "
                        "run `python -m lmi_build.cli.flag_help`")
-    help_text = how.help if how.option is None else HELP[how.option]
+    help_text = how.help if how.option is None else COMMAND_HELP.get(how.option, {}).get(command or "plan",
+                                                                                         HELP[how.option])
     key = how.option or ""
     names = [how.flag, how.short] if how.short else [how.flag]
     return typer.Option(*names, rich_help_panel=how.panel, help=help_text, metavar=how.metavar,
@@ -68,7 +70,7 @@ def knob_parameters(command: str | None) -> list[inspect.Parameter]:
             continue
         default = False if hints[declared.name] is bool else None
         parameters.append(inspect.Parameter(declared.name, inspect.Parameter.KEYWORD_ONLY, default=default,
-                                            annotation=Annotated[_cli_type(hints[declared.name], how), _option(how)]))
+                                            annotation=Annotated[_cli_type(hints[declared.name], how), _option(how, command)]))
     return parameters
 
 
@@ -92,9 +94,11 @@ def plan_request_from(knobs: Mapping[str, Any], *, target: str, endpoint_url: st
                       env: Mapping[str, str] | None = None) -> PlanRequest:
     """The planner's input from a command line's knob values (``env``: this process's environment);
     a profile not given comes from the config file's standing defaults, if it names one."""
+    check_flag_values(knobs, target)
     env = os.environ if env is None else env
     values: dict[str, Any] = {name: tuple(value) if isinstance(value, list) else value
                               for name, value in knobs.items() if value is not None}
+    _check_profile_kind(target, values.get("profile"))
     profile, config_file = profile_default(target, values.get("profile"), env)
     if config_file is not None:
         _check_configured_profile(target, profile, config_file)
@@ -103,6 +107,53 @@ def plan_request_from(knobs: Mapping[str, Any], *, target: str, endpoint_url: st
 
         current().info(f"profile {profile} from {config_file} ([{target}] profile; --profile overrides it)")
     return PlanRequest(**values, endpoint_url=endpoint_url, env=dict(env))
+
+
+def check_flag_values(knobs: Mapping[str, Any], target: str) -> None:
+    """A flag's value that its option cannot take (``--tp two``, ``--context-length-estimate abc``), or
+    that ``target`` does not build (``--quantize bitsandbytes`` for trtllm), is a usage error: one line
+    with the values it takes, before anything is planned or printed (issue 30 item 4). The option
+    table's parser decides, as it does for the same value from serving.properties (a plan error there).
+    typer has checked the flags it types itself (integers and their bounds, --dtype's choices)."""
+    from lmi_build.options.spec import exact_spec
+
+    for declared, how in knob_fields():
+        value = knobs.get(declared.name)
+        if how.option is None or value is None or isinstance(value, (bool, list, tuple, Path)):
+            continue
+        accepted = TARGET_CHOICES.get(how.option, {}).get(target)
+        if accepted is not None:
+            if value not in accepted:
+                raise _usage_error(how.flag, f"{str(value)!r}: {target} builds one of: {', '.join(accepted) or 'none'}")
+            continue
+        spec = exact_spec(how.option)
+        problem = spec.read(str(value))[1] if spec is not None else None
+        if problem is not None:
+            raise _usage_error(how.flag, f"{str(value)!r}: {problem}")
+
+
+def _usage_error(flag: str, message: str) -> Exception:
+    """click's error for a bad value of ``flag``, as typer raises it for the flags it types: main()
+    prints it as one line (``error: Invalid value for '--tp': ...``) and exits 1."""
+    from lmi_build.cli import click_context
+
+    return typer.BadParameter(message, ctx=click_context(), param_hint=f"'{flag}'")
+
+
+def _check_profile_kind(target: str, profile: str | None) -> None:
+    """``--profile`` naming another target's container (`plan trtllm --profile lmi-0.33.0-neuronx-...`)
+    says so and lists this target's profiles; `unknown container profile` was untrue, as `profiles list`
+    shows it (issue 30 item 6). A name no target knows is left to the target's own message."""
+    from lmi_build.errors import OptionError
+    from lmi_build.targets import TARGETS
+
+    own = TARGETS[target].container_profiles()
+    if profile is None or profile in own:
+        return
+    for other, candidate in TARGETS.items():
+        if other != target and profile in candidate.container_profiles():
+            raise OptionError(f"--profile {profile} is a {other} container profile, not one of {target}'s",
+                              hint=f"{target}'s profiles: {', '.join(own) or 'none'}; or build for {other} with it")
 
 
 def _check_configured_profile(target: str, profile: str | None, config_file: Path) -> None:

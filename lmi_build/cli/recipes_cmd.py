@@ -21,11 +21,13 @@ LIST_EPILOG = """[bold]Examples[/bold]
 
   lmi-build recipes list
 
-  lmi-build recipes list --json | jq '.recipes[] | select(.targets.trtllm) | .name'
+  lmi-build recipes list --json \\
+      | jq '.recipes[] | select(.targets.trtllm) | .name'
 
   lmi-build recipes list --profile lmi-0.29.0-trtllm-0.11.0
 
-  lmi-build recipes list --profile lmi-0.33.0-trtllm-0.21.0 --json | jq '.recipes[] | select(.on_profile.builds) | .name'"""
+  lmi-build recipes list --profile lmi-0.33.0-trtllm-0.21.0 --json \\
+      | jq '.recipes[] | select(.on_profile.builds) | .name'"""
 
 SHOW_EPILOG = """[bold]Examples[/bold]
 

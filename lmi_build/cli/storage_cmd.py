@@ -17,7 +17,8 @@ Files already present with the same size and SHA-256 are skipped, so a rerun aft
 
 Example:
 
-    lmi-build publish ./out/llama-7b-trtllm s3://my-models/llama-7b/trtllm --delete-local
+    lmi-build publish ./out/llama-7b-trtllm s3://my-models/llama-7b/trtllm \\
+        --delete-local
 """
 
 PULL_HELP = """Download a published artifact, verify every file against its manifest, then move it into place.

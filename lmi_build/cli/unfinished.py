@@ -43,9 +43,27 @@ def unfinished_build(location: str) -> VerifyError | None:
     else:
         missing, command = "the built model", _finish(target, output)
     where = WHERE.get(target) if runs_vendor_tool else None
-    return VerifyError(f"{location} is an unfinished {target} build (it stopped with exit 3), not an artifact: "
+    # A --runner script build exited 0 having written its bundle: not a stop (issue 30 item 6).
+    script = _bundle_script(target)
+    what = (f"a {target} --runner script bundle" if script is not None and (output / script).is_file()
+            else f"an unfinished {target} build (it stopped with exit 3)")
+    return VerifyError(f"{location} is {what}, not an artifact: "
                        f"it has {PLAN_FILE} but no {MANIFEST_NAME}; missing: {missing}",
                        hint=f"finish it with: {command}" + (f"; {where}" if where else ""))
+
+
+
+def _bundle_script(target: str) -> str | None:
+    """The script a --runner script build of ``target`` writes into its bundle."""
+    if target == "trtllm":
+        from lmi_build.targets.trtllm.build import BUNDLE_SCRIPT
+
+        return BUNDLE_SCRIPT
+    if target == "neuronx":
+        from lmi_build.targets.neuronx.build import BUNDLE_SCRIPT as NEURONX_SCRIPT
+
+        return NEURONX_SCRIPT
+    return None
 
 
 def _finish(target: str, output: Path, *extra: str) -> str:

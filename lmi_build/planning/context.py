@@ -97,9 +97,11 @@ class PlanContext(TypedReader):
         text = bool_text(value) if isinstance(value, bool) else str(value)
         current = self.options.values.get(full)
         derived = resolved_value(full, text, Source.DERIVED, origin)
-        if current is not None and self.user_set(full) and full not in self.rewritten:
+        replaced = current is not None and current.typed is not None and self.user_set(full)
+        if current is not None and replaced and full not in self.rewritten:
             # The user's value (or the alias's, e.g. engine=MPI made Python) is replaced: say so, with
-            # both values and why; never silently.
+            # both values and why; never silently. (A value that does not parse is not replaced but
+            # refused: resolution made it a plan error, and "remove it to silence this" would be untrue.)
             given = current.given if current.given is not None else current.value
             same = given == text if current.given is not None else current.typed == derived.typed
             if not same and given.lower() not in RESOLVED_PLACEHOLDERS:

@@ -178,6 +178,26 @@ def canonical_method(name: str | None) -> str | None:
     return ALIASES.get(key, key)
 
 
+# The container's own spelling of a method lmi-build builds: static_int8 is int8 (DJL tnx_properties.py
+# TnXQuantizeMethods, 0.28.0-dlc..0.30.0-dlc:45); plan_quantization plans it as int8.
+CONTAINER_SPELLINGS: dict[str, str] = {"static_int8": "int8"}
+
+
+def flag_methods(target: str) -> tuple[str, ...]:
+    """The values ``--quantize`` takes for ``target``, in the option table's order: the methods some
+    recipe builds there (``recipes/*.toml`` ``[targets.<target>] quantize``) and their container
+    spellings. The option table's other choices (bitsandbytes, squeezellm, ...) are the container's
+    runtime quantizations, which no build of lmi-build makes."""
+    from lmi_build.options.spec import exact_spec
+    from lmi_build.recipes.registry import load_recipes
+
+    built = {method for recipe in load_recipes() if target in recipe.targets
+             for method in recipe.targets[target].quantize}
+    spec = exact_spec("option.quantize")
+    choices = spec.choices if spec is not None else ()
+    return tuple(choice for choice in choices if CONTAINER_SPELLINGS.get(choice, choice) in built)
+
+
 def vendor_smoothquant_algo(per_channel: bool, per_token: bool) -> str:
     """convert_checkpoint.py's SmoothQuant quant_algo for its --per_channel/--per_token flags."""
     weights = "PER_CHANNEL" if per_channel else "PER_TENSOR"

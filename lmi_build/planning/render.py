@@ -11,8 +11,10 @@ from lmi_build.planning.plan import BuildPlan
 from lmi_build.types import PlanMessage
 
 if TYPE_CHECKING:
-    from rich.console import RenderableType
-    from rich.table import Table
+    from collections.abc import Iterator
+
+    from rich.console import Console, ConsoleOptions, RenderableType
+    from rich.text import Text
 
 
 def report_plan(plan: BuildPlan) -> None:
@@ -56,27 +58,66 @@ def render_plan(plan: BuildPlan) -> RenderableType:
         parts.append(_checkpoint_step_table(plan))
     parts.append(_mapping_table("Toolchain", {"profile": plan.toolchain.profile, "image": plan.toolchain.image,
                                               **plan.toolchain.versions}))
-    status = "[green]valid[/green]" if plan.valid else f"[red]invalid[/red] ({len(plan.errors)} error(s))"
-    line = f"plan: {status}   cache key: {plan.cache_key}"
-    if len(f"plan: invalid (99 error(s))   cache key: {plan.cache_key}") > current().out.width:
-        line = f"plan: {status}   cache key:\n{plan.cache_key}"  # a narrow screen: the key whole on its own line
-    parts.append(line)
+    parts.append(_Verdict(plan))
     return Group(*parts)
 
 
-def _table(title: str) -> Table:
-    from rich.table import Table
+class _Verdict:
+    """``plan: valid   cache key: sha256:...``; on a narrow screen the key whole on a line of its own."""
 
-    table = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False)
-    table.add_column(style="bold", no_wrap=True, overflow="fold")
-    # Values hold model ids, image URIs, paths: wrapped at spaces, a long one folded, never cut ("…").
-    table.add_column(overflow="fold")
-    return table
+    def __init__(self, plan: BuildPlan) -> None:
+        self.plan = plan
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Text]:
+        from rich.text import Text
+
+        plan = self.plan
+        status = "[green]valid[/green]" if plan.valid else f"[red]invalid[/red] ({len(plan.errors)} error(s))"
+        line = f"plan: {status}   cache key: {plan.cache_key}"
+        if len(f"plan: invalid (99 error(s))   cache key: {plan.cache_key}") > options.max_width:
+            line = f"plan: {status}   cache key:\n{plan.cache_key}"
+        yield Text.from_markup(line)
 
 
-def _model_table(plan: BuildPlan) -> Table:
+class _Section:
+    """A titled section of label/value rows, laid out as lines: the labels in a column as wide as the
+    longest, each value wrapped at spaces after it. A word is never cut or folded: one longer than the
+    line (an image URI, an s3:// model, a path) stays whole and the line runs past the screen's edge,
+    where the terminal wraps it softly, so it is copied and searched whole (issue 30 item 3)."""
+
+    def __init__(self, title: str) -> None:
+        self.title = title
+        self.rows: list[tuple[str, str]] = []
+
+    def add_row(self, label: str, value: str) -> None:
+        self.rows.append((label, value))
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Text]:
+        from rich.text import Text
+
+        label_width = max((len(label) for label, _ in self.rows), default=0)
+        indent = label_width + _GAP
+        yield Text(self.title, style="table.title")
+        for label, value in self.rows:
+            for index, part in enumerate(_wrap_words(value, options.max_width - indent)):
+                yield Text.assemble((label.ljust(label_width) if index == 0 else " " * label_width, "bold"),
+                                    " " * _GAP, part, no_wrap=True, overflow="ignore")
+
+
+_GAP = 2  # spaces between a section's labels and its values
+
+
+def _wrap_words(value: str, width: int) -> list[str]:
+    """``value`` in lines of at most ``width`` characters, broken at spaces only (a longer word is
+    a line of its own, whole)."""
+    import textwrap
+
+    return textwrap.wrap(value, max(width, 1), break_long_words=False, break_on_hyphens=False) or [""]
+
+
+def _model_table(plan: BuildPlan) -> _Section:
     spec = plan.spec
-    table = _table(f"Model ({plan.target}, recipe {plan.recipe} v{plan.recipe_version})")
+    table = _Section(f"Model ({plan.target}, recipe {plan.recipe} v{plan.recipe_version})")
     rows = {
         "id": f"{plan.model.id} ({plan.model.kind})",
         "revision": plan.model.revision,
@@ -88,16 +129,16 @@ def _model_table(plan: BuildPlan) -> Table:
     }
     for key, value in rows.items():
         if value is not None:
-            table.add_row(key, identifier(str(value)))
+            table.add_row(key, str(value))
     return table
 
 
-def _mapping_table(title: str, values: dict[str, Any]) -> Table:
-    table = _table(title)
+def _mapping_table(title: str, values: dict[str, Any]) -> _Section:
+    table = _Section(title)
     for key, value in values.items():
         if value is None or value == {} or value == ():
             continue
-        table.add_row(identifier(key), identifier(_short(value)))
+        table.add_row(key, _short(value))
     return table
 
 
@@ -109,7 +150,7 @@ def _short(value: Any) -> str:
     return str(value)
 
 
-def _options_table(plan: BuildPlan) -> Table:
+def _options_table(plan: BuildPlan) -> RenderableType:
     from rich.table import Table
 
     from lmi_build.options.resolve import option_spec
@@ -133,29 +174,50 @@ def _options_table(plan: BuildPlan) -> Table:
         if more > 0:
             table.add_row(f"... and {more} more", "(--json lists every one)", "")
         return table
-    # Narrow (COLUMNS=80): key=value as serving.properties writes it, so that neither is folded
-    # before the line is full.
-    table.add_column("key=value", overflow="fold")
-    table.add_column("source", style="dim", no_wrap=True, overflow="fold")
-    for key, value, source in rows:
-        table.add_row(identifier(f"{key}={value}"), source)
+    # Narrow (COLUMNS=80): key=value as serving.properties writes it, never folded; one too long for
+    # its column has its source on the next line, one longer than the screen runs past its edge.
+    return _narrow_options([(f"{key}={value}", source) for key, value, source in rows], more)
+
+
+def _narrow_options(rows: list[tuple[str, str]], more: int) -> RenderableType:
+    from rich.console import Group
+    from rich.text import Text
+
+    width = current().out.width
+    sources = max((len(source) for _, source in rows), default=0)
+    column = min(max((len(pair) for pair, _ in rows), default=0), max(width - sources - _GAP, 1))
+    lines = [Text("serving.properties", style="table.title"),
+             Text.assemble(("key=value".ljust(column), "table.header"), " " * _GAP, ("source", "table.header"))]
+    for pair, source in rows:
+        if len(pair) <= column:
+            lines.append(Text.assemble(pair.ljust(column), " " * _GAP, (source, "dim")))
+        else:
+            lines.append(Text(pair))
+            lines.append(Text.assemble(" " * (column + _GAP), (source, "dim")))
     if more > 0:
-        table.add_row(f"... and {more} more (--json lists every one)", "")
-    return table
+        lines.append(Text(f"... and {more} more (--json lists every one)"))
+    for line in lines:
+        line.no_wrap, line.overflow = True, "ignore"
+    return Group(*lines)
 
 
 SHOWN_OPTIONS = 200
 
 
-def _memory_table(plan: BuildPlan) -> Table:
+def _memory_table(plan: BuildPlan) -> _Section:
     memory = plan.memory
     assert memory is not None  # checked by the caller; not user input
-    table = _table("Memory")
+    table = _Section("Memory")
     table.add_row("weights", f"{human_bytes(memory.weight_bytes)} ({human_count(memory.num_parameters)} params)")
     table.add_row("KV cache", f"{human_bytes(memory.kv_cache_bytes)} ({memory.kv_bytes_per_token} B/token)")
     device = f"{human_bytes(memory.per_device_bytes)} over {memory.devices} device(s)"
     if memory.device_memory_bytes:
         verdict = "fits" if memory.fits else "does NOT fit"
+        if memory.fits and memory.per_device_bytes > memory.device_memory_bytes:
+            # A paged KV cache: the estimate is the whole batch at full length, which does not fit; the
+            # engine runs fewer sequences at once (the kv_cache_partial warning says how many). "fits"
+            # under a larger need read as a contradiction (issue 30 item 6).
+            verdict = "the whole batch at full length does not fit; fewer sequences run at once (paged KV cache)"
         device += f"; {memory.instance_type} has {memory.device_memory_bytes / GIB:.1f} GiB usable: {verdict}"
     table.add_row("per device", device)
     if memory.host_ram_bytes:
@@ -163,10 +225,10 @@ def _memory_table(plan: BuildPlan) -> Table:
     return table
 
 
-def _checkpoint_step_table(plan: BuildPlan) -> Table:
+def _checkpoint_step_table(plan: BuildPlan) -> _Section:
     step = plan.checkpoint_step
     assert step is not None  # checked by the caller; not user input
-    table = _table(f"{'Quantize' if step.method else 'Convert'} step (estimate)")
+    table = _Section(f"{'Quantize' if step.method else 'Convert'} step (estimate)")
     where = f"cuda, {step.gpus} GPU{'s' if step.gpus != 1 else ''}" if step.device == "cuda" else "cpu"
     table.add_row("device", f"{where} ({step.detected}); weights loaded in {step.load_dtype}")
     if step.calibration_tokens:
@@ -176,7 +238,7 @@ def _checkpoint_step_table(plan: BuildPlan) -> Table:
     if step.gpu_bytes_per_device is not None:
         table.add_row("GPU memory", f"{step.gpu_bytes_per_device / GIB:.1f} GiB per GPU")
     for line in step.basis:
-        table.add_row("basis", identifier(line))
+        table.add_row("basis", line)
     return table
 
 

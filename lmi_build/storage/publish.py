@@ -185,6 +185,9 @@ def publish(
     started = time.monotonic()
     target = parse_s3_url(url)
     if not artifact_dir.is_dir():
+        if artifact_dir.exists():  # a file (README.md): not "does not exist" (issue 30 item 6)
+            raise PublishError(f"{artifact_dir} is not a directory",
+                               hint=f"give the artifact directory (it holds {MANIFEST_NAME})")
         raise PublishError(f"artifact directory {artifact_dir} does not exist", hint="build it first, or check the path")
     _refuse_links(artifact_dir)
     manifest_path = artifact_dir / MANIFEST_NAME
@@ -237,8 +240,11 @@ def publish(
                 # Un-commit first: a reader must never see an old manifest over changed objects.
                 client.delete_object(Bucket=target.bucket, Key=target.key(MANIFEST_NAME), **owner_args)
                 manifest_current = False
-            if skipped:
-                output.info(f"{skipped} of {len(uploads)} objects already in place, skipped")
+            if skipped or manifest_current:
+                # Counted as the summary counts them, the manifest included ("7 of 7 ... skipped", then
+                # "skipped 8" read as a miscount).
+                in_place = skipped + (1 if manifest_current else 0)
+                output.info(f"{in_place} of {len(uploads) + 1} objects already in place (manifest included), skipped")
             upload_all(client, target.bucket, todo, workers=workers, output=output, label=f"publish {target}")
 
             heads = head_many(client, target.bucket, [u.key for u in uploads], workers=workers, extra=owner_args)

@@ -20,7 +20,7 @@ from lmi_build.artifact.verify import (
     summarize,
     verify_local,
 )
-from lmi_build.errors import VerifyError
+from lmi_build.errors import LmiBuildError, VerifyError
 from lmi_build.types import PlanMessage
 
 
@@ -65,4 +65,9 @@ def load_any(location: str, endpoint_url: str | None = None) -> Manifest:
             raise VerifyError(f"no {MANIFEST_NAME} under {location}",
                               hint="publish the artifact there first, or check the URL")
         return manifest
-    return load_manifest(Path(location))
+    path = Path(location)
+    if path.exists() and not path.is_dir() and path.name != MANIFEST_NAME:
+        # As verify says it: a file (README.md) is not an artifact, not a corrupt one (issue 30 item 6).
+        raise LmiBuildError(f"{path} is not a directory",
+                            hint=f"give the artifact directory (or its {MANIFEST_NAME}) or an s3:// URL", code="not_found")
+    return load_manifest(path)

@@ -1,7 +1,12 @@
 """At 80 columns (COLUMNS=80, also in a pipe) `plan`, `profiles list` and `recipes list` never cut an
 identifier (issue 24 item 3): each option key and value, profile name, version, image URI, recipe,
 architecture and method is on one line whole, or, when longer than a line can hold, folded into
-consecutive pieces at one column; no header is split mid-word; no line is wider than 80."""
+consecutive pieces at one column; no header is split mid-word; no line is wider than 80.
+
+`plan` and every command's `--help` (found by walking the typer app) go further (issue 30 item 3): no
+identifier is folded either. A line is wider than 80 only where one identifier longer than what is left
+of it runs past the edge (a terminal wraps it softly, and it is copied whole); no flag, option key, path
+or word of a help text is cut, and every example command line is printed whole."""
 
 from __future__ import annotations
 
@@ -10,7 +15,10 @@ import os
 import re
 
 import pytest
+import typer.main
+from rich.text import Text
 
+from lmi_build.cli import app
 from tests.cli_process import run_lmi_build
 
 WIDTH = 80
@@ -45,16 +53,30 @@ def _folded(lines: list[str], ident: str) -> bool:
     return False
 
 
-def _check(text: str, identifiers: set[str]) -> None:
+def _check(text: str, identifiers: set[str], *, fold: bool = True) -> None:
+    """No identifier cut; with ``fold`` a long one may be folded at one column (tables), else each is
+    on one line whole and only such a line runs past the edge, by that identifier alone."""
     lines = text.splitlines()
     assert lines
-    wide = [line for line in lines if len(line) > WIDTH]
+    wide = [line for line in lines if len(line) > WIDTH and (fold or not _runs_past_by_identifier(line, identifiers))]
     assert not wide, wide
     assert "…" not in text
     assert not SPLIT_HEADER.search(text), [line for line in lines if SPLIT_HEADER.search(line)]
     cut = sorted(ident for ident in identifiers if ident and not any(ident in line for line in lines)
-                 and (len(ident) <= ON_ONE_LINE or not _folded(lines, ident)))
+                 and (not fold or len(ident) <= ON_ONE_LINE or not _folded(lines, ident)))
     assert not cut, cut
+
+
+def _runs_past_by_identifier(line: str, identifiers: set[str]) -> bool:
+    """``line`` ends in an identifier that starts within the width and could not fit on what is left."""
+    head, _, last = line.rstrip().rpartition(" ")
+    return last.rstrip(",") in identifiers and len(head) < WIDTH and len(last) > WIDTH - len(head) - 1
+
+
+def _pairs(section: dict[str, object]) -> set[str]:
+    """The ``key=value`` of each value of a mapping in a plan section (how the section shows it)."""
+    return {f"{key}={item}" for value in section.values() if isinstance(value, dict)
+            for key, item in value.items() if item is not None}
 
 
 def _tokens(value: str) -> set[str]:
@@ -70,8 +92,9 @@ def _tokens(value: str) -> set[str]:
 def test_plan_at_80_columns_cuts_no_identifier(args: tuple[str, ...]) -> None:
     data = json.loads(_cli(*args, "--json"))
     identifiers = {*data["options"], *data["options"].values(), data["cache_key"], data["model"]["id"],
-                   data["toolchain"]["profile"] or "", data["toolchain"]["image"] or ""}
-    _check(_cli(*args), identifiers)
+                   data["toolchain"]["profile"] or "", data["toolchain"]["image"] or "",
+                   *_pairs(data["quantization"])}
+    _check(_cli(*args), identifiers, fold=False)
 
 
 def test_profiles_list_at_80_columns() -> None:
@@ -104,3 +127,62 @@ def test_the_option_reference_at_80_columns() -> None:
     from lmi_build.options.spec import all_option_specs
 
     _check(_cli("config", "options"), {spec.key for spec in all_option_specs()})
+
+
+def _walk(command: object, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], object]]:
+    found = [(path, command)]
+    for name, sub in sorted(getattr(command, "commands", {}).items()):
+        found += _walk(sub, (*path, name))
+    return found
+
+
+# Every command and command group of the app, as `lmi-build ... --help` names them.
+COMMANDS = _walk(typer.main.get_command(app), ())
+
+
+def _plain(markup: str | None) -> str:
+    return Text.from_markup(markup or "").plain
+
+
+def _help_sources(command: object) -> list[str]:
+    """What the command's --help prints from its declarations: its help and epilog, each parameter's
+    names and help, and (a group) each subcommand's name and first paragraph."""
+    texts = [_plain(getattr(command, "help", None)), _plain(getattr(command, "epilog", None))]
+    for param in getattr(command, "params", []):
+        texts += [" ".join(param.opts), _plain(getattr(param, "help", None))]
+    for name, sub in getattr(command, "commands", {}).items():
+        texts += [name, _plain((sub.help or "").split("\n\n")[0])]
+    return texts
+
+
+def _example_lines(texts: list[str]) -> list[str]:
+    """The lines of the examples: a command (lmi-build, a variable, a pipe) or its continuation."""
+    found: list[str] = []
+    for text in texts:
+        continued = False
+        for line in text.splitlines():
+            stripped = line.strip()
+            if continued or stripped.startswith(("lmi-build ", "OPTION_", "| ", "# ")):
+                found.append(stripped)
+            continued = stripped.endswith("\\")
+    return found
+
+
+@pytest.mark.parametrize("path", [path for path, _ in COMMANDS], ids=lambda path: " ".join(path) or "lmi-build")
+def test_every_help_at_80_columns_cuts_nothing(path: tuple[str, ...]) -> None:
+    command = dict(COMMANDS)[path]
+    text = _cli(*path, "--help")
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= WIDTH, [line for line in lines if len(line) > WIDTH]
+    assert "…" not in text, [line for line in lines if "…" in line]
+    printed = {word for line in lines for word in re.sub("[│╭╮╰╯─]", " ", line).split()}
+    sources = _help_sources(command)
+    cut = sorted({word for source in sources for word in source.split()} - printed)
+    assert not cut, cut  # a flag, option key, path or word that is not printed whole
+    wrapped = [line for line in _example_lines(sources) if not any(line in printed_line for printed_line in lines)]
+    assert not wrapped, wrapped  # an example command broken across lines where it has no "\\"
+
+
+def test_the_walk_finds_every_command() -> None:
+    names = {" ".join(path) for path, _ in COMMANDS}
+    assert {"plan", "trtllm", "neuronx", "hf", "publish", "config show", "profiles list", "recipes show"} <= names

@@ -168,3 +168,71 @@ def test_a_missing_matrix_file_is_exit_1(tmp_path: Path) -> None:
     assert result.returncode == 1, result.stderr
     error = _json_error(result)
     assert error["details"] == [f"{tmp_path / 'nope.toml'} does not exist"] and "check the matrix file" in error["hint"]
+
+
+# --- messages that misled (issue 30 item 6) and a default said where it comes from (item 7) ------
+
+
+@pytest.mark.parametrize("command", ["inspect", "verify", "publish"])
+def test_a_file_is_not_a_directory_not_a_corrupt_artifact(tmp_path: Path, command: str) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("# notes\n")
+    destination = ["s3://bucket-a/x/"] if command == "publish" else []
+    result = run_cli(command, str(readme), *destination, "--json")
+    assert result.returncode == 1, result.stderr
+    error = _json_error(result)
+    assert error["message"] == f"{readme} is not a directory", error
+    assert "corrupt" not in error["hint"] and "JSON" not in error["message"]
+
+
+def test_a_profile_of_another_target_says_so_and_lists_this_target_s() -> None:
+    from lmi_build.targets import get_target
+
+    result = run_cli("plan", "trtllm", "--model", "demo:tiny-llama", "--profile", "lmi-0.33.0-neuronx-sdk2.21.1")
+    assert result.returncode == 1 and result.stdout == ""
+    line = result.stderr.strip()
+    assert "unknown" not in line and "is a neuronx container profile, not one of trtllm's" in line
+    assert all(name in line for name in get_target("trtllm").container_profiles())
+
+
+def test_a_script_bundle_is_not_called_a_stop(tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    built = run_cli("trtllm", "--model", "demo:tiny-llama", "--runner", "script", "--output", str(bundle))
+    assert built.returncode == 0, built.stderr
+    result = run_cli("publish", str(bundle), "s3://bucket-a/x/", "--json")
+    assert result.returncode == 2
+    message = _json_error(result)["message"]
+    assert "is a trtllm --runner script bundle, not an artifact" in message and "exit 3" not in message
+
+
+def test_a_partial_kv_cache_fit_is_not_called_fits() -> None:
+    """The plan printed "per device 114.5 GiB ...; ml.g5.12xlarge has 22.0 GiB usable: fits"."""
+    result = run_cli("plan", "trtllm", "--model", "demo:tiny-llama", "--tp", "1", "--instance-type", "g5.xlarge",
+                     "--max-batch-size", "100000", "--max-input-len", "1024", "--max-output-len", "1024")
+    assert result.returncode == 0, result.stderr
+    device = " ".join(result.stdout[result.stdout.index("per device"):].split("\n\n")[0].split())
+    assert "22.0 GiB usable" in device and not device.split("Convert")[0].rstrip().endswith(": fits"), device
+    assert "fewer sequences run at once" in device and "kv_cache_partial" in result.stderr
+
+
+def test_config_show_without_a_model_names_its_stand_in() -> None:
+    data = json.loads(run_cli("config", "show", "--no-env", "--json").stdout)
+    assert data["model"] is None and data["plan_differs_model"] == "demo:tiny-llama"
+    human = run_cli("config", "show", "--no-env")
+    assert "stand-in model demo:tiny-llama (not yours" in " ".join(human.stderr.split())
+
+
+def test_max_output_len_help_and_plan_say_the_same_and_where_it_comes_from() -> None:
+    plan = run_cli("plan", "trtllm", "--model", "demo:tiny-mistral", "--json")
+    data = json.loads(plan.stdout)
+    warning = next(w for w in data["warnings"] if w["code"] == "max_output_len_from_model")
+    assert data["options"]["option.max_output_len"] == "3072"
+    assert warning["message"].startswith("max_output_len 3072 = the model's 4096 positions - max_input_len 1024")
+    assert "lmi-0.33.0-trtllm-0.21.0" in warning["message"]
+    help_text = " ".join(run_cli("trtllm", "--help").stdout.replace("│", " ").split())
+    assert "Default: 512 (trtllm)" not in help_text
+    assert "the model's max positions minus max_input_len" in help_text
+    older = json.loads(run_cli("plan", "trtllm", "--model", "demo:tiny-mistral", "--profile",
+                               "lmi-0.30.0-trtllm-0.12.0", "--json").stdout)
+    assert older["options"]["option.max_output_len"] == "512"  # "older profiles 512", as the help says
+    assert "max_output_len_from_model" not in {w["code"] for w in older["warnings"]}

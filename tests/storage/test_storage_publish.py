@@ -55,6 +55,21 @@ def test_round_trip_is_byte_identical_and_republish_skips(tmp_path: Path, s3_env
     assert pull(url, dest, output=QUIET).objects == 0
 
 
+def test_a_republish_counts_what_it_skipped_as_its_summary_does(tmp_path: Path, s3_env: S3Server,
+                                                                  s3_bucket: str) -> None:
+    """Issue 30 item 6: a republish said "7 of 7 objects already in place, skipped", then "published 0
+    objects ..., skipped 8" (the manifest counted in one and not the other)."""
+    files = _files()
+    artifact = make_artifact(tmp_path / "art", files)
+    url = f"s3://{s3_bucket}/recount"
+    assert run_lmi_build("publish", str(artifact), url).returncode == 0
+    again = run_lmi_build("publish", str(artifact), url)
+    assert again.returncode == 0, again.stderr
+    objects = len(files) + 1  # and the manifest
+    said = again.stdout + again.stderr
+    assert f"{objects} of {objects} objects already in place" in said and f"skipped {objects}," in said, said
+
+
 def test_changed_artifact_uncommits_then_replaces(tmp_path: Path, s3_env: S3Server, s3_bucket: str) -> None:
     url = f"s3://{s3_bucket}/m"
     files = _files()

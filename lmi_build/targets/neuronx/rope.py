@@ -58,8 +58,11 @@ def rope_message(profile: NeuronProfile, spec: ModelSpec) -> tuple[Literal["erro
         return None
     cited = f"({'; '.join(found.sources)})"
     if found.outcome == "unchecked":
+        # A warning a plan prints on every such build: one line, its sources named where they are kept
+        # (the profile's rope_scaling_sources), not three lines of commit hashes (issue 30 item 6).
         return "warning", PlanMessage(
-            code="neuron_rope_scaling_unchecked", message=f"{found.message} {cited}",
+            code="neuron_rope_scaling_unchecked",
+            message=f"{found.message} (sources: lmi-build profiles show {profile.name}, rope_scaling_sources)",
             hint="check the outputs at long context, or pick lmi-0.32.0 or newer (llama3 scaling)")
     return "error", PlanMessage(
         code="neuron_rope_scaling", message=f"{found.message} {cited}",

@@ -52,6 +52,13 @@ def resolve_lengths(ctx: PlanContext, profile: ContainerProfile) -> Lengths:
             and limit > max_seq):
         # As the container's JIT builds it: trtllm-build takes max_seq_len from the model.
         max_seq, max_output = limit, limit - max_input
+        # Said, with where it comes from: --help's "512" is not what this profile builds, and the KV
+        # cache grows with it (130048 output tokens for Llama-3.2-3B) (issue 30 item 7).
+        ctx.findings.warn("max_output_len_from_model",
+                          f"max_output_len {max_output} = the model's {limit} positions - max_input_len {max_input}: "
+                          f"profile {profile.name} leaves max_seq_len to the model, as its container's trtllm-build "
+                          "does when no output length is given",
+                          hint="set --max-output-len to compile for shorter outputs (a smaller KV cache)")
     return Lengths(max_input_len=max_input, max_output_len=max_output, max_seq_len=max_seq)
 
 
