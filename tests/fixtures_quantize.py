@@ -146,7 +146,8 @@ def make_build_plan(model_dir: Path, *, target: str = "trtllm", method: str | No
     else:
         from lmi_build.targets.hf.plan import export_format
 
-        build = HfBuild(tp=tp, dtype=dtype, export_format=export_format(quantization))
+        # no model type: AWQ stays in ModelOpt's unified format (the AutoAWQ writer's tests ask for it)
+        build = HfBuild(tp=tp, dtype=dtype, export_format=export_format(quantization, model_type=None))
     return BuildPlan(
         target=target, recipe=spec.model_type, recipe_version=1,
         model=ModelIdentity(kind="local", id=model_dir.name), spec=spec,

@@ -20,7 +20,7 @@ profiles_app = new_app(help="LMI container profiles, TensorRT-LLM, Neuron and hf
 @profiles_app.command("list")
 def list_command() -> None:
     """List every container profile, TensorRT-LLM, Neuron, then hf (vLLM/LMI-Dist), oldest first; * marks each
-    kind's default (hf has none: without --profile it writes ModelOpt's format).
+    kind's default (hf has none: without --profile it writes the format the newest hf profile loads).
 
     Example: lmi-build profiles list --json | jq -r '.[] | select(.kind == "neuronx") | .name'
     """

@@ -88,8 +88,8 @@ class PlanRequest:
     profile: str | None = knob(
         flag="--profile", panel=KNOBS_PANEL,
         help="Container profile (`lmi-build profiles list`). Default: trtllm the newest engine-capable one, neuronx "
-             "the newest published Neuron image; hf: none (ModelOpt's format, for TensorRT-LLM's PyTorch backend), "
-             "or a vLLM/LMI-Dist container, whose engine gets the format it loads (AWQ, GPTQ).")
+             "the newest published Neuron image; hf: none (the format the newest vLLM/LMI-Dist profile loads; the plan "
+             "names every profile that loads it), or a vLLM/LMI-Dist container, whose engine gets the format it loads.")
     strict: bool = knob(False, flag="--strict", panel=INPUTS_PANEL,
                         help="Unknown or deprecated options are errors, not warnings.")
     calib_data: Path | None = knob(

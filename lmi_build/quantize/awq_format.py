@@ -70,8 +70,8 @@ def fold_pre_quant_scales(model: Any) -> None:
     if left:
         raise StepError(f"AWQ scales of {len(left)} layers cannot be folded into the AutoAWQ format "
                         f"(first: {left[0]})",
-                        hint="build for a container that loads ModelOpt's format (no --profile: "
-                             "TensorRT-LLM's PyTorch backend), or use --quantize gptq")
+                        hint="use --quantize gptq or fp8 (lmi-build plan hf names the containers that load "
+                             "each)")
 
 
 def write_checkpoint(model: Any, placement: Placement, group_size: int, staging: Path) -> list[str]:

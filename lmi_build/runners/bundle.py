@@ -17,7 +17,7 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -283,10 +283,21 @@ def _written(runner: ScriptRunner, paths: Paths, final: str) -> list[str]:
     return found
 
 
+def _default_line(variable: str, value: str) -> str:
+    """The line that gives ``variable`` its default unless the caller set it: ``value`` as it is when
+    absolute (or empty), else that path in the bundle (``$BUNDLE_DIR``), whatever the current directory."""
+    if not value or value.startswith("/"):
+        return f': "${{{variable}:={shlex.quote(value)}}}"'
+    relative = str(PurePosixPath(value))  # "./TensorRT-LLM/examples" -> "TensorRT-LLM/examples"
+    in_bundle = '"$BUNDLE_DIR"' + ("" if relative == "." else f"/{shlex.quote(relative)}")
+    return f'[ -n "${{{variable}:-}}" ] || {variable}={in_bundle}'
+
+
 def bundle_script(runner: ScriptRunner, spec: BundleSpec, paths: Paths) -> str:
-    """The script: ``paths`` are its directory defaults (relative to where it runs, the bundle),
-    each overridable through its variable; ``spec.defaults`` fills directories ``paths`` leaves
-    unset; the steps are those ``runner`` collected."""
+    """The script: ``paths`` are its directory defaults (relative ones are in the bundle, the
+    directory the script lies in, from whatever directory it is run), each overridable through its
+    variable; ``spec.defaults`` fills directories ``paths`` leaves unset; the steps are those
+    ``runner`` collected."""
     values: dict[str, str] = {}
     for name in paths.names():
         path = paths.get(name)
@@ -299,13 +310,16 @@ def bundle_script(runner: ScriptRunner, spec: BundleSpec, paths: Paths) -> str:
              "#   --check: only check this host: each requirement ok or missing, with its fix (exit 1: one is missing).",
              "#   Every run starts with the same check and stops before any step when something is missing.",
              "set -eu"]
-    for var, value in values.items():
-        lines.append(f': "${{{var}:={shlex.quote(value)}}}"')
+    lines += ["# the bundle is the directory this script lies in, wherever it is run from: a relative default",
+              "# below is a path in it (a relative path set by the caller stays relative to the current directory)",
+              'case "$0" in */*) BUNDLE_DIR=${0%/*} ;; *) BUNDLE_DIR=. ;; esac',
+              'BUNDLE_DIR=$(CDPATH="" cd -- "$BUNDLE_DIR" && pwd)']
+    lines += [_default_line(var, value) for var, value in values.items()]
     if spec.image is not None:
         lines += ["# RUNNER=docker runs each step in the image above; RUNNER=local runs the tools on PATH",
                   "# (e.g. inside that container, or on a host with the same toolchain installed)",
                   ': "${RUNNER:=docker}"']
-    lines += [': "${LOG_DIR:=build-logs}"', _HELPERS, *_check_function(spec, needs),
+    lines += [_default_line("LOG_DIR", "build-logs"), _HELPERS, *_check_function(spec, needs),
               'case "${1:-}" in',
               "  --check) check_host; exit $? ;;",
               '  "") check_host || { echo "this host lacks what is marked missing above: fix it, then run '

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets.hf.knobs import HfBuild
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
+from lmi_build.types import PlanMessage
 from tests.fixtures_planning import ModelDirFactory, Planner, codes, warning_codes
 
 LLAMA = "meta-llama--Llama-2-7b-hf"
@@ -259,7 +261,7 @@ def test_hf_gptq_is_never_labelled_awq(plan_model: Planner, profile: str | None)
 
 
 @pytest.mark.parametrize(("profile", "method", "expected"), [
-    (None, "awq", "modelopt_hf"), (None, "fp8", "modelopt_hf"),
+    (None, "awq", "awq"), (None, "fp8", "modelopt_hf"), (None, "gptq", "gptq"),
     ("lmi-0.29.0-lmi-dist-11.0.0", "awq", "awq"), ("lmi-0.35.0-vllm-0.11.1", "awq", "awq"),
     ("lmi-0.36.0-vllm-0.17.0", "awq", "awq"), ("lmi-0.35.0-vllm-0.11.1", "fp8", "modelopt_hf"),
     ("lmi-0.36.0-vllm-0.17.0", "fp8", "modelopt_hf"), ("lmi-0.29.0-lmi-dist-11.0.0", "fp8", "compressed_tensors"),
@@ -298,7 +300,8 @@ def test_hf_refuses_a_format_the_container_cannot_load(plan_model: Planner,
     plan = plan_model("hf", LLAMA, quantize="fp8", profile=profile)
     assert "hf_format" in codes(plan)
     error = next(m for m in plan.errors if m.code == "hf_format")
-    assert profile in error.message and error.hint and "awq" in error.hint and "--profile" in error.hint
+    assert profile in error.message and error.hint and "awq" in error.hint
+    assert "or --profile lmi-0.35.0-vllm-0.11.1 or lmi-0.36.0-vllm-0.17.0" in error.hint  # those that load it
 
 
 def test_hf_packed_formats_note_bf16_and_refuse_kv_cache_scales(plan_model: Planner) -> None:
@@ -326,6 +329,67 @@ def test_hf_awq_format_needs_a_model_modelopt_can_fold(plan_model: Planner) -> N
     assert "hf_format_awq_fold" in codes(plan)
     assert "hf_format_awq_fold" not in codes(plan_model("hf", MISTRAL, quantize="gptq", profile=profile))
     assert "hf_format_awq_fold" not in codes(plan_model("hf", MISTRAL, quantize="awq"))  # ModelOpt's format
+    error = next(m for m in plan.errors if m.code == "hf_format_awq_fold")
+    assert "\n" not in error.message and error.hint and "--quantize gptq or fp8" in error.hint
+
+
+def _loaded_by(plan: BuildPlan) -> PlanMessage:
+    assert plan.valid, plan.errors
+    return next(m for m in plan.warnings if m.code == "hf_loaded_by")
+
+
+# Issue 30 item 8: `hf --quantize awq` without --profile wrote ModelOpt's W4A16_AWQ, which no LMI
+# container loads (verify --for-container refused it for every profile). Without --profile the
+# format is the one the newest hf profile loads, and the plan names, before the build, every
+# profile that loads it: the rule verify --for-container applies to the built artifact.
+@pytest.mark.parametrize("profile", [None, *HF_PROFILES])
+def test_hf_awq_plan_names_every_profile_that_loads_it(plan_model: Planner, profile: str | None) -> None:
+    plan = plan_model("hf", LLAMA, quantize="awq", profile=profile)
+    assert isinstance(plan.build, HfBuild) and plan.build.export_format == "awq"
+    stated = _loaded_by(plan)
+    assert stated.message == ("--quantize awq writes an AutoAWQ (quant_method awq) checkpoint, loaded by "
+                              + ", ".join(HF_PROFILES))
+    assert stated.hint == "verify --for-container PROFILE checks the built artifact"
+
+
+def test_hf_fp8_plan_names_the_profiles_that_load_it_and_how_to_build_for_the_others(plan_model: Planner) -> None:
+    stated = _loaded_by(plan_model("hf", LLAMA, quantize="fp8"))
+    lmi_dist, *vllm = HF_PROFILES
+    assert stated.message == (f"--quantize fp8 writes a ModelOpt FP8 checkpoint, loaded by {', '.join(vllm)}; "
+                              f"not by {lmi_dist}")
+    assert stated.hint and f"--profile {lmi_dist} writes the format that one loads" in stated.hint
+    stated = _loaded_by(plan_model("hf", LLAMA, quantize="fp8", profile=lmi_dist))
+    assert stated.message.startswith("--quantize fp8 writes a compressed-tensors checkpoint, loaded by "
+                                     f"{lmi_dist}; not by ")
+
+
+def test_hf_awq_of_a_model_no_profile_loads_says_so_before_the_build(plan_model: Planner) -> None:
+    """AutoAWQ needs the AWQ scales folded, which ModelOpt does not do for Mistral: without --profile
+    the plan keeps ModelOpt's format and says that no LMI container loads it."""
+    plan = plan_model("hf", MISTRAL, quantize="awq")
+    assert isinstance(plan.build, HfBuild) and plan.build.export_format == "modelopt_hf"
+    stated = _loaded_by(plan)
+    assert "W4A16_AWQ checkpoint, which no LMI container profile lmi-build knows loads" in stated.message
+    assert stated.hint and "--quantize gptq or fp8" in stated.hint
+
+
+def test_hf_plan_refuses_a_profile_that_does_not_load_its_checkpoint(plan_model: Planner,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan's format and verify's rule are the same (profiles.loads_format): a profile whose data
+    says it takes --quantize fp8 as ModelOpt's format but whose ModelOpt loader lacks FP8 is
+    refused at plan time, naming the profiles that load the checkpoint."""
+    import lmi_build.targets.hf.plan as hf_plan
+
+    profile = "lmi-0.35.0-vllm-0.11.1"
+    real = hf_plan.load_profiles()
+    broken = [p.model_copy(update={"modelopt_algos": ()}) if p.name == profile else p for p in real]
+    monkeypatch.setattr(hf_plan, "load_profiles", lambda: broken)
+    monkeypatch.setattr(hf_plan, "get_profile", lambda name: next(p for p in broken if p.name == name))
+    plan = plan_model("hf", LLAMA, quantize="fp8", profile=profile)
+    error = next(m for m in plan.errors if m.code == "hf_format")
+    assert error.message == (f"--quantize fp8 writes a ModelOpt FP8 checkpoint, which {profile} does not load; "
+                             "loaded by lmi-0.36.0-vllm-0.17.0")
+    assert error.hint == "use --profile lmi-0.36.0-vllm-0.17.0"
 
 
 def test_neuronx_container_spelling_static_int8_is_int8(plan_model: Planner) -> None:

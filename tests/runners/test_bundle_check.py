@@ -151,3 +151,63 @@ def test_the_finishing_output_never_doubles_the_suffix(tmp_path: Path) -> None:
     assert finished_output(tmp_path / "x1") == tmp_path / "x1-artifact"
     assert finished_output(tmp_path / "x1-artifact") == tmp_path / "x1-artifact-2"
     assert finished_output(tmp_path / "x1-artifact-2") == tmp_path / "x1-artifact-3"
+
+
+# ---- the script finds its bundle from any directory (issue 30 item 5) ----
+
+@pytest.fixture(scope="module")
+def demo_bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The README's two bundles of demo:tiny-llama: build-engines.sh with the checkpoint converted here,
+    build-neffs.sh with driver/ and model/; script name -> its path."""
+    where = tmp_path_factory.mktemp("bundle-cwd")
+    scripts: dict[str, Path] = {}
+    for target, output, script in (("trtllm", "b", "build-engines.sh"), ("neuronx", "nx-bundle", "build-neffs.sh")):
+        result = _cli(target, "--model", "demo:tiny-llama", "--runner", "script", "--output", output, "--json",
+                      cwd=where)
+        assert result.returncode == 0, result.stderr
+        scripts[script] = where / output / script
+    return scripts
+
+
+# what each bundle's steps read, all inside the bundle
+BUNDLED = {"build-engines.sh": ("the checkpoint directory CHECKPOINT_DIR",),
+           "build-neffs.sh": ("the driver directory DRIVER_DIR", "the model directory MODEL_DIR")}
+
+
+def _directory_lines(result: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    """requirement -> "ok" / "missing", for the directory requirements (the rest depends on the host)."""
+    return {what.split(" (", 1)[0]: status for what, status in _lines(result).items() if " directory " in what}
+
+
+@pytest.mark.parametrize("script", sorted(BUNDLED))
+@pytest.mark.parametrize("where", ["parent", "root", "bundle"])
+def test_the_script_finds_its_bundle_from_any_directory(demo_bundles: dict[str, Path], tmp_path: Path,
+                                                       script: str, where: str) -> None:
+    """`./b/build-engines.sh --check` as the README runs it (from the bundle's parent), from /, and
+    from inside the bundle: every directory the steps read is found in the bundle."""
+    path = demo_bundles[script]
+    cwd, argv = {"parent": (path.parent.parent, [f"./{path.parent.name}/{script}"]),
+                 "root": (Path("/"), [str(path)]),
+                 "bundle": (path.parent, ["sh", f"./{script}"])}[where]
+    result = subprocess.run([*argv, "--check"], cwd=cwd, env=_host(tmp_path), capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert _directory_lines(result) == dict.fromkeys(BUNDLED[script], "ok"), result.stdout + result.stderr
+    assert not (cwd / "build-logs").exists() and not (path.parent / "build-logs").exists()  # --check runs no step
+
+
+def test_a_directory_set_by_the_caller_still_wins(demo_bundles: dict[str, Path], tmp_path: Path) -> None:
+    """The defaults are the bundle's; a variable the caller sets is used as given (a relative one
+    against the caller's current directory)."""
+    path = demo_bundles["build-engines.sh"]
+    env = _host(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "ckpt").mkdir(parents=True)
+    (elsewhere / "ckpt" / "config.json").write_text("{}")
+    found = subprocess.run([str(path), "--check"], cwd=elsewhere, env={**env, "CHECKPOINT_DIR": "ckpt"},
+                           capture_output=True, text=True, timeout=60, check=False)
+    assert _directory_lines(found) == {"the checkpoint directory CHECKPOINT_DIR": "ok"}, found.stdout
+    assert "(ckpt)" in found.stdout
+    missing = subprocess.run([str(path), "--check"], cwd=path.parent, env={**env, "CHECKPOINT_DIR": str(tmp_path / "none")},
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert missing.returncode == 1
+    assert _directory_lines(missing) == {"the checkpoint directory CHECKPOINT_DIR": "missing"}, missing.stdout

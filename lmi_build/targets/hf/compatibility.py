@@ -50,23 +50,22 @@ def container_problems(manifest: Manifest, container: str, owner: str) -> Proble
 
 
 def format_problems(manifest: Manifest, profile: HfProfile) -> Problems:
-    """Whether ``profile``'s engine loads the format of the checkpoint an hf artifact holds."""
+    """Whether ``profile``'s engine loads the format of the checkpoint an hf artifact holds
+    (``profiles.loads_format``, the rule the plan stated before the build)."""
+    from lmi_build.targets.hf.profiles import loads_format
+
     fmt, algo, what = artifact_format(manifest)
     where = f"{profile.name} ({profile.engine}, vLLM {profile.vllm})"
     rebuild = f"rebuild it for this container: lmi-build hf --profile {profile.name} ..."
     if fmt is None:
         return [], [message("hf_format_unchecked", f"artifact is {what}; lmi-build has no loader facts for it, "
                             f"so whether {where} loads it was not checked")]
-    if fmt == "hf":
+    if loads_format(profile, fmt, algo):
         return [], []
     if fmt == "modelopt_hf":
-        if algo in profile.modelopt_algos:
-            return [], []
         takes = ", ".join(profile.modelopt_algos) if profile.modelopt_algos else "none (no ModelOpt loader)"
         return [message("hf_format", f"artifact is {what}; {where} loads ModelOpt checkpoints only for "
                         f"quant_algo {takes}", rebuild)], []
-    if fmt in profile.formats.values():
-        return [], []
     return [message("hf_format", f"artifact is {what}; {where} loads no {fmt} checkpoint", rebuild)], []
 
 

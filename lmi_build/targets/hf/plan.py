@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 from lmi_build.model.spec import ModelSpec
@@ -17,12 +18,13 @@ from lmi_build.recipes.schema import Recipe, TargetSupport
 from lmi_build.targets.hf.knobs import HfBuild
 from lmi_build.targets.hf.loaders import architecture_problems
 from lmi_build.targets.hf.profiles import (
-    DEFAULT_FORMATS,
     ExportFormat,
     HfProfile,
     format_facts,
+    format_words,
     get_profile,
     load_profiles,
+    loads_format,
     serving_formats,
 )
 from lmi_build.types import TargetName
@@ -110,39 +112,68 @@ def checkpoint_work(quantization: QuantizationPlan, source_dtype: str | None, dt
     return None
 
 
-def export_format(quantization: QuantizationPlan, profile: HfProfile | None = None) -> ExportFormat | None:
+def export_format(quantization: QuantizationPlan, profile: HfProfile | None = None,
+                  model_type: str | None = None) -> ExportFormat | None:
     """The checkpoint format of a quantization for ``profile``'s engine (None: the container loads
-    no format lmi-build writes for it). Without a profile: ModelOpt's unified format (TensorRT-LLM's
-    PyTorch backend), GPTQ in the ``quant_method: gptq`` layout (ModelOpt would label it
-    W4A16_AWQ). No quantization, or a pre-quantized input passed through: plain HF."""
+    no format lmi-build writes for it). Without a profile: the format the newest hf profile loads
+    (``default_format``). No quantization, or a pre-quantized input passed through: plain HF."""
     method = quantization.method
     if method is None or quantization.pre_quantized is not None:
         return "hf"
     if profile is None:
-        return DEFAULT_FORMATS.get(method, "modelopt_hf")
+        return default_format(method, model_type)
     return profile.formats.get(method) or None
+
+
+def writable(fmt: str, model_type: str | None) -> bool:
+    """Whether lmi-build can write ``fmt`` for ``model_type``: AutoAWQ needs the AWQ scales folded
+    into the layers, which ModelOpt does only for some model types (serving_formats.toml)."""
+    return fmt != "awq" or model_type in format_facts("awq").fold_model_types
+
+
+def default_format(method: str, model_type: str | None) -> ExportFormat:
+    """What a quantized hf build writes without --profile: the format the newest hf profile loads
+    for ``method`` (AutoAWQ, AutoGPTQ, ModelOpt FP8 today), so that an LMI container serves it; only
+    where no profile loads one lmi-build can write for ``model_type``, ModelOpt's unified format
+    (TensorRT-LLM's PyTorch backend reads it), which the plan says no LMI profile loads."""
+    for profile in reversed(load_profiles()):
+        fmt = profile.formats.get(method)
+        if fmt and writable(fmt, model_type):
+            return fmt
+    return "modelopt_hf"
+
+
+def loading_profiles(fmt: str, quant_algo: str | None, architectures: Sequence[str]) -> list[HfProfile]:
+    """The hf profiles whose engine loads a checkpoint of ``fmt`` and of one of ``architectures``
+    (a Transformers-backend fallback counts: the plan warns about it separately)."""
+    return [p for p in load_profiles()
+            if loads_format(p, fmt, quant_algo) and not architecture_problems(p, architectures)[0]]
 
 
 def plan_export_format(ctx: PlanContext, profile: HfProfile | None, dtype: str) -> ExportFormat:
     """``export_format`` with its plan findings; a quantized checkpoint declares its method in
     config.json, so option.quantize is kept out of serving.properties (serving_formats.toml [serving])."""
     quant = ctx.quantization
-    chosen = export_format(quant, profile)
+    model_type = ctx.spec.model_type
+    chosen = export_format(quant, profile, model_type)
     if quant.method is None or quant.pre_quantized is not None:
         return "hf"
-    where = "TensorRT-LLM's PyTorch backend" if profile is None else f"{profile.name} ({profile.engine}, vLLM {profile.vllm})"
+    where = "LMI's vLLM/LMI-Dist containers" if profile is None else f"{profile.name} ({profile.engine}, vLLM {profile.vllm})"
     if chosen is None:
         assert profile is not None
-        loadable = sorted(m for m, f in profile.formats.items() if f)
+        loadable = sorted(m for m, f in profile.formats.items() if f and writable(f, model_type))
+        others = [p.name for p in load_profiles() if p.name != profile.name and p.formats.get(quant.method)
+                  and writable(p.formats[quant.method], model_type)]
         ctx.findings.error("hf_format", f"{where} loads no --quantize {quant.method} checkpoint that lmi-build writes",
-                           hint=f"use --quantize {' or '.join(loadable)} for this profile, or leave --profile out "
-                                "(ModelOpt's format, for TensorRT-LLM's PyTorch backend)")
+                           hint=f"use --quantize {' or '.join(loadable)} for this profile"
+                                + (f", or --profile {' or '.join(others)}" if others else ""))
         chosen = "modelopt_hf"
     folds = format_facts("awq").fold_model_types
     if chosen == "awq" and ctx.spec.model_type not in folds:
         ctx.findings.error("hf_format_awq_fold", f"AWQ scales of {ctx.spec.architecture} cannot be folded into "
-                           f"the AutoAWQ format (ModelOpt folds them for model types {', '.join(folds)})",
-                           hint="use --quantize gptq for this profile, or leave --profile out (ModelOpt's format)")
+                           f"the AutoAWQ format {where} loads (ModelOpt folds them for model types {', '.join(folds)})",
+                           hint="use --quantize gptq or fp8 for this profile (AWQ of this model is written only in "
+                                "ModelOpt's format, without --profile, which no LMI profile loads)")
     if chosen in ("awq", "gptq") and quant.kv_cache_quant_algo is not None:
         ctx.findings.error("hf_format_kv_cache", f"the {chosen} checkpoint format has no place for "
                            f"{quant.kv_cache_quant_algo} KV-cache scales",
@@ -162,5 +193,42 @@ def plan_export_format(ctx: PlanContext, profile: HfProfile | None, dtype: str) 
                           hint="serve on a GPU the marlin kernel supports (sm80+), or build with --dtype fp16")
     if serving_formats().serving.withhold_quantize:
         ctx.withhold("quantize")
+    state_loading_profiles(ctx, profile, chosen)
     return chosen
 
+
+def state_loading_profiles(ctx: PlanContext, profile: HfProfile | None, fmt: ExportFormat) -> None:
+    """Before the build: which LMI containers will load the checkpoint this plan writes (the rule
+    ``verify --for-container`` applies to the built one), as a plan message; a --profile that is
+    not one of them refuses the plan, naming those that are."""
+    if ctx.findings.errors:
+        return  # the plan is refused already
+    quant = ctx.quantization
+    loaders = [p.name for p in loading_profiles(fmt, quant.quant_algo, ctx.spec.architectures)]
+    others = [p.name for p in load_profiles() if p.name not in loaders]
+    words = format_words(fmt, quant.quant_algo)
+    what = f"--quantize {quant.method} writes {'an' if words[0] in 'AEIOU' else 'a'} {words} checkpoint"
+    if profile is not None and profile.name not in loaders:
+        ctx.findings.error("hf_format", f"{what}, which {profile.name} does not load; "
+                           f"{'loaded by ' + ', '.join(loaders) if loaders else 'no LMI hf profile loads it'}",
+                           hint=f"use --profile {' or '.join(loaders)}" if loaders else "use --quantize gptq or fp8")
+        return
+    if not loaders:
+        ctx.findings.warn("hf_loaded_by", f"{what}, which no LMI container profile lmi-build knows loads "
+                          f"(hf profiles: {', '.join(others)}; TensorRT-LLM's PyTorch backend reads ModelOpt's "
+                          "format)", hint="for vLLM/LMI-Dist containers use --quantize gptq or fp8")
+        return
+    elsewhere = f"; not by {', '.join(others)}" if others else ""
+    rebuild = [name for name in others if _writes_another_format(get_profile(name), fmt, quant, ctx.spec.model_type,
+                                                                 ctx.spec.architectures)]
+    ctx.findings.warn("hf_loaded_by", f"{what}, loaded by {', '.join(loaders)}{elsewhere}",
+                      hint="verify --for-container PROFILE checks the built artifact"
+                           + (f"; --profile {' or '.join(rebuild)} writes the format that one loads" if rebuild else ""))
+
+
+def _writes_another_format(profile: HfProfile, fmt: ExportFormat, quant: QuantizationPlan, model_type: str | None,
+                           architectures: Sequence[str]) -> bool:
+    """Whether --profile ``profile`` would give a checkpoint it loads where ``fmt`` does not load."""
+    other = export_format(quant, profile, model_type)
+    return (other is not None and other != fmt and writable(other, model_type)
+            and not architecture_problems(profile, architectures)[0])

@@ -15,9 +15,6 @@ from lmi_build.versions import LmiVersionText, parse_lmi_version
 
 FORMATS_FILE = Path(__file__).resolve().parent / "data" / "serving_formats.toml"
 ExportFormat = Literal["hf", "modelopt_hf", "gptq", "awq", "compressed_tensors"]
-# What a quantized hf build writes without --profile: ModelOpt's unified format (TensorRT-LLM's
-# PyTorch backend), except GPTQ, which ModelOpt would label W4A16_AWQ.
-DEFAULT_FORMATS: dict[str, ExportFormat] = {"gptq": "gptq"}
 
 
 class FormatFacts(BaseModel):
@@ -83,8 +80,30 @@ def get_profile(name: str) -> HfProfile:
             return profile
     raise UnknownName(f"unknown hf container profile '{name}'",
                       hint=f"known hf profiles: {', '.join(p.name for p in profiles)} (lmi-build profiles list); "
-                           "leave --profile out for ModelOpt's format (TensorRT-LLM's PyTorch backend)")
+                           "leave --profile out for the format the newest hf profile loads")
 
 
 def format_facts(name: str) -> FormatFacts:
     return next(f for f in serving_formats().format if f.name == name)
+
+
+def loads_format(profile: HfProfile, fmt: str, quant_algo: str | None) -> bool:
+    """Whether ``profile``'s engine loads a checkpoint in ``fmt`` (a ModelOpt one only for the
+    quant_algo values its vLLM's modelopt loader takes): the one rule the plan applies before the
+    build and ``verify --for-container`` after it."""
+    if fmt == "hf":
+        return True
+    if fmt == "modelopt_hf":
+        return quant_algo in profile.modelopt_algos
+    return fmt in profile.formats.values()
+
+
+def format_words(fmt: str, quant_algo: str | None) -> str:
+    """A checkpoint format as messages name it: "AutoAWQ (quant_method awq)", "ModelOpt FP8"."""
+    if fmt == "modelopt_hf":
+        return f"ModelOpt {quant_algo}" if quant_algo else "ModelOpt"
+    if fmt == "hf":
+        return "unquantized"
+    names = {"awq": "AutoAWQ", "gptq": "AutoGPTQ"}
+    method = format_facts(fmt).quant_method
+    return f"{names[fmt]} (quant_method {method})" if fmt in names else method

@@ -5,14 +5,18 @@
 #   --check: only check this host: each requirement ok or missing, with its fix (exit 1: one is missing).
 #   Every run starts with the same check and stops before any step when something is missing.
 set -eu
-: "${DRIVER_DIR:=driver}"
-: "${MODEL_DIR:=model}"
-: "${COMPILED_DIR:=compiled}"
-: "${NEURON_CACHE_DIR:=neuron-cache}"
+# the bundle is the directory this script lies in, wherever it is run from: a relative default
+# below is a path in it (a relative path set by the caller stays relative to the current directory)
+case "$0" in */*) BUNDLE_DIR=${0%/*} ;; *) BUNDLE_DIR=. ;; esac
+BUNDLE_DIR=$(CDPATH="" cd -- "$BUNDLE_DIR" && pwd)
+[ -n "${DRIVER_DIR:-}" ] || DRIVER_DIR="$BUNDLE_DIR"/driver
+[ -n "${MODEL_DIR:-}" ] || MODEL_DIR="$BUNDLE_DIR"/model
+[ -n "${COMPILED_DIR:-}" ] || COMPILED_DIR="$BUNDLE_DIR"/compiled
+[ -n "${NEURON_CACHE_DIR:-}" ] || NEURON_CACHE_DIR="$BUNDLE_DIR"/neuron-cache
 # RUNNER=docker runs each step in the image above; RUNNER=local runs the tools on PATH
 # (e.g. inside that container, or on a host with the same toolchain installed)
 : "${RUNNER:=docker}"
-: "${LOG_DIR:=build-logs}"
+[ -n "${LOG_DIR:-}" ] || LOG_DIR="$BUNDLE_DIR"/build-logs
 # check WHAT FIX TEST...: run TEST, print "ok" or "missing" with the fix
 check() {
   what=$1; fix=$2; shift 2; found=""

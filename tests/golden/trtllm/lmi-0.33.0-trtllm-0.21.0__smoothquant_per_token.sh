@@ -5,6 +5,10 @@
 #   --check: only check this host: each requirement ok or missing, with its fix (exit 1: one is missing).
 #   Every run starts with the same check and stops before any step when something is missing.
 set -eu
+# the bundle is the directory this script lies in, wherever it is run from: a relative default
+# below is a path in it (a relative path set by the caller stays relative to the current directory)
+case "$0" in */*) BUNDLE_DIR=${0%/*} ;; *) BUNDLE_DIR=. ;; esac
+BUNDLE_DIR=$(CDPATH="" cd -- "$BUNDLE_DIR" && pwd)
 : "${MODEL_DIR:=/models/llama}"
 : "${CHECKPOINT_DIR:=/work/ckpt}"
 : "${ENGINE_DIR:=/work/engine}"
@@ -12,7 +16,7 @@ set -eu
 # RUNNER=docker runs each step in the image above; RUNNER=local runs the tools on PATH
 # (e.g. inside that container, or on a host with the same toolchain installed)
 : "${RUNNER:=docker}"
-: "${LOG_DIR:=build-logs}"
+[ -n "${LOG_DIR:-}" ] || LOG_DIR="$BUNDLE_DIR"/build-logs
 # check WHAT FIX TEST...: run TEST, print "ok" or "missing" with the fix
 check() {
   what=$1; fix=$2; shift 2; found=""

@@ -151,7 +151,8 @@ def test_yi_refused_on_lmi_dist(plan_model: Any, yi_dir: Path) -> None:
 
 
 def test_no_profile_no_loader_check(plan_model: Any, yi_dir: Path) -> None:
-    """Without --profile the checkpoint is for TensorRT-LLM's PyTorch backend: no vLLM registry applies."""
+    """Without --profile no one container's registry is checked (a quantized plan names the profiles
+    that load its checkpoint)."""
     assert _architecture_findings(plan_model("hf", yi_dir, trust_remote_code=True)) == []
 
 

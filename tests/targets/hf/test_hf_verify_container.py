@@ -95,3 +95,50 @@ def test_verify_command_refuses_modelopt_awq_for_vllm_0_11(hf_artifact_of: Packa
     assert result.exit_code != 0
     report = json.loads(result.stdout)
     assert report["valid"] is False and [e["code"] for e in report["errors"]] == ["hf_format"]
+
+
+# ---- issue 30 item 8: the plan names where the checkpoint loads, and verify agrees ----
+
+HF_PROFILES = (LMI_DIST, VLLM_0_11, VLLM_0_17)
+FAST_CALIB = ("-o", "calib_size=6", "-o", "calib_max_seq_len=64")  # as the other CPU quantize tests
+
+
+def _stated(plan_stdout: str) -> dict[str, str]:
+    return next(w for w in json.loads(plan_stdout)["warnings"] if w["code"] == "hf_loaded_by")
+
+
+@pytest.mark.slow  # real ModelOpt AWQ calibration of demo:tiny-llama on the CPU
+def test_hf_awq_without_a_profile_loads_where_the_plan_said(tmp_path: Path) -> None:
+    """`hf --quantize awq` (no --profile) wrote ModelOpt's W4A16_AWQ, refused by verify --for-container
+    for every profile. Now the plan names the profiles that will load the checkpoint, before the
+    build, and verify --for-container accepts the built artifact for each of them."""
+    from tests.cli_process import run_lmi_build
+
+    args = ("--model", "demo:tiny-llama", "--quantize", "awq", *FAST_CALIB)
+    plan = run_lmi_build("plan", "hf", *args, "--json", cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    stated = _stated(plan.stdout)["message"]
+    named = [profile for profile in HF_PROFILES if profile in stated]
+    assert named == list(HF_PROFILES) and "AutoAWQ (quant_method awq)" in stated, stated
+    built = run_lmi_build("hf", *args, "--no-cache", "--output", "out", "--json", cwd=tmp_path, timeout=600)
+    assert built.returncode == 0, built.stderr
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert config["quantization_config"]["quant_method"] == "awq"
+    for container in named:
+        verified = run_lmi_build("verify", "out", "--for-container", container, "--json", cwd=tmp_path)
+        assert verified.returncode == 0 and json.loads(verified.stdout)["valid"] is True, (container, verified.stdout)
+    engines = run_lmi_build("verify", "out", "--for-container", "lmi-0.33.0-trtllm-0.21.0", "--json", cwd=tmp_path)
+    assert engines.returncode != 0  # a TensorRT-LLM profile serves engines; the plan did not name it
+
+
+def test_hf_profile_that_cannot_load_the_checkpoint_is_refused_at_plan_time(tmp_path: Path) -> None:
+    """Refused before any calibration: one line naming the formats that would work; nothing written."""
+    from tests.cli_process import run_lmi_build
+
+    result = run_lmi_build("hf", "--model", "demo:tiny-mistral", "--quantize", "awq", "--profile", VLLM_0_11,
+                           *FAST_CALIB, "--output", "out", cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "[hf_format_awq_fold]" in errors[0] and VLLM_0_11 in errors[0], result.stderr
+    assert "--quantize gptq or fp8" in errors[0]
+    assert not (tmp_path / "out").exists()

@@ -100,7 +100,7 @@ def test_script_bundle_runs_as_printed_and_packages(tmp_path: Path) -> None:
     # default, never from this host's path (issue 24 item 5).
     cache = os.environ.get("LMI_BUILD_CACHE", str(Path.home() / ".cache" / "lmi-build"))  # where the model is here
     assert (bundle / "model" / "config.json").is_file() and any((bundle / "model").glob("*.safetensors"))
-    assert ': "${MODEL_DIR:=model}"' in script and cache not in script and str(tmp_path) not in script
+    assert 'MODEL_DIR="$BUNDLE_DIR"/model' in script and cache not in script and str(tmp_path) not in script
     # On the "GPU host": the stand-ins on PATH, a TensorRT-LLM checkout where the script expects it.
     standin_examples(bundle / "TensorRT-LLM" / "examples", get_profile(profile).tensorrt_llm)
     gpu_env = {**_env(profile), "RUNNER": "local"}
