@@ -70,6 +70,7 @@ class TrtllmPlanning:
 
     def plan(self, ctx: PlanContext) -> TargetPlan:
         from lmi_build.targets.trtllm.flags import flag_table
+        from lmi_build.targets.trtllm.kv_cache import paged_kv_cache
         from lmi_build.targets.trtllm.lengths import resolve_lengths
         from lmi_build.targets.trtllm.profiles import get_profile
         from lmi_build.targets.trtllm.since import checkpoint_architecture, written_otherwise
@@ -189,7 +190,8 @@ class TrtllmPlanning:
             build=build,
             toolchain=ToolchainRef(target="trtllm", profile=profile.name, image=profile.image,
                                    versions=profile.versions()),
-            workload=Workload(batch_size=batch, seq_len=lengths.max_seq_len, tp=tp, pp=pp),
+            workload=Workload(batch_size=batch, seq_len=lengths.max_seq_len, tp=tp, pp=pp,
+                              paged=paged_kv_cache(ctx, profile, build)),
             dtype=dtype,
             checkpoint_work=checkpoint_work(build, ctx.quantization),
         )
