@@ -5,6 +5,7 @@ and in sequences of the planned max_seq_len, never max_batch_size x max_seq_len 
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from lmi_build.planning.instances import GIB, get_instance
@@ -122,7 +123,9 @@ def test_activations_grow_with_the_tokens_of_one_pass(model_dir: ModelDirFactory
 
 def test_cli_shows_tokens_not_the_worst_case(model_dir: ModelDirFactory) -> None:
     model = model_dir(LLAMA_31, **LLAMA_32_3B)
-    human = run_lmi_build("plan", "trtllm", "--model", str(model), "--instance-type", "g5.xlarge", timeout=120)
+    wide = {**os.environ, "COLUMNS": "400"}  # rich folds the rows at the terminal's width
+    human = run_lmi_build("plan", "trtllm", "--model", str(model), "--instance-type", "g5.xlarge", env=wide,
+                          timeout=120)
     assert human.returncode == 0, human.stderr
     assert "448.0 GiB" not in human.stdout and "454.0 GiB" not in human.stdout
     assert "g5.xlarge has 22.0 GiB usable: loads" in human.stdout
