@@ -6,8 +6,19 @@ Rules (documented in docs/notes/planning.md):
   fp16 scale (and, for AWQ/GPTQ-style zero points, half a byte) per group; the embedding table and
   lm_head stay 16-bit when the rest is quantized.
 - KV cache per token = 2 (K and V) x layers x kv_heads x head_dim x KV dtype bytes.
-- per device: weights / (tp*pp) + the KV cache a device holds (at least one KV head per device:
-  when kv_heads < tp the heads are replicated) + the runtime's fixed overhead.
+- per device, a runtime that preallocates its KV cache (Neuron): weights / (tp*pp) + the KV cache a
+  device holds for max_batch_size x max_seq_len (at least one KV head per device: when kv_heads < tp
+  the heads are replicated) + the runtime's fixed overhead.
+- per device, a paged KV cache (TensorRT-LLM: ``Workload.paged``): what must fit to load is weights /
+  (tp*pp) + the engine's activations + the runtime's fixed overhead; the runtime then gives the KV cache
+  a fraction of the memory left (``kv_cache_free_gpu_mem_fraction``, the release's default or the
+  option set), so the estimate says how many tokens of KV cache that is and how many sequences of the
+  planned max_seq_len fit at once. max_batch_size x max_seq_len is a cap there, not an allocation.
+- activations (an estimate: TensorRT sizes them at build time, ``trt.ICudaEngine.device_memory_size``;
+  TensorRT-LLM docs/source/reference/memory.md "Activation size": about max tokens of one forward pass
+  x a constant per token): max_num_tokens (else max_batch_size x max_input_len, the packed input's
+  bound) x (3 x hidden + 2 x the MLP's width per device) x the activation dtype's bytes, plus the
+  float32 logits of the last token of max_batch_size sequences (vocab x 4 B each).
 """
 
 from __future__ import annotations
@@ -31,6 +42,18 @@ HOST_OVERHEAD_BYTES = 2 * GIB
 
 
 @dataclass(frozen=True)
+class PagedKvCache:
+    """A runtime that pages its KV cache from what is left on a device once the weights and the
+    engine's activations are in: ``free_fraction`` of that memory (TensorRT-LLM's
+    ``kv_cache_free_gpu_mem_fraction`` / ``KvCacheConfig.free_gpu_memory_fraction``)."""
+
+    free_fraction: float
+    fraction_source: str  # the release's default (cited in its profile) or the option the user set
+    tokens_per_block: int  # the cache is allocated in blocks of this many tokens
+    max_num_tokens: int  # tokens of one forward pass: what the engine's activation memory is sized for
+
+
+@dataclass(frozen=True)
 class Workload:
     """The shape the runtime reserves KV cache for."""
 
@@ -39,6 +62,7 @@ class Workload:
     tp: int
     pp: int = 1
     preallocated: bool = False  # Neuron: the whole KV cache is allocated at load time
+    paged: PagedKvCache | None = None  # TensorRT-LLM: a fraction of what is free after loading
 
 
 def weight_bits(quant: QuantizationPlan, spec: ModelSpec) -> float | None:
@@ -95,6 +119,19 @@ def kv_bytes_per_token(spec: ModelSpec, dtype: str, quant: QuantizationPlan, kv_
     return int(2 * layers * heads * spec.head_dim * element)
 
 
+def activation_bytes(spec: ModelSpec, dtype: str, workload: Workload) -> int:
+    """The engine's activation memory on one device (the module docstring's estimate); 0 without a
+    paged workload (the other runtimes' activations are in the accelerator's fixed overhead)."""
+    paged = workload.paged
+    if paged is None:
+        return 0
+    element = DTYPE_BYTES.get(dtype, 2.0)
+    mlp = (spec.intermediate_size or 4 * spec.hidden_size) * max(1, spec.experts_per_token or 1)
+    per_token = (3 * spec.hidden_size + 2 * mlp / max(1, workload.tp)) * element
+    logits = workload.batch_size * spec.vocab_size * 4
+    return int(paged.max_num_tokens * per_token + logits)
+
+
 def host_ram_bytes(spec: ModelSpec, dtype: str, quantized_bytes: int, quantizing: bool) -> int:
     """Peak host RAM of the convert/quantize steps: the model loaded in its build dtype, the
     exported copy, plus a fixed allowance. Quantization calibrates the full-precision model."""
@@ -118,21 +155,37 @@ def estimate(
     # for its share of the layers.
     heads_per_device = max(1, -(-spec.num_kv_heads // max(1, workload.tp)))
     device_kv_per_token = kv_bytes_per_token(spec, dtype, quant, heads_per_device) / max(1, workload.pp)
-    device_kv = int(device_kv_per_token * workload.batch_size * workload.seq_len)
     overhead = instance.overhead_bytes_per_device if instance else 0
-    per_device = -(-weights // devices) + device_kv + overhead
+    activations = activation_bytes(spec, dtype, workload)
+    loaded = -(-weights // devices) + activations + overhead
+    paged = workload.paged
     quantizing = quant.method is not None and quant.pre_quantized is None
+    common = {
+        "num_parameters": spec.num_parameters, "weight_bytes": weights, "kv_bytes_per_token": per_token,
+        "kv_cache_bytes": kv_total, "devices": devices,
+        "device_memory_bytes": instance.usable_bytes_per_device if instance else None,
+        "instance_type": instance.name if instance else None,
+        "host_ram_bytes": host_ram_bytes(spec, dtype, weights, quantizing),
+    }
+    if paged is None:
+        per_device = loaded + int(device_kv_per_token * workload.batch_size * workload.seq_len)
+        return MemoryEstimate(**common, per_device_bytes=per_device,
+                              fits=(per_device <= instance.usable_bytes_per_device) if instance else None)
+    kv_memory: int | None = None
+    tokens: int | None = None
+    if instance is not None:
+        free = instance.usable_bytes_per_device - loaded
+        kv_memory = max(0, int(free * paged.free_fraction))
+        block = max(1, paged.tokens_per_block)
+        tokens = int(kv_memory // max(1.0, device_kv_per_token * block)) * block
     return MemoryEstimate(
-        num_parameters=spec.num_parameters,
-        weight_bytes=weights,
-        kv_bytes_per_token=per_token,
-        kv_cache_bytes=kv_total,
-        devices=devices,
-        per_device_bytes=per_device,
-        device_memory_bytes=instance.usable_bytes_per_device if instance else None,
-        instance_type=instance.name if instance else None,
-        fits=(per_device <= instance.usable_bytes_per_device) if instance else None,
-        host_ram_bytes=host_ram_bytes(spec, dtype, weights, quantizing),
+        **common, per_device_bytes=loaded,
+        fits=(loaded <= instance.usable_bytes_per_device) if instance else None,
+        activation_bytes=activations, kv_free_fraction=paged.free_fraction,
+        kv_fraction_source=paged.fraction_source, device_kv_bytes_per_token=int(device_kv_per_token),
+        kv_cache_device_bytes=kv_memory, kv_cache_tokens=tokens, max_seq_len=workload.seq_len,
+        max_batch_size=workload.batch_size,
+        full_length_sequences=None if tokens is None else tokens // max(1, workload.seq_len),
     )
 
 
@@ -149,8 +202,10 @@ def check_fit(
     """Refuse a plan whose weights (and, where the runtime preallocates it, the whole KV cache)
     cannot fit on one device of ``instance``; return the estimate with ``fits`` settled.
 
-    A paged KV cache (TensorRT-LLM) only needs room for one full-length sequence: with less room
-    than the whole batch needs the engine still runs, with fewer sequences in flight (a warning).
+    A paged KV cache (TensorRT-LLM, ``Workload.paged``) is sized by the runtime from what is left after
+    loading: only weights, activations and the runtime must fit (``_check_paged_fit``). Otherwise a
+    runtime that is not preallocated needs room for one full-length sequence: with less room than the
+    whole batch needs it still runs, with fewer sequences in flight (a warning).
     """
     unit = "GPU" if instance.accelerator.kind == "gpu" else "NeuronCore"
     usable = instance.usable_bytes_per_device
@@ -161,6 +216,8 @@ def check_fit(
             f"{instance.devices} {unit}s",
             hint=f"lower --tp/--pp to at most {instance.devices} in total or pick a larger instance",
         )
+    if workload.paged is not None:
+        return _check_paged_fit(memory, instance, findings, unit)
     if memory.fits:
         return memory
     device_kv = memory.per_device_bytes - (-(-memory.weight_bytes // memory.devices)) - instance.overhead_bytes_per_device
@@ -186,4 +243,34 @@ def check_fit(
         hint="raise --tp, quantize (--quantize awq/fp8/...), lower the max lengths or batch size, "
         "or pick a larger instance",
     )
+    return memory
+
+
+def _check_paged_fit(memory: MemoryEstimate, instance: InstanceType, findings: Findings, unit: str) -> MemoryEstimate:
+    """Refuse only an engine that cannot load (weights + activations + runtime over the device's usable
+    memory); warn when the KV cache left holds less than one sequence of the planned max_seq_len."""
+    usable = instance.usable_bytes_per_device
+    weights = -(-memory.weight_bytes // memory.devices)
+    activations = memory.activation_bytes or 0
+    if not memory.fits:
+        findings.error(
+            "memory_fit",
+            f"the engine cannot load: {gib(weights)} of weights, {gib(activations)} of activations and "
+            f"{gib(instance.overhead_bytes_per_device)} of runtime need {gib(memory.per_device_bytes)} per {unit} "
+            f"({gib(memory.weight_bytes)} of weights over {memory.devices} device(s)), {instance.name} has "
+            f"{gib(usable)} usable",
+            hint="raise --tp, quantize (--quantize awq/fp8/...), lower option.max_num_tokens or the batch size, "
+            "or pick a larger instance",
+        )
+        return memory
+    tokens, seq_len = memory.kv_cache_tokens or 0, memory.max_seq_len or 0
+    if seq_len and tokens < seq_len:
+        fraction = memory.kv_free_fraction or 0.0
+        findings.warn(
+            "kv_cache_short",
+            f"the KV cache left on each {unit} holds {tokens:,} tokens ({fraction:.0%} of the "
+            f"{gib(usable - memory.per_device_bytes)} free after loading), less than one sequence of "
+            f"max_seq_len {seq_len:,}: no request can reach the planned length on {instance.name}",
+            hint="lower --max-input-len/--max-output-len, raise --tp, quantize the KV cache, or pick a larger instance",
+        )
     return memory

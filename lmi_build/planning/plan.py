@@ -66,18 +66,32 @@ K = TypeVar("K", bound=TargetKnobs)
 
 
 class MemoryEstimate(BaseModel):
+    """What the model needs on each device (``planning/memory.py`` has the rules). For a paged KV cache
+    (TensorRT-LLM) ``per_device_bytes`` is what must fit to load (weights, activations, runtime) and the
+    ``kv_cache_*`` fields say what the runtime then allocates; otherwise it includes the whole KV cache."""
+
     model_config = ConfigDict(frozen=True)
 
     num_parameters: int
     weight_bytes: int  # after quantization, whole model
     kv_bytes_per_token: int  # all layers, at the KV cache dtype
-    kv_cache_bytes: int  # for max_batch_size x max_seq_len (or n_positions)
+    kv_cache_bytes: int  # max_batch_size x max_seq_len (or n_positions) tokens: a cap when paged
     devices: int  # tp * pp
-    per_device_bytes: int  # weights/devices + kv/devices + fixed overhead
+    per_device_bytes: int  # weights/devices + runtime overhead + (paged) activations or (else) the KV cache
     device_memory_bytes: int | None = None  # from --instance-type
     instance_type: str | None = None
-    fits: bool | None = None  # None when no instance type was given
+    fits: bool | None = None  # None when no instance type was given; paged: whether it loads
     host_ram_bytes: int | None = None  # peak host RAM the convert/quantize steps need
+    # A paged KV cache (None otherwise):
+    activation_bytes: int | None = None  # the engine's activations on one device (estimate)
+    kv_free_fraction: float | None = None  # of the memory free after loading, given to the KV cache
+    kv_fraction_source: str | None = None  # the release default's citation, or the option set
+    device_kv_bytes_per_token: int | None = None  # one device's share of a token's KV cache
+    kv_cache_device_bytes: int | None = None  # KV cache memory on one device (needs an instance type)
+    kv_cache_tokens: int | None = None  # tokens of KV cache the runtime allocates (needs an instance type)
+    max_seq_len: int | None = None
+    max_batch_size: int | None = None
+    full_length_sequences: int | None = None  # kv_cache_tokens // max_seq_len
 
 
 class CheckpointStepEstimate(BaseModel):

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from lmi_build.output import current, human_bytes, human_count, identifier
 from lmi_build.planning.instances import GIB
-from lmi_build.planning.plan import BuildPlan
+from lmi_build.planning.plan import BuildPlan, MemoryEstimate
 from lmi_build.types import PlanMessage
 
 if TYPE_CHECKING:
@@ -209,20 +209,50 @@ def _memory_table(plan: BuildPlan) -> _Section:
     assert memory is not None  # checked by the caller; not user input
     table = _Section("Memory")
     table.add_row("weights", f"{human_bytes(memory.weight_bytes)} ({human_count(memory.num_parameters)} params)")
-    table.add_row("KV cache", f"{human_bytes(memory.kv_cache_bytes)} ({memory.kv_bytes_per_token} B/token)")
-    device = f"{human_bytes(memory.per_device_bytes)} over {memory.devices} device(s)"
-    if memory.device_memory_bytes:
-        verdict = "fits" if memory.fits else "does NOT fit"
-        if memory.fits and memory.per_device_bytes > memory.device_memory_bytes:
-            # A paged KV cache: the estimate is the whole batch at full length, which does not fit; the
-            # engine runs fewer sequences at once (the kv_cache_partial warning says how many). "fits"
-            # under a larger need read as a contradiction (issue 30 item 6).
-            verdict = "the whole batch at full length does not fit; fewer sequences run at once (paged KV cache)"
-        device += f"; {memory.instance_type} has {memory.device_memory_bytes / GIB:.1f} GiB usable: {verdict}"
-    table.add_row("per device", device)
+    if memory.kv_free_fraction is not None:
+        _paged_rows(table, memory)
+    else:
+        table.add_row("KV cache", f"{human_bytes(memory.kv_cache_bytes)} ({memory.kv_bytes_per_token} B/token)")
+        device = f"{human_bytes(memory.per_device_bytes)} over {memory.devices} device(s)"
+        if memory.device_memory_bytes:
+            verdict = "fits" if memory.fits else "does NOT fit"
+            if memory.fits and memory.per_device_bytes > memory.device_memory_bytes:
+                # A paged KV cache: the estimate is the whole batch at full length, which does not fit;
+                # the engine runs fewer sequences at once (the kv_cache_partial warning says how many).
+                # "fits" under a larger need read as a contradiction (issue 30 item 6).
+                verdict = "the whole batch at full length does not fit; fewer sequences run at once (paged KV cache)"
+            device += f"; {memory.instance_type} has {memory.device_memory_bytes / GIB:.1f} GiB usable: {verdict}"
+        table.add_row("per device", device)
     if memory.host_ram_bytes:
         table.add_row("host RAM (build)", f"{memory.host_ram_bytes / GIB:.1f} GiB")
     return table
+
+
+def _paged_rows(table: _Section, memory: MemoryEstimate) -> None:
+    """A paged KV cache: what must fit to load, then what the runtime gives the KV cache of the rest."""
+    weights = -(-memory.weight_bytes // memory.devices)
+    activations = memory.activation_bytes or 0
+    runtime = memory.per_device_bytes - weights - activations
+    parts = [f"{human_bytes(weights)} weights", f"{human_bytes(activations)} activations"]
+    if runtime > 0:
+        parts.append(f"{human_bytes(runtime)} runtime")
+    load = f"{human_bytes(memory.per_device_bytes)} ({' + '.join(parts)}) on each of {memory.devices} device(s)"
+    if memory.device_memory_bytes:
+        verdict = "loads" if memory.fits else "does NOT load"
+        load += f"; {memory.instance_type} has {memory.device_memory_bytes / GIB:.1f} GiB usable: {verdict}"
+    table.add_row("to load", load)
+    share = f"{memory.kv_free_fraction or 0:.0%} of the memory free after loading: {memory.kv_fraction_source}"
+    # Never "token <word>": the redaction rule reads that as a credential passed as a flag.
+    per_token = f"{memory.device_kv_bytes_per_token:,} B each token"
+    if memory.kv_cache_tokens is None:
+        table.add_row("KV cache", f"paged, on each device {per_token}; {share}; --instance-type sizes it")
+    elif memory.fits:
+        table.add_row("KV cache", f"{memory.kv_cache_tokens:,} tokens ({human_bytes(memory.kv_cache_device_bytes or 0)} "
+                      f"on each device, {per_token}), {share}")
+        table.add_row("sequences", f"{memory.full_length_sequences:,} of max_seq_len {memory.max_seq_len:,} fit in it at "
+                      f"once (the engine batches at most {memory.max_batch_size:,})")
+    else:
+        table.add_row("KV cache", f"none: the engine does not load; {share}")
 
 
 def _checkpoint_step_table(plan: BuildPlan) -> _Section:

@@ -21,7 +21,8 @@ from lmi_build.planning.plan import BuildPlan, KnobsT
 from lmi_build.reading import BadFile, parse_json, read_regular_text
 
 SAVED_PLAN_FORMAT = "lmi-build-plan"
-SAVED_PLAN_SCHEMA = 2  # 2: the knobs carry their target; the file carries the digest of its content
+SAVED_PLAN_SCHEMA = 3  # 2: the knobs carry their target and the file the digest of its content; 3: the memory
+# estimate of a paged KV cache (activations, the KV cache share, its tokens and sequences)
 PLAN_FILE = "plan.json"
 DIGEST_FIELD = "plan_digest"
 _HINT = "write one with `lmi-build plan <target> ... --save plan.json`"

@@ -23,12 +23,15 @@ from lmi_build.types import TargetName
 from lmi_build.versions import release
 
 if TYPE_CHECKING:
+    from lmi_build.targets.trtllm.families import FamilyLimits
     from lmi_build.targets.trtllm.profiles import ContainerProfile
 
 # Options whose default changed between releases: a profile's [defaults] value (cited there) replaces the
 # option table's when the user did not set the option, so a plain build equals the container's own JIT
 # build (max_rolling_batch_size becomes trtllm-build's --max_batch_size).
 RELEASE_DEFAULT_OPTIONS = ("tokens_per_block", "max_num_tokens", "max_rolling_batch_size")
+# The GPUs (and instance families) of an SM and newer, for the messages of _check_gpu.
+_GPUS_FROM = {89: "L4, L40S, H100, H200: g6, g6e, p5", 90: "H100, H200: p5, p5e"}
 
 
 class TrtllmPlanning:
@@ -69,7 +72,9 @@ class TrtllmPlanning:
         return ToolchainRef(target="trtllm", profile=found.name, image=found.image, versions=found.versions())
 
     def plan(self, ctx: PlanContext) -> TargetPlan:
+        from lmi_build.targets.trtllm.families import family_limits
         from lmi_build.targets.trtllm.flags import flag_table
+        from lmi_build.targets.trtllm.kv_cache import paged_kv_cache
         from lmi_build.targets.trtllm.lengths import resolve_lengths
         from lmi_build.targets.trtllm.profiles import get_profile
         from lmi_build.targets.trtllm.since import checkpoint_architecture, written_otherwise
@@ -86,6 +91,9 @@ class TrtllmPlanning:
             ctx.findings.error("pp_layers", f"pp={pp} is more than the model's {spec.num_layers} layers",
                                hint=f"use --pp <= {spec.num_layers}")
         dtype = checks.resolve_dtype(ctx)
+        limits = family_limits(ctx.support.trtllm_example, profile.tensorrt_llm)
+        if limits is not None and limits.dtypes and dtype not in limits.dtypes:
+            dtype = self._family_dtype(ctx, dtype, limits.dtypes, profile)
 
         lengths = resolve_lengths(ctx, profile)
         max_input, max_output = lengths.max_input_len, lengths.max_output_len
@@ -100,7 +108,7 @@ class TrtllmPlanning:
                                                   profile.tensorrt_llm)
         if profile.workflow == "legacy":
             self._check_legacy_storage(ctx, dtype, table.limits.hf_convert_storage_types, profile.tensorrt_llm)
-        self._check_gpu_quantization(ctx)
+        self._check_gpu(ctx, limits)
 
         kv_reuse = bool(ctx.bool_value("enable_kv_cache_reuse"))
         paged_fmha = bool(ctx.bool_value("use_paged_context_fmha")) or kv_reuse
@@ -189,7 +197,8 @@ class TrtllmPlanning:
             build=build,
             toolchain=ToolchainRef(target="trtllm", profile=profile.name, image=profile.image,
                                    versions=profile.versions()),
-            workload=Workload(batch_size=batch, seq_len=lengths.max_seq_len, tp=tp, pp=pp),
+            workload=Workload(batch_size=batch, seq_len=lengths.max_seq_len, tp=tp, pp=pp,
+                              paged=paged_kv_cache(ctx, profile, build)),
             dtype=dtype,
             checkpoint_work=checkpoint_work(build, ctx.quantization),
         )
@@ -267,6 +276,22 @@ class TrtllmPlanning:
         return minimum
 
     @staticmethod
+    def _family_dtype(ctx: PlanContext, dtype: str, listed: tuple[str, ...], profile: ContainerProfile) -> str:
+        """A dtype the family's example does not list (``data/families.toml``): the user's is refused, a
+        default becomes the first listed one."""
+        family = ctx.support.trtllm_example
+        what = (f"TensorRT-LLM {profile.tensorrt_llm}'s {family} example lists only "
+                f"{', '.join(checks.lmi_dtype(d) for d in listed)} (its README's support matrix, data/families.toml)")
+        if ctx.user_set("dtype"):
+            ctx.findings.error("family_dtype", f"option.dtype={checks.lmi_dtype(dtype)}: {what}",
+                               hint=f"plan with --dtype {checks.lmi_dtype(listed[0])}")
+            return dtype
+        ctx.findings.warn("family_dtype_default", f"the default dtype {checks.lmi_dtype(dtype)} is planned as "
+                          f"{checks.lmi_dtype(listed[0])}: {what}",
+                          hint=f"pass --dtype {checks.lmi_dtype(listed[0])} to choose it yourself")
+        return listed[0]
+
+    @staticmethod
     def _check_legacy_storage(ctx: PlanContext, dtype: str, storage_types: tuple[str, ...] | None,
                               version: str) -> None:
         """0.7.x SmoothQuant converts with hf_llama_convert.py, whose --storage-type has no bf16."""
@@ -278,15 +303,21 @@ class TrtllmPlanning:
                                hint="plan with --dtype fp16, or pick a profile with TensorRT-LLM >= 0.8")
 
     @staticmethod
-    def _check_gpu_quantization(ctx: PlanContext) -> None:
-        """FP8 (weights or KV cache) needs an SM the target GPU may not have: refuse a known GPU without it
-        (--gpu, or --instance-type's GPU), say what is needed when the GPU is unknown (``planning.gpus``,
-        the table verify uses too)."""
+    def _check_gpu(ctx: PlanContext, limits: FamilyLimits | None) -> None:
+        """What needs a newer GPU than the target may be: FP8 (weights or KV cache), and a family whose
+        kernels need a minimum SM (``data/families.toml``). Refuse a known GPU without it (--gpu, or
+        --instance-type's GPU), say what is needed when the GPU is unknown (``planning.gpus``, the table
+        verify uses too)."""
         from lmi_build.errors import OptionError
         from lmi_build.planning.gpus import normalize_sm, sm_number, sm_requirements
 
         quant = ctx.quantization
-        needs = sm_requirements(quant.quant_algo, quant.kv_cache_quant_algo)
+        # (code of the refusal, what needs it, the oldest SM)
+        needs = [("gpu_quant", f"{what} quantization", minimum)
+                 for what, minimum in sm_requirements(quant.quant_algo, quant.kv_cache_quant_algo)]
+        if limits is not None and limits.min_sm is not None:
+            needs.append(("gpu_family", f"{limits.needs or 'the kernels'} of TensorRT-LLM's {ctx.support.trtllm_example} "
+                          "example (data/families.toml)", limits.min_sm))
         gpu: tuple[str, str] | None = None  # (sm, how the user named it)
         if ctx.request.gpu:
             try:
@@ -300,16 +331,17 @@ class TrtllmPlanning:
         if not needs:
             return
         if gpu is None:
-            for what, minimum in needs:
-                ctx.findings.warn("gpu_requirement", f"{what} quantization runs only on GPUs of sm{minimum} or newer "
-                                  "(L4, L40S, H100, H200: g6, g6e, p5)",
+            for _code, what, minimum in needs:
+                ctx.findings.warn("gpu_requirement", f"{what} runs only on GPUs of sm{minimum} or newer "
+                                  f"({_GPUS_FROM[90 if minimum >= 90 else 89]})",
                                   hint="pass --gpu or --instance-type to check the target GPU at plan time")
             return
         sm, named = gpu
-        for what, minimum in needs:
+        for code, what, minimum in needs:
             if sm_number(sm) < minimum:
-                ctx.findings.error("gpu_quant", f"{what} quantization needs sm{minimum} or newer; {named} ({sm})",
-                                   hint="pick an sm89+ GPU (L4, L40S, H100: g6, g6e, p5) or another quantization")
+                ctx.findings.error(code, f"{what} needs sm{minimum} or newer; {named} ({sm})",
+                                   hint=f"pick an sm{minimum}+ GPU ({_GPUS_FROM[90 if minimum >= 90 else 89]})"
+                                   + (" or another quantization" if code == "gpu_quant" else ""))
 
     @staticmethod
     def _removed_option(ctx: PlanContext, value: bool | None, version: str) -> None:

@@ -25,6 +25,18 @@ DEFAULT_KEYS = frozenset({"tokens_per_block", "max_num_tokens", "max_rolling_bat
                           "max_seq_len"})
 
 
+class KvCacheDefault(BaseModel):
+    """How the release's runtime sizes its paged KV cache when serving.properties does not say: a
+    fraction of the GPU memory free once the engine is loaded (weights and activations)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    free_fraction: float  # the release's default
+    option: str  # the serving.properties key this release reads the fraction from
+    source: str  # where the default and the key were read
+    inferred: str | None = None  # what of it the source does not state
+
+
 class ContainerProfile(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -49,6 +61,7 @@ class ContainerProfile(BaseModel):
     # default in a plan (the container's own JIT value); max_batch_size is trtllm-build's own default
     # (shown by `profiles show`); max_seq_len = "model": lengths.SEQ_LEN_FROM_MODEL.
     defaults: dict[str, str] = {}
+    kv_cache: KvCacheDefault
     # Where each fact comes from (release notes, Dockerfile path@commit).
     sources: tuple[str, ...] = ()
     notes: str = ""

@@ -19,6 +19,7 @@ from lmi_build.errors import StepError
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.tables import load_table
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
+from lmi_build.targets.trtllm.profiles import get_profile
 
 TRITON_FILE = Path(__file__).with_name("data") / "triton_config.toml"
 # LMI's documented default; the 0.7.1 backend would turn it on when the parameter is absent.
@@ -75,7 +76,9 @@ def _parameters(plan: BuildPlan, build: TrtllmBuild, gpt_model_path: str, known:
         "gpt_model_type": "inflight_fused_batching",
         "gpt_model_path": gpt_model_path,
         "batch_scheduler_policy": options.get("option.batch_scheduler_policy", "max_utilization"),
-        "kv_cache_free_gpu_mem_fraction": options.get("option.kv_cache_free_gpu_mem_fraction", "0.9"),
+        # The profile's default when unset: the share the plan sized the KV cache with (planning/memory.py).
+        "kv_cache_free_gpu_mem_fraction": options.get("option.kv_cache_free_gpu_mem_fraction",
+                                                      str(get_profile(plan.toolchain.profile).kv_cache.free_fraction)),
         "enable_kv_cache_reuse": "true" if build.enable_kv_cache_reuse else "false",
         "exclude_input_in_output": "true",
         "enable_trt_overlap": options.get("option.enable_trt_overlap", ENABLE_TRT_OVERLAP_DEFAULT),

@@ -31,7 +31,7 @@ CHECKPOINT_PROFILES = ["lmi-0.27.0-trtllm-0.8.0", "lmi-0.28.0-trtllm-0.9.0", "lm
 GPT_CONVERTER = {"lmi-0.28.0-trtllm-0.9.0": "gpt@9bd15f19", "lmi-0.29.0-trtllm-0.11.0": "gpt@9bd15f19",
                  "lmi-0.30.0-trtllm-0.12.0": "gpt@9bd15f19", "lmi-0.33.0-trtllm-0.21.0": "models/core/gpt@7edbcccb",
                  "djl-nightly-trtllm-1.0.0": "models/core/gpt@7edbcccb"}
-CHATGLM_CONVERTER = {"lmi-0.28.0-trtllm-0.9.0": "chatglm@250d9c29", "lmi-0.29.0-trtllm-0.11.0": "chatglm@250d9c29",
+CHATGLM_CONVERTER = {"lmi-0.27.0-trtllm-0.8.0": "chatglm@5955b8af", "lmi-0.28.0-trtllm-0.9.0": "chatglm@250d9c29", "lmi-0.29.0-trtllm-0.11.0": "chatglm@250d9c29",
                      "lmi-0.30.0-trtllm-0.12.0": "chatglm@250d9c29",
                      "lmi-0.33.0-trtllm-0.21.0": "models/core/glm-4-9b@10c1d594",
                      "djl-nightly-trtllm-1.0.0": "models/core/glm-4-9b@10c1d594"}
@@ -124,7 +124,8 @@ def test_falcon_converts_with_the_releases_own_converter(profile: str, model: st
     expected = "{examples}/models/contrib/falcon/convert_checkpoint.py" if contrib else "{examples}/falcon/convert_checkpoint.py"
     assert argv[1] == expected
     flags = _parsed(argv)
-    assert set(flags) <= set(VENDOR["falcon@06255cb7"]["flags"]), flags
+    # 0.8's own copy (the tag's), else the nearest stored one (inferred for the other tags).
+    assert set(flags) <= set(VENDOR["falcon@5955b8af" if profile == "lmi-0.27.0-trtllm-0.8.0" else "falcon@06255cb7"]["flags"]), flags
     assert flags["model_dir"] == "{model}" and flags["tp_size"] == "1"
 
 
@@ -150,13 +151,15 @@ def test_chatglm_version_values_are_the_converters(lmi: str, converter: str, pla
     assert flags["chatglm_version"] == converter
 
 
-def test_chatglm_refused_where_the_converters_version_flag_is_unknown(plan_model: Any) -> None:
-    # 0.8's examples/chatglm/convert_checkpoint.py was not read (flags.toml has no [variants] chatglm
-    # for 0.8): without the flag the converter would guess the version from the directory's name.
-    plan = plan_model("trtllm", CHATGLM2, profile="lmi-0.27.0-trtllm-0.8.0", tp="1", trust_remote_code=True)
-    refusal = [e for e in plan.errors if e.code == "trtllm_route"]
-    assert len(refusal) == 1, plan.errors
-    assert "option.chatglm_model_version" in refusal[0].message and "0.8" in refusal[0].message
+def test_chatglm_on_0_8_converts_with_its_version_flag(plan_model: Any) -> None:
+    # Issue 31 item 7: 0.8's examples/chatglm/convert_checkpoint.py (@5955b8af:24-31) has --chatglm_version and
+    # its MODEL_MAP ChatGLM (models/__init__.py@5955b8af:83): planned with the flag, not refused as unread.
+    profile = "lmi-0.27.0-trtllm-0.8.0"
+    plan = plan_model("trtllm", CHATGLM2, profile=profile, tp="2", trust_remote_code=True,
+                      option=("chatglm_model_version=chatglm2_6b_32k",))
+    assert plan.valid, plan.errors
+    flags = assert_vendor_accepts(_checkpoint_argv(plan, profile), "chatglm@5955b8af")
+    assert flags["chatglm_version"] == "chatglm2" and flags["tp_size"] == "2"
 
 
 # --- finding 9: pre-quantized GPTQ on 0.7.1 and the 0.10 flag name ------------------------------------
@@ -223,13 +226,15 @@ def test_gptq_at_0_11_takes_quant_ckpt_path_and_the_models_group_size(gptq_llama
     assert flags["group_size"] == "64" and flags["weight_only_precision"] == "int4_gptq"
 
 
-# examples/models/core/glm-4-9b/convert_checkpoint.py (stored at 10c1d594) main(): assert args.pp_size == 1.
-@pytest.mark.parametrize("profile", ["lmi-0.33.0-trtllm-0.21.0", "djl-nightly-trtllm-1.0.0"])
+# main(): assert args.pp_size == 1 in every copy read: examples/chatglm/convert_checkpoint.py @5955b8af:1093,
+# @250d9c29:1013, @9691e12b:1020, @a681853d:1020; examples/models/core/glm-4-9b (stored at 10c1d594).
+@pytest.mark.parametrize("profile", sorted(CHATGLM_CONVERTER))
 def test_chatglm_pipeline_parallel_refused_where_the_converter_asserts_pp_1(profile: str, plan_model: Any) -> None:
     plan = plan_model("trtllm", CHATGLM2, profile=profile, tp="1", pp="2", trust_remote_code=True)
     refusal = [e for e in plan.errors if e.code == "trtllm_route"]
     assert len(refusal) == 1, plan.errors
-    assert "pp_size == 1" in refusal[0].message and "glm-4-9b" in refusal[0].message
+    directory = CHATGLM_CONVERTER[profile].split("@")[0]
+    assert "pp_size == 1" in refusal[0].message and f"{directory}/convert_checkpoint.py" in refusal[0].message
     assert plan_model("trtllm", CHATGLM2, profile=profile, tp="2", trust_remote_code=True).valid
 
 
@@ -248,7 +253,7 @@ PHI_CONVERTER = {"lmi-0.27.0-trtllm-0.8.0": "phi (pre-0.9 stored copy)",
                  "lmi-0.29.0-trtllm-0.11.0": "phi@5a702100", "lmi-0.30.0-trtllm-0.12.0": "phi@5a702100",
                  "lmi-0.33.0-trtllm-0.21.0": "models/core/phi@10c1d594",
                  "djl-nightly-trtllm-1.0.0": "models/core/phi@10c1d594"}
-GPTJ_CONVERTER = {"lmi-0.28.0-trtllm-0.9.0": "gptj@250d9c29", "lmi-0.29.0-trtllm-0.11.0": "gptj@250d9c29",
+GPTJ_CONVERTER = {"lmi-0.27.0-trtllm-0.8.0": "gptj@5955b8af", "lmi-0.28.0-trtllm-0.9.0": "gptj@250d9c29", "lmi-0.29.0-trtllm-0.11.0": "gptj@250d9c29",
                   "lmi-0.30.0-trtllm-0.12.0": "gptj@250d9c29", "lmi-0.33.0-trtllm-0.21.0": "models/contrib/gptj@25b6cdd8",
                   "djl-nightly-trtllm-1.0.0": "models/contrib/gptj@25b6cdd8"}
 BAICHUAN_CONVERTER = {"lmi-0.27.0-trtllm-0.8.0": "baichuan@0ab9d17a", "lmi-0.28.0-trtllm-0.9.0": "baichuan@0ab9d17a",
@@ -317,15 +322,6 @@ def test_gptj_converts_with_the_releases_own_converter(profile: str, plan_model:
     plan = _vendor_plan(GPTJ, profile, plan_model)
     flags = assert_vendor_accepts(_checkpoint_argv(plan, profile), GPTJ_CONVERTER[profile])
     assert flags["model_dir"] == "{model}" and flags["tp_size"] == "1"
-
-
-def test_gptj_refused_where_the_converter_was_not_read(plan_model: Any) -> None:
-    # No stored copy of examples/gptj/convert_checkpoint.py of the 0.8 era was found: refused, not
-    # generated from another release's flags.
-    plan = plan_model("trtllm", GPTJ, profile="lmi-0.27.0-trtllm-0.8.0", tp="1")
-    refusal = [e for e in plan.errors if e.code == "trtllm_route"]
-    assert len(refusal) == 1, plan.errors
-    assert "examples/gptj/convert_checkpoint.py" in refusal[0].message and "0.8" in refusal[0].message
 
 
 @pytest.mark.parametrize("profile", sorted(BAICHUAN_CONVERTER))

@@ -67,6 +67,27 @@ RELEASES: list[tuple[str, str, str, str | None, str]] = [
 ]
 
 
+# Where a release was read at a snapshot rather than its tag commit: its tag commit's files probed one by one
+# in the code index (read_file by repo, path and commit; issue 31 item 9). "probe" says what was asked and what
+# was not stored there, so the snapshot's reading of those stays inferred; "read" names the files that were
+# stored at the tag and what their reading showed against the snapshot's (hand-read, as converter_flags.json).
+TAG_PROBES: dict[str, dict[str, Any]] = {
+    "0.11.0": {
+        "probe": "05316d33 asked for tensorrt_llm/commands/build.py, tensorrt_llm/plugin/plugin.py, "
+                 "examples/{llama,chatglm}/convert_checkpoint.py and examples/quantization/quantize.py: only "
+                 "examples/llama/convert_checkpoint.py is stored at the tag; trtllm-build's flags and the other "
+                 "scripts stay the 9691e12b snapshot's (inferred)",
+        "read": {"examples/llama/convert_checkpoint.py":
+                 "the same parse_arguments flags and choices as 9691e12b (converter_flags.json llama@05316d33)"},
+    },
+    "0.12.0": {
+        "probe": "28fb9aac asked for tensorrt_llm/commands/build.py, tensorrt_llm/models/__init__.py and "
+                 "examples/{llama,gpt,falcon}/convert_checkpoint.py, examples/quantization/quantize.py: none is "
+                 "stored at the tag; everything stays the a681853d snapshot's (inferred)",
+        "read": {},
+    },
+}
+
 def _literal(node: ast.AST | None) -> tuple[bool, Any]:
     if node is None:
         return True, None
@@ -250,6 +271,7 @@ def extract(src: Source) -> dict[str, Any]:
                 flags.update(_plugin_arguments(src.show(commit, PLUGIN)))
                 paths.append(PLUGIN)
         versions[release] = {**entry, "commit": commit, "inferred": commit != tag_commit, "paths": paths,
+                             **({"tag_probe": TAG_PROBES[release]["probe"]} if release in TAG_PROBES else {}),
                              "flags": flags}
     return {"generated_by": "tests/vendor/trtllm/extract_build_flags.py",
             "about": "argparse of trtllm-build (tensorrt_llm/commands/build.py parse_arguments + "

@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from extract_build_flags import RELEASES, Source, _argument, _literal, source
+from extract_build_flags import RELEASES, TAG_PROBES, Source, _argument, _literal, source
 
 PATTERNS = ("examples/*/convert_checkpoint.py", "examples/quantization/quantize.py",
             "examples/llama/hf_llama_convert.py")
@@ -69,11 +69,15 @@ def extract(src: Source) -> dict[str, Any]:
         tree = src.paths(commit, "examples")
         scripts: dict[str, Any] = {}
         for path in sorted(p for p in tree if any(fnmatch.fnmatchcase(p, pattern) for pattern in PATTERNS)):
+            read_at_tag = TAG_PROBES.get(release, {}).get("read", {}).get(path)
             try:
-                scripts[path] = {"flags": _flags(src.show(commit, path))}
+                scripts[path] = {**({"tag_read": read_at_tag} if read_at_tag else {}),
+                                 "flags": _flags(src.show(commit, path))}
             except (SyntaxError, ValueError) as error:
                 scripts[path] = {"missing": True, "why": f"not extracted: {error}"}
-        releases[release] = {**entry, "commit": commit, "inferred": commit != tag_commit, "scripts": scripts}
+        probe = {"tag_probe": TAG_PROBES[release]["probe"]} if release in TAG_PROBES else {}
+        releases[release] = {**entry, "commit": commit, "inferred": commit != tag_commit, **probe,
+                             "scripts": scripts}
     return {"generated_by": "tests/vendor/trtllm/extract_script_flags.py",
             "about": "argparse of TensorRT-LLM's example scripts (convert_checkpoint.py per family, "
                      "quantization/quantize.py, 0.7's llama/hf_llama_convert.py) per release, read from "
