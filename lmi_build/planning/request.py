@@ -54,7 +54,8 @@ class PlanRequest:
              "list). Default: option.model_id / HF_MODEL_ID.")
     revision: str | None = knob(flag="--revision", option="option.revision", panel=MODEL_PANEL)
     tp: str | None = knob(flag="--tp", option="option.tensor_parallel_degree", panel=KNOBS_PANEL)  # an int, or "max"
-    pp: int | None = knob(flag="--pp", option="option.pipeline_parallel_degree", panel=KNOBS_PANEL, commands=("trtllm",))
+    pp: int | None = knob(flag="--pp", option="option.pipeline_parallel_degree", panel=KNOBS_PANEL,
+                          commands=("trtllm", "hf"))
     dtype: str | None = knob(flag="--dtype", option="option.dtype", panel=KNOBS_PANEL)
     quantize: str | None = knob(flag="--quantize", option="option.quantize", panel=KNOBS_PANEL)
     max_input_len: int | None = knob(flag="--max-input-len", option="option.max_input_len", panel=KNOBS_PANEL,

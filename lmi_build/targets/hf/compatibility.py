@@ -42,11 +42,13 @@ def container_problems(manifest: Manifest, container: str, owner: str) -> Proble
         return [message("container_target", f"artifact holds a Hugging Face checkpoint; {container} is a {kind} "
                         f"profile, which serves {serves}: check it against an hf profile ({hf_profiles})",
                         f"or build for this container: lmi-build {owner} --profile {container} ...")], []
+    from lmi_build.targets.hf.startup import startup_problems
+
     profile = get_profile(container)
     architectures = (manifest.plan.get("spec") or {}).get("architectures") or ()
     arch_errors, arch_warnings = architecture_problems(profile, architectures)
     errors, warnings = format_problems(manifest, profile)
-    return arch_errors + errors, arch_warnings + warnings
+    return arch_errors + errors + startup_problems(profile, manifest.serving_properties), arch_warnings + warnings
 
 
 def format_problems(manifest: Manifest, profile: HfProfile) -> Problems:

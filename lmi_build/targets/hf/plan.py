@@ -91,6 +91,8 @@ class HfPlanning:
         ctx.derive("engine", self.engine, "hf target")
         ctx.derive("tensor_parallel_degree", tp, "resolved tp")
         ctx.derive("dtype", checks.lmi_dtype(dtype), "resolved dtype")
+        if profile is not None:
+            self._check_startup(ctx, profile)
         return TargetPlan(
             build=build,
             toolchain=self.toolchain(ctx.request.profile),
@@ -98,6 +100,15 @@ class HfPlanning:
             dtype=dtype,
             checkpoint_work=checkpoint_work(ctx.quantization, ctx.spec.torch_dtype, dtype),
         )
+
+    @staticmethod
+    def _check_startup(ctx: PlanContext, profile: HfProfile) -> None:
+        """The profile's handler at start-up on the serving.properties this plan writes
+        (``startup.startup_problems``, which ``verify --for-container`` applies to the built one)."""
+        from lmi_build.artifact.packager import written_properties
+        from lmi_build.targets.hf.startup import startup_problems
+
+        ctx.findings.add_errors(startup_problems(profile, written_properties(*ctx.written_properties(), "hf")))
 
 
 def checkpoint_work(quantization: QuantizationPlan, source_dtype: str | None, dtype: str) -> CheckpointWork | None:

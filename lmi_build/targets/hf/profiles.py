@@ -51,6 +51,11 @@ class HfProfile(BaseModel):
     modelopt_algos: tuple[str, ...]  # ModelOpt quant_algo values its vLLM's modelopt loader takes
     sources: tuple[str, ...]
     inferred: tuple[str, ...] = ()
+    # Its DJL handler's start-up: option.pipeline_parallel_degree > 1 accepted; vLLM engine-argument
+    # spellings DJL refuses when they differ from its own key (vLLM name -> LMI key); the lines read.
+    pipeline_parallel: bool
+    engine_arg_conflicts: dict[str, str]
+    startup_sources: tuple[str, ...]
 
     def versions(self) -> dict[str, str]:
         return {"lmi": self.lmi_version, "vllm": self.vllm, "transformers": self.transformers}

@@ -68,6 +68,9 @@ def container_batching(properties: Mapping[str, str], profile: NeuronProfile) ->
         rolling = given or ("disable" if rule == "tnx_disable" else "auto")
         why = (f"option.rolling_batch={given}" if given else
                f"no option.rolling_batch: the LmiConfigRecommender reads it as {rolling}")
+        if rolling in profile.rolling_batch_renamed:
+            rolling = profile.rolling_batch_renamed[rolling]
+            why += f", which it rewrites to {rolling}"
         if rolling == "auto" and rule in ("tnx_disable", "auto"):
             written = _int(properties.get("option.max_rolling_batch_size"), 1)
             vllm_from = profile.auto_rolling_batch_vllm_from
@@ -76,6 +79,10 @@ def container_batching(properties: Mapping[str, str], profile: NeuronProfile) ->
                 f" (option.max_rolling_batch_size {written} >= {vllm_from})" if rolling == "vllm" else "")
     option_batch = _int(properties.get("option.batch_size"), 1)
     refusal = None
+    if recommender and rolling in profile.mpi_rolling_batch:
+        refusal = (f"the LmiConfigRecommender sets option.mpi_mode=true for option.rolling_batch={rolling}, and the "
+                   "MPI path counts GPUs, of which a Neuron host has none: \"GPU devices are not enough to run N "
+                   f"partitions\" ({'; '.join(profile.mpi_sources)})")
     if rolling != "disable":
         max_rolling = properties.get("option.max_rolling_batch_size")
         if max_rolling is not None:
@@ -86,7 +93,7 @@ def container_batching(properties: Mapping[str, str], profile: NeuronProfile) ->
             neff_batch = VLLM_MAX_ROLLING_BATCH if rolling == "vllm" else PYTHON_MAX_ROLLING_BATCH  # setRollingBatchSize
         else:
             neff_batch = PYTHON_MAX_ROLLING_BATCH
-        if option_batch > 1:
+        if option_batch > 1 and refusal is None:
             refusal = (f"DJL refuses option.batch_size={option_batch} with rolling batch ({why}): \"Dynamic batching "
                        "and rolling batch cannot be enabled at the same time\" (tnx_properties.py validate_batch_size)")
     else:

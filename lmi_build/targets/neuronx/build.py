@@ -21,8 +21,8 @@ from lmi_build.planning.saved import PLAN_FILE, SavedPlan
 from lmi_build.runners import LOG_DIR, make_runner
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.targets.neuronx.layouts import LAYOUTS
+from lmi_build.targets.neuronx.plan import unbuilt_reason
 from lmi_build.targets.neuronx.profiles import NeuronProfile, get_profile
-from lmi_build.targets.neuronx.sdk import sdk
 from lmi_build.targets.neuronx.steps import BUNDLE_SCRIPT
 
 # The Python with the Neuron SDK that --runner local uses (default: the one running lmi-build).
@@ -34,7 +34,6 @@ PROBE_TIMEOUT_S = 120
 LEGACY_LAYOUT = "neuronx-legacy"
 OPTIMUM_LAYOUT = "neuronx-optimum"
 SPLIT_LAYOUT = "neuronx-split"
-OPTIMUM_CLASS = "optimum.neuron.NeuronModelForCausalLM"
 
 
 @dataclass(frozen=True)
@@ -73,19 +72,8 @@ def preflight(saved: SavedPlan, settings: BuildSettings) -> None:
     plan = saved.plan
     knobs = plan.knobs(NeuronxBuild)
     profile = get_profile(plan.toolchain.profile)
-    if knobs.loader not in ("tnx", "optimum"):
-        why = sdk().unbuilt_loaders[knobs.loader].reason
-        raise UnsupportedTarget(f"{profile.name} loads this model with DJL's {knobs.loader} loader, "
-                                f"whose artifact lmi-build does not build: {why}",
-                                hint="pick a profile or options where DJL uses transformers-neuronx or "
-                                     "optimum-neuron (lmi-build profiles list)")
-    if knobs.layout == "neuronx-split" and profile.split_layout_unbuilt:
-        raise UnsupportedTarget(f"{profile.name}: lmi-build does not build its split checkpoint/ + compiled/ layout: "
-                                f"{profile.split_layout_unbuilt}", hint="pick lmi-0.27.0 or newer (lmi-build profiles list)")
-    if knobs.loader == "optimum" and profile.optimum_class != OPTIMUM_CLASS:
-        raise UnsupportedTarget(f"{profile.name} exports with {profile.optimum_class}, not {OPTIMUM_CLASS}: "
-                                "lmi-build's driver would not be the container's code path",
-                                hint="pick lmi-0.27.0 or newer (lmi-build profiles list)")
+    if (unbuilt := unbuilt_reason(profile, knobs.loader, knobs.layout)) is not None:
+        raise UnsupportedTarget(unbuilt[0], hint=unbuilt[1])
     if settings.compiled_dir is not None:
         if not settings.compiled_dir.is_dir():
             raise SourceError(f"--compiled-dir {settings.compiled_dir} is not a directory",

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 DEFAULT_GQA = "shard-over-heads"  # TNX's own default; option.group_query_attention's choices are the table's
 AMP = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
 OPTIMUM_TASK = "text-generation"  # DJL's task_from_config for a *ForCausalLM architecture
+OPTIMUM_CLASS = "optimum.neuron.NeuronModelForCausalLM"  # the class lmi-build's driver exports with
 
 
 def token_buckets(n_positions: int, first_bucket: int) -> tuple[int, ...]:
@@ -123,6 +124,23 @@ def serving_compiler_flags(container_flags: str, properties: Mapping[str, str]) 
                           properties_built=2 if properties.get("option.speculative_draft_model") else 1)
 
 
+def unbuilt_reason(profile: NeuronProfile, loader: str, layout: str) -> tuple[str, str] | None:
+    """(why, hint) when lmi-build does not build the artifact of ``loader``/``layout`` for ``profile``:
+    a plan error and the build's preflight refusal alike, so plan and build give one verdict."""
+    if loader not in ("tnx", "optimum"):
+        why = sdk().unbuilt_loaders[loader].reason
+        return (f"{profile.name} loads this model with DJL's {loader} loader, whose artifact lmi-build does not "
+                f"build: {why}", "pick a profile or options where DJL uses transformers-neuronx or optimum-neuron "
+                                 "(lmi-build profiles list)")
+    if layout == "neuronx-split" and profile.split_layout_unbuilt:
+        return (f"{profile.name}: lmi-build does not build its split checkpoint/ + compiled/ layout: "
+                f"{profile.split_layout_unbuilt}", "pick lmi-0.27.0 or newer (lmi-build profiles list)")
+    if loader == "optimum" and profile.optimum_class != OPTIMUM_CLASS:
+        return (f"{profile.name} exports with {profile.optimum_class}, not {OPTIMUM_CLASS}: lmi-build's driver "
+                "would not be the container's code path", "pick lmi-0.27.0 or newer (lmi-build profiles list)")
+    return None
+
+
 class LoaderRefused(ValueError):
     """DJL itself would refuse this option.model_loader at start-up (message, hint)."""
 
@@ -139,14 +157,16 @@ def _optimum_unsupported(model_type: str, rolling: bool) -> bool:
 
 
 def choose_loader(profile: NeuronProfile, *, model_type: str, rolling: bool,
-                  options: Mapping[str, str]) -> Loader:
+                  options: Mapping[str, str], rolling_batch: str | None = None) -> Loader:
     """The model loader DJL picks in ``profile``'s release, from the serving.properties it will
     read (``options``: keys without ``option.``, only those set). An explicit ``model_loader`` wins
     where the release has it; 0.27+ ``partition_schema`` picks one when it is unset; then the
     release's default: 0.28+ transformers-neuronx; 0.26 optimum-neuron unless rolling batch, a model
     type outside optimum's, load_split_model or load_in_8bit; 0.27 optimum-neuron for its model
     types (llama/mistral only with rolling batch) unless a TNX-only option is set. Raises
-    ``LoaderRefused`` where DJL would fail to start."""
+    ``LoaderRefused`` where DJL would fail to start. ``model_loader=vllm`` is the vLLM loader only
+    when ``rolling_batch`` (as the release resolves it) is vllm; otherwise DJL sets no loader class
+    for it and keeps transformers-neuronx (``vllm_loader_sources``)."""
     rules = sdk().loader_rules
     requested = options.get("model_loader")
     schema = options.get("partition_schema")
@@ -169,6 +189,15 @@ def choose_loader(profile: NeuronProfile, *, model_type: str, rolling: bool,
             if _optimum_unsupported(model_type, rolling):
                 raise LoaderRefused(f"{profile.name}'s optimum loader does not support {model_type} "
                                     f"{'with' if rolling else 'without'} rolling batch",
+                                    "leave option.model_loader unset (transformers-neuronx)")
+        if requested == "vllm" and rolling_batch is not None:
+            if rolling_batch != "vllm":
+                return "tnx"
+            if model_type not in rules.vllm_loader_model_types:
+                raise LoaderRefused(f"{profile.name} refuses option.model_loader=vllm for {model_type}: DJL raises "
+                                    "\"VllmModelLoader does not support this config\" (vLLM's Neuron loader there "
+                                    f"takes {', '.join(rules.vllm_loader_model_types)}; "
+                                    f"{'; '.join(rules.vllm_loader_sources)})",
                                     "leave option.model_loader unset (transformers-neuronx)")
         return requested
     if schema is not None and profile.tnx_switch != "rolling_batch":
@@ -292,7 +321,8 @@ class NeuronxPlanning:
 
         n_positions = self._n_positions(ctx, defaults, profile)
         batch, rolling = self._batching(ctx, profile)
-        continuous = self._continuous_batching(profile, rolling=rolling, batch=batch, model_type=spec.model_type)
+        continuous = self._continuous_batching(profile, rolling=rolling, batch=batch, model_type=spec.model_type,
+                                               rolling_batch=ctx.text_value("rolling_batch"))
         if continuous:
             n_positions = (max(n_positions),)
         else:
@@ -382,6 +412,11 @@ class NeuronxPlanning:
             # The Neuron container's only spelling (it then loads with load_in_8bit).
             ctx.derive("quantize", "static_int8", "neuronx int8 weights")
         self._check_startup(ctx, profile, build, base)
+        # What the build's preflight refuses, unless the start-up model already said why (a loader that
+        # compiles at start-up): plan and build give one verdict (issue 32 item 3).
+        if (unbuilt := unbuilt_reason(profile, loader, layout)) is not None and not ctx.findings.has(
+                "neuron_loader_compiles"):
+            ctx.findings.error("neuron_unbuilt", unbuilt[0], hint=unbuilt[1])
         return TargetPlan(
             build=build,
             toolchain=self.toolchain(profile.name),
@@ -390,10 +425,15 @@ class NeuronxPlanning:
         )
 
     @staticmethod
-    def _continuous_batching(profile: NeuronProfile, *, rolling: bool, batch: int, model_type: str) -> bool:
-        """Whether DJL compiles for TNX continuous batching in this release (profile rule)."""
+    def _continuous_batching(profile: NeuronProfile, *, rolling: bool, batch: int, model_type: str,
+                             rolling_batch: str | None = None) -> bool:
+        """Whether DJL compiles for TNX continuous batching in this release (profile rule;
+        ``rolling_batch``: the resolved option.rolling_batch, vllm being continuous where the release
+        says so)."""
         if not rolling:
             return False
+        if profile.vllm_continuous_batching and rolling_batch == "vllm":
+            return True
         if profile.continuous_batching_rule == "rolling":
             return True
         model_types = sdk().defaults.continuous_batching_model_types
@@ -460,8 +500,17 @@ class NeuronxPlanning:
                    if key.startswith("option.") and item.value != "" and ctx.user_set(key)}
         if ctx.quantization.method == "int8":
             options.update(quantize="static_int8", load_in_8bit="true")
+        rolling_batch = ctx.text_value("rolling_batch") or "disable"
         try:
-            return choose_loader(profile, model_type=ctx.spec.model_type, rolling=rolling, options=options)
+            loader = choose_loader(profile, model_type=ctx.spec.model_type, rolling=rolling, options=options,
+                                   rolling_batch=rolling_batch)
+            if options.get("model_loader") == "vllm" and loader == "tnx":
+                ctx.findings.warn("neuron_model_loader_ignored",
+                                  f"option.model_loader=vllm selects vLLM's loader only with option.rolling_batch=vllm; "
+                                  f"with rolling_batch={rolling_batch} {profile.name} keeps its transformers-neuronx "
+                                  f"loader, which this build compiles for ({'; '.join(sdk().loader_rules.vllm_loader_sources)})",
+                                  hint="drop option.model_loader=vllm")
+            return loader
         except LoaderRefused as refused:
             ctx.findings.error("neuron_model_loader", str(refused), hint=refused.hint)
             return "tnx"

@@ -63,6 +63,10 @@ class NeuronProfile(BaseModel):
     # max_rolling_batch_size > 1).
     continuous_batching_rule: Literal["rolling", "rolling_model_type", "rolling_model_type_batch"] = (
         "rolling_model_type_batch")
+    # 0.28/0.29: option.rolling_batch=vllm compiles for continuous batching whatever the model type
+    # and batch (``vllm_continuous_batching_sources``).
+    vllm_continuous_batching: bool = False
+    vllm_continuous_batching_sources: tuple[str, ...] = ()
     # Its context buckets when option.context_length_estimate is unset: "n_positions" (0.26-0.29:
     # [n_positions]) or "buckets" (0.30+: 128, 1024, 2048, ... n_positions; [n_positions] with
     # option.cache_layout=BSH). When DJL raises on a given list (RuntimeError "need to be the same as
@@ -84,6 +88,12 @@ class NeuronProfile(BaseModel):
     rolling_batch_recommender: Literal["none", "without_engine", "tnx_disable", "auto"]
     auto_rolling_batch_vllm_from: int | None = None
     rolling_batch_sources: tuple[str, ...] = ()
+    # Rolling batch values for which the recommender turns on option.mpi_mode (setMpiMode), whose
+    # MPI path counts GPUs and finds none on a Neuron host ("GPU devices are not enough"): cited in
+    # ``mpi_sources``. ``rolling_batch_renamed``: values the recommender rewrites (0.33+: lmi-dist -> vllm).
+    mpi_rolling_batch: tuple[str, ...] = ()
+    mpi_sources: tuple[str, ...] = ()
+    rolling_batch_renamed: dict[str, str] = {}
     # What option.compiled_graph_path=s3://... does: "cache" (only NEURON_COMPILE_CACHE_URL: the
     # compile-cache tree is read) or "rejected" (0.27 also model.load()s the s3 URL, which
     # transformers-neuronx refuses as a missing directory). Citations: ``compiled_graph_path_sources``.

@@ -47,6 +47,8 @@ class LoaderRules(BaseModel):
     optimum_model_types_026: tuple[str, ...]
     tnx_true_options_026: tuple[str, ...]
     optimum_partition_schema: str
+    vllm_loader_model_types: tuple[str, ...]
+    vllm_loader_sources: tuple[str, ...] = Field(min_length=1)
 
 
 class TpRules(BaseModel):

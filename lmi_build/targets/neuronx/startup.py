@@ -55,6 +55,7 @@ class StartupInputs:
     neffs: tuple[str, ...] | None = None  # the NEFF files the artifact holds; None: not built yet (plan)
     served_flags: str | None = None  # the container's flags string when known otherwise (verify --neuron-cc-flags)
     container_flags: str | None = None  # the container's NEURON_CC_FLAGS, where not the profile's (plan: the env)
+    continuous_batching: bool | None = None  # whether the NEFFs were compiled for TNX continuous batching
 
 
 def from_manifest(manifest: Manifest, served_flags: str | None = None) -> StartupInputs:
@@ -73,7 +74,8 @@ def from_manifest(manifest: Manifest, served_flags: str | None = None) -> Startu
         compiler_flags=flags if isinstance(flags, str) else None,
         built_loader=build.get("loader") if isinstance(build.get("loader"), str) else None,
         neffs=tuple(sorted(f.path for f in manifest.files if f.path.endswith(".neff"))),
-        served_flags=served_flags)
+        served_flags=served_flags,
+        continuous_batching=build["continuous_batching"] if isinstance(build.get("continuous_batching"), bool) else None)
 
 
 def from_planned(options: Mapping[str, str], sources: Mapping[str, str], build: NeuronxBuild, spec: ModelSpec,
@@ -89,7 +91,7 @@ def from_planned(options: Mapping[str, str], sources: Mapping[str, str], build: 
     return StartupInputs(properties=properties, layout=build.layout, spec=spec, batch_size=build.batch_size,
                          on_device_embedding=bool(build.neuron_config.get("on_device_embedding")),
                          compiler_flags=build.compiler_flags, built_loader=build.loader,
-                         container_flags=container_flags)
+                         container_flags=container_flags, continuous_batching=build.continuous_batching)
 
 
 def evaluate(profile: NeuronProfile, facts: StartupInputs) -> StartupOutcome:
@@ -177,7 +179,7 @@ def _loader(profile: NeuronProfile, facts: StartupInputs, rolling_batch: str, ru
     sources = sdk().startup.loader_sources
     try:
         loader = choose_loader(profile, model_type=facts.spec.model_type, rolling=rolling_batch != "disable",
-                               options=options)
+                               options=options, rolling_batch=rolling_batch)
     except LoaderRefused as refused:
         rules.append(RuleFinding(rule="neuron_model_loader", effect="rejected", message=str(refused),
                                  sources=sources, hint=refused.hint))
@@ -210,7 +212,21 @@ def _contexts(profile: NeuronProfile, facts: StartupInputs, reading: Any, rules:
     if facts.spec is None or reading.neff_batch is None:
         return False
     continuous = NeuronxPlanning._continuous_batching(profile, rolling=reading.rolling, batch=reading.neff_batch,
-                                                      model_type=facts.spec.model_type)
+                                                      model_type=facts.spec.model_type,
+                                                      rolling_batch=reading.rolling_batch)
+    if facts.continuous_batching is not None and continuous != facts.continuous_batching:
+        # Another NeuronConfig (continuous_batching) and other n_positions/context estimates: another HLO,
+        # so TNX's lookup of the shipped NEFFs by hash fails (set_neff_bytes: FileNotFoundError).
+        cache = facts.layout == CACHE_LAYOUT
+        rules.append(RuleFinding(
+            rule="neuron_continuous_batching", effect="recompiles" if cache else "rejected",
+            message=f"{profile.name} compiles with continuous batching {'on' if continuous else 'off'} "
+                    f"(option.rolling_batch={reading.rolling_batch}), the NEFFs were compiled with it "
+                    f"{'on' if facts.continuous_batching else 'off'}: another graph, which "
+                    + ("the compile cache does not hold" if cache else
+                       "transformers-neuronx does not find among the shipped NEFFs (set_neff_bytes: FileNotFoundError)"),
+            sources=(*profile.vllm_continuous_batching_sources, *profile.continuous_batching_contexts_sources),
+            hint="serve with the serving.properties the artifact ships, or rebuild with this option.rolling_batch"))
     text = facts.properties.get("option.context_length_estimate")
     top = facts.properties.get("option.n_positions", "")
     if not continuous or not text or not top.isdigit():

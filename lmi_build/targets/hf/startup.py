@@ -1,0 +1,45 @@
+"""What an hf container profile's DJL handler does at start-up with the serving.properties an hf
+artifact ships: the refusals of its properties manager (``data/serving_formats.toml``, per profile
+``pipeline_parallel``, ``engine_arg_conflicts``, ``startup_sources``). ``plan`` evaluates it on the
+properties it will write, ``verify --for-container`` on the artifact's: the same rule on the same input.
+
+Recorded by executing each release's properties manager on lmi-build's own outputs
+(``tests/vendor/djl/verdicts.json``), which a test compares with these rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from lmi_build.artifact.target_api import message
+from lmi_build.types import PlanMessage
+
+if TYPE_CHECKING:
+    from lmi_build.targets.hf.profiles import HfProfile
+
+
+def startup_problems(profile: HfProfile, properties: Mapping[str, str]) -> list[PlanMessage]:
+    """The errors ``profile``'s handler raises at start-up on ``properties`` (full serving.properties keys)."""
+    where = f"{profile.name} ({profile.engine})"
+    cited = "; ".join(profile.startup_sources)
+    errors: list[PlanMessage] = []
+    pp = properties.get("option.pipeline_parallel_degree", "").strip()
+    if not profile.pipeline_parallel and pp and pp != "1":
+        errors.append(message("hf_pipeline_parallel",
+                              f"{where} refuses option.pipeline_parallel_degree={pp}: DJL raises \"Pipeline "
+                              f"parallelism is not supported in vLLM's LLMEngine\" at start-up ({cited})",
+                              "drop --pp / option.pipeline_parallel_degree (shard with --tp), or serve with a "
+                              "profile whose engine takes pipeline parallelism (lmi-build profiles list)"))
+    for vllm_name, lmi_key in profile.engine_arg_conflicts.items():
+        given = properties.get(f"option.{vllm_name}")
+        if given is None:
+            continue
+        # DJL compares the raw serving.properties string with its own parsed int, which the Java
+        # front-end always fills: any value of the vLLM spelling is "conflicting", an equal one too.
+        errors.append(message("hf_engine_arg_conflict",
+                              f"{where} refuses option.{vllm_name}={given}: DJL takes only its own {lmi_key} "
+                              f"and raises on a vLLM {vllm_name} next to it (\"configs have been set with "
+                              f"conflicting values\"; {cited})",
+                              f"write {lmi_key}={given} instead of option.{vllm_name}"))
+    return errors

@@ -1,0 +1,72 @@
+"""Issue 31 items 1-2: what an hf profile's DJL handler refuses at start-up (``targets/hf/startup.py``),
+read by executing the release's properties manager (``tests/vendor/djl/verdicts.json``). vLLM 0.35/0.36
+raise on option.pipeline_parallel_degree != 1 and on any vLLM spelling (max_num_seqs,
+tensor_parallel_size, pipeline_parallel_size) of their own keys; LMI-Dist 11 (0.29) takes pipeline
+parallelism. ``plan`` and ``verify --for-container`` give the same verdict; ``lmi-build hf`` takes
+``--pp`` as ``plan hf`` does."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from lmi_build.artifact.verify import serving_target, verify_local
+from lmi_build.cli import app
+from lmi_build.targets import TARGETS
+from lmi_build.targets.hf.knobs import HfBuild
+from tests.fixtures_artifact import HF, HF_LAYOUT, make_plan
+from tests.fixtures_planning import Planner, codes
+
+VLLM_0_11 = "lmi-0.35.0-vllm-0.11.1"
+VLLM_0_17 = "lmi-0.36.0-vllm-0.17.0"
+LMI_DIST = "lmi-0.29.0-lmi-dist-11.0.0"
+LLAMA = "meta-llama--Llama-2-7b-hf"
+
+
+@pytest.mark.parametrize("profile", [VLLM_0_11, VLLM_0_17])
+def test_pipeline_parallel_refused_on_vllm_profiles(profile: str, plan_model: Planner) -> None:
+    by_flag = plan_model("hf", LLAMA, profile=profile, pp=2)
+    by_option = plan_model("hf", LLAMA, profile=profile, option=("option.pipeline_parallel_degree=2",))
+    for plan in (by_flag, by_option):
+        assert "hf_pipeline_parallel" in codes(plan), [e.message for e in plan.errors]
+        message = next(e.message for e in plan.errors if e.code == "hf_pipeline_parallel")
+        assert "Pipeline parallelism is not supported" in message and "vllm_rb_properties.py" in message
+
+
+def test_pipeline_parallel_taken_by_lmi_dist(plan_model: Planner) -> None:
+    plan = plan_model("hf", LLAMA, profile=LMI_DIST, pp=2)
+    assert "hf_pipeline_parallel" not in codes(plan)
+    assert plan.options["option.pipeline_parallel_degree"] == "2"
+
+
+@pytest.mark.parametrize(("option", "lmi_key"), [("option.max_num_seqs=64", "option.max_rolling_batch_size"),
+                                                 ("option.tensor_parallel_size=1", "option.tensor_parallel_degree"),
+                                                 ("option.pipeline_parallel_size=1", "option.pipeline_parallel_degree")])
+def test_vllm_spellings_of_djl_keys_refused(option: str, lmi_key: str, plan_model: Planner) -> None:
+    # Even a value equal to DJL's own: DJL compares the raw string with its parsed int.
+    plan = plan_model("hf", LLAMA, profile=VLLM_0_11, option=(option,))
+    assert "hf_engine_arg_conflict" in codes(plan), [e.message for e in plan.errors]
+    error = next(e for e in plan.errors if e.code == "hf_engine_arg_conflict")
+    assert error.hint is not None and error.hint.startswith(f"write {lmi_key}=")
+    assert "hf_engine_arg_conflict" not in codes(plan_model("hf", LLAMA, profile=LMI_DIST, option=(option,)))
+
+
+def test_verify_for_container_refuses_what_the_plan_refuses(make_artifact: Callable[..., Path],
+                                                            source_model: Path) -> None:
+    options = {**make_plan("hf").options, "option.pipeline_parallel_degree": "2", "option.max_num_seqs": "64"}
+    plan = make_plan("hf", build=HfBuild(tp=1, dtype="float16"), options=options)
+    artifact = make_artifact(plan, HF, HF_LAYOUT, source_model, source_model)
+    for container, expected in ((VLLM_0_11, {"hf_pipeline_parallel", "hf_engine_arg_conflict"}),
+                                (VLLM_0_17, {"hf_pipeline_parallel", "hf_engine_arg_conflict"}), (LMI_DIST, set())):
+        report = verify_local(artifact, TARGETS, serving=serving_target(TARGETS, container=container))
+        assert {e.code for e in report.errors} == expected, (container, report.errors)
+
+
+def test_hf_build_takes_pp_as_plan_does(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["hf", "--model", "demo:tiny-llama", "--pp", "2", "--profile", VLLM_0_11,
+                                      "--output", str(tmp_path / "o")])
+    assert "No such option" not in result.output
+    assert result.exit_code != 0 and "hf_pipeline_parallel" in result.output, result.output

@@ -1,0 +1,291 @@
+"""Execute DJL Serving's own Python properties managers (issue 31, Deliver 1) on a corpus of
+serving.properties, and record each release's verdict (accepted, or the exception text) and the values
+it resolves, as facts with branch and commit: tests/vendor/djl/verdicts.json.
+
+    .venv/bin/python tests/vendor/djl/execute_properties.py /path/to/djl-serving.git > tests/vendor/djl/verdicts.json
+
+The corpus is the serving.properties lmi-build writes (``lmi_build.artifact.packager.written_properties``
+of a real plan) for every fixture config.json (tests/fixtures/hf-configs) x profile x option set below,
+for the hf and neuronx targets: made in this process, which imports lmi-build. Each release branch is
+then executed in a fresh interpreter (``--execute``): the branch's engines/python/setup is extracted
+with ``git archive`` to a temporary directory, put first on sys.path, and these modules, only, are
+replaced by call recorders (every attribute a recorder, every call recorded and answered by a
+recorder): torch, transformers_neuronx, tensorrt_llm, vllm, lmi_dist, optimum, neuronx_distributed.
+What the recorders cannot stand in for, said here:
+
+- ``vllm.EngineArgs``: DJL reads three class defaults (quantization, max_num_batched_tokens,
+  cpu_offload_gb: None/None/0, vLLM's own defaults) and ``EngineArgs.__annotations__`` membership,
+  which the recorder answers "yes" for every key (vLLM's field list is not recorded; a key that is not
+  a vLLM field would pass through to vLLM here).
+- The Java front-end (``LmiConfigRecommender``) runs before the Python and is not executed: the keys
+  it always fills are filled here as it does (and, in the GPU images, its rolling batch and lmi-dist's MPI mode) (0.35.0-dlc LmiConfigRecommender.java:88-136,
+  0.30.0-dlc:84-140): tensor_parallel_degree (the written one), pipeline_parallel_degree 1,
+  max_rolling_batch_size 32 (256 for rolling_batch vllm); its MPI mode is not applied.
+- Only the properties managers run (VllmRbProperties, LmiDistRbProperties, TransformerNeuronXProperties
+  and each one's ``get_engine_args`` where the release has it), not the handlers' model loading.
+
+Each branch's Python is run with the pydantic 2 of this interpreter: every branch recorded here
+(0.28.0-dlc on) is written for pydantic 2 (``field_validator``); 0.26/0.27 use pydantic 1 (``validator``,
+``root_validator``) and would need a pydantic<2 venv (``--python``), so they are not recorded.
+
+Nothing here copies DJL code into the repository: the facts are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import types
+from pathlib import Path
+from typing import Any, ClassVar
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "hf-configs"
+RECORDED = ("torch", "transformers_neuronx", "tensorrt_llm", "vllm", "lmi_dist", "optimum", "neuronx_distributed")
+
+# branch -> (lmi-build profile, target, the DJL properties class the handler builds, module, the rolling
+# batch the image's recommender picks when serving.properties has none: its SERVING_FEATURES engine,
+# LmiConfigRecommender setRollingBatch, 0.29.0-dlc:100-115, 0.35.0-dlc:48-75; "" where lmi-build writes it)
+BRANCHES: dict[str, tuple[str, str, str, str, str]] = {
+    "0.28.0-dlc": ("lmi-0.28.0-neuronx-sdk2.18.2", "neuronx", "TransformerNeuronXProperties", "tnx_properties", ""),
+    "0.29.0-dlc": ("lmi-0.29.0-neuronx-sdk2.19.1", "neuronx", "TransformerNeuronXProperties", "tnx_properties", ""),
+    "0.30.0-dlc": ("lmi-0.30.0-neuronx-sdk2.20.1", "neuronx", "TransformerNeuronXProperties", "tnx_properties", ""),
+    "0.29.0-dlc#lmi-dist": ("lmi-0.29.0-lmi-dist-11.0.0", "hf", "LmiDistRbProperties", "lmi_dist_rb_properties",
+                            "lmi-dist"),
+    "0.35.0-dlc": ("lmi-0.35.0-vllm-0.11.1", "hf", "VllmRbProperties", "vllm_rb_properties", "vllm"),
+    "0.36.0-lmi27-dlc": ("lmi-0.36.0-vllm-0.17.0", "hf", "VllmRbProperties", "vllm_rb_properties", "vllm"),
+}
+# The option sets each fixture is planned with (flags as PlanRequest fields; -o options).
+OPTION_SETS: dict[str, list[dict[str, Any]]] = {
+    "hf": [{}, {"pp": 2}, {"option": ("option.max_num_seqs=64",)}, {"option": ("option.tensor_parallel_size=4",)},
+           {"option": ("option.tensor_parallel_size=2",)},  # equal to the written tp: refused too (str vs int)
+           {"max_batch_size": 64}],
+    "neuronx": [{}, {"max_batch_size": 4}, {"option": ("option.batch_size=4",)},
+                {"max_batch_size": 4, "option": ("option.rolling_batch=vllm",)},
+                {"max_batch_size": 4, "option": ("option.model_loader=vllm",)},
+                {"max_batch_size": 4, "option": ("option.rolling_batch=lmi-dist",)}],
+}
+RESOLVED = ("rolling_batch", "model_loader", "batch_size", "max_rolling_batch_size", "n_positions",
+            "context_length_estimate", "tensor_parallel_degree", "pipeline_parallel_degree", "dtype", "amp",
+            "quantize")
+
+
+# ------------------------------------------------------------------ corpus (lmi-build's side)
+def corpus(target: str, profile: str) -> list[dict[str, Any]]:
+    """The serving.properties lmi-build writes for every fixture x option set (lmi-build's verdict on
+    each is the comparison test's to compute: tests/targets/test_djl_verdicts.py)."""
+    from lmi_build.artifact.packager import serving_properties
+    from lmi_build.planner import plan_request
+    from lmi_build.planning.request import PlanRequest
+    from lmi_build.targets import get_target
+
+    entries = []
+    for config in sorted(FIXTURES.glob("*/config.json")):
+        for fields in OPTION_SETS[target]:
+            request = PlanRequest(model=str(config.parent), profile=profile, tp="2", env={}, **fields)
+            try:
+                plan = plan_request(request, get_target(target)).plan
+            except Exception:  # a model lmi-build does not plan at all: nothing is written
+                continue
+            layouts = get_target(target).layouts()
+            layout = layouts.get(str(getattr(plan.build, "layout", "")), next(iter(layouts.values())))
+            try:
+                properties = serving_properties(plan, layout)
+            except Exception:  # no knobs (no recipe for the target): nothing is written
+                continue
+            entries.append({"model": config.parent.name, "fields": _shown(fields), "properties": properties})
+    return entries
+
+
+def _shown(fields: dict[str, Any]) -> dict[str, Any]:
+    return {key: list(value) if isinstance(value, tuple) else value for key, value in fields.items()}
+
+
+# ------------------------------------------------------------------ execution (the release's side)
+class Recorder:
+    """Any attribute is a recorder, any call is recorded and answered with a recorder."""
+
+    calls: ClassVar[list[str]] = []
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> Recorder:
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        return Recorder(f"{self._name}.{attribute}")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Recorder:
+        Recorder.calls.append(f"{self._name}({', '.join(sorted(kwargs))})")
+        return Recorder(f"{self._name}()")
+
+    def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type, ...]:
+        return (object,)
+
+
+class EveryKey(dict):  # type: ignore[type-arg]
+    def __contains__(self, key: object) -> bool:
+        return True
+
+
+class _EngineArgs:
+    """vllm.EngineArgs as DJL's properties manager reads it (see the module docstring)."""
+
+    quantization = None
+    max_num_batched_tokens = None
+    cpu_offload_gb = 0
+    __annotations__ = EveryKey()
+
+    @classmethod
+    def add_cli_args(cls, parser: Any) -> Any:
+        return parser
+
+    @classmethod
+    def from_cli_args(cls, args: Any) -> Any:
+        return types.SimpleNamespace(**vars(args))
+
+
+class _Parser:
+    def parse_args(self, args: list[str]) -> Any:
+        parsed: dict[str, Any] = {}
+        key = None
+        for item in args:
+            if item.startswith("--"):
+                key = item[2:]
+                parsed[key] = True
+            elif key is not None:
+                parsed[key] = item if parsed[key] is True else [*([parsed[key]] if not isinstance(parsed[key], list)
+                                                                    else parsed[key]), item]
+        return types.SimpleNamespace(**parsed)
+
+
+def install_recorders() -> None:
+    import importlib.abc
+    import importlib.machinery
+
+    class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+        def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+            if name.split(".")[0] in RECORDED:
+                return importlib.machinery.ModuleSpec(name, self, is_package=True)
+            return None
+
+        def create_module(self, spec: Any) -> Any:
+            module = types.ModuleType(spec.name)
+            module.__path__ = []  # type: ignore[attr-defined]
+            module.__getattr__ = lambda attribute: Recorder(f"{spec.name}.{attribute}")  # type: ignore[method-assign]
+            if spec.name == "vllm":
+                module.EngineArgs = module.AsyncEngineArgs = _EngineArgs  # type: ignore[attr-defined]
+            if spec.name.endswith("argparse_utils") or spec.name == "vllm.utils":
+                module.FlexibleArgumentParser = _Parser  # type: ignore[attr-defined]
+            return module
+
+        def exec_module(self, module: Any) -> None:
+            return None
+
+    sys.meta_path.insert(0, Finder())
+
+
+def java_fills(properties: dict[str, str], rolling_batch: str = "") -> dict[str, str]:
+    """serving.properties as the Python side receives them: option.* without the prefix, engine, and the
+    keys the Java recommender always fills (module docstring), with the image's rolling batch when none
+    is written, and its MPI mode for lmi-dist (setMpiMode, 0.29.0-dlc LmiConfigRecommender.java:132-140)."""
+    given = {key.removeprefix("option."): value for key, value in properties.items()
+             if key.startswith("option.") or key == "engine"}
+    if rolling_batch:
+        given.setdefault("rolling_batch", rolling_batch)
+    if given.get("rolling_batch") == "lmi-dist" and rolling_batch == "lmi-dist":
+        given["mpi_mode"] = "true"  # only in the lmi-dist image: on Neuron it is the refusal (not executed)
+    given.setdefault("model_dir", "/opt/ml/model")  # the model directory the front-end always passes
+    given.setdefault("pipeline_parallel_degree", "1")
+    given.setdefault("max_rolling_batch_size", "256" if given.get("rolling_batch") == "vllm" else "32")
+    return given
+
+
+def execute(setup: Path, class_name: str, module: str, rolling_batch: str,
+            entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    sys.path.insert(0, str(setup))
+    install_recorders()
+    import importlib
+
+    properties_class = getattr(importlib.import_module(f"djl_python.properties_manager.{module}"), class_name)
+    results = []
+    for entry in entries:
+        if "properties" not in entry:
+            continue
+        given = java_fills(entry["properties"], rolling_batch)
+        Recorder.calls = []
+        try:
+            config = properties_class(**given)
+            engine_args = None
+            if hasattr(config, "get_engine_args"):
+                args = config.get_engine_args(async_engine=True)
+                engine_args = {k: v for k, v in sorted(vars(args).items()) if v not in (None, False)}
+            resolved = {key: _plain(getattr(config, key)) for key in RESOLVED if hasattr(config, key)}
+            verdict: dict[str, Any] = {"accepted": True, "resolved": resolved}
+            if engine_args is not None:
+                verdict["engine_args"] = engine_args
+        except Exception as error:  # the release's own refusal is the fact recorded
+            verdict = {"accepted": False, "error": _message(error)}
+        results.append({"model": entry["model"], "fields": entry["fields"], "vendor": verdict})
+    return results
+
+
+def _message(error: Exception) -> str:
+    """The exception as one line: pydantic's ValidationError by its errors' messages (without its URLs)."""
+    errors = getattr(error, "errors", None)
+    if callable(errors):
+        try:
+            return "ValidationError: " + "; ".join(f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg')}"
+                                                   for e in errors())[:300]
+        except Exception:
+            pass
+    return f"{type(error).__name__}: {str(error).splitlines()[0][:300] if str(error) else ''}"
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "value"):
+        return value.value
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value if isinstance(value, (str, int, float, bool)) or value is None else str(value)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("repo", nargs="?")
+    parser.add_argument("--execute", nargs=4, metavar=("SETUP_DIR", "CLASS", "MODULE", "ROLLING_BATCH"))
+    args = parser.parse_args()
+    if args.execute:
+        setup, class_name, module, rolling_batch = args.execute
+        json.dump(execute(Path(setup), class_name, module, rolling_batch, json.load(sys.stdin)), sys.stdout)
+        return
+    facts: dict[str, Any] = {"source": "deepjavalibrary/djl-serving",
+                             "extracted_by": "tests/vendor/djl/execute_properties.py",
+                             "recorders": list(RECORDED), "branches": []}
+    for key, (profile, target, class_name, module, rolling_batch) in BRANCHES.items():
+        branch = key.split("#")[0]
+        commit = subprocess.run(["git", f"--git-dir={args.repo}", "rev-parse", branch], capture_output=True,
+                                text=True, check=True).stdout.strip()
+        entries = corpus(target, profile)
+        with tempfile.TemporaryDirectory() as work:
+            archive = subprocess.run(["git", f"--git-dir={args.repo}", "archive", branch, "engines/python/setup"],
+                                     capture_output=True, check=True).stdout
+            subprocess.run(["tar", "-x", "-C", work], input=archive, check=True)
+            done = subprocess.run([sys.executable, __file__, "--execute", f"{work}/engines/python/setup", class_name,
+                                   module, rolling_batch], input=json.dumps(entries), capture_output=True, text=True,
+                                  check=True)
+        verdicts = {(r["model"], json.dumps(r["fields"], sort_keys=True)): r["vendor"] for r in json.loads(done.stdout)}
+        for entry in entries:
+            entry["vendor"] = verdicts.get((entry["model"], json.dumps(entry["fields"], sort_keys=True)))
+        facts["branches"].append({"branch": branch, "commit": commit, "profile": profile, "target": target,
+                                  "executed": f"djl_python.properties_manager.{module}.{class_name}",
+                                  "entries": entries})
+    json.dump(facts, sys.stdout, indent=None, separators=(",", ":"))
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
