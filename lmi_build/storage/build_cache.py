@@ -30,7 +30,7 @@ from lmi_build.output import Output, current
 from lmi_build.reading import MAX_DOCUMENT_BYTES, parse_json
 from lmi_build.storage.bounded import list_pages, read_limited
 from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors
-from lmi_build.storage.publish import check_prefix_owned, publish
+from lmi_build.storage.publish import check_prefix_owned, publish, refuse_replacing
 from lmi_build.storage.remote import checked_entries, fetch_remote_manifest, object_problems, verify_remote
 from lmi_build.storage.s3url import S3Url, parse_s3_url
 from lmi_build.storage.transfer import SHA256_META, head_many
@@ -156,6 +156,9 @@ class RemoteBuildCache:
             heads = head_many(self.client, target.bucket, [target.key(p) for p, _, _ in wanted], workers=8)
             todo = [(p, size) for p, size, sha in wanted
                     if (heads.get(target.key(p)) or {}).get("Metadata", {}).get(SHA256_META) != sha]
+            refuse_replacing(target, [target.key(p) for p, _ in todo],
+                             present={key for key, head in heads.items() if head is not None},
+                             same_artifacts=replaced if same else set(), overwrite=overwrite)
             if existing is not None and (todo or existing.data != found.data):
                 # Un-commit first: a reader must never see an old manifest over changed objects.
                 self.client.delete_object(Bucket=target.bucket, Key=target.key(MANIFEST_NAME))
