@@ -116,6 +116,40 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def live_users(directory: Path) -> list[tuple[int, str]]:
+    """(pid, command name) of the live processes that work in ``directory``: their current
+    directory, or a file they hold open, is inside it (Linux, from /proc; elsewhere nobody can be
+    told, and the list is empty). A killed build's compiler may outlive it there."""
+    proc = Path("/proc")
+    if not (proc / "self" / "fd").is_dir():
+        return []
+    root = os.path.realpath(directory)
+    inside = (root, root + os.sep)
+    users: list[tuple[int, str]] = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if _proc_state(entry) == "Z":
+                continue  # a zombie holds nothing
+            links = [os.readlink(entry / "cwd")]
+            links += [os.readlink(fd) for fd in (entry / "fd").iterdir()]
+        except OSError:  # gone meanwhile, or another user's (then it cannot be ours either)
+            continue
+        if any(link == inside[0] or link.startswith(inside[1]) for link in links):
+            try:
+                name = (entry / "comm").read_text().strip()
+            except OSError:
+                name = "?"
+            users.append((int(entry.name), name))
+    return users
+
+
+def _proc_state(entry: Path) -> str:
+    stat_line = (entry / "stat").read_text()
+    return stat_line[stat_line.rindex(")") + 2:][:1]
+
+
 def stale_temp_dirs(beside: Path) -> list[Path]:
     """The hidden siblings of ``beside`` (``make_temp_dir``'s names) whose creating process is gone:
     what a killed build left behind."""
@@ -131,12 +165,19 @@ def stale_temp_dirs(beside: Path) -> list[Path]:
     return sorted(stale)
 
 
-def remove_stale_temp_dirs(beside: Path) -> list[Path]:
-    """Remove ``stale_temp_dirs(beside)``; returns what was removed."""
-    removed = stale_temp_dirs(beside)
-    for path in removed:
+def remove_stale_temp_dirs(beside: Path) -> tuple[list[Path], dict[Path, list[tuple[int, str]]]]:
+    """Remove ``stale_temp_dirs(beside)``, except those a live process still works in (a killed
+    build's compiler): returns what was removed, and what was kept with who works there."""
+    removed: list[Path] = []
+    kept: dict[Path, list[tuple[int, str]]] = {}
+    for path in stale_temp_dirs(beside):
+        users = live_users(path)
+        if users:
+            kept[path] = users
+            continue
         shutil.rmtree(path, ignore_errors=True)
-    return removed
+        removed.append(path)
+    return removed, kept
 
 
 def glob_escape(name: str) -> str:

@@ -69,8 +69,13 @@ def _output_locked(output: Path) -> Iterator[None]:
     staging directories beside the output are removed while the lock is held."""
     try:
         with directory_lock(output):
-            for stale in remove_stale_temp_dirs(output):
+            removed, kept = remove_stale_temp_dirs(output)
+            for stale in removed:
                 current().info(f"removed {stale.name}, left behind by a build that was killed")
+            for stale, users in kept.items():
+                who = ", ".join(f"{name} (pid {pid})" for pid, name in users[:3])
+                current().warn(f"kept {stale.name}, left behind by a build that was killed: {who} still works "
+                               "in it; it is removed by the first build after that ends")
             yield
     except DirectoryBusy as busy:
         raise LmiBuildError(f"another build is writing {output} ({busy.holder})",

@@ -149,7 +149,13 @@ def _os_error_line(error: OSError) -> str:
     import errno
     import os
 
-    reason = error.strerror or os.strerror(error.errno or 0) or type(error).__name__
+    from lmi_build.redaction import redact_text
+
+    # An OSError raised with a message and no errno (a library's own check) has no strerror:
+    # os.strerror(0) would say "Success".
+    message = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    reason = error.strerror or (os.strerror(error.errno) if error.errno else redact_text(message)) \
+        or type(error).__name__
     where = f": {error.filename}" if error.filename else ""
     if error.errno == errno.ENOSPC:
         return f"no space left on the device{where}"

@@ -9,15 +9,17 @@ through callbacks, in the order they happen.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from lmi_build.fleet.job import BuildResult, Job, Started, run_job
+
+if TYPE_CHECKING:
+    from lmi_build.fleet.ray_address import RayTarget
 
 ExecutorName = Literal["local", "ray"]
 OnStarted = Callable[[Started], None]
@@ -212,12 +214,14 @@ def _ray_job(job: Job, events: Any) -> BuildResult:
 
 
 def _run_ray(jobs: Sequence[Job], execution: Execution, on_started: OnStarted, on_result: OnResult) -> None:
+    from lmi_build.fleet.ray_address import resolve_ray_address
     from lmi_build.output import current
 
+    target = resolve_ray_address(execution.ray_address)  # before Ray: parsed, probed, redacted
     # Ray's own processes and C++ core write to the inherited stdout/stderr (banners, stack dumps
     # on SIGTERM): that goes to the debug channel; lmi-build's own lines still reach the console.
     with current().native_output_to_debug():
-        _run_ray_tasks(jobs, execution, on_started, on_result)
+        _run_ray_tasks(jobs, execution, target, on_started, on_result)
 
 
 @contextlib.contextmanager
@@ -234,7 +238,27 @@ def _keeping_sigterm_handler() -> Iterator[None]:
             signal.signal(signal.SIGTERM, ours)
 
 
-def _run_ray_tasks(jobs: Sequence[Job], execution: Execution, on_started: OnStarted, on_result: OnResult) -> None:
+def _init_ray(target: RayTarget) -> None:
+    """``ray.init`` at the checked address; what Ray logs or prints meanwhile (its token-auth
+    banner) goes to the debug channel, and a failure is one line with the address redacted."""
+    import ray
+
+    from lmi_build.fleet.ray_address import RayAddressError
+    from lmi_build.output import current
+    from lmi_build.redaction import redact_text
+
+    try:
+        # address None: a Ray already running on this host (ray start), else a local Ray for this run.
+        with _keeping_sigterm_handler(), current().library_output():
+            ray.init(address=target.address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    except (ConnectionError, RuntimeError, ValueError, OSError, TimeoutError) as error:
+        first = redact_text(str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__)
+        raise RayAddressError(f"cannot start or reach Ray at {target.shown}: {first}",
+                              hint="check --ray-address / RAY_ADDRESS (ray status on the head shows it)") from None
+
+
+def _run_ray_tasks(jobs: Sequence[Job], execution: Execution, target: RayTarget, on_started: OnStarted,
+                   on_result: OnResult) -> None:
     import ray
     from ray.exceptions import RayError
     from ray.util.queue import Empty, Queue
@@ -243,10 +267,7 @@ def _run_ray_tasks(jobs: Sequence[Job], execution: Execution, on_started: OnStar
 
     started_here = not ray.is_initialized()
     if started_here:
-        # address None: ray.init reads RAY_ADDRESS, else starts a local Ray for this run.
-        with _keeping_sigterm_handler():
-            ray.init(address=execution.ray_address or os.environ.get("RAY_ADDRESS") or None,
-                     include_dashboard=False, log_to_driver=False, configure_logging=False)
+        _init_ray(target)
     try:
         # Start events go through a Ray queue actor on the head node (as Ray Train places its state
         # actor), so losing a worker node never loses the progress channel.

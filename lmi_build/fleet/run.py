@@ -19,6 +19,10 @@ def run_matrix(matrix_file: Path, *, cache: str | None, executor: ExecutorName =
     """Run every build of ``matrix_file``; the returned progress holds every result. Nothing runs
     unless every build plans cleanly and the cache bucket is reachable."""
     jobs = plan_matrix(matrix_file, cache=cache, endpoint_url=endpoint_url)
+    if executor == "ray":  # a wrong or dead Ray address fails now, in seconds, before the cache is touched
+        from lmi_build.fleet.ray_address import resolve_ray_address
+
+        resolve_ray_address(ray_address)
     if cache is not None:
         from lmi_build.storage.build_cache import RemoteBuildCache
 

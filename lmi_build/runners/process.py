@@ -1,5 +1,9 @@
 """Run one vendor tool: its own process group, every output line streamed live and logged.
 
+The tool's group dies with lmi-build, even a SIGKILLed one (which runs no cleanup): the tool gets
+``PR_SET_PDEATHSIG`` (Linux), and a reaper process outside both groups kills the tool's whole group
+(the subprocesses a compiler starts too) when lmi-build's end of a pipe closes without a word.
+
 The tool gets this process's environment without its credentials (HF token, AWS keys, any
 ``*_TOKEN``/``*SECRET*`` variable): a compiler needs none, and a tool that prints its environment
 or crashes with it in a dump must not leak them. A step that needs one passes it in ``env``.
@@ -19,6 +23,7 @@ from pathlib import Path
 
 from lmi_build.errors import StepError
 from lmi_build.redaction import environment_secrets, is_secret_env_name, redact_text
+from lmi_build.runners.reaping import die_with_parent, group_reaper
 
 TAIL_LINES = 5
 
@@ -30,19 +35,25 @@ def stream_process(argv: list[str], *, name: str, log_path: Path, timeout_s: flo
     Raises ``StepError`` (with the last lines) on a nonzero exit or a timeout.
     """
 
-    from lmi_build.output import current
-
-    out = current()
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    tail: deque[str] = deque(maxlen=TAIL_LINES)
-    secrets = environment_secrets()
     inherited = {name: value for name, value in os.environ.items() if not is_secret_env_name(name)}
     full_env = {**inherited, **(env or {}), "PYTHONUNBUFFERED": "1"}
     try:
         process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=full_env,
-                                   cwd=cwd, start_new_session=True, text=True, bufsize=1, errors="replace")
+                                   cwd=cwd, start_new_session=True, text=True, bufsize=1, errors="replace",
+                                   preexec_fn=die_with_parent())
     except FileNotFoundError:
         raise StepError(f"step '{name}': {argv[0]} not found", hint="install it or use another runner") from None
+    with group_reaper(process.pid):
+        _stream(process, argv, name=name, log_path=log_path, timeout_s=timeout_s)
+
+
+def _stream(process: subprocess.Popen[str], argv: list[str], *, name: str, log_path: Path, timeout_s: float) -> None:
+    from lmi_build.output import current
+
+    out = current()
+    tail: deque[str] = deque(maxlen=TAIL_LINES)
+    secrets = environment_secrets()
     timed_out = threading.Event()
 
     def _kill() -> None:

@@ -27,9 +27,10 @@ from typing import Any
 from lmi_build.artifact.files import MANIFEST_NAME
 from lmi_build.errors import LmiBuildError, PublishError
 from lmi_build.output import Output, current
-from lmi_build.reading import parse_json
+from lmi_build.reading import MAX_DOCUMENT_BYTES, parse_json
+from lmi_build.storage.bounded import list_pages, read_limited
 from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors
-from lmi_build.storage.publish import check_prefix_owned, publish
+from lmi_build.storage.publish import check_prefix_owned, publish, refuse_replacing
 from lmi_build.storage.remote import checked_entries, fetch_remote_manifest, object_problems, verify_remote
 from lmi_build.storage.s3url import S3Url, parse_s3_url
 from lmi_build.storage.transfer import SHA256_META, head_many
@@ -155,6 +156,9 @@ class RemoteBuildCache:
             heads = head_many(self.client, target.bucket, [target.key(p) for p, _, _ in wanted], workers=8)
             todo = [(p, size) for p, size, sha in wanted
                     if (heads.get(target.key(p)) or {}).get("Metadata", {}).get(SHA256_META) != sha]
+            refuse_replacing(target, [target.key(p) for p, _ in todo],
+                             present={key for key, head in heads.items() if head is not None},
+                             same_artifacts=replaced if same else set(), overwrite=overwrite)
             if existing is not None and (todo or existing.data != found.data):
                 # Un-commit first: a reader must never see an old manifest over changed objects.
                 self.client.delete_object(Bucket=target.bucket, Key=target.key(MANIFEST_NAME))
@@ -180,7 +184,9 @@ class RemoteBuildCache:
 
         with s3_errors(entry_root, self.endpoint, operation="reading the build cache"):
             try:
-                body = self.client.get_object(Bucket=entry_root.bucket, Key=entry_root.key(ENTRY_NAME))["Body"].read()
+                key = entry_root.key(ENTRY_NAME)
+                response = self.client.get_object(Bucket=entry_root.bucket, Key=key)
+                body = read_limited(response, f"s3://{entry_root.bucket}/{key}", limit=MAX_DOCUMENT_BYTES)
             except ClientError as exc:
                 if str(exc.response.get("Error", {}).get("Code")) in ("NoSuchKey", "404", "NotFound"):
                     return None
@@ -216,8 +222,7 @@ class RemoteBuildCache:
 
     def _delete_prefix(self, prefix: S3Url) -> None:
         with s3_errors(prefix, self.endpoint, operation="removing an uncommitted cache attempt"):
-            paginator = self.client.get_paginator("list_objects_v2")
-            for page in paginator.paginate(Bucket=prefix.bucket, Prefix=prefix.list_prefix):
-                keys = [{"Key": item["Key"]} for item in page.get("Contents", [])]
+            for page in list_pages(self.client, prefix.bucket, prefix.list_prefix):
+                keys = [{"Key": key} for key, _size in page]
                 if keys:
                     self.client.delete_objects(Bucket=prefix.bucket, Delete={"Objects": keys, "Quiet": True})

@@ -104,6 +104,8 @@ def translate(
         ReadTimeoutError,
     )
 
+    from lmi_build.storage.bounded import S3Unbounded
+
     if isinstance(exc, PartialCredentialsError):
         return error(
             f"incomplete AWS credentials ({_safe(exc)})",
@@ -121,6 +123,8 @@ def translate(
         )
     if isinstance(exc, ReadTimeoutError):
         return error(f"the S3 endpoint {endpoint} stopped answering during {operation}", hint="retry; it resumes")
+    if isinstance(exc, S3Unbounded):  # a body, a size or a listing past its bound
+        return error(f"the S3 endpoint {endpoint} {exc.what}", hint=exc.hint)
     if isinstance(exc, S3UploadFailedError):
         return error(f"upload to {where} failed: {exc}", hint="rerun the same command; it resumes")
     if isinstance(exc, ClientError):

@@ -146,9 +146,25 @@ def check_prefix_owned(client: Any, target: S3Url, *, ours: set[str], existing: 
     return old
 
 
+def refuse_replacing(target: S3Url, todo: list[str], *, present: set[str], same_artifacts: set[str],
+                     overwrite: bool) -> None:
+    """Without ``overwrite``, a publish replaces no object that is there with other content (a hand
+    upload, a different artifact's unfinished publish): ``todo`` are the keys it would write,
+    ``present`` those under the prefix now, ``same_artifacts`` the objects of the very artifact
+    being published again (a repair of its own objects is no replacement)."""
+    if overwrite:
+        return
+    replaced = sorted(key for key in todo if key in present and key not in same_artifacts)
+    if replaced:
+        more = f" (+{len(replaced) - 1} more)" if len(replaced) > 1 else ""
+        raise PublishError(f"{target} already holds s3://{target.bucket}/{replaced[0]}{more}, with other content "
+                           "than this artifact's", hint="pass --overwrite to replace it, or publish to an empty prefix")
+
+
 def _plan_uploads(client: Any, target: S3Url, uploads: list[Upload], *, workers: int,
-                  owner_args: dict[str, str]) -> tuple[list[Upload], int]:
-    """Which uploads are still needed (missing, other size, other SHA-256), and how many are skipped."""
+                  owner_args: dict[str, str]) -> tuple[list[Upload], int, set[str]]:
+    """Which uploads are still needed (missing, other size, other SHA-256), how many are skipped,
+    and the keys under the prefix now."""
     sizes = list_sizes(client, target.bucket, target.list_prefix, extra=owner_args)
     same_size = [u.key for u in uploads if sizes.get(u.key) == u.size]
     heads = head_many(client, target.bucket, same_size, workers=workers, extra=owner_args)
@@ -158,7 +174,7 @@ def _plan_uploads(client: Any, target: S3Url, uploads: list[Upload], *, workers:
         if head is not None and (head.get("Metadata") or {}).get(SHA256_META) == upload.sha256:
             continue
         todo.append(upload)
-    return todo, len(uploads) - len(todo)
+    return todo, len(uploads) - len(todo), set(sizes)
 
 
 def publish(
@@ -233,7 +249,9 @@ def publish(
             replaced = check_prefix_owned(client, target, ours={u.key for u in uploads},
                                           existing=existing, same_artifact=same,
                                           overwrite=overwrite, owner_args=owner_args)
-            todo, skipped = _plan_uploads(client, target, uploads, workers=workers, owner_args=owner_args)
+            todo, skipped, present = _plan_uploads(client, target, uploads, workers=workers, owner_args=owner_args)
+            refuse_replacing(target, [u.key for u in todo], present=present,
+                             same_artifacts=replaced if same else set(), overwrite=overwrite)
             manifest_current = existing is not None and existing.data == manifest_bytes and \
                 existing.layout == manifest_meta[LAYOUT_META]
             if existing is not None and (todo or not manifest_current):

@@ -3,7 +3,8 @@
 Files land in a fixed temporary sibling of the destination (``.<name>.lmi-build-partial``), so an
 interrupted pull resumes there: files already present with the manifest's size and SHA-256 are
 kept (unless the disk filled up: then the partial directory is removed). Only when every file
-verifies is the manifest written and the directory renamed into place.
+verifies is the manifest written and the directory renamed into place. The destination is locked
+as a build's output is (``fs.directory_lock``): a second pull (or a build) into it fails at once.
 A prefix without a manifest is refused: its publish never finished.
 """
 
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from lmi_build.artifact.files import MANIFEST_NAME, FileEntry, verify_entries
 from lmi_build.errors import PublishError
-from lmi_build.fs import private_dir
+from lmi_build.fs import DirectoryBusy, directory_lock, private_dir
 from lmi_build.output import Output, current
 from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors
 from lmi_build.storage.paths import safe_relpath
@@ -188,6 +189,20 @@ def pull(url: str, dest: Path, *, endpoint_url: str | None = None, workers: int 
     entries = checked_entries(found.manifest, str(target), PublishError)
     _check_destination(dest)
     dest = dest.absolute()
+    # One writer of dest and its partial directory at a time (two pulls, or a pull and a build):
+    # sharing the partial files, one truncated what the other had mapped (SIGBUS) or renamed.
+    try:
+        with directory_lock(dest):
+            return _pull_locked(client, target, found, entries, dest, endpoint=endpoint, workers=workers,
+                                output=output, started=started)
+    except DirectoryBusy as busy:
+        raise PublishError(f"another lmi-build is writing {dest} ({busy.holder})",
+                           hint="wait for it to finish, or pull into another directory") from None
+
+
+def _pull_locked(client: object, target: S3Url, found: RemoteManifest, entries: list[FileEntry], dest: Path, *,
+                 endpoint: str, workers: int, output: Output, started: float) -> TransferSummary:
+    """``pull`` once it holds the destination's lock: nothing else writes dest or its partial directory."""
     if _existing_destination(dest, found, entries, workers):
         output.info(f"{dest} already holds this artifact, verified")
         return TransferSummary(bytes=0, objects=0, skipped=len(entries) + 1,

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from lmi_build.artifact.files import MANIFEST_NAME, FileEntry
 from lmi_build.errors import LmiBuildError, PublishError, VerifyError
+from lmi_build.reading import MAX_DOCUMENT_BYTES
+from lmi_build.storage.bounded import read_limited, stream_chunks
 from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors
 from lmi_build.storage.paths import safe_relpath
 from lmi_build.storage.s3url import S3Url, parse_s3_url
@@ -20,7 +22,6 @@ if TYPE_CHECKING:
 TARBALL_NAME = "model.tar.gz"
 # Metadata on the remote manifest object saying how the files were published.
 LAYOUT_META = "lmi-build-layout"  # "files" (default) or "tarball"
-_HASH_CHUNK = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ def fetch_remote_manifest(client: Any, target: S3Url, endpoint: str, *,
             if str(exc.response.get("Error", {}).get("Code")) in ("NoSuchKey", "404", "NotFound"):
                 return None
             raise
-        data: bytes = response["Body"].read()
+        data = read_limited(response, f"s3://{target.bucket}/{key}", limit=MAX_DOCUMENT_BYTES)
     metadata = {k.lower(): v for k, v in (response.get("Metadata") or {}).items()}
     manifest = parse_manifest(data, f"s3://{target.bucket}/{key}")
     return RemoteManifest(
@@ -157,8 +158,9 @@ def _serving_record_problems(client: Any, target: S3Url, manifest: Any, entries:
     if entry is None or entry.size > _MAX_PROPERTIES_BYTES:
         return []  # not listed (a layout check says whether it must be), or a size problem reported above
     try:
-        body = client.get_object(Bucket=target.bucket, Key=target.key(SERVING_PROPERTIES))["Body"]
-        text = body.read(_MAX_PROPERTIES_BYTES + 1).decode("utf-8")
+        key = target.key(SERVING_PROPERTIES)
+        response = client.get_object(Bucket=target.bucket, Key=key)
+        text = read_limited(response, f"s3://{target.bucket}/{key}", limit=_MAX_PROPERTIES_BYTES).decode("utf-8")
         found = collect_properties(parse_properties(text)).as_dict()
     except (OptionError, UnicodeDecodeError) as error:
         return [PlanMessage(code="serving_properties", message=f"{target.key(SERVING_PROPERTIES)}: {error}",
@@ -178,15 +180,11 @@ def _head_agrees(heads: dict[str, dict[str, Any] | None], item: tuple[str, int, 
         and (head.get("Metadata") or {}).get(SHA256_META) == sha256
 
 
-def stream_sha256(client: Any, bucket: str, key: str) -> str:
-    """The SHA-256 of an object's content, read as a stream (never held in memory)."""
+def stream_sha256(client: Any, bucket: str, key: str, size: int) -> str:
+    """The SHA-256 of an object's content, read as a stream (never held in memory): its
+    Content-Length must be ``size`` and the read ends within the bounds of ``bounded``."""
     digest = hashlib.sha256()
-    body = client.get_object(Bucket=bucket, Key=key)["Body"]
-    try:
-        for chunk in iter(lambda: body.read(_HASH_CHUNK), b""):
-            digest.update(chunk)
-    finally:
-        body.close()
+    stream_chunks(client.get_object(Bucket=bucket, Key=key), size, f"s3://{bucket}/{key}", digest.update)
     return digest.hexdigest()
 
 
@@ -196,7 +194,7 @@ def content_problems(client: Any, target: S3Url, expected: list[tuple[str, int, 
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(expected) or 1))) as pool:
-        actual = list(pool.map(lambda item: stream_sha256(client, target.bucket, item[0]), expected))
+        actual = list(pool.map(lambda item: stream_sha256(client, target.bucket, item[0], item[1]), expected))
     return [PlanMessage(code="remote_content",
                         message=f"s3://{target.bucket}/{key} content has sha256 {found[:12]}…, manifest says "
                                 f"{sha256[:12]}… (the object was changed after it was published)",

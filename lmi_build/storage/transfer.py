@@ -30,6 +30,7 @@ from pydantic import BaseModel
 from lmi_build.errors import PublishError
 from lmi_build.fs import open_private
 from lmi_build.output import Output
+from lmi_build.storage.bounded import Deadline, check_length, list_pages, object_seconds
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -169,12 +170,11 @@ class _Throttle:
         self.start = time.monotonic()
         self.consumed = 0
 
-    def consume(self, count: int) -> None:
+    def delay(self, count: int) -> float:
+        """Account ``count`` bytes; returns the seconds to sleep to stay under the cap."""
         with self.lock:
             self.consumed += count
-            ahead = self.consumed / self.rate - (time.monotonic() - self.start)
-        if ahead > 0:
-            time.sleep(ahead)
+            return max(0.0, self.consumed / self.rate - (time.monotonic() - self.start))
 
 
 class _Progress:
@@ -330,22 +330,36 @@ def _fetch_part(client: Any, bucket: str, sink: _FileSink, start: int, end: int,
     view = sink.open()
     retryable = _retryable()
     offset = start
+    where = f"s3://{bucket}/{sink.item.key}"
+    # One total bound for the part, its retries included: a server that trickles the body passes
+    # every per-read timeout, and must not hold the download forever.
+    deadline = Deadline(object_seconds(end - start), where)
     for attempt in range(1, DOWNLOAD_ATTEMPTS + 1):
         request: dict[str, Any] = {"Bucket": bucket, "Key": sink.item.key, **extra}
         if end - offset != sink.item.size:
             request["Range"] = f"bytes={offset}-{end - 1}"
-        readinto, release = _body_reader(client.get_object(**request)["Body"])
+        response = client.get_object(**request)
+        try:
+            # What the response claims is checked before a byte is read (a lying Content-Length).
+            check_length(response, end - offset, where + (f" bytes {offset}-{end - 1}" if "Range" in request else ""))
+        except BaseException:
+            response["Body"].close()
+            raise
+        readinto, release = _body_reader(response["Body"])
         pending = 0
         try:
             while offset < end:
                 if stop.is_set():
                     return
                 try:
-                    count = readinto(view[offset:min(end, offset + READ_CHUNK)])
+                    with deadline.watching(response["Body"]):  # a read cut short at the deadline
+                        count = readinto(view[offset:min(end, offset + READ_CHUNK)])
                 except retryable:
+                    deadline.check(offset - start, end - start)  # cut short: no retry past the bound
                     if attempt == DOWNLOAD_ATTEMPTS:
                         raise
                     break
+                deadline.check(offset + count - start, end - start)
                 if not count:
                     if attempt == DOWNLOAD_ATTEMPTS:
                         from botocore.exceptions import IncompleteReadError
@@ -357,8 +371,9 @@ def _fetch_part(client: Any, bucket: str, sink: _FileSink, start: int, end: int,
                 if pending >= _Progress.STEP:
                     progress.advance(pending)
                     pending = 0
-                if throttle is not None:
-                    throttle.consume(count)
+                if throttle is not None and (wait := throttle.delay(count)):
+                    deadline.extend(wait)  # our own cap's waiting is not the server's slowness
+                    time.sleep(wait)
         finally:
             release()
             progress.advance(pending)
@@ -436,10 +451,5 @@ def head_many(client: Any, bucket: str, keys: Sequence[str], *, workers: int,
 
 
 def list_sizes(client: Any, bucket: str, prefix: str, *, extra: dict[str, Any] | None = None) -> dict[str, int]:
-    """Every key under ``prefix`` with its size (paginated)."""
-    sizes: dict[str, int] = {}
-    paginator = client.get_paginator("list_objects_v2")
-    for page in paginator.paginate(Bucket=bucket, Prefix=prefix, **(extra or {})):
-        for item in page.get("Contents", []):
-            sizes[str(item["Key"])] = int(item["Size"])
-    return sizes
+    """Every key under ``prefix`` with its size (paginated, within the listing bounds of ``bounded``)."""
+    return {key: size for page in list_pages(client, bucket, prefix, extra=extra) for key, size in page}

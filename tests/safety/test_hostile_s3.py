@@ -271,3 +271,36 @@ def test_a_consistent_rehash_of_serving_properties_does_not_verify(
                           Metadata={SHA256_META: hashlib.sha256(body).hexdigest()})
     remote = world.run("verify", url, "--json")
     assert remote.returncode == 2 and code in [e["code"] for e in json.loads(remote.stdout)["errors"]], remote.stdout
+
+
+def test_publish_without_overwrite_never_replaces_a_hand_upload(world: World, s3_bucket: str,
+                                                                 s3_env: S3Server) -> None:
+    """A prefix holding a hand-uploaded model (objects, no manifest) at the artifact's own keys: without
+    --overwrite nothing is replaced (issue 32 item 10); with it, the publish replaces them."""
+    artifact = _build(world, "a")
+    client = s3_env.client()
+    hand = {"model/config.json": b'{"hand": "uploaded"}\n', "model/model.safetensors": b"hand-uploaded weights"}
+    for key, body in hand.items():
+        client.put_object(Bucket=s3_bucket, Key=key, Body=body)
+    url = f"s3://{s3_bucket}/model"
+    before = world.snapshot()
+    result = world.run("publish", str(artifact), url)
+    world.expect(result, code=1, before=before, says="already holds")
+    assert "--overwrite" in result.error_lines[0]
+    for key, body in hand.items():
+        assert client.get_object(Bucket=s3_bucket, Key=key)["Body"].read() == body, f"{key} was replaced"
+    assert _keys(s3_env, s3_bucket, "model/") == set(hand), "nothing was written"
+    assert world.run("publish", str(artifact), url, "--overwrite").returncode == 0
+    assert world.run("verify", url).returncode == 0
+
+
+def test_publish_resumes_over_its_own_unfinished_upload(world: World, s3_bucket: str, s3_env: S3Server) -> None:
+    """The refusal is for other content only: objects an interrupted publish of this artifact left
+    (no manifest yet) are kept and skipped, without --overwrite."""
+    artifact = _build(world, "a")
+    url = f"s3://{s3_bucket}/model"
+    assert world.run("publish", str(artifact), url).returncode == 0
+    s3_env.client().delete_object(Bucket=s3_bucket, Key="model/lmi-build.json")  # killed before the commit
+    result = world.run("publish", str(artifact), url, "--json")
+    assert result.returncode == 0, result.stderr
+    assert world.run("verify", url).returncode == 0

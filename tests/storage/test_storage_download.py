@@ -194,3 +194,55 @@ def test_file_the_disk_cannot_hold_is_an_error_and_leaves_nothing(tmp_path: Path
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == []
     transfer.download_all(s3_env.client(), s3_bucket, [item], workers=2, output=QUIET)  # and works with room
     assert (tmp_path / "out" / "big.bin").read_bytes() == body
+
+
+def test_two_pulls_into_one_destination_never_share_its_partial_directory(tmp_path: Path, s3_env: S3Server,
+                                                                          s3_bucket: str) -> None:
+    """A second pull while the first is downloading fails at once with one line; the first finishes
+    and what it wrote verifies (issue 32 item 7: they shared the partial files, SIGBUS or EFAULT)."""
+    files = {f"shard{i}.safetensors": os.urandom(512 * 1024) for i in range(4)}
+    artifact = make_artifact(tmp_path / "art", files)
+    url = f"s3://{s3_bucket}/twice"
+    publish(artifact, url, output=QUIET)
+    dest = tmp_path / "out"
+    partial = tmp_path / ".out.lmi-build-partial"
+    # ~10 s for the whole artifact: the second pull starts (a few seconds) while the first downloads.
+    slow = {**os.environ, "LMI_BUILD_S3_MAX_BANDWIDTH": str(200 * 1024)}
+    command = [sys.executable, "-m", "lmi_build", "pull", url, str(dest), "--workers", "2"]
+    first = subprocess.Popen(command, env=slow, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (partial.is_dir() and any(partial.iterdir())):
+        time.sleep(0.02)
+    assert first.poll() is None, "the first pull is still downloading"
+    second = subprocess.run(command, env=slow, capture_output=True, text=True, timeout=60)
+    assert second.returncode == 1, second.stderr
+    errors = [line for line in second.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "another lmi-build is writing" in errors[0], second.stderr
+    assert "Traceback" not in second.stderr
+    _, stderr = first.communicate(timeout=120)
+    assert first.returncode == 0, stderr
+    assert tree_bytes(dest) == tree_bytes(artifact)
+    assert second.returncode == 1 and not partial.exists() and _leftovers(tmp_path) == []
+    assert not (tmp_path / ".out.lock").exists()
+
+
+def test_pulls_started_together_end_with_the_artifact(tmp_path: Path, s3_env: S3Server, s3_bucket: str) -> None:
+    """Started at the same moment, rounds over: each pull either gets the artifact or fails with one
+    line, never a crash, and the destination always holds the artifact, verified."""
+    files = {f"shard{i}.safetensors": os.urandom(2 * 1024 * 1024) for i in range(3)}
+    artifact = make_artifact(tmp_path / "art", files)
+    url = f"s3://{s3_bucket}/together"
+    publish(artifact, url, output=QUIET)
+    for round_number in range(3):
+        dest = tmp_path / f"out{round_number}"
+        command = [sys.executable, "-m", "lmi_build", "pull", url, str(dest)]
+        processes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                     for _ in range(2)]
+        outcomes = [(process.wait(timeout=120), process.communicate()[1]) for process in processes]
+        for code, stderr in outcomes:
+            assert code in (0, 1) and "Traceback" not in stderr, stderr
+            if code == 1:
+                assert [line for line in stderr.splitlines() if line.startswith("error:")] == \
+                    [line for line in stderr.splitlines() if "another lmi-build is writing" in line], stderr
+        assert any(code == 0 for code, _ in outcomes)
+        assert tree_bytes(dest) == tree_bytes(artifact)

@@ -1,0 +1,270 @@
+"""Total bounds on what an S3 endpoint (or a proxy in front of it) may make lmi-build wait for or hold.
+
+botocore's ``read_timeout`` bounds one socket read: a body trickled a byte at a time, or a listing
+that never stops saying "truncated", passes every read and never ends. So:
+
+- every object body is read with a total deadline (``object_seconds``: the read timeout plus the
+  size at a minimum rate, ``LMI_BUILD_S3_MIN_RATE``) checked after each chunk;
+- a response's Content-Length is checked against the size lmi-build expects (the manifest's, the
+  listing's) or a cap before any byte is read: a claimed petabyte is refused, never allocated;
+- a listing has a total deadline (``LMI_BUILD_S3_LIST_TIMEOUT``), a key cap, and fails at once
+  when the server repeats a continuation token or a key.
+
+The exceptions here are not one-line errors themselves: ``client.translate`` turns them into the
+calling command's error class, naming the endpoint (never its credentials).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from lmi_build.errors import PublishError
+
+MIN_RATE_ENV = "LMI_BUILD_S3_MIN_RATE"
+LIST_TIMEOUT_ENV = "LMI_BUILD_S3_LIST_TIMEOUT"
+# 128 KiB/s per request: a 32 MiB part may take 60 s + 256 s at worst. A link that slow would
+# take days for a model; a body slower than this is a broken or hostile server.
+DEFAULT_MIN_RATE = 128 * 1024
+# A whole listing (1,000 keys a page: a million keys is ~1,000 requests) within 10 minutes.
+DEFAULT_LIST_SECONDS = 600.0
+MAX_LISTED_KEYS = 1_000_000
+MAX_LISTED_PAGES = 10_000
+_CHUNK = 1024 * 1024
+
+
+class S3Unbounded(Exception):
+    """An endpoint broke a bound: ``what`` completes "the S3 endpoint <endpoint> ..."."""
+
+    def __init__(self, what: str, hint: str) -> None:
+        super().__init__(what)
+        self.what = what
+        self.hint = hint
+
+
+def _positive(name: str, default: float) -> float:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not number > 0 or number == float("inf"):
+        raise PublishError(f"{name}={value!r} is not a positive number", hint=f"set it like {name}={int(default)}, or unset it")
+    return number
+
+
+def min_rate() -> float:
+    """``LMI_BUILD_S3_MIN_RATE``: bytes/s below which one object request is given up."""
+    return _positive(MIN_RATE_ENV, DEFAULT_MIN_RATE)
+
+
+def list_seconds() -> float:
+    """``LMI_BUILD_S3_LIST_TIMEOUT``: seconds one whole listing may take."""
+    return _positive(LIST_TIMEOUT_ENV, DEFAULT_LIST_SECONDS)
+
+
+def object_seconds(size: int) -> float:
+    """The total time one request for ``size`` bytes may take: a silent server's allowance (the
+    read timeout) plus the bytes at the minimum rate."""
+    from lmi_build.storage.client import read_timeout_s
+
+    return read_timeout_s() + size / min_rate()
+
+
+class Deadline:
+    """A total bound on one request. ``extend`` adds time lmi-build itself spent (its own
+    bandwidth cap sleeping), which is not the server's slowness."""
+
+    def __init__(self, seconds: float, what: str) -> None:
+        self.seconds = seconds
+        self.at = time.monotonic() + seconds
+        self.what = what
+
+    def extend(self, seconds: float) -> None:
+        self.at += seconds
+        self.seconds += seconds
+
+    def passed(self) -> bool:
+        return time.monotonic() > self.at
+
+    @contextmanager
+    def watching(self, body: Any) -> Iterator[None]:
+        """While the block reads ``body``, its connection is shut down once the deadline passes:
+        a read of N bytes loops over the socket until it has them all (http.client, urllib3), so a
+        body trickled a byte a second would never return to a check between reads."""
+        sock = _socket_of(body)
+        if sock is None:
+            yield
+            return
+        token = _WATCHDOG.watch(self, sock)
+        try:
+            yield
+        finally:
+            _WATCHDOG.forget(token)
+
+    def check(self, received: int, size: int) -> None:
+        if self.passed():
+            raise S3Unbounded(
+                f"sent {received} of {size} bytes of {self.what} in {self.seconds:.0f} s, slower than "
+                f"{min_rate():.0f} bytes/s",
+                hint=f"check the endpoint and any proxy before it, and retry; on a link that slow, lower {MIN_RATE_ENV}")
+
+
+def _socket_of(body: Any) -> socket.socket | None:
+    """The socket under a botocore StreamingBody (urllib3's response keeps its connection while the
+    body is streamed), or None for any other shape."""
+    raw = getattr(body, "_raw_stream", None)
+    sock = getattr(getattr(raw, "connection", None), "sock", None)
+    return sock if isinstance(sock, socket.socket) else None
+
+
+class _Watchdog:
+    """One daemon thread for the process: shuts down the socket of each watched request whose
+    deadline passed (the blocked read then returns; the reader sees the deadline passed)."""
+
+    def __init__(self) -> None:
+        self.condition = threading.Condition()
+        self.watched: dict[int, tuple[Deadline, socket.socket]] = {}
+        self.tokens = itertools.count()
+        self.thread: threading.Thread | None = None
+
+    def watch(self, deadline: Deadline, sock: socket.socket) -> int:
+        with self.condition:
+            token = next(self.tokens)
+            self.watched[token] = (deadline, sock)
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name="lmi-build-s3-deadlines", daemon=True)
+                self.thread.start()
+            self.condition.notify()
+            return token
+
+    def forget(self, token: int) -> None:
+        with self.condition:
+            self.watched.pop(token, None)
+
+    def _run(self) -> None:
+        while True:
+            with self.condition:
+                now = time.monotonic()
+                for token, (deadline, sock) in list(self.watched.items()):
+                    if now > deadline.at:
+                        del self.watched[token]
+                        with contextlib.suppress(OSError):
+                            sock.shutdown(socket.SHUT_RDWR)
+                soonest = min((deadline.at for deadline, _ in self.watched.values()), default=now + 60)
+                self.condition.wait(timeout=max(0.01, soonest - now))
+
+
+_WATCHDOG = _Watchdog()
+
+
+def check_length(response: dict[str, Any], expected: int, what: str) -> None:
+    """Refuse a response whose Content-Length is not ``expected`` (the manifest's size, or the
+    listing's) before reading its body."""
+    claimed = response.get("ContentLength")
+    if claimed is not None and int(claimed) != expected:
+        raise S3Unbounded(f"claims {int(claimed)} bytes for {what}, expected {expected}",
+                          hint="check the endpoint and any proxy before it; if the object changed, publish it again")
+
+
+def _read(body: Any, count: int, deadline: Deadline, received: int, size: int) -> bytes:
+    """``body.read(count)``, cut short when the deadline passes (then S3Unbounded, whatever the
+    cut read raised)."""
+    try:
+        with deadline.watching(body):
+            chunk: bytes = body.read(count)
+    except Exception:
+        deadline.check(received, size)
+        raise
+    deadline.check(received + len(chunk), size)
+    return chunk
+
+
+def read_limited(response: dict[str, Any], what: str, *, limit: int) -> bytes:
+    """The whole body of a small object (a manifest, a pointer): its Content-Length at most
+    ``limit`` (checked before reading), read in chunks within ``object_seconds``."""
+    claimed = int(response.get("ContentLength") or 0)
+    body = response["Body"]
+    if claimed > limit:
+        body.close()
+        raise S3Unbounded(f"claims {claimed} bytes for {what}, more than the {limit} lmi-build reads",
+                          hint="check the endpoint and any proxy before it; the object is not what lmi-build wrote")
+    deadline = Deadline(object_seconds(claimed), what)
+    chunks: list[bytes] = []
+    received = 0
+    try:
+        while True:
+            chunk = _read(body, min(_CHUNK, limit + 1 - received), deadline, received, claimed)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            received += len(chunk)
+            if received > limit:
+                raise S3Unbounded(f"sent more than {limit} bytes for {what}",
+                                  hint="check the endpoint and any proxy before it")
+    finally:
+        body.close()
+    return b"".join(chunks)
+
+
+def stream_chunks(response: dict[str, Any], size: int, what: str, consume: Callable[[bytes], None]) -> None:
+    """Hand the body of an object of ``size`` bytes (its Content-Length checked first) to
+    ``consume`` chunk by chunk, within ``object_seconds(size)``."""
+    check_length(response, size, what)
+    body = response["Body"]
+    deadline = Deadline(object_seconds(size), what)
+    received = 0
+    try:
+        while received < size:
+            chunk = _read(body, min(_CHUNK, size - received), deadline, received, size)
+            if not chunk:
+                break
+            consume(chunk)
+            received += len(chunk)
+    finally:
+        body.close()
+
+
+def list_pages(client: Any, bucket: str, prefix: str, *, extra: dict[str, Any] | None = None
+               ) -> Iterator[list[tuple[str, int]]]:
+    """The (key, size) pages of ListObjectsV2 under ``prefix``, bounded: a total deadline, at most
+    ``MAX_LISTED_KEYS`` keys and ``MAX_LISTED_PAGES`` pages, and no continuation token or key
+    seen twice (a server that loops would otherwise be listed forever)."""
+    what = f"the listing of s3://{bucket}/{prefix}"
+    seconds = list_seconds()
+    deadline = time.monotonic() + seconds
+    hint = "check the endpoint and any proxy before it"
+    tokens: set[str] = set()
+    keys: set[str] = set()
+    request: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, **(extra or {})}
+    for _page_number in range(MAX_LISTED_PAGES):
+        page = client.list_objects_v2(**request)
+        found = [(str(item["Key"]), int(item["Size"])) for item in page.get("Contents", [])]
+        repeated = next((key for key, _ in found if key in keys), None)
+        if repeated is not None:
+            raise S3Unbounded(f"listed s3://{bucket}/{repeated} twice in {what}", hint=hint)
+        keys.update(key for key, _ in found)
+        if len(keys) > MAX_LISTED_KEYS:
+            raise S3Unbounded(f"listed more than {MAX_LISTED_KEYS} keys in {what}",
+                              hint="an artifact or model holds far fewer: check the prefix and the endpoint")
+        yield found
+        if not page.get("IsTruncated"):
+            return
+        token = str(page.get("NextContinuationToken") or "")
+        if not token or token in tokens:
+            raise S3Unbounded(f"repeated a continuation token (or sent none) in {what}", hint=hint)
+        tokens.add(token)
+        if time.monotonic() > deadline:
+            raise S3Unbounded(f"did not finish {what} within {seconds:.0f} s ({len(keys)} keys so far)",
+                              hint=f"{hint}; for a prefix that large, raise {LIST_TIMEOUT_ENV}")
+        request["ContinuationToken"] = token
+    raise S3Unbounded(f"sent more than {MAX_LISTED_PAGES} pages in {what}", hint=hint)

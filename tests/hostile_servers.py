@@ -1,0 +1,212 @@
+"""Real socket servers on 127.0.0.1 that misbehave, for the hostile-endpoint tests.
+
+- ``GarbageServer``: accepts connections and answers every one with bytes that are no protocol
+  (an S3 endpoint or a Ray GCS address that points at the wrong service).
+- ``LyingS3Proxy``: an HTTP proxy in front of the real SeaweedFS of the test session. Every request
+  is forwarded unchanged (its signature stays valid: the Host header is the proxy's, as signed) and
+  every answer is the server's own, except for the requests a ``Lie`` matches: it trickles a body
+  a byte at a time, claims a Content-Length of 10^15, or answers a listing that never ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import itertools
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Literal
+from urllib.parse import parse_qs, urlsplit
+
+GARBAGE = b"\x00\xffthis is not a protocol you know\r\n\x16\x03" * 64
+
+
+class GarbageServer:
+    """Listens on 127.0.0.1; each connection gets ``GARBAGE`` (after reading what the client sends
+    first, as a confused server would) and stays open until the client leaves."""
+
+    def __init__(self) -> None:
+        self.socket = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.socket.getsockname()[1])
+        self.connections = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _serve(self) -> None:
+        self.socket.settimeout(0.2)
+        while not self._stop.is_set():
+            try:
+                connection, _ = self.socket.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
+
+    def _answer(self, connection: socket.socket) -> None:
+        with connection:
+            connection.settimeout(0.5)
+            with contextlib.suppress(OSError):
+                connection.recv(65536)
+            with contextlib.suppress(OSError):
+                while not self._stop.is_set():
+                    connection.sendall(GARBAGE)
+                    time.sleep(0.5)
+
+    def close(self) -> None:
+        self._stop.set()
+        self.socket.close()
+
+
+LieKind = Literal["trickle", "huge_length", "endless_listing", "repeating_listing"]
+HUGE = 10**15
+
+
+@dataclass
+class Lie:
+    """What to do instead of forwarding, for requests whose path ends with ``key_suffix`` (objects)
+    or that list the bucket (listings)."""
+
+    kind: LieKind
+    key_suffix: str = ""
+    byte_interval: float = 0.1  # trickle: seconds between two bytes
+
+    def matches(self, method: str, path: str) -> bool:
+        parts = urlsplit(path)
+        listing = "list-type" in parse_qs(parts.query)
+        if self.kind in ("endless_listing", "repeating_listing"):
+            return method == "GET" and listing
+        return method == "GET" and not listing and parts.path.endswith(self.key_suffix)
+
+
+@dataclass
+class LyingS3Proxy:
+    upstream: str  # http://host:port of the real server
+    lies: list[Lie] = field(default_factory=list)
+    served_lies: int = 0
+
+    def __post_init__(self) -> None:
+        proxy = self
+        upstream = urlsplit(self.upstream)
+        pages = itertools.count(1)
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:
+                return
+
+            def _forward(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                lie = next((lie for lie in proxy.lies if lie.matches(self.command, self.path)), None)
+                if lie is not None and lie.kind in ("endless_listing", "repeating_listing"):
+                    proxy.served_lies += 1
+                    self._endless_page(next(pages), fresh=lie.kind == "endless_listing")
+                    return
+                upstream_connection = http.client.HTTPConnection(upstream.hostname or "127.0.0.1", upstream.port,
+                                                                 timeout=60)
+                upstream_connection.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+                for name, value in self.headers.items():
+                    upstream_connection.putheader(name, value)
+                upstream_connection.endheaders(body)
+                answer = upstream_connection.getresponse()
+                data = answer.read()
+                upstream_connection.close()
+                headers = [(name, value) for name, value in answer.getheaders()
+                           if name.lower() not in ("content-length", "transfer-encoding", "connection")]
+                if lie is not None and answer.status == 200:
+                    proxy.served_lies += 1
+                    self._lie(lie, headers, data)
+                    return
+                self.send_response(answer.status, answer.reason)
+                for name, value in headers:
+                    self.send_header(name, value)
+                # A HEAD answer has no body but the object's Content-Length.
+                self.send_header("Content-Length", answer.getheader("Content-Length", "0") if self.command == "HEAD"
+                                 else str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            def _lie(self, lie: Lie, headers: list[tuple[str, str]], data: bytes) -> None:
+                self.close_connection = True
+                self.send_response(200)
+                for name, value in headers:
+                    self.send_header(name, value)
+                claimed = HUGE if lie.kind == "huge_length" else len(data)
+                self.send_header("Content-Length", str(claimed))
+                self.end_headers()
+                with contextlib.suppress(OSError):
+                    if lie.kind == "huge_length":
+                        self.wfile.write(data)
+                        self.wfile.flush()
+                        time.sleep(120)  # and then nothing: the rest of the petabyte never comes
+                        return
+                    for index in range(len(data)):
+                        self.wfile.write(data[index:index + 1])
+                        self.wfile.flush()
+                        time.sleep(lie.byte_interval)
+
+            def _endless_page(self, number: int, *, fresh: bool) -> None:
+                """A truncated page with a new continuation token each time; ``fresh``: a new key
+                each time too, else the same key again."""
+                query = parse_qs(urlsplit(self.path).query)
+                prefix = query.get("prefix", [""])[0]
+                key = f"{prefix}endless-{number if fresh else 1:09d}"
+                page = ('<?xml version="1.0" encoding="UTF-8"?>'
+                        '<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+                        f"<Name>bucket</Name><Prefix>{prefix}</Prefix><KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys>"
+                        f"<IsTruncated>true</IsTruncated><NextContinuationToken>token-{number}</NextContinuationToken>"
+                        f"<Contents><Key>{key}</Key><Size>1</Size>"
+                        '<LastModified>2024-01-01T00:00:00.000Z</LastModified><ETag>"0"</ETag>'
+                        "<StorageClass>STANDARD</StorageClass></Contents></ListBucketResult>").encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(page)))
+                self.end_headers()
+                self.wfile.write(page)
+
+            do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = _forward
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = int(self.server.server_address[1])
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@contextlib.contextmanager
+def lying_proxy(upstream: str, *lies: Lie) -> Iterator[LyingS3Proxy]:
+    proxy = LyingS3Proxy(upstream, list(lies))
+    try:
+        yield proxy
+    finally:
+        proxy.close()
+
+
+@contextlib.contextmanager
+def garbage_server() -> Iterator[GarbageServer]:
+    server = GarbageServer()
+    try:
+        yield server
+    finally:
+        server.close()
+

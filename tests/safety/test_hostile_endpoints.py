@@ -1,0 +1,117 @@
+"""A hostile or broken S3 endpoint (or a proxy in front of one) between the CLI and the real SeaweedFS:
+every wait has a total bound, every claimed size is checked before it is read, and each failure is
+one ``error:`` line naming the endpoint (issue 32 item 6).
+
+The servers are real sockets on 127.0.0.1 (``tests/hostile_servers.py``): a proxy forwards every
+request to SeaweedFS unchanged and lies only in the answers the case names.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures_s3 import S3Server
+from tests.hostile import Result, World, make_world
+from tests.hostile_servers import HUGE, Lie, garbage_server, lying_proxy
+
+pytestmark = pytest.mark.s3
+
+# The bounds a case runs under: a silent server is given 2 s; a body must come at 1 MB/s at least
+# (the artifact's files are a few hundred KB); a listing must end within 3 s.
+FAST_BOUNDS = {"LMI_BUILD_S3_TIMEOUT": "2", "LMI_BUILD_S3_MIN_RATE": "1000000", "LMI_BUILD_S3_LIST_TIMEOUT": "3"}
+# Without the bounds, these cases hang: this ends them (and fails them) instead.
+CASE_TIMEOUT = 45.0
+# A pull keeps the files it verified in its partial directory, to resume; nothing else may change.
+PARTIAL = "work/.dest.lmi-build-partial"
+
+
+@pytest.fixture
+def world(tmp_path: Path, s3_env: S3Server) -> World:
+    made = make_world(tmp_path)
+    made.secrets = {"AWS_SECRET_ACCESS_KEY": s3_env.env()["AWS_SECRET_ACCESS_KEY"]}
+    made.env = {**s3_env.env(), **FAST_BOUNDS}
+    return made
+
+
+@pytest.fixture
+def published(world: World, s3_bucket: str) -> str:
+    """A real artifact published straight to SeaweedFS; returns its URL."""
+    built = world.run("hf", "--model", "./model", "--output", "artifact", "--no-cache")
+    assert built.returncode == 0, built.stderr
+    url = f"s3://{s3_bucket}/model"
+    assert world.run("publish", str(world.cwd / "artifact"), url).returncode == 0
+    return url
+
+
+def _timed(world: World, *args: str, endpoint: str) -> tuple[float, Result]:
+    started = time.monotonic()
+    result = world.run(*args, env={"AWS_ENDPOINT_URL": endpoint}, timeout=CASE_TIMEOUT)
+    return time.monotonic() - started, result
+
+
+@pytest.mark.parametrize("key", ["config.json", "lmi-build.json"])
+def test_a_trickled_body_ends_within_its_bound(world: World, s3_env: S3Server, published: str, key: str) -> None:
+    """One byte a second passes every per-read timeout; the object's total deadline ends it."""
+    before = world.snapshot()
+    with lying_proxy(s3_env.endpoint, Lie("trickle", key_suffix=key, byte_interval=1.0)) as proxy:
+        seconds, result = _timed(world, "pull", published, "dest", endpoint=proxy.endpoint)
+        assert proxy.served_lies >= 1
+    world.expect(result, code=1, before=before, allowed=(PARTIAL,), says=f"the S3 endpoint {proxy.endpoint}")
+    assert "slower than" in result.error_lines[0], result.error_lines
+    assert seconds < 20, f"took {seconds:.1f} s"
+    assert not (world.cwd / "dest").exists()
+
+
+@pytest.mark.parametrize("key", ["config.json", "lmi-build.json"])
+def test_a_claimed_petabyte_is_refused_before_reading(world: World, s3_env: S3Server, published: str,
+                                                      key: str) -> None:
+    """A Content-Length of 10^15 is checked against the manifest (or the manifest's cap) first:
+    no MemoryError, no wait for bytes that never come."""
+    before = world.snapshot()
+    with lying_proxy(s3_env.endpoint, Lie("huge_length", key_suffix=key)) as proxy:
+        seconds, result = _timed(world, "pull", published, "dest", endpoint=proxy.endpoint)
+    world.expect(result, code=1, before=before, allowed=(PARTIAL,), says=f"claims {HUGE} bytes")
+    assert proxy.endpoint in result.error_lines[0]
+    assert seconds < 20, f"took {seconds:.1f} s"
+    assert not (world.cwd / "dest").exists()
+
+
+def test_a_claimed_petabyte_is_refused_by_remote_verify(world: World, s3_env: S3Server, published: str) -> None:
+    before = world.snapshot()
+    with lying_proxy(s3_env.endpoint, Lie("huge_length", key_suffix="config.json")) as proxy:
+        seconds, result = _timed(world, "verify", published, endpoint=proxy.endpoint)
+    world.expect(result, code=2, before=before)
+    assert f"claims {HUGE} bytes" in result.stdout + result.stderr
+    assert seconds < 20, f"took {seconds:.1f} s"
+
+
+@pytest.mark.parametrize(("kind", "says"), [("endless_listing", "did not finish the listing"),
+                                            ("repeating_listing", "twice")])
+def test_an_endless_listing_ends_within_its_bound(world: World, s3_env: S3Server, published: str,
+                                                  kind: str, says: str) -> None:
+    """A listing that is always truncated, with a new continuation token each page (new keys, or
+    the same key again): verify and pull end with one line instead of listing forever."""
+    for command in (("verify", published), ("pull", published, "dest")):
+        before = world.snapshot()
+        with lying_proxy(s3_env.endpoint, Lie(kind)) as proxy:  # type: ignore[arg-type]
+            seconds, result = _timed(world, *command, endpoint=proxy.endpoint)
+            assert proxy.served_lies >= 1
+        output = result.stdout + result.stderr
+        assert says in output and proxy.endpoint in output, output[-2000:]
+        world.expect(result, code=2 if command[0] == "verify" else 1, before=before, allowed=(PARTIAL,))
+        assert seconds < 20, f"{command[0]} took {seconds:.1f} s"
+        assert not (world.cwd / "dest").exists()
+
+
+def test_an_endpoint_speaking_garbage_is_one_line(world: World, published: str) -> None:
+    with garbage_server() as server:
+        for command in (("pull", published, "dest"), ("verify", published)):
+            before = world.snapshot()
+            seconds, result = _timed(world, *command, endpoint=f"http://{server.address}")
+            assert result.returncode != 0
+            world.expect(result, code=result.returncode, before=before, allowed=(PARTIAL,))
+            assert server.address in result.stdout + result.stderr
+            assert seconds < 30, f"{command[0]} took {seconds:.1f} s"
