@@ -161,7 +161,7 @@ def _options_table(plan: BuildPlan) -> RenderableType:
         spec = option_spec(key)
         if spec is not None and spec.is_build_only(plan.target):
             source += ", build only"  # planned (it shapes the build), never written to serving.properties
-        rows.append((key, value, source))
+        rows.append((key, _shown_value(value), source))
     more = len(plan.options) - SHOWN_OPTIONS
     widths = [max((len(row[i]) for row in rows), default=0) for i in range(3)]
     table = Table(title="serving.properties", title_justify="left", box=None, pad_edge=False)
@@ -202,6 +202,15 @@ def _narrow_options(rows: list[tuple[str, str]], more: int) -> RenderableType:
 
 
 SHOWN_OPTIONS = 200
+# A value longer than this is no identifier a person copies from the screen (a URI or path is far
+# shorter): a 5,000-digit batch size from a hostile serving.properties printed whole, line after line.
+SHOWN_VALUE_CHARS = 256
+
+
+def _shown_value(value: str) -> str:
+    if len(value) <= SHOWN_VALUE_CHARS:
+        return value
+    return f"{value[:60]}… ({len(value):,} characters; --json shows it whole)"
 
 
 def _memory_table(plan: BuildPlan) -> _Section:

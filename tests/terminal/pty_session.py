@@ -50,9 +50,6 @@ class TerminalRun:
     def seconds_after_interrupt(self) -> float | None:
         return None if self.interrupted_at is None else self.seconds - self.interrupted_at
 
-    def bytes_per_second(self) -> float:
-        return len(self.raw) / max(self.seconds, 1.0)
-
     def describe(self) -> str:
         """For assertion messages: how it ended and the last of what it printed."""
         ending = ("killed at the timeout" if self.timed_out else "killed for flooding" if self.flooded
