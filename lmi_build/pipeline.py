@@ -8,7 +8,10 @@ artifact.
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -136,15 +139,34 @@ def _run_locked(saved: SavedPlan, settings: BuildSettings, output: Path, target:
 
 def _keep_failed_logs(work: Path, output: Path, error: LmiBuildError) -> None:
     """The work directory goes, but the failed step's logs stay where the error message says:
-    ``<output>.build-logs`` beside the output (replacing an older failure's)."""
+    ``<output>.build-logs`` beside the output (replacing an older failure's). That name is never
+    followed: when something else is there (a link planted there, a file, another user's
+    directory), the logs go to a new directory beside it instead and the message says so."""
     found = sorted(work.rglob(LOG_DIR))
     if not found or not any(found[0].iterdir()):
         return
     kept = output.with_name(f"{output.name}.{LOG_DIR}")
-    shutil.rmtree(kept, ignore_errors=True)
-    shutil.move(str(found[0]), kept)
+    if _ours(kept):
+        shutil.rmtree(kept, ignore_errors=True)  # an older failure's logs
+    try:
+        os.rename(found[0], kept)  # a rename never writes through a link (a file or link there: it fails)
+        note = ""
+    except OSError:
+        planted = kept
+        kept = Path(tempfile.mkdtemp(prefix=f"{output.name}.{LOG_DIR}-", dir=output.parent))
+        os.rename(found[0], kept)  # onto the empty directory just made
+        note = f" ({planted} is not a log directory lmi-build wrote, so it was left alone)"
     error.message = error.message.replace(str(found[0]), str(kept))
-    error.hint = (error.hint or "").replace(str(found[0]), str(kept)) or f"logs: {kept}"
+    error.hint = ((error.hint or "").replace(str(found[0]), str(kept)) or f"logs: {kept}") + note
+
+
+def _ours(path: Path) -> bool:
+    """A real directory (not a link) of this user: what an older failure's logs are."""
+    try:
+        info = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and (not hasattr(os, "geteuid") or info.st_uid == os.geteuid())
 
 
 def fetch(saved: SavedPlan, endpoint_url: str | None = None) -> ResolvedSource:
