@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING
 from lmi_build.artifact.manifest import BuildRecord, StepTiming
 from lmi_build.building.context import BuildContext, BuildOutcome, BuildSettings
 from lmi_build.building.target import Target
-from lmi_build.errors import InvalidPlan, LmiBuildError, SourceError, UnsupportedTarget
+from lmi_build.errors import InvalidPlan, LmiBuildError, UnsupportedTarget
 from lmi_build.fs import DirectoryBusy, directory_lock, make_temp_dir, remove_stale_temp_dirs
 from lmi_build.output import current
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import SavedPlan
 from lmi_build.runners.executing import LOG_DIR
 from lmi_build.sources.base import ResolvedSource
-from lmi_build.types import ModelIdentity
+from lmi_build.sources.identity import check_identity
 
 if TYPE_CHECKING:
     from lmi_build.storage.build_cache import RemoteBuildCache
@@ -178,23 +178,6 @@ def fetch(saved: SavedPlan, endpoint_url: str | None = None) -> ResolvedSource:
                             allow_pickle=inputs.allow_pickle, endpoint_url=endpoint_url)
     check_identity(saved.plan.model, source.identity, inputs.model)
     return source
-
-
-def check_identity(planned: ModelIdentity, fetched: ModelIdentity, ref: str) -> None:
-    """The fetched model must be the planned one: same kind, revision and content digest. A local
-    directory may have moved (its name is not its identity); its content may not have changed."""
-    problems: list[str] = []
-    if planned.kind != fetched.kind:
-        problems.append(f"a {fetched.kind} model instead of a {planned.kind} one")
-    elif planned.kind != "local" and planned.id != fetched.id:
-        problems.append(f"model {fetched.id} instead of {planned.id}")
-    if planned.revision and fetched.revision and planned.revision != fetched.revision:
-        problems.append(f"revision {fetched.revision} instead of {planned.revision}")
-    if planned.digest and fetched.digest and planned.digest != fetched.digest:
-        problems.append(f"content {fetched.digest[:19]}… instead of the planned {planned.digest[:19]}…")
-    if problems:
-        raise SourceError(f"{ref} is not the model that was planned: " + "; ".join(problems),
-                          hint="pin --revision, or plan again for the model as it is now")
 
 
 # ---- the config-aware artifact cache ----
