@@ -25,7 +25,7 @@ def escaping_path(rel: str) -> str | None:
     if rel.startswith("/"):
         return "it is absolute"
     if any(part in ("..", ".", "") for part in rel.split("/")):  # split, not PurePosixPath: it drops "."
-        return "it leaves the artifact or is not a normalized path"
+        return "it escapes the artifact or is not a normalized path"
     return None
 
 
@@ -140,3 +140,9 @@ def _real_directory(base: str, rel: str, known: dict[str, bool]) -> bool:
                 real = False
         known[directory] = real
     return real
+
+
+def inside_artifact(root: Path, rel: str) -> bool:
+    """Whether ``rel`` is a plain relative path whose directories under ``root`` are all real
+    directories (a file reached through a linked directory is outside the artifact)."""
+    return escaping_path(rel) is None and _real_directory(os.fspath(root), rel.rpartition("/")[0], {"": True})
