@@ -8,7 +8,10 @@ artifact.
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,14 +21,14 @@ from typing import TYPE_CHECKING
 from lmi_build.artifact.manifest import BuildRecord, StepTiming
 from lmi_build.building.context import BuildContext, BuildOutcome, BuildSettings
 from lmi_build.building.target import Target
-from lmi_build.errors import InvalidPlan, LmiBuildError, SourceError, UnsupportedTarget
+from lmi_build.errors import InvalidPlan, LmiBuildError, UnsupportedTarget
 from lmi_build.fs import DirectoryBusy, directory_lock, make_temp_dir, remove_stale_temp_dirs
 from lmi_build.output import current
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import SavedPlan
 from lmi_build.runners.executing import LOG_DIR
 from lmi_build.sources.base import ResolvedSource
-from lmi_build.types import ModelIdentity
+from lmi_build.sources.identity import check_identity
 
 if TYPE_CHECKING:
     from lmi_build.storage.build_cache import RemoteBuildCache
@@ -141,15 +144,34 @@ def _run_locked(saved: SavedPlan, settings: BuildSettings, output: Path, target:
 
 def _keep_failed_logs(work: Path, output: Path, error: LmiBuildError) -> None:
     """The work directory goes, but the failed step's logs stay where the error message says:
-    ``<output>.build-logs`` beside the output (replacing an older failure's)."""
+    ``<output>.build-logs`` beside the output (replacing an older failure's). That name is never
+    followed: when something else is there (a link planted there, a file, another user's
+    directory), the logs go to a new directory beside it instead and the message says so."""
     found = sorted(work.rglob(LOG_DIR))
     if not found or not any(found[0].iterdir()):
         return
     kept = output.with_name(f"{output.name}.{LOG_DIR}")
-    shutil.rmtree(kept, ignore_errors=True)
-    shutil.move(str(found[0]), kept)
+    if _ours(kept):
+        shutil.rmtree(kept, ignore_errors=True)  # an older failure's logs
+    try:
+        os.rename(found[0], kept)  # a rename never writes through a link (a file or link there: it fails)
+        note = ""
+    except OSError:
+        planted = kept
+        kept = Path(tempfile.mkdtemp(prefix=f"{output.name}.{LOG_DIR}-", dir=output.parent))
+        os.rename(found[0], kept)  # onto the empty directory just made
+        note = f" ({planted} is not a log directory lmi-build wrote, so it was left alone)"
     error.message = error.message.replace(str(found[0]), str(kept))
-    error.hint = (error.hint or "").replace(str(found[0]), str(kept)) or f"logs: {kept}"
+    error.hint = ((error.hint or "").replace(str(found[0]), str(kept)) or f"logs: {kept}") + note
+
+
+def _ours(path: Path) -> bool:
+    """A real directory (not a link) of this user: what an older failure's logs are."""
+    try:
+        info = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and (not hasattr(os, "geteuid") or info.st_uid == os.geteuid())
 
 
 def fetch(saved: SavedPlan, endpoint_url: str | None = None) -> ResolvedSource:
@@ -161,23 +183,6 @@ def fetch(saved: SavedPlan, endpoint_url: str | None = None) -> ResolvedSource:
                             allow_pickle=inputs.allow_pickle, endpoint_url=endpoint_url)
     check_identity(saved.plan.model, source.identity, inputs.model)
     return source
-
-
-def check_identity(planned: ModelIdentity, fetched: ModelIdentity, ref: str) -> None:
-    """The fetched model must be the planned one: same kind, revision and content digest. A local
-    directory may have moved (its name is not its identity); its content may not have changed."""
-    problems: list[str] = []
-    if planned.kind != fetched.kind:
-        problems.append(f"a {fetched.kind} model instead of a {planned.kind} one")
-    elif planned.kind != "local" and planned.id != fetched.id:
-        problems.append(f"model {fetched.id} instead of {planned.id}")
-    if planned.revision and fetched.revision and planned.revision != fetched.revision:
-        problems.append(f"revision {fetched.revision} instead of {planned.revision}")
-    if planned.digest and fetched.digest and planned.digest != fetched.digest:
-        problems.append(f"content {fetched.digest[:19]}… instead of the planned {planned.digest[:19]}…")
-    if problems:
-        raise SourceError(f"{ref} is not the model that was planned: " + "; ".join(problems),
-                          hint="pin --revision, or plan again for the model as it is now")
 
 
 # ---- the config-aware artifact cache ----

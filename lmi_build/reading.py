@@ -42,11 +42,14 @@ class BadFile(LmiBuildError, ValueError):
     code = "bad_file"
 
 
-def read_regular_bytes(path: Path, *, limit: int = MAX_DOCUMENT_BYTES, what: str = "file") -> bytes:
-    """The bytes of ``path`` (symlinks followed) if it is a regular file of at most ``limit`` bytes.
-    Opened non-blocking, so a FIFO named in its place fails at once instead of waiting for a writer."""
+def read_regular_bytes(path: Path, *, limit: int = MAX_DOCUMENT_BYTES, what: str = "file",
+                       follow: bool = True) -> bytes:
+    """The bytes of ``path`` (symlinks followed unless ``follow`` is false: then a link is refused) if
+    it is a regular file of at most ``limit`` bytes. Opened non-blocking, so a FIFO named in its
+    place fails at once instead of waiting for a writer."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        handle = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        handle = os.open(path, flags if follow else flags | getattr(os, "O_NOFOLLOW", 0))
     except OSError as error:
         raise BadFile(f"cannot read the {what} {path}: {error.strerror or error}",
                       hint="check the path and its permissions") from None
@@ -183,9 +186,10 @@ def parse_json(text: str | bytes, *, what: str = "JSON document") -> Any:
     return value
 
 
-def read_json_file(path: Path, *, limit: int = MAX_DOCUMENT_BYTES, what: str = "JSON file") -> Any:
-    """A JSON file read with every limit of this module."""
-    return parse_json(read_regular_bytes(path, limit=limit, what=what), what=f"{what} {path}")
+def read_json_file(path: Path, *, limit: int = MAX_DOCUMENT_BYTES, what: str = "JSON file",
+                   follow: bool = True) -> Any:
+    """A JSON file read with every limit of this module (``follow``: as ``read_regular_bytes``)."""
+    return parse_json(read_regular_bytes(path, limit=limit, what=what, follow=follow), what=f"{what} {path}")
 
 
 def parse_toml(text: str, *, what: str = "TOML document") -> dict[str, Any]:

@@ -183,3 +183,21 @@ class TargetWithLayouts:
 
     def layouts(self) -> dict[str, Layout]:
         return {**self.base.layouts(), **{layout.name: layout for layout in self.extra}}
+
+
+def produced_as(source: Path, out: Path, *, architectures: tuple[str, ...] | None = None,
+                quant_method: str | None = None, modelopt_algo: str | None = None) -> Path:
+    """A copy of ``source`` whose files say what a plan records (verify reads the architecture and
+    the checkpoint format from config.json / hf_quant_config.json, never from the manifest alone)."""
+    import shutil
+
+    shutil.copytree(source, out)
+    config = json.loads((out / "config.json").read_text())
+    if architectures is not None:
+        config["architectures"] = list(architectures)
+    if quant_method is not None:
+        config["quantization_config"] = {"quant_method": quant_method}
+    if modelopt_algo is not None:
+        (out / "hf_quant_config.json").write_text(json.dumps({"quantization": {"quant_algo": modelopt_algo}}))
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    return out

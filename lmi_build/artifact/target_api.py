@@ -8,7 +8,7 @@ layers never look a target up by name. The whole protocol a target implements is
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from lmi_build.artifact.layout import Layout
@@ -20,6 +20,8 @@ from lmi_build.planning.target_api import ContainerFacts
 from lmi_build.types import PlanMessage, TargetName
 
 Problems = tuple[list[PlanMessage], list[PlanMessage]]  # (errors, warnings)
+# A file of the artifact by its manifest path: its bytes (bounded, regular files only), or None.
+ReadFile = Callable[[str], "bytes | None"]
 
 
 class ArtifactTarget(Protocol):
@@ -42,6 +44,13 @@ class ArtifactTarget(Protocol):
     def container_startup(self, manifest: Manifest, serving: ServingTarget) -> StartupOutcome | None:
         """What the serving container release does with the artifact at start-up (the target's
         model of it), or None where the target has no such model or no release is given."""
+        ...
+
+    def record_problems(self, manifest: Manifest, read: ReadFile) -> list[PlanMessage]:
+        """Where the manifest's record of a fact the serving checks use (architecture, checkpoint
+        format, engine version, the NEFFs) is not what the artifact's own files say (``read``: a
+        listed file's bytes, None when it cannot be read). A manifest re-hashed after a tamper
+        passes the file checks; these facts are then read from the files, never from the record."""
         ...
 
 
@@ -128,3 +137,23 @@ def gpu_quantization_problems(manifest: Manifest, serving: ServingTarget) -> lis
                     f"{serving.gpu_sm}", "choose a newer GPU or another quantization")
             for what, minimum in sm_requirements(quantization.get("quant_algo"), quantization.get("kv_cache_quant_algo"))
             if sm_number(serving.gpu_sm) < minimum]
+
+
+def read_json_fact(read: ReadFile, path: str) -> dict[str, object] | None:
+    """A JSON object of the artifact (bounded: ``lmi_build.reading``), or None when it is absent or
+    not one (the layout check reports such a file)."""
+    from lmi_build.reading import BadFile, parse_json
+
+    data = read(path)
+    if data is None:
+        return None
+    try:
+        value = parse_json(data, what=path)
+    except BadFile:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def record_mismatch(code: str, fact: str, recorded: object, found: object, path: str) -> PlanMessage:
+    return message(code, f"the manifest records {fact} {recorded!r}, the artifact's {path} says {found!r}",
+                   "the artifact or its manifest was edited after the build: rebuild or re-pull it")

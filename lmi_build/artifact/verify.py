@@ -7,6 +7,7 @@ every mismatch is refused here with a message naming both sides. No torch import
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +151,26 @@ def check_layout(root: Path, manifest: Manifest, target: ArtifactTarget) -> tupl
     return list(layout.check(root)), []
 
 
+def local_reader(root: Path, manifest: Manifest) -> Callable[[str], bytes | None]:
+    """A listed file of the artifact under ``root`` as the target's record check reads it: only a
+    path the manifest lists, only a regular file reached through real directories (never a link),
+    bounded in size; None otherwise (the file checks report it)."""
+    from lmi_build.artifact.files import inside_artifact
+    from lmi_build.reading import BadFile, read_regular_bytes
+
+    listed = {entry.path for entry in manifest.files}
+
+    def read(rel: str) -> bytes | None:
+        if rel not in listed or not inside_artifact(root, rel):
+            return None
+        try:
+            return read_regular_bytes(root / rel, what="artifact file", follow=False)
+        except BadFile:
+            return None
+
+    return read
+
+
 def built_by_stand_in(manifest: Manifest) -> bool:
     """Whether a test stand-in of the vendor compiler wrote the artifact's engines or NEFFs."""
     return manifest.toolchain.found.get("stand_in") == "true"
@@ -213,9 +234,11 @@ def container_startup(manifest: Manifest, target: ArtifactTarget, serving: Servi
 
 
 def verify_local(path: Path, targets: TargetsByName, *, serving: ServingTarget | None = None,
-                 rehash: bool = True) -> VerifyReport:
+                 rehash: bool = True, records: bool = True) -> VerifyReport:
     """Verify an artifact directory. A missing or corrupt manifest is an invalid report, not a raise;
-    ``targets``: the targets an artifact may be of (the registry, or the one a build runs)."""
+    ``targets``: the targets an artifact may be of (the registry, or the one a build runs).
+    ``records``: check the manifest's record of the facts the serving checks use against the files
+    (``record_problems``); the packager's check of the manifest it has just written skips it."""
     if not path.is_dir():
         raise LmiBuildError(f"{path} is not a directory", hint="give the artifact directory or an s3:// URL",
                             code="not_found")
@@ -234,6 +257,8 @@ def verify_local(path: Path, targets: TargetsByName, *, serving: ServingTarget |
                            f"not know ({', '.join(targets)})", "upgrade lmi-build"))
         return report(errors, warnings, summarize(manifest, str(path)))
     serving = serving or ServingTarget()
+    if records:
+        errors += target.record_problems(manifest, local_reader(path, manifest))
     for found_errors, found_warnings in (check_layout(path, manifest, target),
                                          check_compatibility(manifest, target, serving)):
         errors += found_errors

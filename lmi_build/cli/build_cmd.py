@@ -197,7 +197,8 @@ def _build(name: TargetName, knobs: dict[str, Any], plan_file: Path | None, sett
     target = get_target(name)
     inputs = tuple(path for path in (plan_file, knobs.get("properties")) if isinstance(path, Path))
     settings = dataclasses.replace(settings, inputs=inputs, plan_file=plan_file)
-    saved = load_plan_for(name, plan_file, knobs) if plan_file is not None else None
+    saved = load_plan_for(name, plan_file, knobs, endpoint_url=settings.endpoint_url) \
+        if plan_file is not None else None
     if saved is None:
         from lmi_build.planner import plan_request
 

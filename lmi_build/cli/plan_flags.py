@@ -172,10 +172,13 @@ def given_flags(knobs: Mapping[str, Any]) -> list[tuple[str, Knob]]:
             if knobs.get(declared.name) not in (None, False, [], ())]
 
 
-def load_plan_for(target: str, plan_file: Path, knobs: Mapping[str, Any]) -> SavedPlan[Any]:
-    """The saved plan ``--plan`` names, for ``target``, refusing any knob that would shape the build."""
+def load_plan_for(target: str, plan_file: Path, knobs: Mapping[str, Any], *,
+                  endpoint_url: str | None = None) -> SavedPlan[Any]:
+    """The saved plan ``--plan`` names, for ``target``, refusing any knob that would shape the build,
+    and refusing a plan that is not the plan its own inputs make now (``planner.recheck_saved_plan``)."""
     from lmi_build.errors import OptionError
-    from lmi_build.targets import load_saved_plan
+    from lmi_build.planner import recheck_saved_plan
+    from lmi_build.targets import get_target, load_saved_plan
 
     shaping = [flag for flag, how in given_flags(knobs) if not how.location]
     if shaping:
@@ -186,4 +189,7 @@ def load_plan_for(target: str, plan_file: Path, knobs: Mapping[str, Any]) -> Sav
         raise OptionError(f"{plan_file} is a plan for the {saved.plan.target} target, not {target}",
                           hint=f"run it with `lmi-build {saved.plan.target} --plan {plan_file}`")
     calib = knobs.get("calib_data")
-    return saved.with_inputs(model=knobs.get("model"), calib_data=calib.absolute() if calib else None)
+    saved = saved.with_inputs(model=knobs.get("model"), calib_data=calib.absolute() if calib else None)
+    if saved.plan.valid:  # an invalid plan is refused with its own errors
+        recheck_saved_plan(saved, get_target(target), origin=f"plan file {plan_file}", endpoint_url=endpoint_url)
+    return saved

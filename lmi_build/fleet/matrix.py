@@ -211,7 +211,7 @@ def _prefixes_overlap(first: str, second: str) -> bool:
     return a.startswith(b) or b.startswith(a)
 
 
-def _plan_entry(entry: BuildEntry, base: Path) -> SavedPlan:
+def _plan_entry(entry: BuildEntry, base: Path, endpoint_url: str | None = None) -> SavedPlan:
     """The saved plan of one build: loaded (``plan = ...``) or made from its flags."""
     from lmi_build.targets import get_target, load_saved_plan
 
@@ -225,6 +225,11 @@ def _plan_entry(entry: BuildEntry, base: Path) -> SavedPlan:
         saved = load_saved_plan(here(entry.plan) or entry.plan).with_inputs(model=entry.knobs.get("model"))
         if entry.target is not None and saved.plan.target != entry.target:
             raise EntryError(f"{entry.plan} is a plan for {saved.plan.target}, not {entry.target}")
+        if saved.plan.valid:  # the plan is the contract, not a proof that it was checked
+            from lmi_build.planner import recheck_saved_plan
+
+            recheck_saved_plan(saved, get_target(saved.plan.target), origin=f"plan {entry.plan}",
+                               endpoint_url=endpoint_url)
         return saved
     if entry.target is None:
         raise EntryError("target is missing (trtllm, neuronx or hf), and no plan is given")
@@ -246,7 +251,7 @@ def plan_matrix(path: Path, *, cache: str | None, endpoint_url: str | None = Non
     by_publish: dict[str, str] = {}
     for label, entry, chosen in builds:
         try:
-            saved = _plan_entry(entry, path.parent)
+            saved = _plan_entry(entry, path.parent, endpoint_url)
         except LmiBuildError as error:
             problems.append(f"{label}: {error.message}")
             unplanned.append(error)

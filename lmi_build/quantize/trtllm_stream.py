@@ -19,17 +19,21 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
 import hashlib
 import json
 import math
 import os
 import re
+import shutil
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from lmi_build import output
 from lmi_build.errors import StepError
 from lmi_build.fs import atomic_write_json
 from lmi_build.paths import cache_root
@@ -60,25 +64,81 @@ class RankLayout:
 
 # The exporter versions a layout depends on (read from package metadata: nothing is imported).
 LAYOUT_VERSIONS = ("nvidia-modelopt", "transformers", "torch")
-_LAYOUT_FORMAT = 1  # bump when RankLayout changes: older entries are then never read
+_LAYOUT_FORMAT = 2  # bump when the entry changes: older entries are then never read (2: schema + digest)
+_LAYOUT_DIR = "layouts"
 
 
-def modelopt_layout(model_dir: Path, decoder: str, dtype: str, tp: int, pp: int) -> list[RankLayout]:
+class _CachedTensor(BaseModel):
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+
+    shape: list[Annotated[int, Field(ge=0)]]
+    dtype: Literal["float16", "bfloat16", "float32"]  # the keys of ST_DTYPE_OF_TORCH
+
+
+class _CachedRank(BaseModel):
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+
+    rank: Annotated[int, Field(ge=0)]
+    config: dict[str, Any]
+    quant_config: dict[str, Any]
+    tensors: Annotated[dict[str, _CachedTensor], Field(min_length=1)]
+
+
+class _LayoutEntry(BaseModel):
+    """One cache entry: the key it was stored under, the layout, and the digest of the layout."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+
+    format: Literal[2]
+    key: str
+    digest: str
+    ranks: Annotated[list[_CachedRank], Field(min_length=1)]
+
+
+@dataclass(frozen=True)
+class Layouts:
+    """ModelOpt's layout of every rank, and the cache entry it was read from (None: computed now)."""
+
+    ranks: list[RankLayout]
+    cached_from: Path | None = None
+
+
+def modelopt_layout(model_dir: Path, decoder: str, dtype: str, tp: int, pp: int, *,
+                    use_cache: bool = True, refresh: bool = False) -> Layouts:
     """ModelOpt's checkpoint layout for the model in ``model_dir``, computed without its weights.
 
     Computing it imports ModelOpt's exporter (about 7 s on a small CPU host, more than the whole
     conversion of a small model) and depends only on config.json, the knobs and the exporter
-    versions, so it is kept under the cache directory by a key over exactly those; an entry that
-    cannot be read back whole is a miss and is computed again."""
-    entry = cache_root() / "layouts" / f"{_layout_key(model_dir, decoder, dtype, tp, pp)}.json"
-    cached = _read_layout(entry)
-    if cached is not None:
-        return cached
+    versions, so it is kept under the cache directory by a key over exactly those. An entry is used
+    only when it is a regular file (never a link), matches the schema, carries the digest of its
+    content and the key it is found under, and describes the model and the knobs
+    (``_entry_problem``); anything else is a miss that is computed again, replaces the entry and is
+    reported in one warning naming it. ``use_cache=False`` (``--no-cache``) neither reads nor
+    writes the cache; ``refresh`` computes it again and replaces the entry without reading it."""
+    if not use_cache:
+        return Layouts(_exported_layout(model_dir, decoder, dtype, tp, pp))
+    model_config = _model_config(model_dir)
+    key = _layout_key(model_dir, decoder, dtype, tp, pp)
+    directory = cache_root() / _LAYOUT_DIR
+    entry = directory / f"{key}.json"
+    if not refresh:
+        cached, problem = _read_layout(entry, key, model_config, dtype=dtype, tp=tp, pp=pp)
+        if cached is not None:
+            return Layouts(cached, cached_from=entry)
+        if problem is not None:
+            output.current().warn(f"the layout cache entry {entry} is not usable ({problem}); "
+                                  "computing the layout again and replacing the entry")
     layouts = _exported_layout(model_dir, decoder, dtype, tp, pp)
-    with contextlib.suppress(OSError):  # a cache that cannot be written costs the next build time, nothing else
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(entry, [dataclasses.asdict(layout) for layout in layouts], indent=None)
-    return layouts
+    _store_layout(directory, entry, key, layouts)
+    return Layouts(layouts)
+
+
+def evict_layout(entry: Path, reason: str) -> None:
+    """Remove a cache entry that passed its checks on read but made a checkpoint that did not."""
+    output.current().warn(f"the layout cache entry {entry} made a checkpoint that fails its checks ({reason}); "
+                          "computing the layout again and replacing the entry")
+    with contextlib.suppress(OSError):
+        entry.unlink()
 
 
 def _layout_key(model_dir: Path, decoder: str, dtype: str, tp: int, pp: int) -> str:
@@ -88,17 +148,109 @@ def _layout_key(model_dir: Path, decoder: str, dtype: str, tp: int, pp: int) -> 
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
 
-def _read_layout(entry: Path) -> list[RankLayout] | None:
-    if not entry.is_file():
-        return None
+def _model_config(model_dir: Path) -> dict[str, Any]:
+    config = read_json_file(model_dir / "config.json", what="model config")
+    if not isinstance(config, dict):
+        raise StepError(f"{model_dir.name}/config.json is not a JSON object", hint="fix or re-download the model")
+    return config
+
+
+def _ranks_json(layouts: list[RankLayout]) -> list[dict[str, Any]]:
+    return [{"rank": layout.rank, "config": layout.config, "quant_config": layout.quant_config,
+             "tensors": {name: {"shape": list(shape), "dtype": kind} for name, (shape, kind) in layout.tensors.items()}}
+            for layout in layouts]
+
+
+def _digest(ranks: list[dict[str, Any]]) -> str:
+    canonical = json.dumps(ranks, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _store_layout(directory: Path, entry: Path, key: str, layouts: list[RankLayout]) -> None:
+    """Write the entry (a link or anything else in its place is replaced, never written through);
+    a cache that cannot be written costs the next build time, nothing else."""
+    ranks = _ranks_json(layouts)
+    content = {"format": _LAYOUT_FORMAT, "key": key, "digest": _digest(ranks), "ranks": ranks}
+    with contextlib.suppress(OSError):
+        if _planted(directory):
+            output.current().warn(f"{directory} is not a directory of lmi-build's (a link or a file); "
+                                  "the layout is not cached")
+            return
+        directory.mkdir(parents=True, exist_ok=True)
+        if entry.is_symlink() or (entry.exists() and not entry.is_file()):
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        atomic_write_json(entry, content, indent=None)  # a rename: replaces a link, never follows it
+
+
+def _planted(directory: Path) -> bool:
     try:
-        return [RankLayout(rank=int(item["rank"]), config=dict(item["config"]),
-                           quant_config=dict(item["quant_config"]),
-                           tensors={str(name): (tuple(int(d) for d in shape), str(kind))
-                                    for name, (shape, kind) in item["tensors"].items()})
-                for item in read_json_file(entry, what="layout cache entry")]
-    except (BadFile, KeyError, TypeError, ValueError, AttributeError):
-        return None
+        info = directory.lstat()
+    except FileNotFoundError:
+        return False
+    return not stat.S_ISDIR(info.st_mode)
+
+
+def _read_layout(entry: Path, key: str, model_config: dict[str, Any], *, dtype: str, tp: int,
+                 pp: int) -> tuple[list[RankLayout] | None, str | None]:
+    """(the layout, None) from a usable entry; (None, why) from an unusable one; (None, None) on a miss."""
+    try:
+        info = entry.lstat()
+    except FileNotFoundError:
+        return None, None
+    except OSError as error:
+        return None, f"unreadable: {error.strerror or error}"
+    if _planted(entry.parent):
+        return None, f"{entry.parent} is a link or not a directory"
+    if stat.S_ISLNK(info.st_mode):
+        return None, "a symbolic link, never followed"
+    if not stat.S_ISREG(info.st_mode):
+        return None, "not a regular file"
+    try:
+        parsed = _LayoutEntry.model_validate(read_json_file(entry, what="layout cache entry", follow=False))
+    except BadFile as error:
+        return None, error.message.replace(f" {entry}", "")
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(root)"
+        return None, f"{where}: {first['msg']}"
+    ranks = [rank.model_dump() for rank in parsed.ranks]
+    if parsed.key != key:
+        return None, "stored under another key"
+    if parsed.digest != _digest(ranks):
+        return None, "its content does not match its digest"
+    layouts = [RankLayout(rank=rank.rank, config=rank.config, quant_config=rank.quant_config,
+                          tensors={name: (tuple(tensor.shape), tensor.dtype) for name, tensor in rank.tensors.items()})
+               for rank in parsed.ranks]
+    problem = _entry_problem(layouts, model_config, dtype=dtype, tp=tp, pp=pp)
+    return (None, problem) if problem else (layouts, None)
+
+
+def _entry_problem(layouts: list[RankLayout], model_config: dict[str, Any], *, dtype: str, tp: int,
+                   pp: int) -> str | None:
+    """Why a parsed layout is not ModelOpt's layout of this model for these knobs (None: it is)."""
+    from lmi_build.quantize.trtllm_model_check import model_problems
+
+    if [layout.rank for layout in layouts] != list(range(tp * pp)):
+        return f"ranks {[layout.rank for layout in layouts][:8]}, not 0-{tp * pp - 1}"
+    expected_mapping = {"world_size": tp * pp, "tp_size": tp, "pp_size": pp}
+    for layout in layouts:
+        mapping = layout.config.get("mapping")
+        if not isinstance(mapping, dict) or any(mapping.get(k) != v for k, v in expected_mapping.items()):
+            return f"rank {layout.rank}'s mapping is {mapping!r}, the knobs make {expected_mapping}"
+        if layout.config.get("rank") not in (None, layout.rank):
+            return f"rank {layout.rank}'s config says rank {layout.config.get('rank')!r}"
+        if layout.config.get("dtype") != dtype:
+            return f"rank {layout.rank}'s config has dtype {layout.config.get('dtype')!r}, the knobs {dtype}"
+    try:
+        config = json.loads(checkpoint_jsons(layouts)["config.json"])
+    except (TypeError, ValueError, KeyError, AttributeError) as error:
+        return f"its config cannot be written ({type(error).__name__})"
+    problems = model_problems(config, {layout.rank: set(layout.tensors) for layout in layouts}, model_config,
+                              tp=tp, pp=pp)
+    return "; ".join(problems[:3]) if problems else None
 
 
 def _exported_layout(model_dir: Path, decoder: str, dtype: str, tp: int, pp: int) -> list[RankLayout]:
@@ -291,26 +443,54 @@ def _groups(jobs: list[_Job]) -> Iterator[tuple[tuple[str, ...], list[_Job]]]:
     yield from grouped.items()
 
 
-def write_streamed_checkpoint(model_dir: Path, out_dir: Path, *, architecture: str | None, decoder: str,
-                              dtype: str, tp: int, pp: int) -> int:
-    """Write ModelOpt's unquantized TensorRT-LLM checkpoint for ``model_dir`` into ``out_dir``;
-    returns the bytes of weights written. Raises ``LayoutMismatch`` before writing anything when the
-    tensor map does not reproduce ModelOpt's layout."""
-    import torch
+@dataclass(frozen=True)
+class StreamedCheckpoint:
+    """What ``write_streamed_checkpoint`` wrote: the bytes of weights, and the layout cache entry
+    it was written from (None: the layout was computed by this call)."""
 
+    weight_bytes: int
+    layout_entry: Path | None
+
+
+def write_streamed_checkpoint(model_dir: Path, out_dir: Path, *, architecture: str | None, decoder: str,
+                              dtype: str, tp: int, pp: int, use_cache: bool = True,
+                              refresh: bool = False) -> StreamedCheckpoint:
+    """Write ModelOpt's unquantized TensorRT-LLM checkpoint for ``model_dir`` into ``out_dir``.
+    Raises ``LayoutMismatch`` before writing anything when the tensor map does not reproduce
+    ModelOpt's layout (a cached layout the map cannot make is evicted and computed again first).
+    ``use_cache`` / ``refresh``: the layout cache's (``modelopt_layout``)."""
     family = family_for(architecture)
     if family is None:
         raise LayoutMismatch(f"the tensor map has no entry for {architecture}")
-    layouts = modelopt_layout(model_dir, decoder, dtype, tp, pp)
+    layouts = modelopt_layout(model_dir, decoder, dtype, tp, pp, use_cache=use_cache, refresh=refresh)
     source = SourceTensors(model_dir)
+    try:
+        jobs = _checked_jobs(layouts.ranks, family, source, tp)
+    except LayoutMismatch as mismatch:
+        if layouts.cached_from is None:
+            raise
+        evict_layout(layouts.cached_from, str(mismatch))
+        layouts = modelopt_layout(model_dir, decoder, dtype, tp, pp, refresh=True)
+        jobs = _checked_jobs(layouts.ranks, family, source, tp)
+    return StreamedCheckpoint(_write_ranks(layouts.ranks, jobs, source, out_dir, tp), layouts.cached_from)
+
+
+def _checked_jobs(layouts: list[RankLayout], family: Family, source: SourceTensors, tp: int) -> list[_Job]:
     jobs = plan_jobs(layouts, family, source, tp)
-    files = _rank_files(layouts, jobs, out_dir)
     # Check every piece's shape before the first byte is written (shapes only: no data read yet).
     for job in jobs:
         expected = _piece_shape(job, source, tp)
         if expected != job.shape:
             raise LayoutMismatch(f"{job.name} of rank {job.rank}: the tensor map makes {list(expected)}, "
                                  f"ModelOpt writes {list(job.shape)}")
+    return jobs
+
+
+def _write_ranks(layouts: list[RankLayout], jobs: list[_Job], source: SourceTensors, out_dir: Path, tp: int) -> int:
+    """Every rank file, tensor by tensor, and the JSON files; the bytes of weights written."""
+    import torch
+
+    files = _rank_files(layouts, jobs, out_dir)
     descriptors = {}
     try:
         for rank, rank_file in files.items():

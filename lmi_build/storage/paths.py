@@ -3,24 +3,15 @@ inside the directory they are written to."""
 
 from __future__ import annotations
 
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
+from lmi_build.artifact.files import escaping_path
 from lmi_build.errors import LmiBuildError
 
 
 def safe_relpath(rel: str, *, error: type[LmiBuildError], where: str) -> str:
     """Return ``rel`` if it is a plain relative POSIX path; raise ``error`` otherwise."""
-    parts = PurePosixPath(rel).parts
-    bad = (
-        not rel
-        or "\\" in rel
-        or "\0" in rel
-        or rel.startswith("/")
-        or "//" in rel
-        or (len(rel) > 1 and rel[1] == ":")
-        or any(part in ("..", ".", "") for part in parts)
-    )
-    if bad:
+    if escaping_path(rel) is not None:
         raise error(
             f"refusing path {rel!r} from {where}: it would escape the destination directory",
             hint="the source is malformed or malicious; fix or republish it",

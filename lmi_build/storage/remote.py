@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -171,6 +172,32 @@ def _serving_record_problems(client: Any, target: S3Url, manifest: Any, entries:
 
 
 _MAX_PROPERTIES_BYTES = 1024 * 1024
+_MAX_FACT_BYTES = 64 * 1024 * 1024  # a config.json or VERSION the record checks read (as reading.py caps)
+
+
+def remote_reader(url: str, manifest: Manifest, endpoint_url: str | None = None) -> Callable[[str], bytes | None]:
+    """A listed file of a published artifact, as the targets' record checks read it (a few small
+    files: config.json, compiled/VERSION): only a path the manifest lists, at most its listed size;
+    None when it is absent, larger or unreadable (the object checks report it)."""
+    target = parse_s3_url(url, error=VerifyError)
+    client = s3_client(endpoint_url)
+    sizes = {entry.path: entry.size for entry in manifest.files}
+
+    def read(rel: str) -> bytes | None:
+        size = sizes.get(rel)
+        if size is None or size > _MAX_FACT_BYTES:
+            return None
+        try:
+            body = client.get_object(Bucket=target.bucket, Key=target.key(rel))["Body"]
+            try:
+                data: bytes = body.read(size + 1)
+            finally:
+                body.close()
+        except Exception:
+            return None
+        return data if len(data) == size else None
+
+    return read
 
 
 def _head_agrees(heads: dict[str, dict[str, Any] | None], item: tuple[str, int, str]) -> bool:

@@ -16,6 +16,7 @@ from lmi_build.artifact.verify import verify_local
 from lmi_build.cli import app
 from lmi_build.planning.plan import QuantizationPlan
 from lmi_build.targets import TARGETS
+from lmi_build.targets.hf.knobs import HfBuild
 from tests.fixtures_artifact import CHAT_TEMPLATE, HF, HF_LAYOUT, make_plan, make_record, write_tokenizer
 
 pytestmark = pytest.mark.slow
@@ -83,7 +84,8 @@ def test_modelopt_export_artifact(tiny_llama: Path, smoothquant_export: Path, tm
                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_TOKEN", "hf_secretvalue123")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMIK7MDENGbPxRfiCYsecretkey")
-    plan = make_plan("hf", quantization=QuantizationPlan(method="smoothquant", quant_algo="W8A8_SQ_PER_CHANNEL"))
+    plan = make_plan("hf", quantization=QuantizationPlan(method="smoothquant", quant_algo="W8A8_SQ_PER_CHANNEL"),
+                     build=HfBuild(tp=1, dtype="float16", export_format="modelopt_hf"))  # as the planner makes it
     out = package(plan, target=HF, layout=HF_LAYOUT, produced=smoothquant_export, source_dir=tiny_llama,
                   output_dir=tmp_path / "artifact", record=make_record())
     names = {p.name for p in out.iterdir()}

@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from lmi_build.artifact.manifest import Manifest
 from lmi_build.artifact.serving import ServingTarget
-from lmi_build.artifact.target_api import Problems, gpu_quantization_problems, message
+from lmi_build.artifact.target_api import (
+    Problems,
+    ReadFile,
+    gpu_quantization_problems,
+    message,
+    read_json_fact,
+    record_mismatch,
+)
 from lmi_build.types import PlanMessage
 
 if TYPE_CHECKING:
@@ -89,3 +96,39 @@ def artifact_format(manifest: Manifest) -> tuple[str | None, str | None, str]:
     if fmt == "hf":
         return fmt, None, "an unquantized checkpoint"
     return fmt, algo, f"a {fmt} checkpoint{f' ({algo})' if algo else ''}"
+
+
+def record_problems(manifest: Manifest, read: ReadFile) -> list[PlanMessage]:
+    """The architecture and checkpoint format the container checks use, read from the checkpoint's
+    own config.json (and hf_quant_config.json) against the manifest's record of them."""
+    listed = {entry.path for entry in manifest.files}
+    config = read_json_fact(read, "config.json") if "config.json" in listed else None
+    if config is None:
+        return []  # the layout check reports a missing or unreadable config.json
+    problems: list[PlanMessage] = []
+    recorded = (manifest.plan.get("spec") or {}).get("architectures")
+    if config.get("architectures") != recorded:
+        problems.append(record_mismatch("record_architecture", "architectures", recorded,
+                                        config.get("architectures"), "config.json"))
+    fmt, algo, _ = artifact_format(manifest)
+    modelopt = read_json_fact(read, "hf_quant_config.json") if "hf_quant_config.json" in listed else None
+    found, found_algo = file_format(config, modelopt)
+    if fmt is not None and found != fmt:
+        problems.append(record_mismatch("record_format", "the checkpoint format", fmt, found, "config.json"))
+    elif fmt == "modelopt_hf" and algo and found_algo and algo != found_algo:
+        problems.append(record_mismatch("record_format", "the ModelOpt quant_algo", algo, found_algo,
+                                        "hf_quant_config.json"))
+    return problems
+
+
+def file_format(config: dict[str, Any], modelopt: dict[str, Any] | None) -> tuple[str | None, str | None]:
+    """(format, ModelOpt quant_algo) of a checkpoint from its own files: ModelOpt's unified format
+    writes hf_quant_config.json; the packed formats name their quant_method in config.json."""
+    if modelopt is not None:
+        quantization = modelopt.get("quantization")
+        return "modelopt_hf", quantization.get("quant_algo") if isinstance(quantization, dict) else None
+    quantization = config.get("quantization_config")
+    method = quantization.get("quant_method") if isinstance(quantization, dict) else None
+    if method is None:
+        return "hf", None
+    return PASSED_THROUGH.get(str(method), str(method)), None

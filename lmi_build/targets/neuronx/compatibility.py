@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from lmi_build.artifact.manifest import Manifest
 from lmi_build.artifact.serving import ServingTarget
-from lmi_build.artifact.target_api import Problems, bound_version_problems, device_count_problems, message
+from lmi_build.artifact.target_api import (
+    Problems,
+    ReadFile,
+    bound_version_problems,
+    device_count_problems,
+    message,
+    read_json_fact,
+    record_mismatch,
+)
 from lmi_build.planning.startup import StartupOutcome
 from lmi_build.targets.neuronx.sdk import sdk
 from lmi_build.types import PlanMessage
@@ -93,3 +101,36 @@ def _flags_problems(manifest: Manifest, serving: ServingTarget, build: dict[str,
         return []
     return [message("compiler_flags", f"NEFFs compiled with flags '{built}', container uses '{served}'; the NEFF "
                     "cache key differs, so it would recompile", "rebuild with the container's NEURON_CC_FLAGS")]
+
+
+def record_problems(manifest: Manifest, read: ReadFile) -> list[PlanMessage]:
+    """What the start-up model reads from the manifest, against the artifact's own files: the NEFFs
+    a precompiled layout loads (the manifest must list at least one: a NEFF left out of it is
+    unverified, and "loads 0 NEFFs" is no verdict), the compiler version of compiled/VERSION and the
+    neuron block's batch and core count."""
+    from lmi_build.targets.neuronx.layouts import COMPILED_DIR
+    from lmi_build.targets.neuronx.startup import PRECOMPILED
+
+    problems: list[PlanMessage] = []
+    listed = {entry.path for entry in manifest.files}
+    if manifest.layout in (*PRECOMPILED, "neuronx-optimum") \
+            and not any(path.startswith(f"{COMPILED_DIR}/") and path.endswith(".neff") for path in listed):
+        problems.append(message("record_neffs", f"the manifest lists no {COMPILED_DIR}/*.neff: the NEFFs the "
+                                "container would load are not part of the verified artifact",
+                                "the artifact or its manifest was edited after the build: rebuild or re-pull it"))
+    version_path = f"{COMPILED_DIR}/VERSION"
+    version = read(version_path) if version_path in listed else None
+    recorded = manifest.toolchain.version("neuronx_cc")
+    if version is not None and recorded is not None:
+        found = version.decode("utf-8", "replace").strip()
+        if found != recorded:
+            problems.append(record_mismatch("record_compiler_version", "neuronx-cc", recorded, found, version_path))
+    config = read_json_fact(read, "config.json") if "config.json" in listed else None
+    block = config.get("neuron") if config is not None else None
+    build = manifest.plan.get("build") or {}
+    if isinstance(block, dict):
+        for key, planned in (("batch_size", build.get("batch_size")), ("num_cores", build.get("tp"))):
+            if planned is not None and key in block and block[key] != planned:
+                problems.append(record_mismatch("record_neuron_block", f"the planned {key}", planned, block[key],
+                                                "config.json neuron block"))
+    return problems

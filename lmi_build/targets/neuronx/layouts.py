@@ -51,7 +51,6 @@ Neuron SDK to build, so ``check`` scans ``compiled/`` for well-named NEFFs inste
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -100,11 +99,25 @@ def tnx_properties(build: NeuronxBuild, rolling: bool) -> dict[str, str]:
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object of the artifact or the model, read bounded (``lmi_build.reading``: a config.json
+    nested 100,000 deep is None here, not a RecursionError); None when absent or not one."""
+    from lmi_build.reading import BadFile, read_json_file
+
     try:
-        loaded = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        loaded = read_json_file(path, what="JSON file")
+    except (BadFile, OSError):
         return None
     return loaded if isinstance(loaded, dict) else None
+
+
+def _read_version(path: Path) -> str | None:
+    """compiled/VERSION (the neuronx-cc version), bounded; None when absent or unreadable."""
+    from lmi_build.reading import BadFile, read_regular_text
+
+    try:
+        return read_regular_text(path, limit=4096, what="compiled/VERSION").strip() if path.is_file() else None
+    except (BadFile, OSError, UnicodeDecodeError):
+        return None
 
 
 def _write_model_files(plan: BuildPlan, source_dir: Path, staging: Path, version_file: Path) -> None:
@@ -172,7 +185,7 @@ class TnxPrecompiledLayout:
             if not NEFF_NAME.fullmatch(name):
                 problem("neuron_neff_name", f"compiled/{name} is not named <sha256(hlo)[:20]>.neff: TNX cannot find it")
         version_file = compiled / "VERSION"
-        version = version_file.read_text(encoding="utf-8").strip() if version_file.is_file() else None
+        version = _read_version(version_file)
         if version is None:
             problem("neuron_version", "compiled/VERSION (the neuronx-cc version) is missing")
         tnx_config = _read_json(compiled / "config.json")

@@ -8,7 +8,7 @@ from typing import Literal
 from lmi_build.artifact.layout import Layout
 from lmi_build.artifact.manifest import Manifest
 from lmi_build.artifact.serving import ServingTarget
-from lmi_build.artifact.target_api import Problems
+from lmi_build.artifact.target_api import Problems, ReadFile
 from lmi_build.building.context import BuildContext, BuildSettings
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import SavedPlan
@@ -16,6 +16,7 @@ from lmi_build.planning.startup import StartupOutcome
 from lmi_build.targets.neuronx import build, compatibility, layouts
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.targets.neuronx.plan import NeuronxPlanning
+from lmi_build.types import PlanMessage
 
 
 class NeuronxTarget(NeuronxPlanning):
@@ -38,6 +39,9 @@ class NeuronxTarget(NeuronxPlanning):
 
     def container_startup(self, manifest: Manifest, serving: ServingTarget) -> StartupOutcome | None:
         return compatibility.container_startup(manifest, serving)
+
+    def record_problems(self, manifest: Manifest, read: ReadFile) -> list[PlanMessage]:
+        return compatibility.record_problems(manifest, read)
 
 
 TARGET = NeuronxTarget()

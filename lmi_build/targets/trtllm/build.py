@@ -173,7 +173,8 @@ def _export_checkpoint(ctx: BuildContext, paths: Paths) -> CheckpointResult:
 
     model, checkpoint = paths.get("model"), paths.get("checkpoint")
     assert model is not None and checkpoint is not None  # trtllm_paths always names both
-    return build_trtllm_checkpoint(ctx.plan, model, checkpoint, calib_file=ctx.inputs.calib_data)
+    return build_trtllm_checkpoint(ctx.plan, model, checkpoint, calib_file=ctx.inputs.calib_data,
+                                   layout_cache=ctx.settings.use_cache)
 
 
 def _keep_logs(work: Path, engine: Path) -> None:

@@ -29,11 +29,14 @@ from lmi_build.targets.trtllm.knobs import TrtllmBuild
 
 
 def build_trtllm_checkpoint(plan: BuildPlan, model_dir: Path, out_dir: Path, *,
-                            calib_file: Path | None = None, use_cache: bool = False) -> CheckpointResult:
-    """Quantize (if planned) and export a TensorRT-LLM checkpoint with the plan's TP/PP sharding."""
+                            calib_file: Path | None = None, use_cache: bool = False,
+                            layout_cache: bool = True) -> CheckpointResult:
+    """Quantize (if planned) and export a TensorRT-LLM checkpoint with the plan's TP/PP sharding.
+    ``use_cache``: the checkpoint cache; ``layout_cache``: the streamed writer's cache of ModelOpt's
+    layout (``--no-cache`` turns both off: neither is read nor written)."""
     build = plan.knobs(TrtllmBuild)
     return through_cache(plan, model_dir, out_dir, "trtllm", checkpoint_shaping(build), use_cache,
-                         lambda: _export_trtllm(plan, model_dir, out_dir, calib_file), dtype=build.dtype)
+                         lambda: _export_trtllm(plan, model_dir, out_dir, calib_file, layout_cache), dtype=build.dtype)
 
 
 def checkpoint_shaping(build: TrtllmBuild) -> dict[str, Any]:
@@ -45,7 +48,8 @@ def checkpoint_shaping(build: TrtllmBuild) -> dict[str, Any]:
     return shaping
 
 
-def _export_trtllm(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: Path | None) -> CheckpointResult:
+def _export_trtllm(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: Path | None,
+                   layout_cache: bool) -> CheckpointResult:
     build = plan.knobs(TrtllmBuild)
     vendor_hint = _vendor_hint(plan, build)
     if plan.quantization.pre_quantized is not None:
@@ -59,7 +63,7 @@ def _export_trtllm(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: 
     started = time.perf_counter()
     fallback: list[str] = []  # why a planned stream went to ModelOpt's exporter
     if build.checkpoint_writer == "stream" and plan.quantization.method is None:
-        streamed = _stream_trtllm(plan, build, model_dir, out_dir, started)
+        streamed = _stream_trtllm(plan, build, model_dir, out_dir, started, layout_cache)
         if isinstance(streamed, CheckpointResult):
             return streamed
         fallback.append(streamed)
@@ -97,7 +101,7 @@ def _export_trtllm(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: 
                                  "layers and heads; --debug shows the traceback") from exc
         notes = [*fallback, *_fix_missing_pre_quant_scale(staging, build.world_size),
                  *_complete_qwen_config(staging, plan, build)]
-        config = _check_trtllm(staging, plan, build)
+        config = _check_trtllm(staging, plan, build, model_dir)
     return CheckpointResult(
         format="trtllm",
         out_dir=out_dir,
@@ -117,19 +121,20 @@ def _export_trtllm(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: 
 
 
 def _stream_trtllm(plan: BuildPlan, build: TrtllmBuild, model_dir: Path, out_dir: Path,
-                   started: float) -> CheckpointResult | str:
+                   started: float, layout_cache: bool) -> CheckpointResult | str:
     """The unquantized checkpoint written tensor by tensor, or why not (one line for the step's
-    notes) when the tensor map does not reproduce ModelOpt's layout for this model."""
-    from lmi_build.quantize.trtllm_stream import LayoutMismatch, write_streamed_checkpoint
+    notes) when the tensor map does not reproduce ModelOpt's layout for this model. A checkpoint
+    written from a cached layout that fails its checks evicts the entry and is written again from
+    a layout computed now: only a fresh layout's failure is a failure of the build."""
+    from lmi_build.quantize.trtllm_stream import LayoutMismatch, evict_layout
 
     assert build.modelopt_decoder is not None  # checked by the caller
     try:
-        with staged_directory(out_dir) as staging:
-            with output.current().watch_written("writing the checkpoint", staging, total=plan.expected_weight_bytes()), quiet_libraries():
-                write_streamed_checkpoint(model_dir, staging, architecture=plan.spec.architecture,
-                                          decoder=build.modelopt_decoder, dtype=build.dtype, tp=build.tp, pp=build.pp)
-            qwen_notes = _complete_qwen_config(staging, plan, build)
-            config = _check_trtllm(staging, plan, build)
+        try:
+            qwen_notes, config = _write_streamed(plan, build, model_dir, out_dir, layout_cache, refresh=False)
+        except _FromCachedLayout as failed:
+            evict_layout(failed.entry, failed.error.message)
+            qwen_notes, config = _write_streamed(plan, build, model_dir, out_dir, layout_cache, refresh=True)
     except LayoutMismatch as mismatch:
         reason = f"streamed writer not used ({mismatch}); ModelOpt's exporter loaded the model"
         output.current().warn(reason)
@@ -144,8 +149,41 @@ def _stream_trtllm(plan: BuildPlan, build: TrtllmBuild, model_dir: Path, out_dir
     )
 
 
-def _check_trtllm(staging: Path, plan: BuildPlan, build: TrtllmBuild) -> dict[str, Any]:
-    """What ModelOpt wrote must match the plan; a mismatch is a toolchain problem, never silent."""
+class _FromCachedLayout(Exception):
+    """A checkpoint written from a cached layout failed its checks."""
+
+    def __init__(self, entry: Path, error: StepError) -> None:
+        super().__init__(error.message)
+        self.entry = entry
+        self.error = error
+
+
+def _write_streamed(plan: BuildPlan, build: TrtllmBuild, model_dir: Path, out_dir: Path, layout_cache: bool, *,
+                    refresh: bool) -> tuple[list[str], dict[str, Any]]:
+    from lmi_build.quantize.trtllm_stream import write_streamed_checkpoint
+
+    assert build.modelopt_decoder is not None  # checked by the caller
+    with staged_directory(out_dir) as staging:
+        with output.current().watch_written("writing the checkpoint", staging, total=plan.expected_weight_bytes()), \
+                quiet_libraries():
+            streamed = write_streamed_checkpoint(model_dir, staging, architecture=plan.spec.architecture,
+                                                 decoder=build.modelopt_decoder, dtype=build.dtype, tp=build.tp,
+                                                 pp=build.pp, use_cache=layout_cache, refresh=refresh)
+        qwen_notes = _complete_qwen_config(staging, plan, build)
+        try:
+            config = _check_trtllm(staging, plan, build, model_dir)
+        except StepError as error:
+            if streamed.layout_entry is None:
+                raise
+            raise _FromCachedLayout(streamed.layout_entry, error) from None
+    return qwen_notes, config
+
+
+def _check_trtllm(staging: Path, plan: BuildPlan, build: TrtllmBuild, model_dir: Path) -> dict[str, Any]:
+    """What was written must match the plan and the model's own config.json, whichever writer
+    wrote it and wherever its layout came from; a mismatch is never silent."""
+    from lmi_build.quantize.trtllm_model_check import model_problems
+
     config = read_json(staging / "config.json")
     problems: list[str] = []
     mapping = config.get("mapping", {})
@@ -170,12 +208,36 @@ def _check_trtllm(staging: Path, plan: BuildPlan, build: TrtllmBuild) -> dict[st
     missing = [f"rank{r}.safetensors" for r in range(build.world_size) if not (staging / f"rank{r}.safetensors").is_file()]
     if missing:
         problems.append(f"missing {', '.join(missing)}")
+    else:
+        problems += model_problems(config, _rank_tensors(staging, build.world_size), _model_config(model_dir),
+                                   tp=build.tp, pp=build.pp, uniform_layers=plan.quantization.method is None)
     if problems:
         raise StepError(
             "the exported TensorRT-LLM checkpoint does not match the plan: " + "; ".join(problems),
             hint="this is a toolchain mismatch (ModelOpt/transformers version); report it with --debug output",
         )
     return config
+
+
+def _rank_tensors(staging: Path, world_size: int) -> dict[int, set[str]]:
+    """Each rank file's tensor names, from its header alone."""
+    from lmi_build.quantize.safetensors_files import read_header
+
+    tensors: dict[int, set[str]] = {}
+    for rank in range(world_size):
+        header, _ = read_header(staging / f"rank{rank}.safetensors")
+        tensors[rank] = {name for name in header if name != "__metadata__"}
+    return tensors
+
+
+def _model_config(model_dir: Path) -> dict[str, Any]:
+    from lmi_build.reading import BadFile, read_json_file
+
+    try:
+        config = read_json_file(model_dir / "config.json", what="model config")
+    except BadFile as error:
+        raise StepError(error.message, hint="fix or re-download the model") from None
+    return config if isinstance(config, dict) else {}
 
 
 def _rope_problems(config: dict[str, Any], plan: BuildPlan) -> list[str]:

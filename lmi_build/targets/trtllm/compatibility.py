@@ -7,10 +7,13 @@ from lmi_build.artifact.manifest import Manifest
 from lmi_build.artifact.serving import ServingTarget
 from lmi_build.artifact.target_api import (
     Problems,
+    ReadFile,
     bound_version_problems,
     device_count_problems,
     gpu_quantization_problems,
     message,
+    read_json_fact,
+    record_mismatch,
 )
 from lmi_build.planning.gpus import normalize_sm
 from lmi_build.planning.startup import StartupOutcome
@@ -73,3 +76,34 @@ def _startup_problems(manifest: Manifest, serving: ServingTarget) -> Problems:
         return [], []
     errors, warnings = outcome_messages(outcome)
     return [e for e in errors if e.code != "trtllm_engine_version"], warnings
+
+
+def record_problems(manifest: Manifest, read: ReadFile) -> list[PlanMessage]:
+    """The engine's TensorRT-LLM version, world size and architecture the container checks use, read
+    from the engine's own config.json against the manifest's record of them."""
+    from lmi_build.targets.trtllm.engine_check import world_size_of
+    from lmi_build.targets.trtllm.layouts import ENGINE_SUBDIR, TOOLKIT_DIR
+    from lmi_build.targets.trtllm.startup import TOOLKIT_LAYOUT
+
+    path = f"{TOOLKIT_DIR}/{ENGINE_SUBDIR}/config.json" if manifest.layout == TOOLKIT_LAYOUT else "config.json"
+    listed = {entry.path for entry in manifest.files}
+    engine = read_json_fact(read, path) if path in listed else None
+    if engine is None:
+        return []  # the layout check reports a missing or unreadable engine config
+    problems: list[PlanMessage] = []
+    recorded = manifest.toolchain.version("tensorrt_llm")
+    if recorded is not None and engine.get("version") is not None and str(engine.get("version")) != recorded:
+        problems.append(record_mismatch("record_engine_version", "the engine's TensorRT-LLM", recorded,
+                                        engine.get("version"), path))
+    try:
+        world_size: int | None = world_size_of(engine)
+    except (TypeError, ValueError):
+        world_size = None
+    if manifest.world_size is not None and world_size is not None and world_size != manifest.world_size:
+        problems.append(record_mismatch("record_world_size", "world size", manifest.world_size, world_size, path))
+    pretrained = engine.get("pretrained_config")
+    found = pretrained.get("architecture") if isinstance(pretrained, dict) else None
+    planned = (manifest.plan.get("build") or {}).get("trtllm_architecture")
+    if found is not None and planned is not None and found != planned:
+        problems.append(record_mismatch("record_architecture", "the engine architecture", planned, found, path))
+    return problems

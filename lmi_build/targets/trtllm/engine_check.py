@@ -7,7 +7,6 @@ directory whose files do not match the plan (rank count, TensorRT-LLM version).
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
@@ -33,14 +32,16 @@ class EngineInfo(BaseModel):
 
 
 def read_engine_config(engine_dir: Path) -> dict[str, object]:
+    from lmi_build.reading import BadFile, read_json_file
+
     path = engine_dir / "config.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not path.exists():
         raise StepError(f"engine directory {engine_dir} has no config.json",
-                        hint="the engine build did not finish; see build-logs/engine.log") from None
-    except (OSError, json.JSONDecodeError) as error:
-        raise StepError(f"engine config {path} is unreadable: {error}") from None
+                        hint="the engine build did not finish; see build-logs/engine.log")
+    try:
+        data = read_json_file(path, what="engine config")  # bounded: depth, size, a FIFO in its place
+    except BadFile as error:
+        raise StepError(error.message, hint=error.hint) from None
     if not isinstance(data, dict):
         raise StepError(f"engine config {path} is not a JSON object")
     return data

@@ -176,7 +176,7 @@ class ToolkitLayout:
             problems.append(PlanMessage(code="pbtxt", message=f"{TOOLKIT_DIR}/config.pbtxt is missing",
                                         hint="rebuild the artifact"))
         else:
-            path = read_pbtxt_parameter(pbtxt.read_text(encoding="utf-8"), "gpt_model_path")
+            path = read_pbtxt_parameter(_read_pbtxt(pbtxt), "gpt_model_path")
             expected_tail = f"/{TOOLKIT_DIR}/{ENGINE_SUBDIR}"
             if not path or not path.startswith("/") or not path.rstrip("/").endswith(expected_tail):
                 problems.append(PlanMessage(code="pbtxt_path",
@@ -203,6 +203,16 @@ class FlatLayout:
     def check(self, artifact_dir: Path) -> list[PlanMessage]:
         return (_check_engine_dir(artifact_dir, "", legacy_ok=False) + _check_engine_properties(artifact_dir, artifact_dir)
                 + _check_tokenizer(artifact_dir, ""))
+
+
+def _read_pbtxt(path: Path) -> str:
+    """config.pbtxt, bounded (an unreadable one names no gpt_model_path, which is reported)."""
+    from lmi_build.reading import BadFile, read_regular_text
+
+    try:
+        return read_regular_text(path, what="config.pbtxt")
+    except (BadFile, UnicodeDecodeError):
+        return ""
 
 
 TOOLKIT = ToolkitLayout()

@@ -22,7 +22,7 @@ from lmi_build.model.spec import ModelSpec
 from lmi_build.targets import TARGETS
 from lmi_build.targets.hf.knobs import HfBuild
 from lmi_build.targets.hf.profiles import load_profiles
-from tests.fixtures_artifact import HF, HF_LAYOUT, make_plan, tiny_spec
+from tests.fixtures_artifact import HF, HF_LAYOUT, make_plan, produced_as, tiny_spec
 from tests.paths import REPO_ROOT
 
 if sys.version_info >= (3, 11):
@@ -163,7 +163,9 @@ def artifact_of(make_artifact: Callable[..., Path], source_model: Path) -> Calla
     def make(architecture: str) -> Path:
         spec = ModelSpec(**{**tiny_spec().model_dump(), "architectures": (architecture,)})
         plan = make_plan("hf", spec=spec, build=HfBuild(tp=1, dtype="float16"))
-        return make_artifact(plan, HF, HF_LAYOUT, source_model, source_model)
+        # config.json names the architecture too: verify reads it from there, not from the manifest
+        produced = produced_as(source_model, source_model.parent / f"as-{architecture}", architectures=(architecture,))
+        return make_artifact(plan, HF, HF_LAYOUT, produced, produced)
 
     return make
 

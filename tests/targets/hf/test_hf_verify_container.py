@@ -19,7 +19,7 @@ from lmi_build.model.spec import PreQuantization
 from lmi_build.planning.plan import QuantizationPlan
 from lmi_build.targets import TARGETS
 from lmi_build.targets.hf.knobs import HfBuild
-from tests.fixtures_artifact import HF, HF_LAYOUT, make_plan
+from tests.fixtures_artifact import HF, HF_LAYOUT, make_plan, produced_as
 
 VLLM_0_11 = "lmi-0.35.0-vllm-0.11.1"
 VLLM_0_17 = "lmi-0.36.0-vllm-0.17.0"
@@ -32,10 +32,19 @@ Packager = Callable[..., Path]
 def hf_artifact_of(make_artifact: Callable[..., Path], source_model: Path) -> Packager:
     """``hf_artifact_of(export_format, quantization)`` -> an hf artifact directory with that plan."""
 
+    made = iter(range(1000))
+
     def make(export_format: str = "hf", quantization: QuantizationPlan | None = None) -> Path:
+        quantization = quantization or QuantizationPlan()
         plan = make_plan("hf", build=HfBuild(tp=1, dtype="float16", export_format=export_format),  # type: ignore[arg-type]
-                         quantization=quantization or QuantizationPlan())
-        return make_artifact(plan, HF, HF_LAYOUT, source_model, source_model)
+                         quantization=quantization)
+        # The checkpoint's own files say its format (verify reads them, not the manifest's record).
+        method = quantization.pre_quantized.method if quantization.pre_quantized else \
+            {"modelopt_hf": "modelopt", "compressed_tensors": "compressed-tensors"}.get(export_format, export_format)
+        produced = produced_as(source_model, source_model.parent / f"produced-{next(made)}",
+                               quant_method=None if method == "hf" else method,
+                               modelopt_algo=quantization.quant_algo if export_format == "modelopt_hf" else None)
+        return make_artifact(plan, HF, HF_LAYOUT, produced, produced)
 
     return make
 

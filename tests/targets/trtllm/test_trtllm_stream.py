@@ -87,7 +87,7 @@ def test_streamed_checkpoint_equals_modelopt_export(tmp_path: Path, config_class
     _modelopt_export(model_dir, tmp_path / "modelopt", decoder, dtype, tp, pp)
     (tmp_path / "streamed").mkdir()
     written = write_streamed_checkpoint(model_dir, tmp_path / "streamed", architecture=architecture,
-                                        decoder=decoder, dtype=dtype, tp=tp, pp=pp)
+                                        decoder=decoder, dtype=dtype, tp=tp, pp=pp).weight_bytes
     _assert_same_checkpoint(tmp_path / "modelopt", tmp_path / "streamed")
     assert written == sum((tmp_path / "streamed" / f"rank{r}.safetensors").stat().st_size for r in range(tp * pp)) \
         - sum(8 + int.from_bytes((tmp_path / "streamed" / f"rank{r}.safetensors").read_bytes()[:8], "little")
@@ -166,8 +166,8 @@ def test_the_layout_is_computed_once_per_config_and_knobs(tmp_path: Path, monkey
         return real(*args, **kwargs)
 
     monkeypatch.setattr(exporter, "torch_to_tensorrt_llm_checkpoint", counted)
-    first = trtllm_stream.modelopt_layout(model_dir, "llama", "float16", 2, 1)
-    again = trtllm_stream.modelopt_layout(model_dir, "llama", "float16", 2, 1)
+    first = trtllm_stream.modelopt_layout(model_dir, "llama", "float16", 2, 1).ranks
+    again = trtllm_stream.modelopt_layout(model_dir, "llama", "float16", 2, 1).ranks
     assert again == first and calls == [(2, 1)]
     trtllm_stream.modelopt_layout(model_dir, "llama", "float16", 1, 1)  # another knob: another entry
     assert calls == [(2, 1), (1, 1)]
@@ -175,10 +175,11 @@ def test_the_layout_is_computed_once_per_config_and_knobs(tmp_path: Path, monkey
     assert len(entries) == 2
     for entry in entries:
         entry.write_text('[{"rank": 0, "config": ')  # damaged: a miss, computed and written again
-    assert trtllm_stream.modelopt_layout(model_dir, "llama", "float16", 2, 1) == first and len(calls) == 3
+    assert trtllm_stream.modelopt_layout(model_dir, "llama", "float16", 2, 1).ranks == first and len(calls) == 3
     config = json.loads((model_dir / "config.json").read_text())
     (model_dir / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 1}))
-    assert len(trtllm_stream.modelopt_layout(model_dir, "llama", "float16", 2, 1)[0].tensors) < len(first[0].tensors)
+    assert len(trtllm_stream.modelopt_layout(model_dir, "llama", "float16", 2, 1).ranks[0].tensors) \
+        < len(first[0].tensors)
     assert len(calls) == 4
 
 
