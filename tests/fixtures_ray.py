@@ -24,11 +24,12 @@ from tests.paths import STANDINS_DIR
 STANDINS = STANDINS_DIR
 PROFILE = "lmi-0.33.0-trtllm-0.21.0"
 OBJECT_STORE_BYTES = 80 * 1024**2  # the builds pass only small JSON through Ray
-# One build at a time on each node: a build's worker holds torch, transformers and ModelOpt (~0.5 GiB),
-# and with two CPUs a node the cluster ran four at once beside the suite's other workers (peak 4.3 GiB
-# of Ray processes, measured; two fleet tests were killed by Ray's out-of-memory monitor on a host
-# with 8 GiB free). The suite's cluster fits in about 2 GiB now (README: the suite's memory budget).
-NODE_ARGS: dict[str, Any] = {"num_cpus": 1, "object_store_memory": OBJECT_STORE_BYTES}
+# Two builds at a time on each node. A Ray build's worker exits when its build ends and skips the
+# collection at exit (lmi_build.fleet.executors._ray_job): before, finished workers stayed idle
+# holding torch, transformers and ModelOpt (~0.5 GiB each) and the Ray processes peaked at 4.3 GiB
+# beside the suite's other workers (two fleet tests were killed by Ray's out-of-memory monitor on a
+# host with 8 GiB free); now the peak is the four running builds, ~3.8 GiB (README).
+NODE_ARGS: dict[str, Any] = {"num_cpus": 2, "object_store_memory": OBJECT_STORE_BYTES}
 # The GPU node says which LMI image (profile) it runs, as a real node group would (docs/FLEETS.md).
 GPU_LABELS = {"lmi-build/profile": PROFILE}
 

@@ -210,7 +210,14 @@ def _ray_announce(events: Any) -> Callable[[Started], None]:
 
 
 def _ray_job(job: Job, events: Any) -> BuildResult:
-    return run_job(job, _ray_announce(events))
+    result = run_job(job, _ray_announce(events))
+    # The worker exits after this call (RAY_CALLS_PER_WORKER): its interpreter's shutdown would
+    # garbage-collect all of torch and ModelOpt for seconds, holding ~0.5 GiB meanwhile (a peak
+    # showed four such exiting workers). See lmi_build.cli._skip_collection_at_exit.
+    import gc
+
+    gc.freeze()
+    return result
 
 
 def _run_ray(jobs: Sequence[Job], execution: Execution, on_started: OnStarted, on_result: OnResult) -> None:
