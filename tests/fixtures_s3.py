@@ -18,7 +18,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ class S3Server:
     workdir: Path
     access_key: str = ADMIN_KEY[0]
     secret_key: str = ADMIN_KEY[1]
+    ports: dict[str, int] = field(default_factory=dict)
 
     def env(self, *, reader: bool = False) -> dict[str, str]:
         """Environment variables a client (boto3, the CLI, s5cmd) needs for this server."""
@@ -64,11 +65,18 @@ class S3Server:
         self.client().create_bucket(Bucket=name)
         return name
 
+    def grpc_sockets(self) -> list[Path]:
+        """The Unix sockets weed makes for its gRPC ports (port + 10000) in a hard-coded /tmp: the
+        other sockets and its logs go into ``workdir``, these are removed when it stops."""
+        return [Path(f"/tmp/seaweedfs-{name}-grpc-{port + 10000}.sock") for name, port in self.ports.items()]
+
     def stop(self) -> None:
         # weed shuts down slowly on SIGTERM and has child goroutines only, but kill the group anyway.
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=30)
+        for socket_path in self.grpc_sockets():
+            socket_path.unlink(missing_ok=True)
 
 
 def _free_port() -> int:
@@ -125,8 +133,10 @@ def start_seaweedfs(workdir: Path, *, timeout: float = 60.0) -> S3Server:
         f"-master.port={ports['master']}",
         f"-volume.port={ports['volume']}",
         f"-filer.port={ports['filer']}",
+        f"-filer.localSocket={workdir / 'filer.sock'}",
         "-s3",
         f"-s3.port={ports['s3']}",
+        f"-s3.localSocket={workdir / 's3.sock'}",
         f"-s3.config={config}",
         "-s3.port.iceberg=0",
         "-s3.port.lance=0",
@@ -136,8 +146,13 @@ def start_seaweedfs(workdir: Path, *, timeout: float = 60.0) -> S3Server:
         "-volume.max=2000",
     ]
     log = open(workdir / "weed.log", "wb")  # noqa: SIM115 - lives as long as the server
-    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    server = S3Server(endpoint=f"http://127.0.0.1:{ports['s3']}", process=process, workdir=workdir)
+    # weed puts its Unix sockets and glog files in the temporary directory: keep them in the
+    # server's own directory (the suite left hundreds of seaweedfs-*.sock and weed.* files in /tmp).
+    scratch = workdir / "tmp"
+    scratch.mkdir(exist_ok=True)
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+    server = S3Server(endpoint=f"http://127.0.0.1:{ports['s3']}", process=process, workdir=workdir, ports=ports)
     deadline = time.monotonic() + timeout
     probe_bucket = f"ready-{uuid.uuid4().hex[:8]}"
     last_error: Exception | None = None
