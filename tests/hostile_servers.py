@@ -84,6 +84,12 @@ class Lie:
     method: str = "GET"
     listing: bool = False
     seconds: float = 4.0  # slow: how long the answer takes in all
+    skip: int = 0  # the first requests it matches that are answered truly
+
+    def passes(self) -> bool:
+        """True for the first ``skip`` requests it matches."""
+        self.skip -= 1
+        return self.skip >= 0
 
     def matches(self, method: str, path: str) -> bool:
         parts = urlsplit(path)
@@ -116,6 +122,8 @@ class LyingS3Proxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 lie = next((lie for lie in proxy.lies if lie.matches(self.command, self.path)), None)
+                if lie is not None and lie.passes():
+                    lie = None
                 if lie is not None and lie.kind in ("endless_listing", "repeating_listing"):
                     proxy.served_lies += 1
                     self._endless_page(next(pages), fresh=lie.kind == "endless_listing")

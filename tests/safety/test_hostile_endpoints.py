@@ -123,6 +123,19 @@ def test_an_endpoint_speaking_garbage_is_one_line(world: World, published: str) 
             assert seconds < 30, f"{command[0]} took {seconds:.1f} s"
 
 
+def test_a_trickled_second_read_ends_within_its_bound(world: World, s3_env: S3Server, published: str) -> None:
+    """verify s3:// reads config.json twice: its content against the manifest, then its facts for
+    the serving record. The second read has the object's deadline too, and its failure is an
+    error naming the endpoint, not a file taken as absent (that verify called valid)."""
+    before = world.snapshot()
+    with lying_proxy(s3_env.endpoint, Lie("trickle", key_suffix="/config.json", byte_interval=1.0, skip=1)) as proxy:
+        seconds, result = _timed(world, "verify", published, endpoint=proxy.endpoint)
+        assert proxy.served_lies == 1
+    world.expect(result, code=2, before=before, says=f"the S3 endpoint {proxy.endpoint} sent")
+    assert "config.json" in result.error_lines[0] and "slower than" in result.error_lines[0], result.error_lines
+    assert seconds < 20, f"took {seconds:.1f} s"
+
+
 # Each request must have its whole answer (status line, headers, and the bodies botocore parses
 # itself) within LMI_BUILD_S3_TIMEOUT (2 s here), its retries included: a command cut there ends
 # within that plus its own start-up and local work. Without the bound these cases run until
