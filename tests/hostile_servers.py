@@ -5,7 +5,8 @@
 - ``LyingS3Proxy``: an HTTP proxy in front of the real SeaweedFS of the test session. Every request
   is forwarded unchanged (its signature stays valid: the Host header is the proxy's, as signed) and
   every answer is the server's own, except for the requests a ``Lie`` matches: it trickles a body
-  a byte at a time, claims a Content-Length of 10^15, or answers a listing that never ends.
+  or the status line and headers a byte at a time, claims a Content-Length of 10^15, answers a
+  listing that never ends, or is merely slow (a big body sent over seconds, an upload answered late).
 """
 
 from __future__ import annotations
@@ -68,25 +69,36 @@ class GarbageServer:
         self.socket.close()
 
 
-LieKind = Literal["trickle", "huge_length", "endless_listing", "repeating_listing"]
+LieKind = Literal["trickle", "trickle_headers", "slow", "huge_length", "endless_listing", "repeating_listing"]
 HUGE = 10**15
 
 
 @dataclass
 class Lie:
-    """What to do instead of forwarding, for requests whose path ends with ``key_suffix`` (objects)
-    or that list the bucket (listings)."""
+    """What to do instead of forwarding, for ``method`` requests whose path ends with ``key_suffix``
+    (objects), or with ``listing`` for the requests that list the bucket."""
 
     kind: LieKind
     key_suffix: str = ""
-    byte_interval: float = 0.1  # trickle: seconds between two bytes
+    byte_interval: float = 0.1  # trickle, trickle_headers: seconds between two bytes
+    method: str = "GET"
+    listing: bool = False
+    seconds: float = 4.0  # slow: how long the answer takes in all
+    skip: int = 0  # the first requests it matches that are answered truly
+
+    def passes(self) -> bool:
+        """True for the first ``skip`` requests it matches."""
+        self.skip -= 1
+        return self.skip >= 0
 
     def matches(self, method: str, path: str) -> bool:
         parts = urlsplit(path)
         listing = "list-type" in parse_qs(parts.query)
         if self.kind in ("endless_listing", "repeating_listing"):
             return method == "GET" and listing
-        return method == "GET" and not listing and parts.path.endswith(self.key_suffix)
+        if method != self.method or listing != self.listing:
+            return False
+        return listing or parts.path.endswith(self.key_suffix)
 
 
 @dataclass
@@ -110,6 +122,8 @@ class LyingS3Proxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 lie = next((lie for lie in proxy.lies if lie.matches(self.command, self.path)), None)
+                if lie is not None and lie.passes():
+                    lie = None
                 if lie is not None and lie.kind in ("endless_listing", "repeating_listing"):
                     proxy.served_lies += 1
                     self._endless_page(next(pages), fresh=lie.kind == "endless_listing")
@@ -127,7 +141,9 @@ class LyingS3Proxy:
                            if name.lower() not in ("content-length", "transfer-encoding", "connection")]
                 if lie is not None and answer.status == 200:
                     proxy.served_lies += 1
-                    self._lie(lie, headers, data)
+                    # A HEAD answer has no body but the object's Content-Length.
+                    length = int(answer.getheader("Content-Length", "0")) if self.command == "HEAD" else len(data)
+                    self._lie(lie, headers, data, length)
                     return
                 self.send_response(answer.status, answer.reason)
                 for name, value in headers:
@@ -139,8 +155,16 @@ class LyingS3Proxy:
                 if self.command != "HEAD":
                     self.wfile.write(data)
 
-            def _lie(self, lie: Lie, headers: list[tuple[str, str]], data: bytes) -> None:
+            def _lie(self, lie: Lie, headers: list[tuple[str, str]], data: bytes, length: int) -> None:
                 self.close_connection = True
+                if self.command == "HEAD":
+                    data = b""
+                if lie.kind == "trickle_headers":
+                    self._trickle_headers(headers, data, length, piece=1, interval=lie.byte_interval)
+                    return
+                if lie.kind == "slow" and not data:  # an answer without a body (an upload's): its head in 10 pieces
+                    self._trickle_headers(headers, data, length, piece=0, interval=lie.seconds / 10)
+                    return
                 self.send_response(200)
                 for name, value in headers:
                     self.send_header(name, value)
@@ -153,10 +177,33 @@ class LyingS3Proxy:
                         self.wfile.flush()
                         time.sleep(120)  # and then nothing: the rest of the petabyte never comes
                         return
+                    if lie.kind == "slow":  # all of it, in ten pieces over the seconds
+                        piece = -(-len(data) // 10) or 1
+                        for start in range(0, len(data), piece):
+                            time.sleep(lie.seconds / 10)
+                            self.wfile.write(data[start:start + piece])
+                            self.wfile.flush()
+                        return
                     for index in range(len(data)):
                         self.wfile.write(data[index:index + 1])
                         self.wfile.flush()
                         time.sleep(lie.byte_interval)
+
+            def _trickle_headers(self, headers: list[tuple[str, str]], data: bytes, length: int, *, piece: int,
+                                 interval: float) -> None:
+                """The status line and the headers ``piece`` bytes at a time (0: in ten pieces),
+                ``interval`` seconds apart (each read of the client gets some within its timeout),
+                then the body at once."""
+                head = "".join(["HTTP/1.1 200 OK\r\n", *(f"{name}: {value}\r\n" for name, value in headers),
+                                f"Content-Length: {length}\r\n", "Connection: close\r\n\r\n"]).encode("latin-1")
+                piece = piece or -(-len(head) // 10)
+                with contextlib.suppress(OSError):
+                    for start in range(0, len(head), piece):
+                        self.wfile.write(head[start:start + piece])
+                        self.wfile.flush()
+                        time.sleep(interval)
+                    self.wfile.write(data)
+                    self.wfile.flush()
 
             def _endless_page(self, number: int, *, fresh: bool) -> None:
                 """A truncated page with a new continuation token each time; ``fresh``: a new key

@@ -8,7 +8,9 @@ that never stops saying "truncated", passes every read and never ends. So:
 - a response's Content-Length is checked against the size lmi-build expects (the manifest's, the
   listing's) or a cap before any byte is read: a claimed petabyte is refused, never allocated;
 - a listing has a total deadline (``LMI_BUILD_S3_LIST_TIMEOUT``), a key cap, and fails at once
-  when the server repeats a continuation token or a key.
+  when the server repeats a continuation token or a key;
+- every request, from its start to its response headers (and to the end of the small bodies
+  botocore reads and parses itself), has a total deadline too: ``watched``.
 
 The exceptions here are not one-line errors themselves: ``client.translate`` turns them into the
 calling command's error class, naming the endpoint (never its credentials).
@@ -17,6 +19,7 @@ calling command's error class, naming the endpoint (never its credentials).
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 import socket
@@ -84,9 +87,9 @@ class Deadline:
     """A total bound on one request. ``extend`` adds time lmi-build itself spent (its own
     bandwidth cap sleeping), which is not the server's slowness."""
 
-    def __init__(self, seconds: float, what: str) -> None:
+    def __init__(self, seconds: float, what: str, *, started: float | None = None) -> None:
         self.seconds = seconds
-        self.at = time.monotonic() + seconds
+        self.at = (time.monotonic() if started is None else started) + seconds
         self.what = what
 
     def extend(self, seconds: float) -> None:
@@ -105,11 +108,11 @@ class Deadline:
         if sock is None:
             yield
             return
-        token = _WATCHDOG.watch(self, sock)
+        token = WATCHDOG.watch(self, functools.partial(shut_down, sock))
         try:
             yield
         finally:
-            _WATCHDOG.forget(token)
+            WATCHDOG.forget(token)
 
     def check(self, received: int, size: int) -> None:
         if self.passed():
@@ -127,20 +130,29 @@ def _socket_of(body: Any) -> socket.socket | None:
     return sock if isinstance(sock, socket.socket) else None
 
 
+def shut_down(sock: socket.socket) -> None:
+    """End every blocked read and write on ``sock`` now (they return or raise at once). The plain
+    socket's shutdown, also under TLS: ``SSLSocket.shutdown`` would first drop the TLS state that
+    the blocked reader is still using."""
+    with contextlib.suppress(OSError):
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
 class _Watchdog:
-    """One daemon thread for the process: shuts down the socket of each watched request whose
-    deadline passed (the blocked read then returns; the reader sees the deadline passed)."""
+    """One daemon thread for the process: calls the ``cut`` of each watched request whose
+    deadline passed (it shuts the request's connection down: the blocked read then returns, and
+    the reader sees the deadline passed)."""
 
     def __init__(self) -> None:
         self.condition = threading.Condition()
-        self.watched: dict[int, tuple[Deadline, socket.socket]] = {}
+        self.watched: dict[int, tuple[Deadline, Callable[[], None]]] = {}
         self.tokens = itertools.count()
         self.thread: threading.Thread | None = None
 
-    def watch(self, deadline: Deadline, sock: socket.socket) -> int:
+    def watch(self, deadline: Deadline, cut: Callable[[], None]) -> int:
         with self.condition:
             token = next(self.tokens)
-            self.watched[token] = (deadline, sock)
+            self.watched[token] = (deadline, cut)
             if self.thread is None:
                 self.thread = threading.Thread(target=self._run, name="lmi-build-s3-deadlines", daemon=True)
                 self.thread.start()
@@ -155,16 +167,15 @@ class _Watchdog:
         while True:
             with self.condition:
                 now = time.monotonic()
-                for token, (deadline, sock) in list(self.watched.items()):
+                for token, (deadline, cut) in list(self.watched.items()):
                     if now > deadline.at:
                         del self.watched[token]
-                        with contextlib.suppress(OSError):
-                            sock.shutdown(socket.SHUT_RDWR)
+                        cut()  # under the lock: a request that ends now is forgotten first, or cut whole
                 soonest = min((deadline.at for deadline, _ in self.watched.values()), default=now + 60)
                 self.condition.wait(timeout=max(0.01, soonest - now))
 
 
-_WATCHDOG = _Watchdog()
+WATCHDOG = _Watchdog()
 
 
 def check_length(response: dict[str, Any], expected: int, what: str) -> None:

@@ -18,8 +18,9 @@ _DENIED_CODES = {"AccessDenied", "403", "Forbidden", "AllAccessDisabled", "Accou
 _BAD_KEY_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken"}
 
 
-# Seconds a silent S3 server may keep a request waiting (a frozen server must fail in minutes,
-# not hang); LMI_BUILD_S3_TIMEOUT overrides it.
+# Seconds a silent S3 server may keep a read waiting, and one request (its retries included) may
+# take to get its whole answer (``watched``): a frozen or trickling server must fail in minutes,
+# not hang. LMI_BUILD_S3_TIMEOUT overrides it.
 DEFAULT_READ_TIMEOUT_S = 60
 
 
@@ -68,11 +69,17 @@ def s3_client(endpoint_url: str | None, *, workers: int = 8) -> Any:
 
     try:
         session = boto3.session.Session()
-        return session.client("s3", endpoint_url=endpoint_url or None, config=config)
+        client = session.client("s3", endpoint_url=endpoint_url or None, config=config)
     except (BotoCoreError, ValueError) as exc:  # partial credentials, a malformed endpoint URL
         translated = translate(exc, None, endpoint_label(endpoint_url), operation="setting up the S3 client")
         raise (translated or PublishError(f"cannot set up the S3 client: {_safe(exc)}",
                                           hint="check --endpoint-url and the AWS_* variables")) from exc
+    from lmi_build.storage import watched
+    from lmi_build.storage.transfer import max_bandwidth
+
+    # read_timeout bounds one read; this bounds each request as a whole (a trickled answer).
+    watched.install(client, answer_seconds=read_timeout_s(), max_bandwidth=max_bandwidth())
+    return client
 
 
 def _safe(exc: BaseException) -> str:

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from lmi_build.artifact.files import MANIFEST_NAME, FileEntry
 from lmi_build.errors import LmiBuildError, PublishError, VerifyError
 from lmi_build.reading import MAX_DOCUMENT_BYTES
-from lmi_build.storage.bounded import read_limited, stream_chunks
-from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors
+from lmi_build.storage.bounded import S3Unbounded, read_limited, stream_chunks
+from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors, translate
 from lmi_build.storage.paths import safe_relpath
 from lmi_build.storage.s3url import S3Url, parse_s3_url
 from lmi_build.storage.transfer import SHA256_META, head_many, list_sizes
@@ -187,12 +187,13 @@ def remote_reader(url: str, manifest: Manifest, endpoint_url: str | None = None)
         size = sizes.get(rel)
         if size is None or size > _MAX_FACT_BYTES:
             return None
+        where = f"s3://{target.bucket}/{target.key(rel)}"
         try:
-            body = client.get_object(Bucket=target.bucket, Key=target.key(rel))["Body"]
-            try:
-                data: bytes = body.read(size + 1)
-            finally:
-                body.close()
+            # Within the object's deadline: a body trickled a byte a second would hold verify for ever.
+            data = read_limited(client.get_object(Bucket=target.bucket, Key=target.key(rel)), where, limit=size)
+        except S3Unbounded as exc:  # a hostile or broken endpoint is an error, never "no such file"
+            raise translate(exc, target, endpoint_label(endpoint_url), error=VerifyError,
+                            operation=f"reading {where}") or VerifyError(str(exc)) from exc
         except Exception:
             return None
         return data if len(data) == size else None

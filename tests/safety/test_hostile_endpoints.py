@@ -37,12 +37,18 @@ def world(tmp_path: Path, s3_env: S3Server) -> World:
 
 
 @pytest.fixture
-def published(world: World, s3_bucket: str) -> str:
+def built(world: World) -> Path:
+    """A real artifact, built here."""
+    result = world.run("hf", "--model", "./model", "--output", "artifact", "--no-cache")
+    assert result.returncode == 0, result.stderr
+    return world.cwd / "artifact"
+
+
+@pytest.fixture
+def published(world: World, s3_bucket: str, built: Path) -> str:
     """A real artifact published straight to SeaweedFS; returns its URL."""
-    built = world.run("hf", "--model", "./model", "--output", "artifact", "--no-cache")
-    assert built.returncode == 0, built.stderr
     url = f"s3://{s3_bucket}/model"
-    assert world.run("publish", str(world.cwd / "artifact"), url).returncode == 0
+    assert world.run("publish", str(built), url).returncode == 0
     return url
 
 
@@ -115,3 +121,80 @@ def test_an_endpoint_speaking_garbage_is_one_line(world: World, published: str) 
             world.expect(result, code=result.returncode, before=before, allowed=(PARTIAL,))
             assert server.address in result.stdout + result.stderr
             assert seconds < 30, f"{command[0]} took {seconds:.1f} s"
+
+
+def test_a_trickled_second_read_ends_within_its_bound(world: World, s3_env: S3Server, published: str) -> None:
+    """verify s3:// reads config.json twice: its content against the manifest, then its facts for
+    the serving record. The second read has the object's deadline too, and its failure is an
+    error naming the endpoint, not a file taken as absent (that verify called valid)."""
+    before = world.snapshot()
+    with lying_proxy(s3_env.endpoint, Lie("trickle", key_suffix="/config.json", byte_interval=1.0, skip=1)) as proxy:
+        seconds, result = _timed(world, "verify", published, endpoint=proxy.endpoint)
+        assert proxy.served_lies == 1
+    world.expect(result, code=2, before=before, says=f"the S3 endpoint {proxy.endpoint} sent")
+    assert "config.json" in result.error_lines[0] and "slower than" in result.error_lines[0], result.error_lines
+    assert seconds < 20, f"took {seconds:.1f} s"
+
+
+# Each request must have its whole answer (status line, headers, and the bodies botocore parses
+# itself) within LMI_BUILD_S3_TIMEOUT (2 s here), its retries included: a command cut there ends
+# within that plus its own start-up and local work. Without the bound these cases run until
+# CASE_TIMEOUT (each byte comes within the per-read timeout).
+REQUEST_BOUND = 15.0
+EXIT_CODE = {"pull": 1, "verify": 2, "publish": 1}
+TRICKLED_ANSWERS = [
+    ("pull", Lie("trickle_headers", key_suffix="lmi-build.json", byte_interval=1.0), "GetObject"),
+    ("pull", Lie("trickle", listing=True, byte_interval=1.0), "ListObjectsV2"),
+    ("verify", Lie("trickle", listing=True, byte_interval=1.0), "ListObjectsV2"),
+    ("verify", Lie("trickle_headers", listing=True, byte_interval=1.0), "ListObjectsV2"),
+    ("verify", Lie("trickle_headers", method="HEAD", key_suffix="config.json", byte_interval=1.0), "HeadObject"),
+    ("publish", Lie("trickle_headers", method="PUT", key_suffix="config.json", byte_interval=1.0), "PutObject"),
+    ("publish", Lie("trickle_headers", method="PUT", key_suffix="lmi-build.json", byte_interval=1.0), "PutObject"),
+]
+
+
+@pytest.mark.parametrize(("command", "lie", "operation"), TRICKLED_ANSWERS,
+                         ids=[f"{c}-{lie.kind}-{lie.method}-{'listing' if lie.listing else lie.key_suffix}"
+                              for c, lie, _ in TRICKLED_ANSWERS])
+def test_a_trickled_answer_ends_within_the_request_bound(world: World, s3_env: S3Server, s3_bucket: str,
+                                                         published: str, built: Path, command: str, lie: Lie,
+                                                         operation: str) -> None:
+    """The status line and headers, or a listing page's XML, a byte a second: every read succeeds
+    within the per-read timeout, the request's total deadline ends it with one line naming the
+    endpoint (issue 32 item 6)."""
+    args = {"pull": ("pull", published, "dest"), "verify": ("verify", published),
+            "publish": ("publish", str(built), f"s3://{s3_bucket}/again")}[command]
+    before = world.snapshot()
+    with lying_proxy(s3_env.endpoint, lie) as proxy:
+        seconds, result = _timed(world, *args, endpoint=proxy.endpoint)
+        assert proxy.served_lies >= 1
+    world.expect(result, code=EXIT_CODE[command], before=before, allowed=(PARTIAL,),
+                 says=f"the S3 endpoint {proxy.endpoint} did not complete a {operation} request within 2 s")
+    assert "LMI_BUILD_S3_TIMEOUT" in result.stdout + result.stderr
+    assert seconds < REQUEST_BOUND, f"{command} took {seconds:.1f} s"
+    assert not (world.cwd / "dest").exists()
+
+
+SLOW_BUT_MOVING = {"LMI_BUILD_S3_MIN_RATE": "500"}  # model.safetensors (~2.6 KB) may take 2 + 5 s
+
+
+@pytest.mark.parametrize("command", ["pull", "publish"])
+def test_a_body_slower_than_the_request_bound_is_not_cut(world: World, s3_env: S3Server, s3_bucket: str,
+                                                         published: str, built: Path, command: str) -> None:
+    """The request bound covers getting an answer, not moving a body: a GetObject body that takes
+    4 s (twice LMI_BUILD_S3_TIMEOUT) is bounded by its size, and a PutObject is given its body's
+    time too (here its answer takes 4 s, in ten pieces: a server still storing the upload)."""
+    lie = Lie("slow", method="GET" if command == "pull" else "PUT", key_suffix="model.safetensors", seconds=4.0)
+    args = ("pull", published, "dest") if command == "pull" else ("publish", str(built), f"s3://{s3_bucket}/slow")
+    with lying_proxy(s3_env.endpoint, lie) as proxy:
+        started = time.monotonic()
+        result = world.run(*args, env={"AWS_ENDPOINT_URL": proxy.endpoint, **SLOW_BUT_MOVING}, timeout=CASE_TIMEOUT)
+        seconds = time.monotonic() - started
+        served = proxy.served_lies
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert served == 1, (served, result.stdout + result.stderr)
+    assert seconds >= 4.0
+    if command == "pull":
+        assert (world.cwd / "dest" / "model.safetensors").read_bytes() == (built / "model.safetensors").read_bytes()
+    else:
+        assert world.run("verify", f"s3://{s3_bucket}/slow").returncode == 0
