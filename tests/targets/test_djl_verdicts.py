@@ -64,7 +64,7 @@ def test_the_facts_name_branch_commit_and_what_was_executed() -> None:
         assert branch["entries"], branch["branch"]
 
 
-@pytest.mark.parametrize("index", range(6))
+@pytest.mark.parametrize("index", range(9))
 def test_lmi_build_agrees_with_the_executed_release(index: int) -> None:
     branch = _facts()["branches"][index]
     target, profile = branch["target"], branch["profile"]

@@ -57,6 +57,10 @@ BRANCHES: dict[str, tuple[str, str, str, str, str]] = {
                             "lmi-dist"),
     "0.35.0-dlc": ("lmi-0.35.0-vllm-0.11.1", "hf", "VllmRbProperties", "vllm_rb_properties", "vllm"),
     "0.36.0-lmi27-dlc": ("lmi-0.36.0-vllm-0.17.0", "hf", "VllmRbProperties", "vllm_rb_properties", "vllm"),
+    # the later Neuron releases lmi-build has a profile for (0.31.0-dlc has none: no Neuron or hf profile)
+    "0.32.0-dlc": ("lmi-0.32.0-neuronx-sdk2.21.1", "neuronx", "TransformerNeuronXProperties", "tnx_properties", ""),
+    "0.33.0-dlc": ("lmi-0.33.0-neuronx-sdk2.21.1", "neuronx", "TransformerNeuronXProperties", "tnx_properties", ""),
+    "0.34.0-dlc": ("lmi-0.34.0-neuronx-sdk2.21.1", "neuronx", "TransformerNeuronXProperties", "tnx_properties", ""),
 }
 # The option sets each fixture is planned with (flags as PlanRequest fields; -o options).
 OPTION_SETS: dict[str, list[dict[str, Any]]] = {
