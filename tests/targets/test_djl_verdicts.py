@@ -38,9 +38,17 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
                         "PyModel's GPU count), not executed by the script: issue 31 item 4"),
     "neuron_rope_scaling": ("", "transformers / transformers-neuronx reject the rope_scaling at model load, "
                             "not DJL's properties (targets/neuronx/rope.py cites them)"),
-    "remote_code": ("", "the model's own code, which vLLM's transformers loads with trust_remote_code; DJL's "
-                    "properties take the flag as given"),
-    "tp_heads": ("", "vLLM's model config checks that tp divides the attention heads, not DJL's properties"),
+    "remote_code": ("", "the model's own code, which vLLM's transformers (or TensorRT-LLM's checkpoint conversion) "
+                    "loads with trust_remote_code; DJL's properties take the flag as given"),
+    "tp_heads": ("", "vLLM's model config (or TensorRT-LLM's checkpoint conversion, which splits the heads by tp) "
+                 "checks that tp divides the attention heads, not DJL's properties"),
+    # TensorRT-LLM: DJL's TensorRtLlmProperties takes runtime knobs only (0.33.0-dlc trt_properties.py:30-36,
+    # "we handle compilation/quantization ahead of time"); what a release's convert/build scripts support
+    # is checked at compile time, which lmi-build does ahead of time
+    "trtllm_route": ("", "TensorRT-LLM's convert_checkpoint.py / engine build (pp_size asserts, encoder-decoder "
+                     "pairs), the compile step, not DJL's runtime properties"),
+    "architecture_version": ("", "the TensorRT-LLM release's model support (its models registry), checked at "
+                             "checkpoint conversion, not DJL's properties"),
 }
 
 
@@ -59,12 +67,14 @@ def _plan(target: str, profile: str, entry: dict[str, Any]) -> BuildPlan:
 def test_the_facts_name_branch_commit_and_what_was_executed() -> None:
     branches = _facts()["branches"]
     assert {b["branch"] for b in branches} >= {"0.29.0-dlc", "0.30.0-dlc", "0.35.0-dlc", "0.36.0-lmi27-dlc"}
+    trtllm = {b["branch"] for b in branches if b["target"] == "trtllm"}
+    assert trtllm >= {"0.30.0-dlc", "0.33.0-dlc"}, "TensorRtLlmProperties executed on lmi-build's trtllm outputs"
     for branch in branches:
         assert len(branch["commit"]) == 40 and branch["executed"].startswith("djl_python.properties_manager.")
         assert branch["entries"], branch["branch"]
 
 
-@pytest.mark.parametrize("index", range(9))
+@pytest.mark.parametrize("index", range(11))
 def test_lmi_build_agrees_with_the_executed_release(index: int) -> None:
     branch = _facts()["branches"][index]
     target, profile = branch["target"], branch["profile"]

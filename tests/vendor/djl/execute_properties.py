@@ -21,8 +21,10 @@ What the recorders cannot stand in for, said here:
   it always fills are filled here as it does (and, in the GPU images, its rolling batch and lmi-dist's MPI mode) (0.35.0-dlc LmiConfigRecommender.java:88-136,
   0.30.0-dlc:84-140): tensor_parallel_degree (the written one), pipeline_parallel_degree 1,
   max_rolling_batch_size 32 (256 for rolling_batch vllm); its MPI mode is not applied.
-- Only the properties managers run (VllmRbProperties, LmiDistRbProperties, TransformerNeuronXProperties
-  and each one's ``get_engine_args`` where the release has it), not the handlers' model loading.
+- Only the properties managers run (VllmRbProperties, LmiDistRbProperties, TransformerNeuronXProperties,
+  TensorRtLlmProperties, and each one's ``get_engine_args`` / ``get_llm_kwargs`` where the release has it),
+  not the handlers' model loading. For TensorRT-LLM the recorded ``KvCacheConfig(...)`` call names the
+  keyword arguments the release derived from the properties (e.g. free_gpu_memory_fraction), not values.
 
 Each branch's Python is run with the pydantic 2 of this interpreter: every branch recorded here
 (0.28.0-dlc on) is written for pydantic 2 (``field_validator``); 0.26/0.27 use pydantic 1 (``validator``,
@@ -61,6 +63,11 @@ BRANCHES: dict[str, tuple[str, str, str, str, str]] = {
     "0.32.0-dlc": ("lmi-0.32.0-neuronx-sdk2.21.1", "neuronx", "TransformerNeuronXProperties", "tnx_properties", ""),
     "0.33.0-dlc": ("lmi-0.33.0-neuronx-sdk2.21.1", "neuronx", "TransformerNeuronXProperties", "tnx_properties", ""),
     "0.34.0-dlc": ("lmi-0.34.0-neuronx-sdk2.21.1", "neuronx", "TransformerNeuronXProperties", "tnx_properties", ""),
+    # TensorRT-LLM (issue 31): the handler builds TensorRtLlmProperties from the properties (0.33.0-dlc
+    # lmi_trtllm/trtllm_async_service.py:94); the image's recommender picks rolling batch trtllm.
+    # 0.29.0-dlc's trt_properties.py is 0.30.0-dlc's (git diff empty), so it is not recorded twice
+    "0.30.0-dlc#trtllm": ("lmi-0.30.0-trtllm-0.12.0", "trtllm", "TensorRtLlmProperties", "trt_properties", "trtllm"),
+    "0.33.0-dlc#trtllm": ("lmi-0.33.0-trtllm-0.21.0", "trtllm", "TensorRtLlmProperties", "trt_properties", "trtllm"),
 }
 # The option sets each fixture is planned with (flags as PlanRequest fields; -o options).
 OPTION_SETS: dict[str, list[dict[str, Any]]] = {
@@ -71,10 +78,16 @@ OPTION_SETS: dict[str, list[dict[str, Any]]] = {
                 {"max_batch_size": 4, "option": ("option.rolling_batch=vllm",)},
                 {"max_batch_size": 4, "option": ("option.model_loader=vllm",)},
                 {"max_batch_size": 4, "option": ("option.rolling_batch=lmi-dist",)}],
+    # (an -o option.rolling_batch is not here: lmi-build writes rolling_batch=trtllm whatever is asked)
+    "trtllm": [{}, {"pp": 2}, {"max_batch_size": 64}, {"option": ("option.kv_cache_free_gpu_mem_fraction=0.8",)},
+               {"option": ("option.free_gpu_memory_fraction=0.8",)}],
 }
 RESOLVED = ("rolling_batch", "model_loader", "batch_size", "max_rolling_batch_size", "n_positions",
             "context_length_estimate", "tensor_parallel_degree", "pipeline_parallel_degree", "dtype", "amp",
             "quantize")
+# TensorRtLlmProperties' own fields (0.33.0-dlc trt_properties.py:38-66) and extras it reads
+RESOLVED_TRTLLM = ("max_batch_size", "max_input_len", "max_output_len", "max_seq_len", "max_num_tokens",
+                   "pipeline_parallel_size", "kv_cache_free_gpu_mem_fraction", "free_gpu_memory_fraction")
 
 
 # ------------------------------------------------------------------ corpus (lmi-build's side)
@@ -228,9 +241,17 @@ def execute(setup: Path, class_name: str, module: str, rolling_batch: str,
                 args = config.get_engine_args(async_engine=True)
                 engine_args = {k: v for k, v in sorted(vars(args).items()) if v not in (None, False)}
             resolved = {key: _plain(getattr(config, key)) for key in RESOLVED if hasattr(config, key)}
+            if class_name == "TensorRtLlmProperties":
+                resolved |= {key: _plain(getattr(config, key)) for key in RESOLVED_TRTLLM if hasattr(config, key)}
             verdict: dict[str, Any] = {"accepted": True, "resolved": resolved}
             if engine_args is not None:
                 verdict["engine_args"] = engine_args
+            if hasattr(config, "get_llm_kwargs"):  # what the handler passes to tensorrt_llm's LLM (0.33.0-dlc on)
+                llm = {k: _plain(v) for k, v in config.get_llm_kwargs().items()
+                       if k in ("tensor_parallel_size", "pipeline_parallel_size", "dtype", "max_batch_size",
+                                "max_input_len", "max_seq_len", "max_num_tokens", "backend")}
+                verdict["llm_kwargs"] = llm
+                verdict["kv_cache_config"] = [c for c in Recorder.calls if "KvCacheConfig" in c]
         except Exception as error:  # the release's own refusal is the fact recorded
             verdict = {"accepted": False, "error": _message(error)}
         results.append({"model": entry["model"], "fields": entry["fields"], "vendor": verdict})
