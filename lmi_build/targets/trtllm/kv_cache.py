@@ -27,12 +27,13 @@ def paged_kv_cache(ctx: PlanContext, profile: ContainerProfile, build: TrtllmBui
                                hint=f"set {key} to a number above 0 and at most 1")
         else:
             fraction, source = parsed, f"{key} as set"
-    other = "option.kv_cache_free_gpu_mem_fraction"
-    if key != other and ctx.user_set(other):
-        ctx.findings.warn("kv_cache_fraction_unread",
-                          f"{other} is not read by {profile.name}: its runtime takes the KV cache's share of the "
-                          f"free GPU memory from {key} ({release.source.split(':')[0]})",
-                          hint=f"set {key} instead")
+    # the key of the other releases (0.26-0.30 read one, the 0.33+ LLM API service the other)
+    for other in ("option.kv_cache_free_gpu_mem_fraction", "option.free_gpu_memory_fraction"):
+        if key != other and ctx.user_set(other):
+            ctx.findings.warn("kv_cache_fraction_unread",
+                              f"{other} is not read by {profile.name}: its runtime takes the KV cache's share of the "
+                              f"free GPU memory from {key} ({release.source.split(':')[0]})",
+                              hint=f"set {key} instead")
     # Unset, one forward pass's tokens are bounded by the packed input of max_batch_size sequences of
     # max_input_len (TensorRT-LLM docs/source/reference/memory.md "Activation size").
     max_num_tokens = build.max_num_tokens or build.max_batch_size * build.max_input_len

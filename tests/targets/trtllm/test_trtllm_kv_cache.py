@@ -91,6 +91,13 @@ def test_the_fraction_is_the_option_the_release_reads(plan_model: Planner, model
     assert "kv_cache_fraction_unread" in warning_codes(unread)
     read = plan_model("trtllm", model, option=("option.free_gpu_memory_fraction=0.45",), **lengths)
     assert read.memory is not None and read.memory.kv_free_fraction == 0.45
+    # a known option (not "unknown"), and unread by the 0.26-0.30 runtimes (DJL 0.30.0-dlc's TensorRtLlmProperties
+    # executed: tests/vendor/djl/verdicts.json)
+    assert not {"unknown_option", "kv_cache_fraction_unread"} & warning_codes(read)
+    older = plan_model("trtllm", model, profile="lmi-0.30.0-trtllm-0.12.0",
+                       option=("option.free_gpu_memory_fraction=0.45",), **lengths)
+    assert older.memory is not None and older.memory.kv_free_fraction == 0.9
+    assert "kv_cache_fraction_unread" in warning_codes(older) and "unknown_option" not in warning_codes(older)
     bad = plan_model("trtllm", model, option=("option.free_gpu_memory_fraction=1.5",), **lengths)
     assert "kv_cache_fraction" in codes(bad)
 
