@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
-from rich.file_proxy import FileProxy
-
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress
@@ -337,8 +335,10 @@ class _Redacting(io.TextIOBase):
         # A live rich display (progress bar) at a terminal replaces sys.stdout/sys.stderr with a
         # FileProxy that prints through the console; the console writing to that proxy wrote into
         # itself, without end (issue 30: every progress bar hung at a terminal). Write past it.
-        while isinstance(stream, FileProxy):
-            stream = cast(TextIO, stream.rich_proxied_file)
+        # (rich.file_proxy.FileProxy, recognised by its attribute: importing rich here would load
+        # it at every start-up, --help and --version included.)
+        while (proxied := getattr(stream, "rich_proxied_file", None)) is not None:
+            stream = cast(TextIO, proxied)
         return stream
 
     def write(self, text: str) -> int:

@@ -97,26 +97,27 @@ def _end(attempt: _Attempt) -> bool:
         return attempt.cut
 
 
-class WatchedHTTPConnection(AWSHTTPConnection):
+class _ClaimsItsAttempt:
+    """Mixed in before botocore's connection classes: each connect and request claims the
+    connection for the attempt running in this thread, so the watchdog cuts this socket only."""
+
     def connect(self) -> None:
         _claim(self)
-        super().connect()
+        super().connect()  # type: ignore[misc]
 
     def request(self, method: str, url: str, body: Any = None, headers: Mapping[str, Any] | None = None,
                 *args: Any, **kwargs: Any) -> Any:
         _claim(self)
-        return super().request(method, url, body, headers, *args, **kwargs)
+        return super().request(method, url, body, headers, *args, **kwargs)  # type: ignore[misc]
 
 
-class WatchedHTTPSConnection(AWSHTTPSConnection):
-    def connect(self) -> None:
-        _claim(self)
-        super().connect()
+# The ignores: mypy re-checks botocore's own AWSConnection/HTTPConnection combination here.
+class WatchedHTTPConnection(_ClaimsItsAttempt, AWSHTTPConnection):  # type: ignore[misc]
+    pass
 
-    def request(self, method: str, url: str, body: Any = None, headers: Mapping[str, Any] | None = None,
-                *args: Any, **kwargs: Any) -> Any:
-        _claim(self)
-        return super().request(method, url, body, headers, *args, **kwargs)
+
+class WatchedHTTPSConnection(_ClaimsItsAttempt, AWSHTTPSConnection):  # type: ignore[misc]
+    pass
 
 
 class WatchedHTTPConnectionPool(AWSHTTPConnectionPool):

@@ -21,7 +21,7 @@ import subprocess
 import termios
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]")
@@ -39,7 +39,6 @@ class TerminalRun:
     interrupted_at: float | None = None  # seconds after start that Ctrl-C was pressed
     flooded: bool = False
     timed_out: bool = False
-    chunks: list[tuple[float, int]] = field(default_factory=list)  # (seconds after start, bytes)
 
     @property
     def text(self) -> str:
@@ -87,7 +86,6 @@ def run_in_terminal(
                                start_new_session=True, preexec_fn=controlling_terminal, close_fds=True)
     os.close(slave)
     raw = bytearray()
-    chunks: list[tuple[float, int]] = []
     interrupted_at: float | None = None
     flooded = timed_out = False
     try:
@@ -114,7 +112,6 @@ def run_in_terminal(
             if not data:
                 break
             raw += data
-            chunks.append((elapsed, len(data)))
             if len(raw) > FLOOD_BYTES:
                 flooded = True
                 break
@@ -126,7 +123,7 @@ def run_in_terminal(
         os.close(master)
     return TerminalRun(argv=argv, exit_code=None if (timed_out or flooded) else _shell_style(exit_code), raw=bytes(raw),
                        seconds=time.monotonic() - started, interrupted_at=interrupted_at, flooded=flooded,
-                       timed_out=timed_out, chunks=chunks)
+                       timed_out=timed_out)
 
 
 def _press_ctrl_c(master: int, pid: int) -> None:
