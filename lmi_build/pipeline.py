@@ -16,22 +16,28 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from lmi_build.artifact.manifest import BuildRecord, StepTiming
+from lmi_build.artifact.cache import ArtifactCache
+from lmi_build.artifact.manifest import BuildRecord, StepTiming, load_manifest
+from lmi_build.artifact.output_place import check_output_place, protected_places
+from lmi_build.artifact.packager import check_output, install_directory, package
 from lmi_build.building.context import BuildContext, BuildOutcome, BuildSettings
 from lmi_build.building.target import Target
 from lmi_build.errors import InvalidPlan, LmiBuildError, UnsupportedTarget
 from lmi_build.fs import DirectoryBusy, directory_lock, make_temp_dir, remove_stale_temp_dirs
 from lmi_build.output import current
+from lmi_build.paths import cache_root
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import SavedPlan
 from lmi_build.runners.executing import LOG_DIR
 from lmi_build.sources.base import ResolvedSource
 from lmi_build.sources.identity import check_identity
-
-if TYPE_CHECKING:
-    from lmi_build.storage.build_cache import RemoteBuildCache
+from lmi_build.sources.resolve import resolve_source
+from lmi_build.storage.build_cache import RemoteBuildCache
+from lmi_build.storage.client import check_bucket, check_writable, endpoint_label, s3_client
+from lmi_build.storage.publish import publish
+from lmi_build.storage.pull import pull
+from lmi_build.storage.s3url import parse_s3_url
 
 
 def run_plan(saved: SavedPlan, settings: BuildSettings, target: Target) -> BuildOutcome:
@@ -43,9 +49,6 @@ def run_plan(saved: SavedPlan, settings: BuildSettings, target: Target) -> Build
         raise InvalidPlan(f"a {plan.target} plan cannot be built by the {target.name} target",
                           hint=f"run it with `lmi-build {plan.target} --plan ...`")
     output = settings.output.absolute()
-    from lmi_build.artifact.output_place import check_output_place
-    from lmi_build.artifact.packager import check_output
-
     # before any work, not after an hour of it
     check_output_place(settings.output, overwrite=settings.overwrite, protected=_protected(saved, settings))
     check_output(output, settings.overwrite)
@@ -54,16 +57,13 @@ def run_plan(saved: SavedPlan, settings: BuildSettings, target: Target) -> Build
 
 
 def _protected(saved: SavedPlan, settings: BuildSettings) -> dict[str, Path]:
-    from lmi_build.artifact.output_place import protected_places
-    from lmi_build.paths import cache_root
-
     model = saved.inputs.model
     local = Path(model).expanduser() if not model.startswith(("demo:", "s3://")) and Path(model).expanduser().exists() \
         else None
     inputs = {f"the input file {path.name}": path for path in settings.inputs}
     return protected_places(model_dir=local, cache=cache_root(),
-                            extra={"the checkpoint": settings.checkpoint, "the engine directory": settings.engine_dir,
-                                   "the calibration file": saved.inputs.calib_data, **inputs})
+                            extra={**settings.run.input_dirs(), "the calibration file": saved.inputs.calib_data,
+                                   **inputs})
 
 
 @contextmanager
@@ -87,14 +87,12 @@ def _output_locked(output: Path) -> Iterator[None]:
 
 def _run_locked(saved: SavedPlan, settings: BuildSettings, output: Path, target: Target) -> BuildOutcome:
     plan = saved.plan
-    from lmi_build.artifact.packager import check_output
-
     check_output(output, settings.overwrite)  # again: another build may have finished into it meanwhile
     target.preflight(saved, settings)
     if settings.publish is not None:
         _check_publish_target(settings)
     remote = _remote_cache(settings)
-    if settings.until == "artifact" and settings.use_cache:
+    if settings.run.until == "artifact" and settings.use_cache:
         cached = _from_cache(plan, output, settings, target)
         if cached is not None and remote is not None and remote.lookup(plan.cache_key) is None:
             _store_in_remote_cache(remote, plan, output)  # another host must not rebuild what we have
@@ -116,8 +114,6 @@ def _run_locked(saved: SavedPlan, settings: BuildSettings, output: Path, target:
         if ctx.produced is None or ctx.layout is None:
             raise LmiBuildError(f"the {target.name} target neither produced an artifact directory nor stopped",
                                 hint="this is a bug in the target; rerun with --debug and report it")
-        from lmi_build.artifact.packager import package
-
         # What the build did not write in its own work directory is the user's (--engine-dir, ...).
         users_roots = () if ctx.produced.absolute().is_relative_to(ctx.work.absolute()) else (ctx.produced,)
         package(plan, target=target, layout=ctx.layout, produced=ctx.produced, source_dir=source.path,
@@ -176,8 +172,6 @@ def _ours(path: Path) -> bool:
 
 def fetch(saved: SavedPlan, endpoint_url: str | None = None) -> ResolvedSource:
     """The plan's model with its weights, refused unless it is the model that was planned."""
-    from lmi_build.sources.resolve import resolve_source
-
     inputs = saved.inputs
     source = resolve_source(inputs.model, purpose="build", revision=inputs.revision,
                             allow_pickle=inputs.allow_pickle, endpoint_url=endpoint_url)
@@ -188,8 +182,6 @@ def fetch(saved: SavedPlan, endpoint_url: str | None = None) -> ResolvedSource:
 # ---- the config-aware artifact cache ----
 
 def _from_cache(plan: BuildPlan, output: Path, settings: BuildSettings, target: Target) -> BuildOutcome | None:
-    from lmi_build.artifact.cache import ArtifactCache
-
     started = time.monotonic()
     hit = ArtifactCache().restore(plan.cache_key, output, {target.name: target}, overwrite=settings.overwrite)
     if hit is None:
@@ -199,8 +191,6 @@ def _from_cache(plan: BuildPlan, output: Path, settings: BuildSettings, target: 
 
 
 def _store_in_cache(plan: BuildPlan, output: Path) -> None:
-    from lmi_build.artifact.cache import ArtifactCache
-
     ArtifactCache().store(plan.cache_key, output)
 
 
@@ -208,8 +198,6 @@ def _remote_cache(settings: BuildSettings) -> RemoteBuildCache | None:
     """The shared S3 build cache of ``--cache s3://...``, checked before any work."""
     if settings.remote_cache is None or not settings.use_cache:
         return None
-    from lmi_build.storage.build_cache import RemoteBuildCache
-
     remote = RemoteBuildCache(settings.remote_cache, endpoint_url=settings.endpoint_url)
     remote.check()
     return remote
@@ -218,8 +206,6 @@ def _remote_cache(settings: BuildSettings) -> RemoteBuildCache | None:
 def _store_in_remote_cache(remote: RemoteBuildCache, plan: BuildPlan, output: Path) -> None:
     """Like the local cache, a shared cache that cannot be written never fails the build that
     produced a verified artifact: it is reported, and publish (if asked) uploads as usual."""
-    from lmi_build.errors import LmiBuildError
-
     try:
         remote.store(plan.cache_key, output)
     except LmiBuildError as error:
@@ -229,9 +215,6 @@ def _store_in_remote_cache(remote: RemoteBuildCache, plan: BuildPlan, output: Pa
 def _from_remote_cache(remote: RemoteBuildCache, plan: BuildPlan, output: Path,
                        settings: BuildSettings) -> BuildOutcome | None:
     """A verified entry of the shared cache, pulled (every file verified again) into ``output``."""
-    from lmi_build.artifact.packager import check_output, install_directory
-    from lmi_build.storage.pull import pull
-
     started = time.monotonic()
     entry = remote.lookup(plan.cache_key)
     if entry is None:
@@ -256,8 +239,6 @@ def _from_remote_cache(remote: RemoteBuildCache, plan: BuildPlan, output: Path,
 def _cached_outcome(plan: BuildPlan, output: Path, detail: str, started: float, message: str) -> BuildOutcome:
     """A cache hit: the step that ran now is the cache's; the original build's steps (and when it
     ran) are reported as that build's, from the artifact's manifest."""
-    from lmi_build.artifact.manifest import load_manifest
-
     manifest = load_manifest(output)
     now = StepTiming(name="cache", seconds=round(time.monotonic() - started, 3), detail=detail)
     return BuildOutcome(plan=plan, status="cached", output=output, steps=[now], message=message,
@@ -266,9 +247,6 @@ def _cached_outcome(plan: BuildPlan, output: Path, detail: str, started: float, 
 
 def _check_publish_target(settings: BuildSettings) -> None:
     """A wrong bucket, endpoint or missing credentials must fail before the build, not after it."""
-    from lmi_build.storage.client import check_bucket, check_writable, endpoint_label, s3_client
-    from lmi_build.storage.s3url import parse_s3_url
-
     assert settings.publish is not None
     target = parse_s3_url(settings.publish)
     client = s3_client(settings.endpoint_url)
@@ -288,8 +266,6 @@ def _maybe_publish(outcome: BuildOutcome, settings: BuildSettings,
         copied = remote.copy_to(entry, settings.publish, overwrite=settings.overwrite)
         outcome.published = {"url": settings.publish, "copied_from": entry.url, "objects": copied}
         return outcome
-    from lmi_build.storage.publish import publish
-
     summary = publish(outcome.output, settings.publish, endpoint_url=settings.endpoint_url,
                       overwrite=settings.overwrite)
     outcome.published = {"url": settings.publish, **summary.model_dump(mode="json")}
@@ -297,6 +273,4 @@ def _maybe_publish(outcome: BuildOutcome, settings: BuildSettings,
 
 
 def _steps_of(artifact: Path) -> list[StepTiming]:
-    from lmi_build.artifact.manifest import load_manifest
-
     return list(load_manifest(artifact).steps)

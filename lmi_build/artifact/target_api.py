@@ -30,6 +30,11 @@ class ArtifactTarget(Protocol):
     @property
     def name(self) -> TargetName: ...
 
+    @property
+    def artifact_label(self) -> str:
+        """What its artifacts hold, in words ("TensorRT-LLM engines")."""
+        ...
+
     def layouts(self) -> Mapping[str, Layout]:
         """The artifact layouts this target packages, by name."""
         ...

@@ -23,8 +23,6 @@ from lmi_build.planning.gpus import normalize_sm
 from lmi_build.planning.startup import StartupOutcome
 from lmi_build.types import PlanMessage
 
-TARGET_LABELS = {"trtllm": "TensorRT-LLM engines", "neuronx": "Neuron NEFFs", "hf": "a Hugging Face checkpoint"}
-
 
 class VerifyReport(BaseModel):
     valid: bool
@@ -179,23 +177,16 @@ def built_by_stand_in(manifest: Manifest) -> bool:
 def check_compatibility(manifest: Manifest, target: ArtifactTarget,
                         serving: ServingTarget) -> tuple[list[PlanMessage], list[PlanMessage]]:
     """Refuse every mismatch between what the artifact is bound to and where it will be served: what
-    holds for every artifact here (stand-in output, a container of another target), the rest by
-    the artifact's own target."""
+    holds for every artifact here (stand-in output), the rest (a container of another target among
+    them) by the artifact's own target."""
     errors: list[PlanMessage] = []
     warnings: list[PlanMessage] = []
-    what = TARGET_LABELS.get(manifest.target, manifest.target)
     if built_by_stand_in(manifest):
         # Written by a test stand-in of the vendor compiler: structurally valid, never servable,
         # so checking it against a serving target is an error; a plain integrity check warns.
-        stand_in = _msg("stand_in", f"the {what} were written by a STAND-IN compiler, not a real build",
-                        "rebuild with the real toolchain (--runner docker or local on a GPU host)")
+        stand_in = _msg("stand_in", f"the {target.artifact_label} were written by a STAND-IN compiler, not a real "
+                        "build", "rebuild with the real toolchain (--runner docker or local on a GPU host)")
         (errors if serving.given else warnings).append(stand_in)
-    owner = serving.container_target
-    if serving.container is not None and owner is not None and owner != "hf" and manifest.target != "hf" \
-            and owner != manifest.target:
-        errors.append(_msg("container_target", f"artifact holds {what}, container {serving.container} serves "
-                           f"{TARGET_LABELS.get(owner, owner)}", "choose a container profile of the artifact's target"))
-        return errors, warnings
     own_errors, own_warnings = target.check_compatibility(manifest, serving)
     return errors + own_errors, warnings + own_warnings
 

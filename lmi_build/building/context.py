@@ -12,12 +12,11 @@ from typing import Any, Literal
 
 from lmi_build.artifact.layout import Layout
 from lmi_build.artifact.manifest import BuildRecord, StepTiming
+from lmi_build.building.run_settings import RunSettings
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import BuildInputs, SavedPlan
 from lmi_build.sources.base import ResolvedSource
 
-RunnerKind = Literal["local", "docker", "script"]
-Until = Literal["checkpoint", "artifact"]
 Status = Literal["artifact", "cached", "checkpoint", "script"]
 
 
@@ -26,17 +25,11 @@ class BuildSettings:
     """How to run a plan (never what to build: that is the plan's job)."""
 
     output: Path
-    until: Until = "artifact"
-    runner: RunnerKind = "local"
+    run: RunSettings = field(default_factory=RunSettings)  # the target's own part (its build command's flags)
     overwrite: bool = False
     use_cache: bool = True
     keep_work: bool = False
     copy: bool = False  # copy files into the artifact instead of hard-linking them
-    checkpoint: Path | None = None  # trtllm: reuse this TensorRT-LLM checkpoint
-    engine_dir: Path | None = None  # trtllm: package engines built elsewhere (e.g. by the script)
-    compiled_dir: Path | None = None  # neuronx: package NEFFs compiled elsewhere (e.g. by build-neffs.sh)
-    trtllm_examples: Path | None = None  # trtllm vendor route: a TensorRT-LLM checkout at the profile's tag
-    step_timeout_s: int | None = None  # overrides each vendor step's own timeout
     publish: str | None = None
     endpoint_url: str | None = None
     remote_cache: str | None = None  # s3://bucket/prefix of the shared build cache (storage.build_cache)

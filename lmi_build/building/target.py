@@ -9,16 +9,34 @@ registry (``lmi_build.targets.TARGETS``) is typed with it, so mypy checks every 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, Protocol
 
 from lmi_build.artifact.target_api import ArtifactTarget
 from lmi_build.building.context import BuildContext, BuildSettings
+from lmi_build.building.run_settings import BuildCommand
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import SavedPlan
 from lmi_build.planning.target_api import PlanningTarget
 
 
+@dataclass(frozen=True)
+class Unfinished:
+    """What an output a build stopped at (exit 3, or a --runner script bundle) lacks to be an artifact."""
+
+    missing: str
+    command: str  # the command that finishes it: the build's own `next:`
+    where: str | None = None  # where that command must run, when it runs the vendor tool
+    bundle: bool = False  # a --runner script bundle (that build exited 0), not a stop
+
+
 class Target(PlanningTarget, ArtifactTarget, Protocol):
+    @property
+    def command(self) -> BuildCommand:
+        """Its build command (``lmi-build <name>``): help, examples and its own run settings' flags."""
+        ...
+
     def preflight(self, saved: SavedPlan, settings: BuildSettings) -> None:
         """Refuse settings that cannot work with this plan (a wrong --checkpoint, a missing
         --engine-dir, a target that cannot build yet) before anything is fetched or run."""
@@ -33,4 +51,9 @@ class Target(PlanningTarget, ArtifactTarget, Protocol):
     def build_devices(self, plan: BuildPlan) -> tuple[Literal["gpu", "neuron"], int] | None:
         """The accelerators a build of ``plan`` occupies while it runs (a fleet schedules by it), or
         None when it needs none."""
+        ...
+
+    def unfinished(self, output: Path, plan: BuildPlan) -> Unfinished:
+        """What ``output`` (a build of ``plan`` stopped there: plan.json, no manifest) lacks, and the
+        command that finishes it."""
         ...

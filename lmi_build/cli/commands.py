@@ -14,6 +14,8 @@ import textwrap
 from types import ModuleType
 from typing import TYPE_CHECKING, NamedTuple
 
+from lmi_build.target_names import TARGET_NAMES
+
 if TYPE_CHECKING:
     import typer
 
@@ -24,14 +26,19 @@ class Command(NamedTuple):
     help: str  # the first paragraph of its help, as typer shows it in the command list
 
 
+# Each target's build command, as its package declares it (``Target.command``), in the registry's order
+# (``TARGET_NAMES``); its first paragraph is repeated here so `--help` imports no target
+# (tests/cli/test_cli_help.py checks the copy).
+BUILD_HELP = (
+    "Build TensorRT-LLM engines for the LMI TensorRT-LLM container (checkpoint on this host, engines by the profile's "
+    "TensorRT-LLM).",
+    "Compile NEFFs for the LMI Neuron container (transformers-neuronx, exactly as the container would) and package the "
+    "precompiled layout it loads without compiling.",
+    "Build a Hugging Face checkpoint artifact (optionally quantized with ModelOpt).",
+)
 # In the order `--help` lists them.
 COMMANDS = (
-    Command("trtllm", "build_cmd", "Build TensorRT-LLM engines for the LMI TensorRT-LLM container (checkpoint on this "
-                                   "host, engines by the profile's TensorRT-LLM)."),
-    Command("neuronx", "build_cmd", "Compile NEFFs for the LMI Neuron container (transformers-neuronx, exactly as "
-                                    "the container would) and package the precompiled layout it loads without "
-                                    "compiling."),
-    Command("hf", "build_cmd", "Build a Hugging Face checkpoint artifact (optionally quantized with ModelOpt)."),
+    *(Command(name, "build_cmd", text) for name, text in zip(TARGET_NAMES, BUILD_HELP, strict=True)),
     Command("plan", "plan_cmd", "Resolve every build knob, validate it against the model, estimate memory and "
                                 "compute the cache key, without reading weights or building anything."),
     Command("verify", "artifact_cmd", "Check an artifact is intact, complete, and fits where it will be served."),

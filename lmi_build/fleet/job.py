@@ -142,9 +142,10 @@ def _cached_or_built(job: Job) -> tuple[ResultStatus, str | None, str | None]:
         return "cached", _published(cache, entry, job), None
     with tempfile.TemporaryDirectory(prefix="lmi-build-fleet-", dir=os.environ.get("LMI_BUILD_FLEET_WORK")) as work:
         output = Path(work) / "artifact"
-        settings = BuildSettings(output=output, runner=job.runner, use_cache=False, step_timeout_s=job.step_timeout_s,
-                                 endpoint_url=job.endpoint_url)
-        outcome = run_plan(saved, settings, get_target(saved.plan.target))
+        target = get_target(saved.plan.target)
+        run = target.command.settings(runner=job.runner, step_timeout_s=job.step_timeout_s)
+        settings = BuildSettings(output=output, run=run, use_cache=False, endpoint_url=job.endpoint_url)
+        outcome = run_plan(saved, settings, target)
         if outcome.status != "artifact":  # e.g. exit 3: no engine toolchain on this worker
             return "incomplete", None, outcome.message
         if outcome.stand_in:  # never cached, never published

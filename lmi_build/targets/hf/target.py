@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Literal
 
 from lmi_build.artifact.layout import Layout
@@ -10,10 +11,13 @@ from lmi_build.artifact.manifest import Manifest
 from lmi_build.artifact.serving import ServingTarget
 from lmi_build.artifact.target_api import Problems, ReadFile
 from lmi_build.building.context import BuildContext, BuildSettings
+from lmi_build.building.target import Unfinished
 from lmi_build.planning.plan import BuildPlan
-from lmi_build.planning.saved import SavedPlan
+from lmi_build.planning.saved import PLAN_FILE, SavedPlan
 from lmi_build.planning.startup import StartupOutcome
+from lmi_build.runners.bundle import finished_output
 from lmi_build.targets.hf import build, compatibility, layouts
+from lmi_build.targets.hf.command import COMMAND
 from lmi_build.targets.hf.knobs import HfBuild
 from lmi_build.targets.hf.plan import HfPlanning
 from lmi_build.types import PlanMessage
@@ -21,6 +25,8 @@ from lmi_build.types import PlanMessage
 
 class HfTarget(HfPlanning):
     knobs = HfBuild
+    command = COMMAND
+    artifact_label = "a Hugging Face checkpoint"
 
     def preflight(self, saved: SavedPlan, settings: BuildSettings) -> None:
         build.preflight(saved, settings)
@@ -42,6 +48,9 @@ class HfTarget(HfPlanning):
 
     def record_problems(self, manifest: Manifest, read: ReadFile) -> list[PlanMessage]:
         return compatibility.record_problems(manifest, read)
+
+    def unfinished(self, output: Path, plan: BuildPlan) -> Unfinished:
+        return Unfinished("the built model", build.finish_command(output / PLAN_FILE, output=finished_output(output)))
 
 
 TARGET = HfTarget()

@@ -15,15 +15,29 @@ from pathlib import Path
 
 from lmi_build.artifact.manifest import HardwareTarget, StepTiming
 from lmi_build.building.context import BuildContext, BuildOutcome, BuildSettings
+from lmi_build.building.run_settings import narrowed
+from lmi_build.building.target import Unfinished
 from lmi_build.errors import SourceError, UnsupportedTarget
 from lmi_build.output import current
+from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import PLAN_FILE, SavedPlan
 from lmi_build.runners import LOG_DIR, make_runner
+from lmi_build.runners.bundle import finished_output, run_script_command, write_bundle
+from lmi_build.targets.neuronx.cache_tree import compiler_dirs, remove_unusable
+from lmi_build.targets.neuronx.command import NeuronxRun
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.targets.neuronx.layouts import LAYOUTS
 from lmi_build.targets.neuronx.plan import unbuilt_reason
 from lmi_build.targets.neuronx.profiles import NeuronProfile, get_profile
-from lmi_build.targets.neuronx.steps import BUNDLE_SCRIPT
+from lmi_build.targets.neuronx.steps import (
+    BUNDLE_SCRIPT,
+    DRIVER_SOURCE,
+    compile_step,
+    host_neuron_devices,
+    neff_bundle,
+    neuronx_paths,
+    write_driver,
+)
 
 # The Python with the Neuron SDK that --runner local uses (default: the one running lmi-build).
 NEURON_PYTHON_ENV = "LMI_BUILD_NEURON_PYTHON"
@@ -49,8 +63,6 @@ def neuron_python() -> str:
 def probe_sdk(python: str) -> dict[str, str]:
     """The Neuron SDK versions ``python`` imports, asked through the driver's --probe; refuses
     (one line) when it has none."""
-    from lmi_build.targets.neuronx.steps import DRIVER_SOURCE
-
     try:
         done = subprocess.run([python, str(DRIVER_SOURCE), "--probe"], capture_output=True, text=True,
                               timeout=PROBE_TIMEOUT_S, check=False)
@@ -69,28 +81,25 @@ def probe_sdk(python: str) -> dict[str, str]:
 
 def preflight(saved: SavedPlan, settings: BuildSettings) -> None:
     """Refuse what cannot work before anything is fetched or compiled."""
-    plan = saved.plan
+    plan, run = saved.plan, narrowed(settings.run, NeuronxRun)
     knobs = plan.knobs(NeuronxBuild)
     profile = get_profile(plan.toolchain.profile)
     if (unbuilt := unbuilt_reason(profile, knobs.loader, knobs.layout)) is not None:
         raise UnsupportedTarget(unbuilt[0], hint=unbuilt[1])
-    if settings.compiled_dir is not None:
-        if not settings.compiled_dir.is_dir():
-            raise SourceError(f"--compiled-dir {settings.compiled_dir} is not a directory",
+    if run.compiled_dir is not None:
+        if not run.compiled_dir.is_dir():
+            raise SourceError(f"--compiled-dir {run.compiled_dir} is not a directory",
                               hint=f"give the compiled/ directory {BUNDLE_SCRIPT} wrote")
         return
-    if settings.runner == "docker" and not profile.image:
+    if run.runner == "docker" and not profile.image:
         raise UnsupportedTarget(f"{profile.name} has no published container image to compile in",
                                 hint=f"use --runner local or --runner script on a host with Neuron SDK "
                                      f"{profile.neuron_sdk}, or a published profile")
-    if settings.runner == "docker":
-        from lmi_build.targets.neuronx.steps import host_neuron_devices
-
-        if not host_neuron_devices():
-            raise UnsupportedTarget("--runner docker needs this host's Neuron devices (/dev/neuron*): "
-                                    "transformers-neuronx loads the NEFFs onto them while compiling",
-                                    hint="run on an inf2/trn1 host, or use --runner script for a bundle to run there")
-    if settings.runner == "local":
+    if run.runner == "docker" and not host_neuron_devices():
+        raise UnsupportedTarget("--runner docker needs this host's Neuron devices (/dev/neuron*): "
+                                "transformers-neuronx loads the NEFFs onto them while compiling",
+                                hint="run on an inf2/trn1 host, or use --runner script for a bundle to run there")
+    if run.runner == "local":
         versions = probe_sdk(neuron_python())
         found = versions.get("neuronx_cc")
         if knobs.loader == "optimum" and versions.get("optimum_neuron") != profile.optimum_neuron:
@@ -106,28 +115,25 @@ def preflight(saved: SavedPlan, settings: BuildSettings) -> None:
 
 
 def build(ctx: BuildContext) -> None:
-    from lmi_build.targets.neuronx.cache_tree import remove_unusable
-    from lmi_build.targets.neuronx.steps import compile_step, host_neuron_devices, neuronx_paths, write_driver
-
-    plan, settings = ctx.plan, ctx.settings
+    plan, run = ctx.plan, narrowed(ctx.settings.run, NeuronxRun)
     knobs = plan.knobs(NeuronxBuild)
     profile = get_profile(plan.toolchain.profile)
     ctx.layout = LAYOUTS[knobs.layout]
     cache_layout = knobs.layout == CACHE_LAYOUT
-    if settings.compiled_dir is not None:
-        produced = settings.compiled_dir.absolute()
+    if run.compiled_dir is not None:
+        produced = run.compiled_dir.absolute()
     else:
         compiled = ctx.work / "compiled"
         cache = ctx.work / CACHE_DIR
         driver = ctx.work / "driver"
         write_driver(driver, plan, profile)
         paths = neuronx_paths(driver=driver, model=ctx.source.path, compiled=compiled, cache=cache)
-        if settings.runner == "script":
+        if run.runner == "script":
             ctx.stopped = _write_bundle(ctx, profile)
             return
-        python = neuron_python() if settings.runner == "local" else "python3"
-        step = compile_step(python, timeout_s=settings.step_timeout_s)
-        runner = make_runner(settings.runner, image=profile.image, devices=host_neuron_devices())
+        python = neuron_python() if run.runner == "local" else "python3"
+        step = compile_step(python, timeout_s=run.step_timeout_s)
+        runner = make_runner(run.runner, image=profile.image, devices=host_neuron_devices())
         result = runner.run(step, paths, ctx.work, plan)
         ctx.record.steps.append(StepTiming(name="compile", seconds=result.seconds,
                                            detail=f"{runner.kind} runner, {profile.name}"))
@@ -188,8 +194,6 @@ def inspect_optimum_export(produced: Path) -> CompiledInfo:
 
 def inspect_cache(cache: Path) -> CompiledInfo:
     """A compile-cache tree: one neuronxcc-<version>[+hash] directory names the compiler."""
-    from lmi_build.targets.neuronx.cache_tree import compiler_dirs
-
     compilers = compiler_dirs(cache)
     if len(compilers) != 1:
         raise SourceError(f"{cache} holds {len(compilers)} neuronxcc-* compiler directories, not one",
@@ -198,17 +202,15 @@ def inspect_cache(cache: Path) -> CompiledInfo:
     return CompiledInfo(neuronx_cc=version, stand_in=(cache / STAND_IN_MARKER).exists())
 
 
-def finish_command(plan_file: Path, *, compiled_dir: Path, output: Path) -> str:
-    return shlex.join(["lmi-build", "neuronx", "--plan", str(plan_file), "--compiled-dir", str(compiled_dir),
-                       "--output", str(output)])
+def finish_command(plan_file: Path, *, output: Path, compiled_dir: Path | None = None) -> str:
+    """``lmi-build neuronx --plan ...``: the command that finishes a build stopped early, shell-quoted."""
+    compiled = ["--compiled-dir", str(compiled_dir)] if compiled_dir is not None else []
+    return shlex.join(["lmi-build", "neuronx", "--plan", str(plan_file), *compiled, "--output", str(output)])
 
 
 def _write_bundle(ctx: BuildContext, profile: NeuronProfile) -> BuildOutcome:
     """--runner script: driver/, the model, plan.json and build-neffs.sh; run on a Neuron host, then
     package the compiled/ it writes with exactly this plan."""
-    from lmi_build.runners.bundle import finished_output, write_bundle
-    from lmi_build.targets.neuronx.steps import compile_step, neff_bundle, neuronx_paths
-
     output = ctx.settings.output.absolute()
     bundle = ctx.work / "bundle"
     bundle.mkdir()
@@ -219,7 +221,7 @@ def _write_bundle(ctx: BuildContext, profile: NeuronProfile) -> BuildOutcome:
                        header=f"profile {profile.name}; plan {ctx.plan.cache_key}")
     produced = CACHE_DIR if ctx.plan.knobs(NeuronxBuild).layout == CACHE_LAYOUT else "compiled"
     package = finish_command(output / PLAN_FILE, compiled_dir=output / produced, output=finished_output(output))
-    next_command = write_bundle(spec, [compile_step("python3", timeout_s=ctx.settings.step_timeout_s)], relative,
+    next_command = write_bundle(spec, [compile_step("python3", timeout_s=ctx.settings.run.step_timeout_s)], relative,
                                 bundle=bundle, saved=ctx.saved, output=output, overwrite=ctx.settings.overwrite,
                                 package=package, linked={"model": ctx.source.path})
     return BuildOutcome(plan=ctx.plan, status="script", output=output, steps=list(ctx.record.steps),
@@ -227,3 +229,23 @@ def _write_bundle(ctx: BuildContext, profile: NeuronProfile) -> BuildOutcome:
                         message="driver, model, plan.json and build-neffs.sh written; run the script on a Neuron host",
                         next_host=f"the script on a Neuron host: ./{BUNDLE_SCRIPT} --check lists what that host "
                                   "lacks; the packaging where lmi-build is")
+
+
+# Where a finishing command that runs neuronx-cc works (verify's word on an unfinished output).
+WHERE = ("run it on a Neuron host with the Neuron SDK, or add --runner docker (an inf2/trn1 host with Docker) "
+         "or --runner script (a bundle to run there)")
+
+
+def unfinished(output: Path, plan: BuildPlan) -> Unfinished:
+    """What ``output`` (a plan left by exit 3, or a --runner script bundle) lacks, and the command that
+    finishes it: the one the build printed as ``next:``."""
+    if (output / BUNDLE_SCRIPT).is_file():
+        produced = output / (CACHE_DIR if plan.knobs(NeuronxBuild).layout == CACHE_LAYOUT else "compiled")
+        package = finish_command(output / PLAN_FILE, compiled_dir=produced, output=finished_output(output))
+        if produced.is_dir() and any(produced.iterdir()):
+            return Unfinished(f"the packaging of the NEFFs {BUNDLE_SCRIPT} compiled in {produced.name}/", package,
+                              bundle=True)
+        return Unfinished(f"the compiled NEFFs ({BUNDLE_SCRIPT} has not been run; it runs on a Neuron host)",
+                          f"{run_script_command(output, BUNDLE_SCRIPT)} && {package}", bundle=True)
+    return Unfinished("the compiled NEFFs (only the plan was written)",
+                      finish_command(output / PLAN_FILE, output=finished_output(output)), WHERE)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Literal
 
 from lmi_build.artifact.layout import Layout
@@ -10,10 +11,12 @@ from lmi_build.artifact.manifest import Manifest
 from lmi_build.artifact.serving import ServingTarget
 from lmi_build.artifact.target_api import Problems, ReadFile
 from lmi_build.building.context import BuildContext, BuildSettings
+from lmi_build.building.target import Unfinished
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import SavedPlan
 from lmi_build.planning.startup import StartupOutcome
 from lmi_build.targets.neuronx import build, compatibility, layouts
+from lmi_build.targets.neuronx.command import COMMAND
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.targets.neuronx.plan import NeuronxPlanning
 from lmi_build.types import PlanMessage
@@ -21,6 +24,8 @@ from lmi_build.types import PlanMessage
 
 class NeuronxTarget(NeuronxPlanning):
     knobs = NeuronxBuild
+    command = COMMAND
+    artifact_label = "Neuron NEFFs"
 
     def preflight(self, saved: SavedPlan, settings: BuildSettings) -> None:
         build.preflight(saved, settings)
@@ -42,6 +47,9 @@ class NeuronxTarget(NeuronxPlanning):
 
     def record_problems(self, manifest: Manifest, read: ReadFile) -> list[PlanMessage]:
         return compatibility.record_problems(manifest, read)
+
+    def unfinished(self, output: Path, plan: BuildPlan) -> Unfinished:
+        return build.unfinished(output, plan)
 
 
 TARGET = NeuronxTarget()

@@ -8,22 +8,43 @@ import json
 import shlex
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from lmi_build.artifact.manifest import HardwareTarget, StepTiming
+from lmi_build.artifact.packager import install_directory
 from lmi_build.building.context import BuildContext, BuildOutcome, BuildSettings
-from lmi_build.errors import LmiBuildError, SourceError
+from lmi_build.building.run_settings import narrowed
+from lmi_build.building.target import Unfinished
+from lmi_build.errors import LmiBuildError, OptionError, SourceError, StepError
 from lmi_build.output import current
+from lmi_build.planning.gpus import sm_requirements
+from lmi_build.planning.instances import get_instance
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import PLAN_FILE, SavedPlan
+from lmi_build.quantize.result import CheckpointResult
 from lmi_build.runners import LOG_DIR, Paths, Step, make_runner
+from lmi_build.runners.bundle import (
+    Requirement,
+    finished_output,
+    gpu_requirement,
+    run_script_command,
+    write_bundle,
+)
+from lmi_build.targets.trtllm.checkpoint import build_trtllm_checkpoint
+from lmi_build.targets.trtllm.command import TrtllmRun
+from lmi_build.targets.trtllm.engine_check import check_engine_dir, gpu_sm, read_engine_config
+from lmi_build.targets.trtllm.engine_match import engine_mismatches, expectation_from_plan
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
-from lmi_build.targets.trtllm.profiles import ContainerProfile
-from lmi_build.targets.trtllm.steps import BUNDLE_SCRIPT, DEFAULT_EXAMPLES
-
-if TYPE_CHECKING:
-    from lmi_build.quantize.result import CheckpointResult
-    from lmi_build.runners.bundle import Requirement
+from lmi_build.targets.trtllm.layouts import layout_for
+from lmi_build.targets.trtllm.profiles import ContainerProfile, get_profile
+from lmi_build.targets.trtllm.steps import (
+    BUNDLE_SCRIPT,
+    DEFAULT_EXAMPLES,
+    GPTQ_FILE,
+    engine_bundle,
+    engine_steps,
+    trtllm_paths,
+)
+from lmi_build.targets.trtllm.toolchain import toolchain_available
 
 BUNDLE_CHECKPOINT = "checkpoint"
 BUNDLE_ENGINE = "engine"
@@ -32,57 +53,50 @@ BUNDLE_MODEL = "model"
 
 def preflight(saved: SavedPlan, settings: BuildSettings) -> None:
     """A --checkpoint must be this plan's, an --engine-dir must exist: checked before any work."""
-    from lmi_build.targets.trtllm.profiles import get_profile
-
-    if settings.checkpoint is not None:
+    run = narrowed(settings.run, TrtllmRun)
+    if run.checkpoint is not None:
         profile = get_profile(saved.plan.toolchain.profile)
-        check_checkpoint(settings.checkpoint.absolute(), saved.plan, legacy=profile.workflow == "legacy")
-    if settings.engine_dir is not None and not settings.engine_dir.is_dir():
-        raise SourceError(f"--engine-dir {settings.engine_dir} is not a directory",
+        check_checkpoint(run.checkpoint.absolute(), saved.plan, legacy=profile.workflow == "legacy")
+    if run.engine_dir is not None and not run.engine_dir.is_dir():
+        raise SourceError(f"--engine-dir {run.engine_dir} is not a directory",
                           hint="give the engine directory build-engines.sh or trtllm-build wrote")
 
 
 def build(ctx: BuildContext) -> None:
-    from lmi_build.targets.trtllm.engine_check import check_engine_dir, gpu_sm
-    from lmi_build.targets.trtllm.layouts import layout_for
-    from lmi_build.targets.trtllm.profiles import get_profile
-    from lmi_build.targets.trtllm.steps import engine_steps, trtllm_paths
-    from lmi_build.targets.trtllm.toolchain import toolchain_available
-
-    plan, settings = ctx.plan, ctx.settings
+    plan, run = ctx.plan, narrowed(ctx.settings.run, TrtllmRun)
     knobs = plan.knobs(TrtllmBuild)
     profile = get_profile(plan.toolchain.profile)
     ctx.layout = layout_for(profile.layout)
-    checkpoint = settings.checkpoint.absolute() if settings.checkpoint else ctx.work / BUNDLE_CHECKPOINT
-    engine = settings.engine_dir.absolute() if settings.engine_dir else ctx.work / BUNDLE_ENGINE
+    checkpoint = run.checkpoint.absolute() if run.checkpoint else ctx.work / BUNDLE_CHECKPOINT
+    engine = run.engine_dir.absolute() if run.engine_dir else ctx.work / BUNDLE_ENGINE
     paths = trtllm_paths(model=ctx.source.path, checkpoint=checkpoint, engine=engine,
-                         examples=settings.trtllm_examples.absolute() if settings.trtllm_examples else None)
+                         examples=run.trtllm_examples.absolute() if run.trtllm_examples else None)
 
-    if settings.engine_dir is None:
-        if settings.checkpoint is None:
+    if run.engine_dir is None:
+        if run.checkpoint is None:
             _check_prequantized_file(plan, ctx.source.path)
         steps = engine_steps(plan, profile)
-        if settings.step_timeout_s is not None:
-            steps = [step.model_copy(update={"timeout_s": settings.step_timeout_s}) for step in steps]
-        host = [s for s in steps if s.in_process is not None and settings.checkpoint is None]
+        if run.step_timeout_s is not None:
+            steps = [step.model_copy(update={"timeout_s": run.step_timeout_s}) for step in steps]
+        host = [s for s in steps if s.in_process is not None and run.checkpoint is None]
         vendor = [s for s in steps if s.in_process is None]
         for step in host:  # ModelOpt runs here whatever the engine runner is
             with ctx.record.timed(step.name, detail=plan.quantization.quant_algo or "unquantized"):
                 exported = _export_checkpoint(ctx, paths)
             ctx.record.record_checkpoint(step.name, exported)
-        if settings.until == "checkpoint":
+        if run.until == "checkpoint":
             ctx.stopped = _stop_with_checkpoint(ctx, profile, checkpoint, "checkpoint written (--until checkpoint)",
                                                 vendor)
             return
-        if settings.runner == "script":
+        if run.runner == "script":
             ctx.stopped = _write_script(ctx, vendor, paths, profile)
             return
-        available, why = toolchain_available(settings.runner, profile, vendor)
+        available, why = toolchain_available(run.runner, profile, vendor)
         if not available:
             ctx.stopped = _stop_with_checkpoint(ctx, profile, checkpoint, f"no TensorRT-LLM toolchain here: {why}",
                                                 vendor)
             return
-        runner = make_runner(settings.runner, image=profile.image)
+        runner = make_runner(run.runner, image=profile.image)
         for step in vendor:
             result = runner.run(step, paths, ctx.work, plan)
             ctx.record.steps.append(StepTiming(name=step.name, seconds=result.seconds, detail=f"{runner.kind} runner"))
@@ -140,10 +154,6 @@ def check_checkpoint(directory: Path, plan: BuildPlan, *, legacy: bool = False) 
 def _check_engine_is_the_plans(engine: Path, plan: BuildPlan) -> None:
     """The engine must be what serving.properties will say (lengths, batch, block size, plugins,
     quantization, world size): an --engine-dir built for another plan is refused, naming both sides."""
-    from lmi_build.errors import StepError
-    from lmi_build.targets.trtllm.engine_check import read_engine_config
-    from lmi_build.targets.trtllm.engine_match import engine_mismatches, expectation_from_plan
-
     mismatches = engine_mismatches(read_engine_config(engine), expectation_from_plan(plan))
     if mismatches:
         raise StepError(f"engine {engine} was not built for this plan: " + "; ".join(mismatches),
@@ -153,8 +163,6 @@ def _check_engine_is_the_plans(engine: Path, plan: BuildPlan) -> None:
 def _check_prequantized_file(plan: BuildPlan, model: Path) -> None:
     """The vendor converter reads a pre-quantized GPTQ model from ONE .safetensors file (steps.GPTQ_FILE):
     refuse a model that does not have it before anything runs, naming what it has instead."""
-    from lmi_build.targets.trtllm.steps import GPTQ_FILE
-
     pre = plan.quantization.pre_quantized
     if pre is None or pre.method != "gptq" or (model / GPTQ_FILE).is_file():
         return
@@ -169,8 +177,6 @@ def _export_checkpoint(ctx: BuildContext, paths: Paths) -> CheckpointResult:
     """The ModelOpt checkpoint step, run here whatever the engine runner is (never by a runner: it
     also needs the user's calibration file; the plan records only its name and digest, and the step
     refuses a file that changed since planning)."""
-    from lmi_build.targets.trtllm.checkpoint import build_trtllm_checkpoint
-
     model, checkpoint = paths.get("model"), paths.get("checkpoint")
     assert model is not None and checkpoint is not None  # trtllm_paths always names both
     return build_trtllm_checkpoint(ctx.plan, model, checkpoint, calib_file=ctx.inputs.calib_data,
@@ -225,49 +231,46 @@ def _stop_with_checkpoint(ctx: BuildContext, profile: ContainerProfile, checkpoi
     to --output; with --checkpoint the user's directory stays as it is and --output gets plan.json.
     A build of a saved plan (--plan) that has nothing but that plan to leave writes nothing: its
     finishing command is the same plan's, with the same --output."""
-    settings = ctx.settings
-    output = settings.output.absolute()
-    converted_here = settings.checkpoint is None and checkpoint.is_dir()
-    if settings.until == "checkpoint" and settings.checkpoint is None and not converted_here:
+    run = narrowed(ctx.settings.run, TrtllmRun)
+    output = ctx.settings.output.absolute()
+    converted_here = run.checkpoint is None and checkpoint.is_dir()
+    if run.until == "checkpoint" and run.checkpoint is None and not converted_here:
         raise LmiBuildError(
             f"this plan's checkpoint is converted by TensorRT-LLM {profile.tensorrt_llm}'s own scripts in the "
             "container, so there is no checkpoint to stop after",
             hint="build with --runner docker on a GPU host, or --runner script for a bundle that converts there",
             code="checkpoint_in_container")
-    conversion = container_conversion(vendor, profile.tensorrt_llm) if settings.checkpoint is None else None
+    conversion = container_conversion(vendor, profile.tensorrt_llm) if run.checkpoint is None else None
     if conversion is not None and not converted_here:
         reason += f"; the GPU host must run {conversion} (a checkout at that tag: --trtllm-examples)"
     if converted_here:
         what = "stopped after the TensorRT-LLM checkpoint"
         plan_file, stopped_at, finished = _stop_output(ctx, checkpoint, output)
-    elif settings.plan_file is not None:
-        what = f"stopped before {'trtllm-build' if settings.checkpoint else 'any TensorRT-LLM step'}; nothing written"
-        plan_file = settings.plan_file.absolute()
+    elif ctx.settings.plan_file is not None:
+        what = f"stopped before {'trtllm-build' if run.checkpoint else 'any TensorRT-LLM step'}; nothing written"
+        plan_file = ctx.settings.plan_file.absolute()
         stopped_at, finished = plan_file.parent, output  # --output is still free for the artifact
     else:
-        what = (f"stopped before {'trtllm-build' if settings.checkpoint else 'any TensorRT-LLM step'}; "
+        what = (f"stopped before {'trtllm-build' if run.checkpoint else 'any TensorRT-LLM step'}; "
                 "only plan.json was written")
         staged = ctx.work / "plan-only"
         staged.mkdir()
         plan_file, stopped_at, finished = _stop_output(ctx, staged, output)
-    finished_from = output if converted_here else settings.checkpoint
+    finished_from = output if converted_here else run.checkpoint
     # The same runner the user chose: run as printed on a host that has what that runner needs.
-    runner = settings.runner if settings.runner != "local" else None
+    runner = run.runner if run.runner != "local" else None
     examples = None
     if conversion is not None and not converted_here:
-        examples = str(settings.trtllm_examples.absolute()) if settings.trtllm_examples else DEFAULT_EXAMPLES
+        examples = str(run.trtllm_examples.absolute()) if run.trtllm_examples else DEFAULT_EXAMPLES
     finish = finish_command(plan_file, checkpoint=finished_from.absolute() if finished_from else None,
                             runner=runner, output=finished, examples=examples)
     return BuildOutcome(plan=ctx.plan, status="checkpoint", output=stopped_at, steps=list(ctx.record.steps),
-                        next_command=finish, next_host=_host_needs(profile, settings.runner),
+                        next_command=finish, next_host=_host_needs(profile, run.runner),
                         message=f"{what}: {reason}")
 
 
 def _stop_output(ctx: BuildContext, staged: Path, output: Path) -> tuple[Path, Path, Path]:
     """plan.json into ``staged``, installed as --output: (its plan file, where it lies, the artifact's place)."""
-    from lmi_build.artifact.packager import install_directory
-    from lmi_build.runners.bundle import finished_output
-
     ctx.saved.save(staged / PLAN_FILE)
     install_directory(staged, output, overwrite=ctx.settings.overwrite)
     return output / PLAN_FILE, output, finished_output(output)
@@ -276,11 +279,6 @@ def _stop_output(ctx: BuildContext, staged: Path, output: Path) -> tuple[Path, P
 def plan_gpu(plan: BuildPlan) -> Requirement:
     """The GPU a bundle's host must have: the SM of the plan's instance type (engines run only on the
     SM they are built on), else the SM its quantization needs, else any GPU."""
-    from lmi_build.errors import OptionError
-    from lmi_build.planning.gpus import sm_requirements
-    from lmi_build.planning.instances import get_instance
-    from lmi_build.runners.bundle import gpu_requirement
-
     name = plan.memory.instance_type if plan.memory is not None else None
     if name:
         try:
@@ -300,16 +298,13 @@ def _write_script(ctx: BuildContext, steps: list[Step], paths: Paths, profile: C
     """--runner script: plan.json, build-engines.sh and what its steps read (the model when the GPU
     host converts it, else the checkpoint converted here) in one bundle; the script builds the
     engines on a GPU host and the finishing command packages them with exactly this plan."""
-    from lmi_build.runners.bundle import finished_output, write_bundle
-    from lmi_build.targets.trtllm.steps import engine_bundle
-
     output = ctx.settings.output.absolute()
     bundle = ctx.work / "bundle"
     bundle.mkdir()
     checkpoint = paths.get("checkpoint")
     assert checkpoint is not None
     linked: dict[str, Path] = {}
-    if ctx.settings.checkpoint is None:
+    if narrowed(ctx.settings.run, TrtllmRun).checkpoint is None:
         if checkpoint.is_dir():  # the vendor route converts on the GPU host: no checkpoint here yet
             shutil.move(str(checkpoint), bundle / BUNDLE_CHECKPOINT)
     else:  # the bundle must be self-contained: link (or copy) the user's checkpoint into it
@@ -335,3 +330,29 @@ def _script_message(steps: list[Step], profile: ContainerProfile) -> str:
         return "checkpoint, plan.json and engine-build script written; run the script on a GPU host"
     return (f"model, plan.json and engine-build script written; on the GPU host the script runs {conversion}: "
             f"set TRTLLM_EXAMPLES to the checkout's examples/ (default {DEFAULT_EXAMPLES})")
+
+
+# Where a finishing command that runs trtllm-build works (verify's word on an unfinished output).
+WHERE = ("run it where trtllm-build and a GPU are, or add --runner docker (a GPU host with Docker) or "
+         "--runner script (a bundle to run there)")
+
+
+def unfinished(output: Path) -> Unfinished:
+    """What ``output`` (a checkpoint or plan left by exit 3, or a --runner script bundle) lacks, and the
+    command that finishes it: the one the build printed as ``next:``."""
+    def finish(*, checkpoint: Path | None = None, engine_dir: Path | None = None) -> str:
+        return finish_command(output / PLAN_FILE, output=finished_output(output), checkpoint=checkpoint,
+                              engine_dir=engine_dir)
+
+    engine = output / BUNDLE_ENGINE
+    if (output / BUNDLE_SCRIPT).is_file():
+        package = finish(engine_dir=engine)
+        if engine.is_dir() and any(engine.iterdir()):
+            return Unfinished(f"the packaging of the engines {BUNDLE_SCRIPT} built in {BUNDLE_ENGINE}/", package,
+                              bundle=True)
+        return Unfinished(f"the TensorRT-LLM engines ({BUNDLE_SCRIPT} has not been run; it runs on a GPU host)",
+                          f"{run_script_command(output, BUNDLE_SCRIPT)} && {package}", bundle=True)
+    if (output / "config.json").is_file():
+        return Unfinished("the TensorRT-LLM engines (the build stopped after the checkpoint: no TensorRT-LLM "
+                          "toolchain where it ran)", finish(checkpoint=output), WHERE)
+    return Unfinished("the checkpoint and the TensorRT-LLM engines (only the plan was written)", finish(), WHERE)

@@ -30,6 +30,10 @@ def check_compatibility(manifest: Manifest, serving: ServingTarget) -> Problems:
                         "has no TensorRT engine backend",
                         "serve it with an engine-capable profile (lmi-build profiles list), or rebuild with "
                         f"lmi-build hf for {serving.container}")], []
+    if serving.container is not None and serving.container_target not in (None, "trtllm"):
+        return [message("container_target", f"artifact holds TensorRT-LLM engines, container {serving.container} "
+                        "loads no TensorRT-LLM engines", "choose a TensorRT-LLM container profile "
+                        "(lmi-build profiles list)")], []
     version_errors, version_warnings = bound_version_problems(manifest, serving, BOUND_VERSIONS, "engine")
     errors += version_errors
     warnings += version_warnings
