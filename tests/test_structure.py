@@ -118,3 +118,35 @@ def test_a_new_knob_is_one_declaration(monkeypatch: pytest.MonkeyPatch) -> None:
     assert given.flag_options()["option.max_num_tokens"] == ("8192", "--max-num-tokens")
     entry = matrix._knobs_model().model_validate({"max_num_tokens": 4096})
     assert entry.max_num_tokens == 4096  # type: ignore[attr-defined]
+
+
+def test_a_target_build_flag_is_one_declaration(tmp_path: Path) -> None:
+    """A field with a ``build_flag`` in a target's run settings is all it takes: its build command gets
+    the flag, in the Build panel with its help, and the value reaches the target in ``BuildSettings.run``."""
+    from typer.testing import CliRunner
+
+    from lmi_build.building.run_settings import RunSettings, build_flag, narrowed
+    from lmi_build.cli.app import new_app
+    from lmi_build.cli.build_cmd import build_command
+    from lmi_build.cli.plan_flags import with_knobs
+    from lmi_build.errors import LmiBuildError
+
+    @dataclasses.dataclass(frozen=True)
+    class WithFlag(RunSettings):
+        shard_size: int | None = build_flag(None, "--shard-size", "Bytes per weight file.", min=1)
+
+    class Target(type(TARGETS["hf"])):  # type: ignore[misc]
+        command = dataclasses.replace(TARGETS["hf"].command, settings=WithFlag)
+
+        def preflight(self, saved: Any, settings: Any) -> None:
+            raise LmiBuildError(f"preflight saw shard size {narrowed(settings.run, WithFlag).shard_size}")
+
+    app = new_app()
+    app.command("hf")(with_knobs(build_command(Target()), "hf"))
+    command = typer.main.get_command(app).commands["hf"]  # type: ignore[attr-defined]
+    flag = {param.name: param for param in command.params}["shard_size"]
+    assert flag.opts == ["--shard-size"] and flag.help == "Bytes per weight file."
+    assert getattr(flag, "rich_help_panel", None) == "Build"
+    done = CliRunner().invoke(app, ["hf", "--model", "demo:tiny-llama", "--shard-size", "1024",
+                                    "--output", str(tmp_path / "out")])
+    assert isinstance(done.exception, LmiBuildError) and "shard size 1024" in done.exception.message

@@ -19,6 +19,7 @@ import typer
 from rich.console import Group
 from rich.table import Table
 
+from lmi_build.artifact.manifest import StepTiming
 from lmi_build.building.context import BuildOutcome, BuildSettings
 from lmi_build.building.target import Target
 from lmi_build.cli.app import EndpointOpt
@@ -117,24 +118,22 @@ def _build(target: Target, knobs: dict[str, Any], settings: BuildSettings) -> No
         raise typer.Exit(EXIT_INCOMPLETE)
 
 
-def _report(outcome: BuildOutcome) -> None:
-    table = Table(title=f"lmi-build {outcome.plan.target}: {outcome.status}", show_header=True)
+def _steps_table(title: str, steps: list[StepTiming]) -> Table:
+    table = Table(title=title, show_header=True)
     table.add_column("step", no_wrap=True, overflow="fold")
     table.add_column("seconds", justify="right", no_wrap=True)
     table.add_column("detail", overflow="fold")  # model ids, paths: folded, never cut with "…"
-    for step in outcome.steps:
+    for step in steps:
         table.add_row(identifier(step.name), f"{step.seconds:.2f}", identifier(step.detail or ""))
-    render: Any = table
+    return table
+
+
+def _report(outcome: BuildOutcome) -> None:
+    render: Any = _steps_table(f"lmi-build {outcome.plan.target}: {outcome.status}", outcome.steps)
     if outcome.original_steps is not None:
         # The cached artifact's own build: its steps ran then, not now.
         when = datetime.fromisoformat(outcome.original_built_at or "").strftime("%Y-%m-%d %H:%M %Z").strip()
-        original = Table(title=f"original build, {when} (not run now)", show_header=True)
-        original.add_column("step", no_wrap=True, overflow="fold")
-        original.add_column("seconds", justify="right", no_wrap=True)
-        original.add_column("detail", overflow="fold")
-        for step in outcome.original_steps:
-            original.add_row(identifier(step.name), f"{step.seconds:.2f}", identifier(step.detail or ""))
-        render = Group(table, original)
+        render = Group(render, _steps_table(f"original build, {when} (not run now)", outcome.original_steps))
     out = current()
     out.result(outcome.to_json(), render)
     if out.human:
