@@ -1,11 +1,7 @@
-"""A target's own part of how a build runs, and its build command: declared by the target, turned
-into typer flags by the command line (``lmi_build.cli.build_cmd``) as ``PlanRequest``'s knobs are.
-
-Each field of a target's ``RunSettings`` subclass that carries a ``build_flag`` is a flag of its
-build command, listed in the order the subclass declares it. The three fields of the base class are
-read by shared code (the pipeline, a fleet job), so every target has them; a target whose command
-takes one as a flag declares it again with its flag.
-"""
+"""A target's own part of how a build runs, and its build command, declared by the target: each field of
+its ``RunSettings`` subclass with a ``build_flag`` is a flag of its build command (``lmi_build.cli.build_cmd``
+makes them, in the subclass's order, as ``with_knobs`` makes the knobs'). The base class's fields are read by
+shared code (the pipeline, a fleet job); a target whose command takes one as a flag declares it again."""
 
 from __future__ import annotations
 
