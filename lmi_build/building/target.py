@@ -13,6 +13,7 @@ from typing import Literal, Protocol
 
 from lmi_build.artifact.target_api import ArtifactTarget
 from lmi_build.building.context import BuildContext, BuildSettings
+from lmi_build.container_profiles import ProfileRow, ProfileView
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import SavedPlan
 from lmi_build.planning.target_api import PlanningTarget
@@ -33,4 +34,12 @@ class Target(PlanningTarget, ArtifactTarget, Protocol):
     def build_devices(self, plan: BuildPlan) -> tuple[Literal["gpu", "neuron"], int] | None:
         """The accelerators a build of ``plan`` occupies while it runs (a fleet schedules by it), or
         None when it needs none."""
+        ...
+
+    def profile_rows(self) -> list[ProfileRow]:
+        """Its container profiles as ``profiles list`` shows them, oldest first."""
+        ...
+
+    def profile_view(self, name: str) -> ProfileView | None:
+        """``profiles show`` of its container profile ``name``; None when it has none of that name."""
         ...

@@ -19,7 +19,7 @@ from tests.fixtures_planning import Planner
 from tests.paths import REPO_ROOT
 
 REPO = REPO_ROOT
-DATA_DIRS = (REPO / "lmi_build" / "data", REPO / "recipes", REPO / "profiles")
+DATA_DIRS = (REPO / "lmi_build" / "data", REPO / "recipes", REPO / "lmi_build" / "targets")
 # Words that describe where and by whom the project was developed, not a vendor fact: a CPU model,
 # the sandbox it ran in, the sessions beside it.
 DEVELOPER_MACHINE = re.compile(r"\b(EPYC|Xeon|Ryzen|vCPUs? (AMD|Intel)|agents?|sessions?'?|sandbox)\b", re.IGNORECASE)

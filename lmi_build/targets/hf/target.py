@@ -5,15 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
+from rich.markup import escape
+
 from lmi_build.artifact.layout import Layout
 from lmi_build.artifact.manifest import Manifest
 from lmi_build.artifact.serving import ServingTarget
 from lmi_build.artifact.target_api import Problems, ReadFile
 from lmi_build.building.context import BuildContext, BuildSettings
+from lmi_build.container_profiles import ProfileRow, ProfileView
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import SavedPlan
 from lmi_build.planning.startup import StartupOutcome
-from lmi_build.targets.hf import build, compatibility, layouts
+from lmi_build.targets.hf import build, compatibility, layouts, profiles
 from lmi_build.targets.hf.knobs import HfBuild
 from lmi_build.targets.hf.plan import HfPlanning
 from lmi_build.types import PlanMessage
@@ -42,6 +45,27 @@ class HfTarget(HfPlanning):
 
     def record_problems(self, manifest: Manifest, read: ReadFile) -> list[PlanMessage]:
         return compatibility.record_problems(manifest, read)
+
+    def profile_rows(self) -> list[ProfileRow]:
+        """No default: without --profile an hf build writes the format the newest profile loads."""
+        return [ProfileRow(h.name, False, f"vLLM {h.vllm}", f"transformers {h.transformers}",
+                           "hf (" + ", ".join(f"{m}->{f}" for m, f in h.formats.items() if f) + ")", h.engine,
+                           h.model_dump(mode="json"))
+                for h in profiles.load_profiles()]
+
+    def profile_view(self, name: str) -> ProfileView | None:
+        """Versions, the format each --quantize method is loaded in, and sources."""
+        profile = next((h for h in profiles.load_profiles() if h.name == name), None)
+        if profile is None:
+            return None
+        lines = [f"[bold]{profile.name}[/bold]  engine {profile.engine}"]
+        lines += [f"  {key}: {value}" for key, value in profile.versions().items()]
+        lines += [f"  --quantize {method}: " + (f"{fmt} checkpoint" if fmt else "not loadable (refused)")
+                  for method, fmt in profile.formats.items()]
+        if profile.inferred:
+            lines.append(f"  inferred (not checked against a source): {escape('; '.join(profile.inferred))}")
+        lines += [f"  source: {escape(s)}" for s in profile.sources]
+        return ProfileView({"kind": "hf", **profile.model_dump(mode="json")}, "\n".join(lines))
 
 
 TARGET = HfTarget()

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
+from lmi_build.container_profiles import read_profile
 from lmi_build.errors import LmiBuildError
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
-from lmi_build.targets.trtllm.profiles import get_profile, load_profile_file, profiles_dir
+from lmi_build.targets.trtllm.profiles import PROFILES_DIR, ContainerProfile, get_profile
 from lmi_build.targets.trtllm.steps import plan_steps
 from tests.fixtures_trtllm import LLAMA, TrtllmPlanner
 
@@ -57,9 +58,10 @@ def test_release_batch_default_is_profile_data(tmp_path: Path, monkeypatch: pyte
                                                trtllm_plan: TrtllmPlanner) -> None:
     """The default comes from the profile file, not from code: change the file, the plan follows."""
     name = "lmi-0.29.0-trtllm-0.11.0"
-    text = (profiles_dir() / f"{name}.toml").read_text()
+    text = (PROFILES_DIR / f"{name}.toml").read_text()
     assert 'max_rolling_batch_size = "256"' in text
-    (tmp_path / f"{name}.toml").write_text(text.replace('max_rolling_batch_size = "256"',
+    (tmp_path / "trtllm").mkdir()
+    (tmp_path / "trtllm" / f"{name}.toml").write_text(text.replace('max_rolling_batch_size = "256"',
                                                         'max_rolling_batch_size = "96"'))
     monkeypatch.setenv("LMI_BUILD_PROFILES_DIR", str(tmp_path))
     plan = trtllm_plan(name, tp="1")
@@ -68,11 +70,11 @@ def test_release_batch_default_is_profile_data(tmp_path: Path, monkeypatch: pyte
 
 
 def test_unknown_profile_default_key_is_refused(tmp_path: Path) -> None:
-    source = profiles_dir() / "lmi-0.29.0-trtllm-0.11.0.toml"
+    source = PROFILES_DIR / "lmi-0.29.0-trtllm-0.11.0.toml"
     bad = tmp_path / source.name
     bad.write_text(source.read_text().replace("max_rolling_batch_size =", "max_rolling_batch =", 1))
     with pytest.raises(LmiBuildError, match="max_rolling_batch"):
-        load_profile_file(bad)
+        read_profile(bad, ContainerProfile)
 
 
 
