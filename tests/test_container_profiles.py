@@ -5,6 +5,7 @@ profile that ``lmi-build profiles list`` and ``show`` know, with no code."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -56,3 +57,16 @@ def test_a_release_file_is_named_as_its_profile(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setenv(PROFILES_ENV, str(tmp_path))
     with pytest.raises(ProfileError, match=rf"renamed\.toml is named '{source.stem}'"):
         TARGETS["hf"].container_profiles()
+
+
+def test_the_design_checklist_names_files_that_exist() -> None:
+    text = (REPO_ROOT / "docs" / "DESIGN.md").read_text(encoding="utf-8")
+    checklist = text.split("## New container release\n", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`([\w./<>-]+(?:\.py|\.toml|\.json|/))`", checklist))
+    assert len(named) > 10, named
+    # lmi_build/targets/<target>/data/profiles/<name>.toml: each target's directory
+    paths = {name.split("<name>")[0].replace("<target>", target) for name in named for target in TARGETS} - {""}
+    missing = [name for name in sorted(paths)
+               if not (REPO_ROOT / name).exists() and not (REPO_ROOT / "lmi_build" / name).exists()
+               and not any(next(root.rglob(name), None) for root in (REPO_ROOT / "tests", REPO_ROOT / "lmi_build"))]
+    assert not missing, missing

@@ -36,6 +36,19 @@ class KvCacheDefault(BaseModel):
     inferred: str | None = None  # what of it the source does not state
 
 
+class StartupRules(BaseModel):
+    """How the release starts on a model directory (``startup.py``), each step cited."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: tuple[str, ...]  # when DJL takes its TensorRT-LLM path
+    detection: tuple[str, ...]  # how it detects a prebuilt engine, else JIT-builds
+    recommender: tuple[str, ...]  # the batch defaults it fills
+    unset_batch: int  # max_rolling_batch_size when unset and rolling_batch is not trtllm
+    runtime: tuple[str, ...] = ()  # how the flat layout's service constructs LLM()
+    runtime_warning: str | None = None  # a defect read in the runtime's source (a warning: the image may differ)
+
+
 class ContainerProfile(ContainerRelease):
     # name: e.g. "lmi-0.27.0-trtllm-0.8.0"
     image: str  # full image URI
@@ -58,6 +71,9 @@ class ContainerProfile(ContainerRelease):
     # (shown by `profiles show`); max_seq_len = "model": lengths.SEQ_LEN_FROM_MODEL.
     defaults: dict[str, str] = Field(default_factory=dict)
     kv_cache: KvCacheDefault
+    # Its start-up rules: the sources of plan's and verify --for-container's start-up messages, not
+    # listed by `profiles list/show` (whose --json is the profile's other fields).
+    startup: StartupRules = Field(exclude=True)
     # Where each fact comes from (release notes, Dockerfile path@commit).
     sources: tuple[str, ...] = ()
     notes: str = ""

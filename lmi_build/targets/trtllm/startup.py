@@ -8,9 +8,9 @@ see a usable engine) or ``rejected`` (the vendor's message).
 ``evaluate`` composes the target's existing checks, in the order start-up meets them; each is still
 defined once, in its own module, and cited in the data it reads:
 
-- the code path DJL takes (``data/startup.toml`` [releases] path);
-- the batch defaults the recommender fills (the profile's ``[defaults]``, cited there and in
-  ``data/startup.toml`` recommender; ``plan.RELEASE_DEFAULT_OPTIONS`` writes the same values);
+- the code path DJL takes (the profile's ``[startup]`` path);
+- the batch defaults the recommender fills (the profile's ``[defaults]``, cited there and in its
+  ``[startup]`` recommender; ``plan.RELEASE_DEFAULT_OPTIONS`` writes the same values);
 - prebuilt-engine detection per layout: toolkit (0.26-0.30) a sub-directory holding config.pbtxt
   and tokenizer_config.json, flat (0.33+) a config.json with build_config (``layouts``; detection);
 - the TensorRT-LLM that built the engines (``compatibility.BOUND_VERSIONS``; engine_version);
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from lmi_build.artifact.manifest import Manifest
     from lmi_build.planning.plan import QuantizationPlan
     from lmi_build.targets.trtllm.knobs import TrtllmBuild
-    from lmi_build.targets.trtllm.profiles import ContainerProfile
+    from lmi_build.targets.trtllm.profiles import ContainerProfile, StartupRules
 
 TOOLKIT_LAYOUT = "trtllm-toolkit"
 FLAT_LAYOUT = "trtllm-flat"
@@ -60,30 +60,20 @@ class LayoutRules(BaseModel):
     as_built: tuple[str, ...]  # the other engine limits, dtype, quantization
 
 
-class ReleaseRules(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class EngineRules(BaseModel):
+    """The engine checks of every release (``data/startup.toml``); a release's own are its profile's."""
 
-    path: tuple[str, ...]  # when DJL takes its TensorRT-LLM path
-    detection: tuple[str, ...]  # how it detects a prebuilt engine, else JIT-builds
-    recommender: tuple[str, ...]  # the batch defaults it fills
-    unset_batch: int  # max_rolling_batch_size when unset and rolling_batch is not trtllm
-    runtime: tuple[str, ...] = ()  # how the flat layout's service constructs LLM()
-    runtime_warning: str | None = None  # a defect read in the runtime's source (a warning: the image may differ)
-
-
-class StartupRules(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     toolkit: LayoutRules
     flat: LayoutRules
     engine_version: tuple[str, ...]
     ranks: tuple[str, ...]
-    releases: dict[str, ReleaseRules]  # by the profile's lmi_version
 
 
 @lru_cache(maxsize=1)
-def startup_rules() -> StartupRules:
-    return load_table(STARTUP_FILE, StartupRules)
+def engine_rules() -> EngineRules:
+    return load_table(STARTUP_FILE, EngineRules)
 
 
 @dataclass(frozen=True)
@@ -167,9 +157,7 @@ def from_planned(options: Mapping[str, str], sources: Mapping[str, str], build: 
 
 def evaluate(profile: ContainerProfile, facts: StartupInputs) -> StartupOutcome:
     """What ``profile``'s release does at start-up with the artifact ``facts`` describe."""
-    release = startup_rules().releases.get(profile.lmi_version)
-    if release is None:
-        raise KeyError(f"data/startup.toml has no start-up rules for LMI {profile.lmi_version} ({profile.name})")
+    release = profile.startup
     toolkit = profile.layout == "toolkit"
     loader = "trtllm-toolkit" if toolkit else "trtllm-llm-api"
     rules: list[RuleFinding] = []
@@ -195,7 +183,7 @@ def evaluate(profile: ContainerProfile, facts: StartupInputs) -> StartupOutcome:
 
 # -- the rules, in the order start-up meets them ---------------------------------------------------
 
-def _path(profile: ContainerProfile, release: ReleaseRules, facts: StartupInputs, rules: list[RuleFinding],
+def _path(profile: ContainerProfile, release: StartupRules, facts: StartupInputs, rules: list[RuleFinding],
           resolved: dict[str, str]) -> None:
     """Whether DJL takes its TensorRT-LLM path: toolkit releases for option.rolling_batch trtllm (or
     unset/auto, with the image's SERVING_FEATURES=trtllm) and put rolling_batch=trtllm; the flat
@@ -231,7 +219,7 @@ def _path(profile: ContainerProfile, release: ReleaseRules, facts: StartupInputs
                              sources=release.path))
 
 
-def _recommender(profile: ContainerProfile, release: ReleaseRules, facts: StartupInputs, rules: list[RuleFinding],
+def _recommender(profile: ContainerProfile, release: StartupRules, facts: StartupInputs, rules: list[RuleFinding],
                  resolved: dict[str, str]) -> None:
     """LmiConfigRecommender's batch defaults: for rolling_batch=trtllm the profile's [defaults]
     (what ``plan`` writes too), otherwise the release's 32."""
@@ -267,7 +255,7 @@ def _parallel(profile: ContainerProfile, facts: StartupInputs, resolved: dict[st
         resolved["dtype"] = properties.get("option.dtype", "auto")
 
 
-def _detect(profile: ContainerProfile, release: ReleaseRules, facts: StartupInputs,
+def _detect(profile: ContainerProfile, release: StartupRules, facts: StartupInputs,
             rules: list[RuleFinding]) -> str | None:
     """The directory of the engines the release loads, or None when it detects no prebuilt engine
     and JIT-builds one (``rebuilds``)."""
@@ -310,7 +298,7 @@ def _engine_version(profile: ContainerProfile, facts: StartupInputs) -> list[Rul
     return [RuleFinding(rule="trtllm_engine_version", effect="rejected",
                         message=f"engines built by TensorRT-LLM {built}, {profile.name} runs {profile.tensorrt_llm}: "
                                 "TensorRT does not deserialize an engine of another version",
-                        sources=startup_rules().engine_version, hint="rebuild with this profile (--profile)")]
+                        sources=engine_rules().engine_version, hint="rebuild with this profile (--profile)")]
 
 
 def _ranks(profile: ContainerProfile, facts: StartupInputs, engine_dir: str) -> tuple[tuple[str, ...], list[RuleFinding]]:
@@ -327,14 +315,14 @@ def _ranks(profile: ContainerProfile, facts: StartupInputs, engine_dir: str) -> 
         rule="trtllm_engine_ranks", effect="rejected",
         message=f"{profile.name}: {len(engines)} rank engine file(s) in {engine_dir or 'the model directory'} for an "
                 f"engine of world size {world}",
-        sources=startup_rules().ranks, hint="rebuild the artifact; an upload may have been cut short")]
+        sources=engine_rules().ranks, hint="rebuild the artifact; an upload may have been cut short")]
 
 
 def _engine(profile: ContainerProfile, facts: StartupInputs, resolved: dict[str, str]) -> list[RuleFinding]:
     """The engine against serving.properties as the release resolved it (``engine_match``)."""
     from lmi_build.targets.trtllm.engine_match import engine_differences, expectation_from_properties
 
-    layout_rules = startup_rules().toolkit if profile.layout == "toolkit" else startup_rules().flat
+    layout_rules = engine_rules().toolkit if profile.layout == "toolkit" else engine_rules().flat
     properties = {**facts.properties, "option.max_rolling_batch_size": resolved["max_rolling_batch_size"]}
     found: list[RuleFinding] = []
     if profile.layout != "toolkit":
