@@ -2,7 +2,7 @@
 compile's knobs (``NeuronxBuild``) exactly as the container would, so its NEFF cache hits.
 
 The rules (buckets, GQA fallbacks, compiler flags) are those of the SDK pin in
-``lmi_build/data/neuron_sdk.toml``; the numbers live there, not here.
+``targets/neuronx/data/neuron_sdk.toml``; the numbers live there, not here.
 """
 
 from __future__ import annotations
