@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from lmi_build.errors import LmiBuildError
 from lmi_build.tables import read_table
-from lmi_build.versions import LmiVersionText
+from lmi_build.versions import LmiVersionText, parse_lmi_version
 
 PROFILES_ENV = "LMI_BUILD_PROFILES_DIR"
 
@@ -88,10 +88,11 @@ def _read_dir(directory: Path, model: type[ContainerRelease]) -> tuple[Container
     if not directory.is_dir():
         raise ProfileError(f"no container profiles directory at {directory}",
                            hint=f"reinstall lmi-build, or give {PROFILES_ENV} a <target>/ directory")
-    return tuple(read_profile(path, model) for path in sorted(directory.glob("*.toml")))
+    profiles = [read_profile(path, model) for path in sorted(directory.glob("*.toml"))]
+    return tuple(sorted(profiles, key=lambda profile: parse_lmi_version(profile.lmi_version)))
 
 
 def load_profiles(target: str, packaged: Path, model: type[Profile]) -> list[Profile]:
-    """Every profile of ``target`` (its packaged ``data/profiles/``, or the override), by file name;
-    each directory is read once per process."""
+    """Every profile of ``target`` (its packaged ``data/profiles/``, or the override), oldest LMI
+    release first; each directory is read once per process."""
     return cast("list[Profile]", list(_read_dir(profiles_dir(target, packaged), model)))  # read as ``model``

@@ -13,7 +13,6 @@ from lmi_build import container_profiles
 from lmi_build.container_profiles import ContainerRelease
 from lmi_build.errors import UnknownName
 from lmi_build.tables import load_table
-from lmi_build.versions import parse_lmi_version
 
 FORMATS_FILE = Path(__file__).resolve().parent / "data" / "serving_formats.toml"
 PROFILES_DIR = Path(__file__).resolve().parent / "data" / "profiles"
@@ -73,8 +72,7 @@ def serving_formats() -> ServingFormats:
 
 def load_profiles() -> list[HfProfile]:
     """Every hf container profile, oldest release first."""
-    profiles = container_profiles.load_profiles("hf", PROFILES_DIR, HfProfile)
-    return sorted(profiles, key=lambda p: parse_lmi_version(p.lmi_version))
+    return container_profiles.load_profiles("hf", PROFILES_DIR, HfProfile)
 
 
 def get_profile(name: str) -> HfProfile:

@@ -20,7 +20,6 @@ from pydantic import Field
 from lmi_build import container_profiles
 from lmi_build.container_profiles import ContainerRelease
 from lmi_build.errors import UnknownName
-from lmi_build.versions import parse_lmi_version
 
 PROFILES_DIR = Path(__file__).resolve().parent / "data" / "profiles"
 Loader = Literal["tnx", "optimum", "nxdi", "vllm"]
@@ -147,8 +146,7 @@ class NeuronProfile(ContainerRelease):
 
 def load_profiles() -> list[NeuronProfile]:
     """Every Neuron profile, oldest release first."""
-    profiles = container_profiles.load_profiles("neuronx", PROFILES_DIR, NeuronProfile)
-    return sorted(profiles, key=lambda p: parse_lmi_version(p.lmi_version))
+    return container_profiles.load_profiles("neuronx", PROFILES_DIR, NeuronProfile)
 
 
 def get_profile(name: str | None) -> NeuronProfile:
