@@ -31,18 +31,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from lmi_build.artifact.manifest import Manifest
+from lmi_build.artifact.packager import written_properties
+from lmi_build.planning.plan import QuantizationPlan
 from lmi_build.planning.startup import RuleFinding, StartupOutcome
 from lmi_build.tables import load_table
-
-if TYPE_CHECKING:
-    from lmi_build.artifact.manifest import Manifest
-    from lmi_build.planning.plan import QuantizationPlan
-    from lmi_build.targets.trtllm.knobs import TrtllmBuild
-    from lmi_build.targets.trtllm.profiles import ContainerProfile, StartupRules
+from lmi_build.targets.trtllm.engine_check import RANK_FILE, world_size_of
+from lmi_build.targets.trtllm.engine_match import engine_differences, expectation_from_properties
+from lmi_build.targets.trtllm.knobs import TrtllmBuild
+from lmi_build.targets.trtllm.layouts import ENGINE_SUBDIR, TOOLKIT_DIR, flat_properties, toolkit_properties
+from lmi_build.targets.trtllm.profiles import ContainerProfile, StartupRules
 
 TOOLKIT_LAYOUT = "trtllm-toolkit"
 FLAT_LAYOUT = "trtllm-flat"
@@ -106,8 +108,6 @@ def engine_config(build: TrtllmBuild, quantization: QuantizationPlan) -> dict[st
 
 def planned_files(layout: str, world_size: int) -> frozenset[str]:
     """The files of ``layout`` that start-up looks at, as the packager will write them."""
-    from lmi_build.targets.trtllm.layouts import ENGINE_SUBDIR, TOOLKIT_DIR
-
     ranks = [f"rank{rank}.engine" for rank in range(world_size)]
     if layout == TOOLKIT_LAYOUT:
         engines = f"{TOOLKIT_DIR}/{ENGINE_SUBDIR}"
@@ -119,11 +119,6 @@ def planned_files(layout: str, world_size: int) -> frozenset[str]:
 def from_manifest(manifest: Manifest) -> StartupInputs | None:
     """The inputs of a built artifact: its serving.properties, files, and the engine its plan built;
     None for a layout this model does not know."""
-    from pydantic import ValidationError
-
-    from lmi_build.planning.plan import QuantizationPlan
-    from lmi_build.targets.trtllm.knobs import TrtllmBuild
-
     if manifest.layout not in LAYOUTS:
         return None
     plan = manifest.plan
@@ -144,9 +139,6 @@ def from_planned(options: Mapping[str, str], sources: Mapping[str, str], build: 
     """The inputs of the artifact a plan will write: the planned options serving.properties carries
     (``packager.written_properties``) and the layout's keys (``layouts.toolkit_properties`` /
     ``flat_properties``), with the files and engine the build will make."""
-    from lmi_build.artifact.packager import written_properties
-    from lmi_build.targets.trtllm.layouts import flat_properties, toolkit_properties
-
     toolkit = profile.layout == "toolkit"
     properties = written_properties(options, sources, "trtllm")
     properties.update(toolkit_properties(build) if toolkit else flat_properties(build))
@@ -259,8 +251,6 @@ def _detect(profile: ContainerProfile, release: StartupRules, facts: StartupInpu
             rules: list[RuleFinding]) -> str | None:
     """The directory of the engines the release loads, or None when it detects no prebuilt engine
     and JIT-builds one (``rebuilds``)."""
-    from lmi_build.targets.trtllm.layouts import ENGINE_SUBDIR
-
     if profile.layout == "toolkit":
         tops = {path.split("/")[0] for path in facts.files if path.count("/") == 1}
         repos = sorted(top for top in tops if f"{top}/config.pbtxt" in facts.files
@@ -303,8 +293,6 @@ def _engine_version(profile: ContainerProfile, facts: StartupInputs) -> list[Rul
 
 def _ranks(profile: ContainerProfile, facts: StartupInputs, engine_dir: str) -> tuple[tuple[str, ...], list[RuleFinding]]:
     """The rank engine files the runtime loads, and a refusal when one is missing."""
-    from lmi_build.targets.trtllm.engine_check import RANK_FILE, world_size_of
-
     engines = sorted(path for path in facts.files if path.startswith(engine_dir)
                      and "/" not in path[len(engine_dir):] and RANK_FILE.match(path[len(engine_dir):]))
     numbers = sorted(int(match.group(1)) for path in engines if (match := RANK_FILE.match(path[len(engine_dir):])))
@@ -320,8 +308,6 @@ def _ranks(profile: ContainerProfile, facts: StartupInputs, engine_dir: str) -> 
 
 def _engine(profile: ContainerProfile, facts: StartupInputs, resolved: dict[str, str]) -> list[RuleFinding]:
     """The engine against serving.properties as the release resolved it (``engine_match``)."""
-    from lmi_build.targets.trtllm.engine_match import engine_differences, expectation_from_properties
-
     layout_rules = engine_rules().toolkit if profile.layout == "toolkit" else engine_rules().flat
     properties = {**facts.properties, "option.max_rolling_batch_size": resolved["max_rolling_batch_size"]}
     found: list[RuleFinding] = []
