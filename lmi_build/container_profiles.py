@@ -57,10 +57,12 @@ class ProfileRow:
 
 @dataclass(frozen=True)
 class ProfileView:
-    """``profiles show NAME``: its ``--json`` object and its text (rich markup)."""
+    """``profiles show NAME``: its ``--json`` object, and its text (plain, no markup): the heading
+    beside its name, then its lines."""
 
     data: dict[str, Any]
-    text: str
+    heading: str
+    lines: list[str]
 
 
 def profiles_dir(target: str, packaged: Path) -> Path:

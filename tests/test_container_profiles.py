@@ -70,3 +70,11 @@ def test_the_design_checklist_names_files_that_exist() -> None:
                if not (REPO_ROOT / name).exists() and not (REPO_ROOT / "lmi_build" / name).exists()
                and not any(next(root.rglob(name), None) for root in (REPO_ROOT / "tests", REPO_ROOT / "lmi_build"))]
     assert not missing, missing
+
+
+def test_a_release_is_shown_as_written() -> None:
+    # A source's "[n_positions]" is text, not rich markup: it was swallowed from the human output.
+    shown = CliRunner().invoke(app, ["profiles", "show", "lmi-0.26.0-neuronx-sdk2.16.0"], env={"COLUMNS": "400"})
+    assert shown.exit_code == 0, shown.output
+    assert "contexts [n_positions])" in shown.stdout
+    assert shown.stdout.startswith("lmi-0.26.0-neuronx-sdk2.16.0  763104351884.dkr.ecr")  # the heading beside the name

@@ -7,6 +7,7 @@ import difflib
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from lmi_build.cli.app import new_app
@@ -59,7 +60,8 @@ def show_command(
     for target in TARGETS.values():
         view = target.profile_view(name)
         if view is not None:
-            current().result(view.data, view.text)
+            lines = [f"[bold]{escape(name)}[/bold]  {escape(view.heading)}", *(escape(line) for line in view.lines)]
+            current().result(view.data, "\n".join(lines))
             return
     raise _unknown_profile(name)
 

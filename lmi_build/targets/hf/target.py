@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-from rich.markup import escape
-
 from lmi_build.artifact.layout import Layout
 from lmi_build.artifact.manifest import Manifest
 from lmi_build.artifact.serving import ServingTarget
@@ -58,14 +56,13 @@ class HfTarget(HfPlanning):
         profile = next((h for h in profiles.load_profiles() if h.name == name), None)
         if profile is None:
             return None
-        lines = [f"[bold]{profile.name}[/bold]  engine {profile.engine}"]
-        lines += [f"  {key}: {value}" for key, value in profile.versions().items()]
+        lines = [f"  {key}: {value}" for key, value in profile.versions().items()]
         lines += [f"  --quantize {method}: " + (f"{fmt} checkpoint" if fmt else "not loadable (refused)")
                   for method, fmt in profile.formats.items()]
         if profile.inferred:
-            lines.append(f"  inferred (not checked against a source): {escape('; '.join(profile.inferred))}")
-        lines += [f"  source: {escape(s)}" for s in profile.sources]
-        return ProfileView({"kind": "hf", **profile.model_dump(mode="json")}, "\n".join(lines))
+            lines.append(f"  inferred (not checked against a source): {'; '.join(profile.inferred)}")
+        lines += [f"  source: {s}" for s in profile.sources]
+        return ProfileView({"kind": "hf", **profile.model_dump(mode="json")}, f"engine {profile.engine}", lines)
 
 
 TARGET = HfTarget()

@@ -61,8 +61,7 @@ class NeuronxTarget(NeuronxPlanning):
         unbuilt = {loader: why for loader, why in sdk().unbuilt_loaders.items() if loader in profile.model_loaders}
         data = {"kind": "neuronx", **profile.model_dump(mode="json"), "cache_dir": profile.cache_dir_name,
                 "unbuilt_loaders": {loader: why.model_dump(mode="json") for loader, why in unbuilt.items()}}
-        lines = [f"[bold]{profile.name}[/bold]  {profile.image or '(no published image)'}"]
-        lines += [f"  {key}: {value}" for key, value in profile.versions().items()]
+        lines = [f"  {key}: {value}" for key, value in profile.versions().items()]
         lines += [f"  NEURON_CC_FLAGS: {profile.neuron_cc_flags}", f"  compile cache: {profile.cache_dir_name}/",
                   f"  default loader: {profile.default_loader} (switch to TNX: {profile.tnx_switch}); "
                   f"option.model_loader: {', '.join(profile.model_loaders) or 'none'}",
@@ -75,7 +74,7 @@ class NeuronxTarget(NeuronxPlanning):
         if profile.notes:
             lines.append(f"  notes: {profile.notes}")
         lines += [f"  source: {s}" for s in profile.sources]
-        return ProfileView(data, "\n".join(lines))
+        return ProfileView(data, profile.image or "(no published image)", lines)
 
 
 TARGET = NeuronxTarget()

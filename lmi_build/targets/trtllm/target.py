@@ -60,8 +60,7 @@ class TrtllmTarget(TrtllmPlanning):
         data = {**profile.model_dump(mode="json"), "flag_series": table.series,
                 "flags": {tool: dict(sorted(flags.items())) for tool, flags in table.tools.items()},
                 "removed_flags": {k: v.model_dump() for k, v in table.removed.items()}}
-        lines = [f"[bold]{profile.name}[/bold]  {profile.image}"]
-        lines += [f"  {key}: {value}" for key, value in profile.versions().items()]
+        lines = [f"  {key}: {value}" for key, value in profile.versions().items()]
         lines += [f"  layout: {profile.layout}   workflow: {profile.workflow}   engine_capable: {profile.engine_capable}"]
         lines += [f"  default {key} = {value}" for key, value in profile.defaults.items()]
         lines += [f"  flags (series {table.series}):"]
@@ -70,7 +69,7 @@ class TrtllmTarget(TrtllmPlanning):
         if profile.notes:
             lines.append(f"  notes: {profile.notes}")
         lines += [f"  source: {s}" for s in profile.sources]
-        return ProfileView(data, "\n".join(lines))
+        return ProfileView(data, profile.image, lines)
 
 
 TARGET = TrtllmTarget()
