@@ -27,6 +27,7 @@ from lmi_build.artifact.packager import serving_properties
 from lmi_build.planner import plan_request
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.request import PlanRequest
+from lmi_build.planning.startup import StartupOutcome
 from lmi_build.targets import get_target
 from lmi_build.targets.hf.profiles import get_profile as hf_profile
 from lmi_build.targets.hf.startup import startup_problems
@@ -42,6 +43,7 @@ from lmi_build.targets.trtllm.startup import (
 )
 from tests.conftest import FIXTURE_CONFIGS
 from tests.paths import REPO_ROOT
+from tests.vendor.djl.execute_properties import written_layout
 
 VERDICTS = REPO_ROOT / "tests" / "vendor" / "djl" / "verdicts.json"
 
@@ -103,17 +105,24 @@ def test_the_facts_name_branch_commit_and_what_was_executed() -> None:
         assert branch["entries"], branch["branch"]
 
 
-def _trtllm_startup(profile: str, entry: dict[str, Any], plan: BuildPlan) -> list[str]:
-    """What lmi-build's TensorRT-LLM start-up model says otherwise than DJL's recorded verdict and values,
-    on the recorded serving.properties with the engine the plan builds."""
+def trtllm_startup_model(profile: str, plan: BuildPlan, properties: dict[str, str],
+                         served_on: str | None = None) -> StartupOutcome:
+    """lmi-build's TensorRT-LLM start-up model (what plan and ``verify --for-container`` evaluate) on
+    ``properties`` with the files and engine the plan builds for ``profile``, served on ``served_on``'s
+    release (default: the profile's own)."""
     profiles = {p.name: p for p in load_profiles()}
     container = profiles[profile]
     layout = TOOLKIT_LAYOUT if container.layout == "toolkit" else FLAT_LAYOUT
     build = plan.build
     assert isinstance(build, TrtllmBuild)
-    outcome = evaluate(container, StartupInputs(
-        properties=entry["properties"], layout=layout, files=planned_files(layout, build.world_size),
+    return evaluate(profiles[served_on or profile], StartupInputs(
+        properties=properties, layout=layout, files=planned_files(layout, build.world_size),
         engine=engine_config(build, plan.quantization), engine_version=container.tensorrt_llm))
+
+
+def _trtllm_startup(profile: str, entry: dict[str, Any], plan: BuildPlan) -> list[str]:
+    """What lmi-build's TensorRT-LLM start-up model says otherwise than DJL's recorded verdict and values."""
+    outcome = trtllm_startup_model(profile, plan, entry["properties"])
     vendor = entry["vendor"]
     found = []
     if vendor["accepted"] == (outcome.outcome == "rejected"):
@@ -133,9 +142,7 @@ def test_lmi_build_agrees_with_the_executed_release(index: int) -> None:
     for entry in branch["entries"]:
         plan = _plan(target, profile, entry)
         where = f"{branch['branch']} {entry['model']} {entry['fields']}"
-        layouts = get_target(target).layouts()
-        layout = layouts.get(str(getattr(plan.build, "layout", "")), next(iter(layouts.values())))
-        if serving_properties(plan, layout) != entry["properties"]:
+        if serving_properties(plan, written_layout(target, profile, plan)) != entry["properties"]:
             differences.append(f"{where}: lmi-build writes other properties now: re-run execute_properties.py")
             continue
         vendor = entry["vendor"]

@@ -127,14 +127,25 @@ def corpus(target: str, profile: str) -> list[dict[str, Any]]:
                 plan = plan_request(request, get_target(target)).plan
             except Exception:  # a model lmi-build does not plan at all: nothing is written
                 continue
-            layouts = get_target(target).layouts()
-            layout = layouts.get(str(getattr(plan.build, "layout", "")), next(iter(layouts.values())))
             try:
-                properties = serving_properties(plan, layout)
+                properties = serving_properties(plan, written_layout(target, profile, plan))
             except Exception:  # no knobs (no recipe for the target): nothing is written
                 continue
             entries.append({"model": config.parent.name, "fields": _shown(fields), "properties": properties})
     return entries
+
+
+def written_layout(target: str, profile: str, plan: Any) -> Any:
+    """The layout lmi-build packages the plan in: the plan's (hf, neuronx), the profile's (trtllm:
+    toolkit before LMI 0.33, flat from 0.33, as its build sets it, targets/trtllm/build.py)."""
+    from lmi_build.targets import get_target
+    from lmi_build.targets.trtllm.layouts import layout_for
+    from lmi_build.targets.trtllm.profiles import get_profile
+
+    if target == "trtllm":
+        return layout_for(get_profile(profile).layout)
+    layouts = get_target(target).layouts()
+    return layouts.get(str(getattr(plan.build, "layout", "")), next(iter(layouts.values())))
 
 
 def _shown(fields: dict[str, Any]) -> dict[str, Any]:
