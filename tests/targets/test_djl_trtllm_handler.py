@@ -1,6 +1,6 @@
 """Issue 31: lmi-build's TensorRT-LLM start-up model against DJL's TensorRT-LLM start-up, executed.
 
-``tests/vendor/djl/trtllm_handler.json`` holds what 0.30.0-dlc and 0.33.0-dlc did with the artifact
+``tests/vendor/djl/trtllm_handler.json`` holds what 0.27.0-dlc-0.30.0-dlc and 0.33.0-dlc did with the artifact
 lmi-build built (trtllm-build stand-in) for every fixture x option set it plans valid
 (``tests/vendor/djl/execute_trtllm_handler.py``, which says what ran and what was recorded): whether the
 front-end's ``isValidTrtLlmModelRepo`` detected a prebuilt engine (else it builds one at start-up),
@@ -42,8 +42,10 @@ from tests.targets.test_djl_verdicts import trtllm_startup_model
 from tests.vendor.djl.execute_properties import written_layout
 
 FACTS = REPO_ROOT / "tests" / "vendor" / "djl" / "trtllm_handler.json"
-BRANCHES = ("0.30.0-dlc", "0.33.0-dlc")
-PROFILES = {"0.30.0-dlc": "lmi-0.30.0-trtllm-0.12.0", "0.33.0-dlc": "lmi-0.33.0-trtllm-0.21.0"}
+PROFILES = {"0.27.0-dlc": "lmi-0.27.0-trtllm-0.8.0", "0.28.0-dlc": "lmi-0.28.0-trtllm-0.9.0",
+            "0.29.0-dlc": "lmi-0.29.0-trtllm-0.11.0", "0.30.0-dlc": "lmi-0.30.0-trtllm-0.12.0",
+            "0.33.0-dlc": "lmi-0.33.0-trtllm-0.21.0"}
+BRANCHES = tuple(PROFILES)
 LOADERS = {"tensorrt_llm_toolkit.init_inference": "trtllm-toolkit", "tensorrt_llm.llmapi.LLM": "trtllm-llm-api"}
 # lmi-build's resolved key -> the keyword DJL's LLM() call carries it under (0.33.0-dlc trt_properties.py
 # get_llm_kwargs); the toolkit is handed the properties themselves, under their own names
@@ -121,7 +123,7 @@ def test_the_facts_name_branch_commit_and_what_was_executed() -> None:
     assert {b["branch"]: b["profile"] for b in branches} == PROFILES
     for branch in branches:
         assert len(branch["commit"]) == 40 and "isValidTrtLlmModelRepo" in branch["executed"]
-        assert sum("handler" in entry for entry in branch["entries"]) >= 60, branch["branch"]
+        assert sum("handler" in entry for entry in branch["entries"]) >= 50, branch["branch"]
 
 
 @pytest.mark.parametrize("branch_name", BRANCHES)

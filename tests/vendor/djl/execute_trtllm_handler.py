@@ -1,5 +1,7 @@
 """Execute DJL Serving's TensorRT-LLM start-up (issue 31) on the artifacts lmi-build builds, and record
-what each release does with them: tests/vendor/djl/trtllm_handler.json.
+what each release does with them: tests/vendor/djl/trtllm_handler.json. The releases: 0.27.0-dlc to
+0.30.0-dlc and 0.33.0-dlc, each with its lmi-build profile (0.26.0-dlc is not: its Python needs
+pydantic 1, and its profile's legacy build.py route is not run here; its properties are in verdicts.json).
 
     .venv/bin/python tests/vendor/djl/execute_trtllm_handler.py /path/to/djl-serving.git \\
         --gson ~/.m2/repository/com/google/code/gson/gson/2.11.0/gson-2.11.0.jar > tests/vendor/djl/trtllm_handler.json
@@ -19,9 +21,10 @@ container runs them:
    ``JsonUtils.GSON`` a plain Gson (the jar: ``--gson``), and run on the artifact directory.
 2. The Python handler's ``initialize`` with the artifact's serving.properties as the Java front-end
    passes them (``execute_properties.java_fills``, and ``option.mpi_mode=true`` for ``engine=MPI``,
-   ModelInfo.java@0.30.0-dlc:899-901) and the artifact directory as ``model_dir``: 0.30.0-dlc's
-   ``TRTLLMService`` (tensorrt_llm.py:38-45: TensorRtLlmProperties, TRTLLMRollingBatch, which refuses
-   a start without MPI and hands the directory and the properties to ``tensorrt_llm_toolkit.init_inference``),
+   ModelInfo.java@0.27.0-dlc:830-831, @0.28.0-dlc:881-882, @0.29.0-dlc/@0.30.0-dlc:899-900) and the
+   artifact directory as ``model_dir``: 0.27.0-dlc-0.30.0-dlc's ``TRTLLMService`` (tensorrt_llm.py@0.30.0-dlc:38-45:
+   TensorRtLlmProperties, TRTLLMRollingBatch, which refuses a start without MPI and hands the directory
+   and the properties to ``tensorrt_llm_toolkit.init_inference``),
    0.33.0-dlc's ``TensorRTLlmAsyncService`` (the entry point lmi-build's flat layout names;
    trtllm_async_service.py:92-104: TensorRtLlmProperties, then ``LLM(model_dir, **get_llm_kwargs())``).
    Recorders (every attribute a recorder, every call recorded with its arguments): tensorrt_llm,
@@ -32,8 +35,8 @@ container runs them:
    compares it with 0 after LLM() is built).
 
 Recorded per entry built: the artifact's serving.properties, ``detected`` (what the release's
-isValidTrtLlmModelRepo returned on it), ``detected_by`` (the other release's, on an artifact of the
-other layout: lmi-build says it rebuilds), the handler's ``outcome``
+isValidTrtLlmModelRepo returned on it), ``detected_by`` (every other release's: on an artifact of
+the other layout lmi-build says it rebuilds), the handler's ``outcome``
 (``initialized`` or ``raised`` with the exception), and the call that loads the engine: its class, the
 directory (relative to the artifact) and its keyword arguments.
 
@@ -61,6 +64,9 @@ RECORDED = ("torch", "tensorrt_llm", "tensorrt_llm_toolkit", "vllm", "lmi_dist",
             "neuronx_distributed", "openai", "PIL")
 # branch -> (profile, the handler module, its service class)
 BRANCHES: dict[str, tuple[str, str, str]] = {
+    "0.27.0-dlc": ("lmi-0.27.0-trtllm-0.8.0", "djl_python.tensorrt_llm", "TRTLLMService"),
+    "0.28.0-dlc": ("lmi-0.28.0-trtllm-0.9.0", "djl_python.tensorrt_llm", "TRTLLMService"),
+    "0.29.0-dlc": ("lmi-0.29.0-trtllm-0.11.0", "djl_python.tensorrt_llm", "TRTLLMService"),
     "0.30.0-dlc": ("lmi-0.30.0-trtllm-0.12.0", "djl_python.tensorrt_llm", "TRTLLMService"),
     "0.33.0-dlc": ("lmi-0.33.0-trtllm-0.21.0", "djl_python.lmi_trtllm.trtllm_async_service", "TensorRTLlmAsyncService"),
 }
