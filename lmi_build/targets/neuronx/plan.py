@@ -19,6 +19,7 @@ from lmi_build.planning import checks
 from lmi_build.planning.context import PlanContext
 from lmi_build.planning.memory import Workload
 from lmi_build.planning.plan import ToolchainRef
+from lmi_build.planning.quantization import QuantizationRules
 from lmi_build.planning.target_api import ContainerFacts, RecipeRoute, TargetPlan
 from lmi_build.recipes.schema import Recipe, TargetSupport
 from lmi_build.targets.neuronx.batching import container_batching
@@ -278,6 +279,11 @@ class NeuronxPlanning:
     name: TargetName = "neuronx"
     engine = "Python"
     accelerator: Literal["gpu", "neuron"] = "neuron"
+    # It quantizes at load time: static_int8 is the container's own spelling of int8 (DJL tnx_properties.py
+    # TnXQuantizeMethods, 0.28.0-dlc..0.30.0-dlc:45), which lmi-build writes for int8.
+    quantization = QuantizationRules(target="neuronx", load_time_methods={"int8": "int8", "static_int8": "int8"},
+                                     load_time_hint="use --quantize int8 (load_in_8bit) for neuronx, or build for "
+                                                    "trtllm/hf")
 
     def container_profiles(self) -> dict[str, ContainerFacts]:
         from lmi_build.targets.neuronx.profiles import load_profiles
