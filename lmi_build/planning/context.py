@@ -39,10 +39,16 @@ Typed = TypeVar("Typed", bound=BaseModel)
 
 
 def read_options(options: TypedReader, kind: type[Typed]) -> Typed:
-    """The options ``kind`` names, typed: a target's model whose fields are option keys (``option.<field>``),
-    typed as the option table parses them (strict: a reader and the table disagreeing is a bug). The one
-    place a target's options are read by key; a field left None is unset (or unparsable: already an error)."""
-    return kind.model_validate({name: options.value(name) for name in kind.model_fields})
+    """The options ``kind`` names, typed: a target's model whose fields are option keys (``option.<field>``, or
+    the field's alias), typed as the option table parses them (strict: a reader and the table disagreeing is
+    a bug). The one place a target's options are read by key; None: unset (or unparsable: already an error)."""
+    return kind.model_validate({key: options.value(key) for key in _keys(kind)})
+
+
+def _keys(kind: type[BaseModel]) -> list[str]:
+    """The option keys of ``kind``'s fields: each field's alias (``option.batch_size`` beside the top-level
+    ``batch_size``), else its name."""
+    return [field.alias or name for name, field in kind.model_fields.items()]
 
 
 @dataclass
@@ -88,8 +94,7 @@ class PlanContext(TypedReader):
 
     def user_options(self, kind: type[Typed]) -> Typed:
         """``read_options`` of only the options the user gave (flag, properties, env); the others None."""
-        return kind.model_validate({name: self.options.value(name) for name in kind.model_fields
-                                    if self.user_set(name)})
+        return kind.model_validate({key: self.options.value(key) for key in _keys(kind) if self.user_set(key)})
 
     def write_options(self, values: BaseModel, origin: str) -> None:
         """Derive each value ``values`` sets (a target's model whose fields are serving.properties keys,

@@ -2,7 +2,8 @@
 the target's own request (``TrtllmRequest``), the planner reads the resolved options into the target's
 typed ``TrtllmOptions`` through the one mapping (``targets/trtllm/options.py``), the plan's ``TrtllmBuild``
 carries the fitted length, and trtllm-build's argv and serving.properties are written from that field.
-No other module of the target reads or writes an option by its key, so mypy catches a mistyped knob."""
+No module of any target but its ``options.py`` reads or writes an option by its key, so mypy catches a
+mistyped knob."""
 
 from __future__ import annotations
 
@@ -48,9 +49,7 @@ def test_max_input_len_walks_typed_from_the_flag_to_the_argv() -> None:
 
 
 def test_no_option_is_read_or_written_by_its_key_outside_the_mapping() -> None:
-    """trtllm and hf (neuronx still reads its options by key: issue 33)."""
-    offenders = [f"{path}:{number}: {line.strip()}"
-                 for path in sorted([*(TARGETS_DIR / "trtllm").glob("*.py"), *(TARGETS_DIR / "hf").glob("*.py")])
+    offenders = [f"{path}:{number}: {line.strip()}" for path in sorted(TARGETS_DIR.glob("*/*.py"))
                  if path.name != "options.py"
                  for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
                  if LITERAL_KEY.search(line)]
