@@ -26,9 +26,8 @@ import pytest
 from lmi_build.artifact.packager import serving_properties
 from lmi_build.planner import plan_request
 from lmi_build.planning.plan import BuildPlan
-from lmi_build.planning.request import PlanRequest
 from lmi_build.planning.startup import StartupOutcome
-from lmi_build.targets import get_target
+from lmi_build.targets import get_target, request_for
 from lmi_build.targets.hf.profiles import get_profile as hf_profile
 from lmi_build.targets.hf.startup import startup_problems
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
@@ -87,7 +86,7 @@ def _facts() -> dict[str, Any]:
 
 def _plan(target: str, profile: str, entry: dict[str, Any]) -> BuildPlan:
     fields = {key: tuple(value) if isinstance(value, list) else value for key, value in entry["fields"].items()}
-    request = PlanRequest(model=str(FIXTURE_CONFIGS / entry["model"]), profile=profile, tp="2", env={}, **fields)
+    request = request_for(target, {"model": str(FIXTURE_CONFIGS / entry["model"]), "profile": profile, "tp": "2", **fields}, env={})
     return plan_request(request, get_target(target)).plan
 
 

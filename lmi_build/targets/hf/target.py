@@ -15,13 +15,14 @@ from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import SavedPlan
 from lmi_build.planning.startup import StartupOutcome
 from lmi_build.targets.hf import build, compatibility, layouts, profiles
-from lmi_build.targets.hf.knobs import HfBuild
+from lmi_build.targets.hf.knobs import HfBuild, HfRequest
 from lmi_build.targets.hf.plan import HfPlanning
 from lmi_build.types import PlanMessage
 
 
 class HfTarget(HfPlanning):
     knobs = HfBuild
+    request_knobs = HfRequest
 
     def preflight(self, saved: SavedPlan, settings: BuildSettings) -> None:
         build.preflight(saved, settings)

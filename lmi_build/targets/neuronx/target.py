@@ -15,7 +15,7 @@ from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import SavedPlan
 from lmi_build.planning.startup import StartupOutcome
 from lmi_build.targets.neuronx import build, compatibility, layouts, profiles
-from lmi_build.targets.neuronx.knobs import NeuronxBuild
+from lmi_build.targets.neuronx.knobs import NeuronxBuild, NeuronxRequest
 from lmi_build.targets.neuronx.plan import NeuronxPlanning
 from lmi_build.targets.neuronx.sdk import sdk
 from lmi_build.types import PlanMessage
@@ -23,6 +23,7 @@ from lmi_build.types import PlanMessage
 
 class NeuronxTarget(NeuronxPlanning):
     knobs = NeuronxBuild
+    request_knobs = NeuronxRequest
 
     def preflight(self, saved: SavedPlan, settings: BuildSettings) -> None:
         build.preflight(saved, settings)

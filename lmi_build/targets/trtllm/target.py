@@ -16,13 +16,14 @@ from lmi_build.planning.saved import SavedPlan
 from lmi_build.planning.startup import StartupOutcome
 from lmi_build.targets.trtllm import build, compatibility, layouts, profiles
 from lmi_build.targets.trtllm.flags import flag_table
-from lmi_build.targets.trtllm.knobs import TrtllmBuild
+from lmi_build.targets.trtllm.knobs import TrtllmBuild, TrtllmRequest
 from lmi_build.targets.trtllm.plan import TrtllmPlanning
 from lmi_build.types import PlanMessage
 
 
 class TrtllmTarget(TrtllmPlanning):
     knobs = TrtllmBuild
+    request_knobs = TrtllmRequest
 
     def preflight(self, saved: SavedPlan, settings: BuildSettings) -> None:
         build.preflight(saved, settings)

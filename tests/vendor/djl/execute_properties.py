@@ -116,13 +116,12 @@ def corpus(target: str, profile: str) -> list[dict[str, Any]]:
     each is the comparison test's to compute: tests/targets/test_djl_verdicts.py)."""
     from lmi_build.artifact.packager import serving_properties
     from lmi_build.planner import plan_request
-    from lmi_build.planning.request import PlanRequest
-    from lmi_build.targets import get_target
+    from lmi_build.targets import get_target, request_for
 
     entries = []
     for config in sorted(FIXTURES.glob("*/config.json")):
         for fields in OPTION_SETS[target]:
-            request = PlanRequest(model=str(config.parent), profile=profile, tp="2", env={}, **fields)
+            request = request_for(target, {"model": str(config.parent), "profile": profile, "tp": "2", **fields}, env={})
             try:
                 plan = plan_request(request, get_target(target)).plan
             except Exception:  # a model lmi-build does not plan at all: nothing is written

@@ -201,9 +201,8 @@ def build(entry: dict[str, Any], profile_name: str, work: Path) -> Path | None:
     from lmi_build.artifact.manifest import BuildRecord
     from lmi_build.artifact.packager import package
     from lmi_build.planner import plan_request
-    from lmi_build.planning.request import PlanRequest
     from lmi_build.runners import LocalRunner, run_steps
-    from lmi_build.targets import TARGETS, get_target
+    from lmi_build.targets import TARGETS, get_target, request_for
     from lmi_build.targets.trtllm.knobs import TrtllmBuild
     from lmi_build.targets.trtllm.layouts import layout_for
     from lmi_build.targets.trtllm.profiles import get_profile
@@ -214,8 +213,8 @@ def build(entry: dict[str, Any], profile_name: str, work: Path) -> Path | None:
 
     fields: dict[str, Any] = {key: tuple(value) if isinstance(value, list) else value
                               for key, value in entry["fields"].items()}
-    request = PlanRequest(model=str(FIXTURES_DIR / "hf-configs" / entry["model"]), profile=profile_name, tp="2",
-                          env={}, **fields)
+    request = request_for("trtllm", {"model": str(FIXTURES_DIR / "hf-configs" / entry["model"]),
+                                     "profile": profile_name, "tp": "2", **fields}, env={})
     plan = plan_request(request, get_target("trtllm")).plan
     if not plan.valid:
         return None
