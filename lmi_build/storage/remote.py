@@ -6,10 +6,10 @@ import hashlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lmi_build.artifact.files import MANIFEST_NAME, FileEntry
-from lmi_build.artifact.manifest import parse_manifest
+from lmi_build.artifact.manifest import Manifest, parse_manifest
 from lmi_build.artifact.verify import SERVING_PROPERTIES, check_serving_record
 from lmi_build.errors import LmiBuildError, OptionError, PublishError, VerifyError
 from lmi_build.options.properties import collect_properties, parse_properties
@@ -20,9 +20,6 @@ from lmi_build.storage.paths import safe_relpath
 from lmi_build.storage.s3url import S3Url, parse_s3_url
 from lmi_build.storage.transfer import SHA256_META, head_many, list_sizes
 from lmi_build.types import PlanMessage
-
-if TYPE_CHECKING:
-    from lmi_build.artifact.manifest import Manifest
 
 TARBALL_NAME = "model.tar.gz"
 # Metadata on the remote manifest object saying how the files were published.
