@@ -13,17 +13,34 @@ import json
 import logging
 import os
 import sys
+import tempfile
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, TextIO, cast
+from pathlib import Path
+from typing import Any, TextIO, cast
 
-if TYPE_CHECKING:
-    from rich.console import Console
-    from rich.progress import Progress
-    from rich.text import Text
+from rich.console import Console
+from rich.file_proxy import FileProxy
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+from rich.text import Text
+
+from lmi_build.errors import with_hint
+from lmi_build.redaction import environment_secrets, redact_text, redact_tree
 
 # Width of tables written to a pipe or a file when $COLUMNS does not say one: wide enough that most
 # rows stay on one line. $COLUMNS, when set, is honoured in a pipe too (COLUMNS=80 lmi-build ... | less).
@@ -57,8 +74,6 @@ class Output:
     @property
     def out(self) -> Console:
         if self._out is None:
-            from rich.console import Console
-
             # The stream resolves sys.stdout at write time (pytest capture, redirections).
             console = Console(file=_redacting("stdout"), soft_wrap=True)
             if not console.is_terminal:
@@ -69,8 +84,6 @@ class Output:
     @property
     def err(self) -> Console:
         if self._err is None:
-            from rich.console import Console
-
             self._err = Console(file=_redacting("stderr"), soft_wrap=True)
         return self._err
 
@@ -82,8 +95,6 @@ class Output:
         """Print a command's result: ``data`` as JSON in json mode, ``render`` (a rich renderable
         or string) in human mode, nothing in quiet mode."""
         if self.mode is Mode.JSON:
-            from lmi_build.redaction import redact_tree
-
             sys.stdout.write(json.dumps(redact_tree(data, _secrets()), indent=2, sort_keys=False, default=str) + "\n")
             sys.stdout.flush()
         elif self.mode is Mode.HUMAN and render is not None:
@@ -108,19 +119,13 @@ class Output:
         ``{"error": {code, message, hint}}`` on stdout, so a pipeline reading stdout sees it too.
         ``details`` (several problems) follow that line one per line, and are the error's
         ``details`` list in JSON."""
-        from rich.text import Text
-
         if self.mode is Mode.JSON:
             error: dict[str, Any] = {"code": code, "message": message, "hint": hint}
             if details:
                 error["details"] = list(details)
-            from lmi_build.redaction import redact_tree
-
             sys.stdout.write(json.dumps(redact_tree({"error": error}, _secrets()), indent=2) + "\n")
             sys.stdout.flush()
         line = Text("error:", style="red")
-        from lmi_build.errors import with_hint
-
         line.append(" " + with_hint(message, hint))  # plain text: it may hold "[...]"
         self.err.print(line, highlight=False)
         for detail in details:
@@ -129,15 +134,11 @@ class Output:
     def debug(self, message: str) -> None:
         """A line for the debug log (library chatter, internals): shown only with --debug."""
         if debugging():
-            from rich.text import Text
-
             self.err.print(Text(f"debug: {message}", style="dim"), highlight=False)
 
     def log_line(self, prefix: str, line: str) -> None:
         """One streamed line of a vendor tool's output (shown live unless quiet/json)."""
         if self.mode is Mode.HUMAN:
-            from rich.text import Text
-
             # Text, not markup: vendor lines such as "[TensorRT-LLM][INFO] ..." must print verbatim.
             text = Text(f"{prefix} ", style="dim")
             text.append(line)
@@ -157,7 +158,6 @@ class Output:
         loggers = [logging.getLogger(), *(logger for logger in logging.root.manager.loggerDict.values()
                                           if isinstance(logger, logging.Logger) and logger.handlers)]
         saved = [(logger, logger.handlers[:]) for logger in loggers]
-        from rich.console import Console
 
         self._err = Console(file=_redacting("stderr", real_err), soft_wrap=True)
         self._capturing = True
@@ -183,7 +183,6 @@ class Output:
         if self.mode is not Mode.HUMAN or not self.err.is_terminal:
             yield lambda _line: None
             return
-        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
         with Progress(SpinnerColumn(), TimeElapsedColumn(), TextColumn("{task.description}"), console=self.err,
                       transient=True, refresh_per_second=REDRAWS_PER_SECOND, redirect_stdout=False,
@@ -200,9 +199,6 @@ class Output:
     def watch_written(self, label: str, directory: Any, *, total: int | None = None) -> Iterator[None]:
         """While the block runs (a library writing a checkpoint we cannot instrument), show the bytes
         written under ``directory`` so far, polled twice a second; nothing in --quiet/--json."""
-        import threading
-        from pathlib import Path
-
         with self.progress() as progress:
             if progress is None:
                 yield
@@ -242,8 +238,6 @@ class Output:
         """File descriptors 1 and 2 point at temporary files for the block, so what native code and
         child processes write there (Ray's C++ core, its workers) is kept out of the console and
         replayed as debug lines afterwards. Python's sys.stdout/sys.stderr keep the real terminal."""
-        import tempfile
-
         sys.stdout.flush()
         sys.stderr.flush()
         saved = {fd: os.dup(fd) for fd in (1, 2)}
@@ -280,16 +274,6 @@ class Output:
         if self.mode is not Mode.HUMAN:
             yield None
             return
-        from rich.progress import (
-            BarColumn,
-            DownloadColumn,
-            MofNCompleteColumn,
-            Progress,
-            ProgressColumn,
-            TextColumn,
-            TimeRemainingColumn,
-            TransferSpeedColumn,
-        )
 
         columns: list[ProgressColumn | str] = [TextColumn("{task.description}"), BarColumn()]
         if unit == "bytes":
@@ -313,8 +297,6 @@ def _secrets() -> list[str]:
     """The environment's credential values, read once (the environment of a run does not change)."""
     global _SECRETS
     if _SECRETS is None:
-        from lmi_build.redaction import environment_secrets
-
         _SECRETS = environment_secrets()
     return _SECRETS
 
@@ -335,15 +317,11 @@ class _Redacting(io.TextIOBase):
         # A live rich display (progress bar) at a terminal replaces sys.stdout/sys.stderr with a
         # FileProxy that prints through the console; the console writing to that proxy wrote into
         # itself, without end (issue 30: every progress bar hung at a terminal). Write past it.
-        # (rich.file_proxy.FileProxy, recognised by its attribute: importing rich here would load
-        # it at every start-up, --help and --version included.)
-        while (proxied := getattr(stream, "rich_proxied_file", None)) is not None:
-            stream = cast(TextIO, proxied)
+        while isinstance(stream, FileProxy):
+            stream = cast(TextIO, stream.rich_proxied_file)
         return stream
 
     def write(self, text: str) -> int:
-        from lmi_build.redaction import redact_text
-
         self._target().write(redact_text(text, _secrets()))
         return len(text)
 
@@ -409,8 +387,6 @@ def identifier(value: str, style: str = "") -> Text:
     """A table cell that must never be cut (profile name, image URI, option key). In a column with
     ``no_wrap=True`` it stays on one line while the table can narrow other columns; past that it
     folds onto more lines. (A plain ``no_wrap`` cell would be cropped there, silently.)"""
-    from rich.text import Text
-
     return Text(value, style=style, no_wrap=False, overflow="fold")
 
 
@@ -465,8 +441,6 @@ def reset() -> Output:
 
 
 def _plain(label: str, style: str, message: str) -> Text:
-    from rich.text import Text
-
     line = Text(label, style=style)
     line.append(f" {message}" if label else message)
     return line

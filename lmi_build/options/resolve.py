@@ -342,7 +342,6 @@ def _suggestion(key: str) -> str:
     if prefixed is not None:
         return f"did you mean {prefixed.key}? (serving.properties keys need the option. prefix)"
     folded = [spec.key for spec in all_option_specs() if spec.key.lower() == key.lower()]
-
     close = folded or difflib.get_close_matches(key, [spec.key for spec in all_option_specs()], n=1, cutoff=0.8)
     if close:
         return f"did you mean {close[0]}?"

@@ -50,20 +50,17 @@ def resolve_source(
         raise SourceError("no model given", hint="pass a directory, an HF id (org/name), s3://bucket/prefix or demo:<name>")
     if ref.startswith("demo:"):
         _no_revision(ref, revision)
-
         name = ref[len("demo:") :]
         path = ensure_demo_model(name, with_weights=purpose == "build")
         identity = ModelIdentity(kind="demo", id=ref, revision=demo_revision(), digest=demo_digest(name))
         return ResolvedSource(path=path, identity=identity)
     if ref.startswith("s3://"):
         _no_revision(ref, revision)
-
         return resolve_s3(ref, purpose=purpose, endpoint_url=endpoint_url, allow_pickle=allow_pickle)
     if "://" in ref:
         raise SourceError(f"unsupported model URL {ref!r}", hint="use s3://, an HF id, a directory or demo:<name>")
     if _looks_local(ref):
         _no_revision(ref, revision)
-
         return resolve_local(Path(ref), purpose=purpose, allow_pickle=allow_pickle)
     repo_id, rev = split_revision(ref, revision)
     if not _HF_ID.match(repo_id):

@@ -44,7 +44,6 @@ def verify_s3(url: str, targets: TargetsByName, *, serving: ServingTarget | None
                               f"lmi-build does not know", hint="upgrade lmi-build")
         return report([*errors, unknown], [], summarize(manifest, url))
     serving = serving or ServingTarget()
-
     errors += target.record_problems(manifest, remote_reader(url, manifest, endpoint_url))
     compat_errors, warnings = check_compatibility(manifest, target, serving)
     return report(errors + compat_errors, warnings, summarize(manifest, url), container_startup(manifest, target, serving))
