@@ -14,14 +14,18 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from lmi_build.building.context import BuildSettings
+from lmi_build.errors import LmiBuildError
+from lmi_build.output import Mode, set_mode
+from lmi_build.pipeline import run_plan
 from lmi_build.planning.saved import SavedPlan
-
-if TYPE_CHECKING:
-    from lmi_build.storage.build_cache import CacheEntry, RemoteBuildCache
+from lmi_build.storage.build_cache import CacheEntry, RemoteBuildCache
+from lmi_build.storage.publish import publish
+from lmi_build.targets import get_target, parse_plan_text
 
 # cached: a verified shared-cache entry was reused; built: built here, stored and published;
 # stand_in: built with a test stand-in compiler (never cached or published); incomplete: the build
@@ -83,8 +87,6 @@ def resources_for(saved: SavedPlan, runner: str, workers: int | None = None) -> 
     memory = plan.memory.host_ram_bytes if plan.memory is not None else None
     if plan.checkpoint_step is not None:
         memory = plan.checkpoint_step.host_ram_bytes
-    from lmi_build.targets import get_target
-
     devices = get_target(plan.target).build_devices(plan)
     if devices is None:
         return Resources(memory_bytes=memory)
@@ -109,9 +111,6 @@ def host_label() -> str:
 
 def run_job(job: Job, announce: Callable[[Started], None] | None = None) -> BuildResult:
     """Reuse the shared cache entry, or build the plan, store it in the cache and publish it."""
-    from lmi_build.errors import LmiBuildError
-    from lmi_build.output import Mode, set_mode
-
     set_mode(Mode.QUIET)  # the driver reports; a worker's own lines would interleave
     host = host_label()
     if announce is not None:
@@ -130,11 +129,6 @@ def run_job(job: Job, announce: Callable[[Started], None] | None = None) -> Buil
 
 def _cached_or_built(job: Job) -> tuple[ResultStatus, str | None, str | None]:
     """(status, artifact URL, why it is not an artifact)."""
-    from lmi_build.building.context import BuildSettings
-    from lmi_build.pipeline import run_plan
-    from lmi_build.storage.build_cache import RemoteBuildCache
-    from lmi_build.targets import get_target, parse_plan_text
-
     saved = parse_plan_text(job.saved_plan, f"the plan of {job.name}")
     cache = RemoteBuildCache(job.cache, endpoint_url=job.endpoint_url) if job.cache else None
     entry = cache.lookup(job.cache_key) if cache is not None else None
@@ -152,8 +146,6 @@ def _cached_or_built(job: Job) -> tuple[ResultStatus, str | None, str | None]:
         if cache is None:
             if job.publish is None:
                 return "built", None, None
-            from lmi_build.storage.publish import publish
-
             publish(output, job.publish, endpoint_url=job.endpoint_url)
             return "built", job.publish, None
         entry = cache.store(job.cache_key, output)

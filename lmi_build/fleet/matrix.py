@@ -19,10 +19,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from lmi_build.errors import LmiBuildError
 from lmi_build.fleet.job import Job, resources_for
+from lmi_build.planner import plan_request, recheck_saved_plan
 from lmi_build.planning.request import PlanRequest
 from lmi_build.planning.saved import SavedPlan
 from lmi_build.reading import BadFile, parse_toml, read_regular_text
-from lmi_build.targets import TARGETS, every_knob, request_for
+from lmi_build.storage.s3url import parse_s3_url
+from lmi_build.targets import TARGETS, every_knob, get_target, load_saved_plan, request_for
 from lmi_build.types import TargetName
 
 # A matrix file is a page of TOML; a megabyte is far beyond any real one.
@@ -214,8 +216,6 @@ def _prefixes_overlap(first: str, second: str) -> bool:
 
 def _plan_entry(entry: BuildEntry, base: Path, endpoint_url: str | None = None) -> SavedPlan:
     """The saved plan of one build: loaded (``plan = ...``) or made from its flags."""
-    from lmi_build.targets import get_target, load_saved_plan
-
     def here(path: Path | None) -> Path | None:
         return path if path is None or path.is_absolute() else base / path
 
@@ -227,15 +227,11 @@ def _plan_entry(entry: BuildEntry, base: Path, endpoint_url: str | None = None) 
         if entry.target is not None and saved.plan.target != entry.target:
             raise EntryError(f"{entry.plan} is a plan for {saved.plan.target}, not {entry.target}")
         if saved.plan.valid:  # the plan is the contract, not a proof that it was checked
-            from lmi_build.planner import recheck_saved_plan
-
             recheck_saved_plan(saved, get_target(saved.plan.target), origin=f"plan {entry.plan}",
                                endpoint_url=endpoint_url)
         return saved
     if entry.target is None:
         raise EntryError("target is missing (trtllm, neuronx or hf), and no plan is given")
-    from lmi_build.planner import plan_request
-
     knobs = {**entry.knobs, "properties": here(entry.knobs.get("properties")),
              "calib_data": here(entry.knobs.get("calib_data"))}
     return plan_request(request_for(entry.target, knobs, env=dict(os.environ)), get_target(entry.target))
@@ -271,8 +267,6 @@ def plan_matrix(path: Path, *, cache: str | None, endpoint_url: str | None = Non
             publish = _fill(entry.publish, values, "publish") if entry.publish else None
             node_labels = {key: _fill(value, values, f"node_labels.{key}") for key, value in entry.node_labels.items()}
             if publish is not None:
-                from lmi_build.storage.s3url import parse_s3_url
-
                 parse_s3_url(publish)
         except (ValueError, KeyError, IndexError, LmiBuildError) as error:
             problems.append(f"{label}: {getattr(error, 'message', error)}")
