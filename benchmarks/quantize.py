@@ -117,7 +117,8 @@ def run_case(name: str, model_dir: Path, work_dir: Path, calib_size: int, calib_
     if not plan.valid:
         raise SystemExit(f"{name}: invalid plan: {[e.message for e in plan.errors]}")
     # The recipes may not offer every method for llama yet; the step itself is what is measured.
-    quantization, messages = plan_quantization(method, resolved_options_of(plan), plan.spec, target, None)
+    quantization, messages = plan_quantization(method, resolved_options_of(plan), plan.spec,
+                                                 get_target(target).quantization, None)
     errors, _ = split_messages(messages)
     if errors:
         raise SystemExit(f"{name}: {[e.message for e in errors]}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
 import shutil
@@ -245,8 +246,6 @@ def directory_lock(target: Path) -> Iterator[None]:
     The lock is ``flock`` on a hidden file beside ``target``, so it is released by the kernel when
     the process dies; the file is removed on release, and a lock taken on a file that was removed
     meanwhile is taken again on the new one."""
-    import fcntl
-
     target.parent.mkdir(parents=True, exist_ok=True)
     lock_path = target.parent / f".{target.name}.lock"
     while True:
@@ -355,10 +354,6 @@ _FICLONE = 0x40049409
 def _reflink(src: Path, dst: Path) -> bool:
     """Clone ``src`` to the new file ``dst`` copy-on-write; False (and no ``dst``) where the file
     system cannot. A clone shares blocks, never the inode: writing one leaves the other as it was."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX
-        return False
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     with open(src, "rb") as source:
         target = os.open(dst, flags, 0o600)

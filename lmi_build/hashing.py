@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 # 8 MiB reads: large enough that hashlib (which releases the GIL) dominates, small enough to
@@ -30,8 +31,6 @@ def sha256_files(paths: Iterable[Path], workers: int | None = None) -> dict[Path
     """Hash many files in parallel threads (hashlib releases the GIL on large updates)."""
     items = list(paths)
     workers = workers or min(8, (os.cpu_count() or 2) * 2)
-    from concurrent.futures import ThreadPoolExecutor  # here: `plan` of a local model need not load it
-
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         return dict(zip(items, pool.map(sha256_file, items), strict=True))
 

@@ -13,13 +13,20 @@ import json
 import logging
 import os
 import sys
+import tempfile
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
+from lmi_build.errors import with_hint
+from lmi_build.redaction import environment_secrets, redact_text, redact_tree
+
+# rich is imported inside the methods that draw: a --json or --quiet run (plan --json) never loads it.
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress
@@ -82,8 +89,6 @@ class Output:
         """Print a command's result: ``data`` as JSON in json mode, ``render`` (a rich renderable
         or string) in human mode, nothing in quiet mode."""
         if self.mode is Mode.JSON:
-            from lmi_build.redaction import redact_tree
-
             sys.stdout.write(json.dumps(redact_tree(data, _secrets()), indent=2, sort_keys=False, default=str) + "\n")
             sys.stdout.flush()
         elif self.mode is Mode.HUMAN and render is not None:
@@ -114,13 +119,9 @@ class Output:
             error: dict[str, Any] = {"code": code, "message": message, "hint": hint}
             if details:
                 error["details"] = list(details)
-            from lmi_build.redaction import redact_tree
-
             sys.stdout.write(json.dumps(redact_tree({"error": error}, _secrets()), indent=2) + "\n")
             sys.stdout.flush()
         line = Text("error:", style="red")
-        from lmi_build.errors import with_hint
-
         line.append(" " + with_hint(message, hint))  # plain text: it may hold "[...]"
         self.err.print(line, highlight=False)
         for detail in details:
@@ -200,9 +201,6 @@ class Output:
     def watch_written(self, label: str, directory: Any, *, total: int | None = None) -> Iterator[None]:
         """While the block runs (a library writing a checkpoint we cannot instrument), show the bytes
         written under ``directory`` so far, polled twice a second; nothing in --quiet/--json."""
-        import threading
-        from pathlib import Path
-
         with self.progress() as progress:
             if progress is None:
                 yield
@@ -242,8 +240,6 @@ class Output:
         """File descriptors 1 and 2 point at temporary files for the block, so what native code and
         child processes write there (Ray's C++ core, its workers) is kept out of the console and
         replayed as debug lines afterwards. Python's sys.stdout/sys.stderr keep the real terminal."""
-        import tempfile
-
         sys.stdout.flush()
         sys.stderr.flush()
         saved = {fd: os.dup(fd) for fd in (1, 2)}
@@ -313,8 +309,6 @@ def _secrets() -> list[str]:
     """The environment's credential values, read once (the environment of a run does not change)."""
     global _SECRETS
     if _SECRETS is None:
-        from lmi_build.redaction import environment_secrets
-
         _SECRETS = environment_secrets()
     return _SECRETS
 
@@ -342,8 +336,6 @@ class _Redacting(io.TextIOBase):
         return stream
 
     def write(self, text: str) -> int:
-        from lmi_build.redaction import redact_text
-
         self._target().write(redact_text(text, _secrets()))
         return len(text)
 

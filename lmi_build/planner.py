@@ -209,7 +209,7 @@ def _plan_quantization(
     support = recipe.targets[target.name]
     route = target.checkpoint_route(support, spec, options)
     # --quantize is option.quantize from the CLI layer: resolution checked it against the table.
-    plan, messages = plan_quantization(None, options, spec, target.name, request.calib_data,
+    plan, messages = plan_quantization(None, options, spec, target.quantization, request.calib_data,
                                        checkpoint_route=route)
     errors, warnings = split_messages(messages)
     findings.add_errors(errors)

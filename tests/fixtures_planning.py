@@ -41,11 +41,10 @@ def model_dir(tmp_path: Path) -> ModelDirFactory:
 def plan_for(target: str, **fields: Any) -> BuildPlan:
     """The plan ``lmi-build plan <target>`` makes of these PlanRequest fields (env={} unless given)."""
     from lmi_build.planner import plan_request
-    from lmi_build.planning.request import PlanRequest
-    from lmi_build.targets import get_target
+    from lmi_build.targets import get_target, request_for
 
-    fields.setdefault("env", {})
-    return plan_request(PlanRequest(**fields), get_target(target)).plan
+    env = fields.pop("env", {})
+    return plan_request(request_for(target, fields, env=env), get_target(target)).plan
 
 
 @pytest.fixture

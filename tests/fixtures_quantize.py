@@ -128,13 +128,14 @@ def make_build_plan(model_dir: Path, *, target: str = "trtllm", method: str | No
     from lmi_build.model.normalize import read_spec_file
     from lmi_build.planning.plan import BuildPlan, ToolchainRef
     from lmi_build.planning.quantization import plan_quantization, split_messages
+    from lmi_build.targets import get_target
     from lmi_build.targets.hf.knobs import HfBuild
     from lmi_build.targets.trtllm.knobs import TrtllmBuild
     from lmi_build.types import ModelIdentity
 
     spec = read_spec_file(model_dir)
     resolved = resolved_options(options or {})
-    quantization, messages = plan_quantization(method, resolved, spec, target, calib_file,
+    quantization, messages = plan_quantization(method, resolved, spec, get_target(target).quantization, calib_file,
                                                checkpoint_route=route)  # type: ignore[arg-type]
     errors, _ = split_messages(messages)
     assert not errors, errors

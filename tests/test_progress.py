@@ -75,7 +75,7 @@ def test_calibration_progress_advances_per_decoder_layer(monkeypatch: pytest.Mon
     stream = io.StringIO()
     out = Output(mode=Mode.HUMAN)
     out._err = Console(file=stream, width=120, force_terminal=False)
-    monkeypatch.setattr(output, "current", lambda: out)
+    monkeypatch.setattr(output, "_current", out)  # what current() returns, wherever it is imported
     batch = {"input_ids": torch.ones(1, 4, dtype=torch.long), "attention_mask": torch.ones(1, 4, dtype=torch.long)}
     plan = CalibrationPlan.model_construct(dataset="builtin:x", dataset_digest="d", size=2, max_seq_len=4,
                                            batch_size=1, seed=0)
@@ -103,7 +103,7 @@ def test_a_vendor_step_shows_its_elapsed_time_and_last_line(tmp_path: Path,
     stream = io.StringIO()
     out = Output(mode=Mode.HUMAN)
     out._err = Console(file=stream, width=120, force_terminal=True)
-    monkeypatch.setattr(output, "current", lambda: out)
+    monkeypatch.setattr(output, "_current", out)  # what current() returns, wherever it is imported
     script = "import time; print('[TRT] building layer 1', flush=True); time.sleep(1.5); print('[TRT] done')"
     stream_process([sys.executable, "-c", script], name="trtllm-build", log_path=tmp_path / "log.txt",
                    timeout_s=60)

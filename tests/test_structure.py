@@ -70,39 +70,43 @@ def _command_options(command: str) -> dict[str, Any]:
 
 
 def test_every_knob_is_declared_once_and_generates_the_flags() -> None:
-    """Each PlanRequest knob appears as the same flag on `plan` and on each build command it is
-    declared for, and nowhere else."""
+    """Each knob appears as the same flag on `plan` and on each build command that takes it: PlanRequest's
+    on every one (--allow-pickle and --calib-data where the target reads the weights here), a target's own
+    on its command only."""
     from lmi_build.planning.request import knob_fields
+    from lmi_build.targets import TARGETS, every_knob
 
     plan = _command_options("plan")
     builds = {name: _command_options(name) for name in TARGET_NAMES}
-    for declared, how in knob_fields():
+    common = {field.name for field, _ in knob_fields()}
+    for declared, how in every_knob():
         assert declared.name in plan and how.flag in plan[declared.name].opts
         for name, options in builds.items():
-            assert (declared.name in options) == (name in how.commands), (declared.name, name)
+            own = TARGETS[name].request_knobs
+            takes = (declared.name in {field.name for field, _ in knob_fields(own)}
+                     or (declared.name in common and (own.weight_inputs or not how.weight_input)))
+            assert (declared.name in options) == takes, (declared.name, name)
 
 
 def test_a_new_knob_is_one_declaration(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Adding a field to PlanRequest is all it takes: the flag appears on `plan` and on the build
-    command it names, the request carries it to the option it sets, and a matrix build accepts it."""
+    """Adding a field to a target's request is all it takes: the flag appears on `plan` and on that
+    target's build command, the request carries it to the option it sets, and a matrix build accepts it."""
     from lmi_build.cli import plan_flags
     from lmi_build.fleet import matrix
     from lmi_build.planning import request
+    from lmi_build.targets import TARGETS, every_knob
+    from lmi_build.targets.trtllm.knobs import TrtllmRequest
 
     @dataclasses.dataclass(frozen=True)
-    class WithKnob(request.PlanRequest):
+    class WithKnob(TrtllmRequest):
         max_num_tokens: int | None = request.knob(flag="--max-num-tokens", option="option.max_num_tokens",
-                                                  panel=request.KNOBS_PANEL, commands=("trtllm",),
-                                                  help="Tokens per engine step.")
+                                                  panel=request.KNOBS_PANEL, help="Tokens per engine step.")
 
-    monkeypatch.setattr(request, "PlanRequest", WithKnob)
-    monkeypatch.setattr(plan_flags, "PlanRequest", WithKnob)
-    monkeypatch.setattr(matrix, "PlanRequest", WithKnob)
-    monkeypatch.setattr(matrix, "PLAN_KNOBS", tuple(f.name for f, _ in request.knob_fields()))
+    monkeypatch.setattr(TARGETS["trtllm"], "request_knobs", WithKnob)
     # What `python -m lmi_build.cli.flag_help` regenerates from the declarations and the option table.
     from lmi_build.cli.flag_help import flag_facts
 
-    facts = flag_facts([*request.FLAG_KEYS.values(), "option.max_num_tokens"])
+    facts = flag_facts([how.option for _, how in every_knob() if how.option is not None])
     monkeypatch.setattr(plan_flags, "HELP", {key: fact.help for key, fact in facts.items()})
 
     from lmi_build.cli.app import new_app
@@ -110,9 +114,11 @@ def test_a_new_knob_is_one_declaration(monkeypatch: pytest.MonkeyPatch) -> None:
     app = new_app()
     for name in ("trtllm", "hf"):
         app.command(name)(plan_flags.with_knobs(lambda **knobs: None, name))
+    app.command("plan")(plan_flags.with_knobs(lambda **knobs: None, None))
     commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
     flag = {param.name: param for param in commands["trtllm"].params}["max_num_tokens"]
     assert flag.opts == ["--max-num-tokens"] and "Sets option.max_num_tokens." in (flag.help or "")
+    assert "max_num_tokens" in {param.name for param in commands["plan"].params}
     assert "max_num_tokens" not in {param.name for param in commands["hf"].params}
     given = plan_flags.plan_request_from({"max_num_tokens": 8192}, target="trtllm", env={})
     assert given.flag_options()["option.max_num_tokens"] == ("8192", "--max-num-tokens")

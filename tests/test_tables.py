@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from lmi_build.planning.instances import InstancesFile, load_instances
 from lmi_build.tables import DATA_DIR, TableError, load_table, read_table
-from lmi_build.targets.neuronx.sdk import NeuronSdk, sdk
+from lmi_build.targets.neuronx.sdk import SDK_FILE, NeuronSdk, sdk
 from lmi_build.targets.trtllm.flags import FLAGS_FILE, FlagsFile, flags_file
 
 
@@ -45,7 +45,7 @@ def test_the_bundled_tables_load() -> None:
     ("[compiler]\n", "[compiler]\nverbose = true\n", "field compiler.verbose: Extra inputs are not permitted"),
 ])
 def test_a_malformed_neuron_sdk_table_is_refused(tmp_path: Path, old: str, new: str, field: str) -> None:
-    line = _refused(_broken_copy(tmp_path, DATA_DIR / "neuron_sdk.toml", old, new), NeuronSdk)
+    line = _refused(_broken_copy(tmp_path, SDK_FILE, old, new), NeuronSdk)
     assert line.startswith(f"neuron_sdk.toml: {field}"), line
 
 
@@ -79,7 +79,7 @@ def test_invalid_toml_is_refused_naming_the_file(tmp_path: Path) -> None:
 
 def test_a_table_is_read_once(tmp_path: Path) -> None:
     path = tmp_path / "neuron_sdk.toml"
-    path.write_text((DATA_DIR / "neuron_sdk.toml").read_text(encoding="utf-8"), encoding="utf-8")
+    path.write_text(SDK_FILE.read_text(encoding="utf-8"), encoding="utf-8")
     first = load_table(path, NeuronSdk)
     path.write_text("not toml at all [", encoding="utf-8")
     assert load_table(path, NeuronSdk) is first

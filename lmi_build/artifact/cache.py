@@ -14,7 +14,9 @@ import shutil
 from pathlib import Path
 
 from lmi_build.artifact.manifest import load_manifest
+from lmi_build.artifact.packager import check_output
 from lmi_build.artifact.target_api import TargetsByName
+from lmi_build.artifact.verify import verify_local
 from lmi_build.errors import VerifyError
 from lmi_build.fs import freeze_shared, link_tree, staged_directory
 from lmi_build.output import current
@@ -52,9 +54,6 @@ class ArtifactCache:
     def restore(self, cache_key: str, output: Path, targets: TargetsByName, *, overwrite: bool = False) -> Path | None:
         """Copy (hard-link) the cached artifact to ``output`` after verifying it (by its target in
         ``targets``); None on a miss. A corrupted entry is evicted and reported, and the caller builds afresh."""
-        from lmi_build.artifact.packager import check_output
-        from lmi_build.artifact.verify import verify_local
-
         entry = self.entry(cache_key)
         if not entry.is_dir():
             return None

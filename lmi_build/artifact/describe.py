@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.markup import escape
+from rich.table import Table
 
 from lmi_build.artifact.manifest import Manifest
 from lmi_build.output import human_bytes
-
-if TYPE_CHECKING:
-    from rich.console import RenderableType
 
 # Build fields shown under "what", per target, in this order (absent ones are skipped).
 _SHAPE_FIELDS = ("tp", "pp", "dtype", "amp", "max_input_len", "max_output_len", "max_seq_len", "max_batch_size",
@@ -65,10 +66,6 @@ def _joined(items: list[str]) -> str:
 
 
 def render(info: dict[str, Any]) -> RenderableType:
-    from rich.console import Group
-    from rich.markup import escape
-    from rich.table import Table
-
     def section(title: str, rows: dict[str, Any], last: dict[str, Any] | None = None) -> Table:
         table = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False)
         table.add_column(style="bold", no_wrap=True, overflow="fold")

@@ -24,6 +24,7 @@ from lmi_build.artifact.manifest import (
     write_manifest,
 )
 from lmi_build.artifact.target_api import ArtifactTarget
+from lmi_build.artifact.verify import verify_local
 from lmi_build.errors import InvalidPlan, LmiBuildError, OptionError, VerifyError
 from lmi_build.fs import (
     freeze_shared,
@@ -35,6 +36,8 @@ from lmi_build.fs import (
     staged_directory,
     users_files,
 )
+from lmi_build.options.properties import write_properties
+from lmi_build.options.resolve import option_spec, written_options
 from lmi_build.planning.plan import BuildPlan
 
 PROPERTIES_NAME = "serving.properties"
@@ -74,8 +77,6 @@ def carry_source_files(source_dir: Path, staging: Path, *, trust_remote_code: bo
 
 
 def trust_remote_code(plan: BuildPlan) -> bool:
-    from lmi_build.options.resolve import written_options
-
     return bool(written_options(plan.options).bool_value("trust_remote_code"))
 
 
@@ -111,8 +112,6 @@ def written_properties(options: Mapping[str, str], sources: Mapping[str, str], t
 
 def _left_out(target: str, sources: Mapping[str, str], key: str) -> bool:
     """lmi-build's own build knobs, and runtime-only values that restate the table's default."""
-    from lmi_build.options.resolve import option_spec
-
     spec = option_spec(key)
     if spec is None:
         return False
@@ -202,16 +201,12 @@ def package(
 
 
 def _write_properties(path: Path, values: dict[str, str]) -> None:
-    from lmi_build.options.properties import write_properties
-
     write_properties(path, values)
 
 
 def _verify_staged(staging: Path, target: ArtifactTarget) -> None:
     # The files were hashed moments ago to write the manifest; re-reading gigabytes would only
     # catch a concurrent writer, so the staged check compares sizes and runs the layout's checks.
-    from lmi_build.artifact.verify import verify_local
-
     report = verify_local(staging, {target.name: target}, rehash=False, records=False)
     if not report.valid:
         first = report.errors[0]

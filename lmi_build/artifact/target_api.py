@@ -15,8 +15,10 @@ from lmi_build.artifact.layout import Layout
 from lmi_build.artifact.manifest import Manifest
 from lmi_build.artifact.serving import ServingTarget
 from lmi_build.errors import UnknownName
+from lmi_build.planning.gpus import sm_number, sm_requirements
 from lmi_build.planning.startup import StartupOutcome
 from lmi_build.planning.target_api import ContainerFacts
+from lmi_build.reading import BadFile, parse_json
 from lmi_build.types import PlanMessage, TargetName
 
 Problems = tuple[list[PlanMessage], list[PlanMessage]]  # (errors, warnings)
@@ -126,8 +128,6 @@ def device_count_problems(manifest: Manifest, serving: ServingTarget, unit: str,
 
 def gpu_quantization_problems(manifest: Manifest, serving: ServingTarget) -> list[PlanMessage]:
     """Quantized weights or KV cache whose kernels the serving GPU lacks (FP8 needs sm89+, ...)."""
-    from lmi_build.planning.gpus import sm_number, sm_requirements
-
     if serving.gpu_sm is None:
         return []
     quantization = manifest.plan.get("quantization") or {}
@@ -140,8 +140,6 @@ def gpu_quantization_problems(manifest: Manifest, serving: ServingTarget) -> lis
 def read_json_fact(read: ReadFile, path: str) -> dict[str, object] | None:
     """A JSON object of the artifact (bounded: ``lmi_build.reading``), or None when it is absent or
     not one (the layout check reports such a file)."""
-    from lmi_build.reading import BadFile, parse_json
-
     data = read(path)
     if data is None:
         return None

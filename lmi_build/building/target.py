@@ -16,6 +16,7 @@ from typing import Literal, Protocol
 from lmi_build.artifact.target_api import ArtifactTarget
 from lmi_build.building.context import BuildContext, BuildSettings
 from lmi_build.building.run_settings import BuildCommand
+from lmi_build.container_profiles import ProfileRow, ProfileView
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import SavedPlan
 from lmi_build.planning.target_api import PlanningTarget
@@ -56,4 +57,12 @@ class Target(PlanningTarget, ArtifactTarget, Protocol):
     def unfinished(self, output: Path, plan: BuildPlan) -> Unfinished:
         """What ``output`` (a build of ``plan`` stopped there: plan.json, no manifest) lacks, and the
         command that finishes it."""
+        ...
+
+    def profile_rows(self) -> list[ProfileRow]:
+        """Its container profiles as ``profiles list`` shows them, oldest first."""
+        ...
+
+    def profile_view(self, name: str) -> ProfileView | None:
+        """``profiles show`` of its container profile ``name``; None when it has none of that name."""
         ...

@@ -173,9 +173,9 @@ def _literal(name: str, values: Mapping[str, str | int | list[str] | dict[str, A
 
 
 def main() -> None:
-    from lmi_build.planning.request import FLAG_KEYS
+    from lmi_build.targets import every_knob
 
-    GENERATED_PATH.write_text(render(FLAG_KEYS.values()), encoding="utf-8")
+    GENERATED_PATH.write_text(render(how.option for _, how in every_knob() if how.option is not None), encoding="utf-8")
     print(f"wrote {GENERATED_PATH}", file=sys.stderr)
 
 

@@ -15,6 +15,7 @@ import inspect
 import os
 import typing
 from collections.abc import Callable, Mapping
+from dataclasses import Field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -22,7 +23,8 @@ import typer
 
 from lmi_build.cli.option_flags import CHOICES, COMMAND_HELP, HELP, MAXIMUM, MINIMUM, TARGET_CHOICES
 from lmi_build.cli.user_config import profile_default
-from lmi_build.planning.request import INPUTS_PANEL, Knob, PlanRequest, knob_fields
+from lmi_build.planning.request import INPUTS_PANEL, Knob, PlanRequest, ordered_knobs
+from lmi_build.targets import TARGETS, every_knob, get_target, request_for
 
 if TYPE_CHECKING:  # the planner's pydantic models load only when a command runs, not for --help
     from lmi_build.planning.saved import SavedPlan
@@ -61,13 +63,22 @@ def _cli_type(declared: Any, how: Knob) -> Any:
     return declared
 
 
+def command_knobs(command: str | None) -> list[tuple[Field[Any], Knob]]:
+    """The knobs ``command`` takes (a target's name: its build command; None: `plan`, which takes them all),
+    in --help order."""
+    if command is None:
+        return every_knob()
+    own = get_target(command).request_knobs
+    return [(declared, how) for declared, how in ordered_knobs([own]) if own.weight_inputs or not how.weight_input]
+
+
 def knob_parameters(command: str | None) -> list[inspect.Parameter]:
     """The typer parameters of the knobs ``command`` takes (None: `plan`, which takes them all)."""
     hints = typing.get_type_hints(PlanRequest)
+    for target in TARGETS.values():
+        hints.update(typing.get_type_hints(target.request_knobs))
     parameters = []
-    for declared, how in knob_fields():
-        if command is not None and command not in how.commands:
-            continue
+    for declared, how in command_knobs(command):
         default = False if hints[declared.name] is bool else None
         parameters.append(inspect.Parameter(declared.name, inspect.Parameter.KEYWORD_ONLY, default=default,
                                             annotation=Annotated[_cli_type(hints[declared.name], how), _option(how, command)]))
@@ -106,7 +117,7 @@ def plan_request_from(knobs: Mapping[str, Any], *, target: str, endpoint_url: st
         from lmi_build.output import current
 
         current().info(f"profile {profile} from {config_file} ([{target}] profile; --profile overrides it)")
-    return PlanRequest(**values, endpoint_url=endpoint_url, env=dict(env))
+    return request_for(target, values, endpoint_url=endpoint_url, env=dict(env))
 
 
 def check_flag_values(knobs: Mapping[str, Any], target: str) -> None:
@@ -117,7 +128,7 @@ def check_flag_values(knobs: Mapping[str, Any], target: str) -> None:
     typer has checked the flags it types itself (integers and their bounds, --dtype's choices)."""
     from lmi_build.options.spec import exact_spec
 
-    for declared, how in knob_fields():
+    for declared, how in every_knob():
         value = knobs.get(declared.name)
         if how.option is None or value is None or isinstance(value, (bool, list, tuple, Path)):
             continue
@@ -168,7 +179,7 @@ def _check_configured_profile(target: str, profile: str | None, config_file: Pat
 
 def given_flags(knobs: Mapping[str, Any]) -> list[tuple[str, Knob]]:
     """The knobs given on the command line (a switch only when on), with their declarations."""
-    return [(how.flag, how) for declared, how in knob_fields()
+    return [(how.flag, how) for declared, how in every_knob()
             if knobs.get(declared.name) not in (None, False, [], ())]
 
 

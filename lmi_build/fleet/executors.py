@@ -9,17 +9,22 @@ through callbacks, in the order they happen.
 from __future__ import annotations
 
 import contextlib
+import gc
+import multiprocessing
+import queue
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+from lmi_build.errors import Terminated
 from lmi_build.fleet.job import BuildResult, Job, Started, run_job
-
-if TYPE_CHECKING:
-    from lmi_build.fleet.ray_address import RayTarget
+from lmi_build.fleet.ray_address import RayAddressError, RayTarget, resolve_ray_address
+from lmi_build.output import current
+from lmi_build.redaction import redact_text
 
 ExecutorName = Literal["local", "ray"]
 OnStarted = Callable[[Started], None]
@@ -70,8 +75,6 @@ def _keep_events(events: Any) -> None:
 def _run_announcing(job: Job) -> BuildResult:
     # The worker never sees Ctrl-C (see _spawned_without_sigint); the driver stops it with SIGTERM,
     # which cleans up as an interrupt does. Idle, a worker dies of SIGTERM silently (the default).
-    from lmi_build.errors import Terminated
-
     def terminate(signum: int, frame: object) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not interrupt the cleanup
         raise Terminated()
@@ -117,10 +120,6 @@ def _stop_workers(pool: Any) -> None:
 
 
 def _run_local(jobs: Sequence[Job], max_parallel: int, on_started: OnStarted, on_result: OnResult) -> None:
-    import multiprocessing
-    import queue
-    from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-
     # spawn: a forked child would inherit the driver's threads (rich's live view, boto3 pools). The
     # events queue reaches each worker as it is spawned (a multiprocessing queue cannot be a task's
     # argument), so no manager process is needed: its start-up was a second-long window in which
@@ -214,16 +213,11 @@ def _ray_job(job: Job, events: Any) -> BuildResult:
     # The worker exits after this call (RAY_CALLS_PER_WORKER): its interpreter's shutdown would
     # garbage-collect all of torch and ModelOpt for seconds, holding ~0.5 GiB meanwhile (a peak
     # showed four such exiting workers). See lmi_build.cli._skip_collection_at_exit.
-    import gc
-
     gc.freeze()
     return result
 
 
 def _run_ray(jobs: Sequence[Job], execution: Execution, on_started: OnStarted, on_result: OnResult) -> None:
-    from lmi_build.fleet.ray_address import resolve_ray_address
-    from lmi_build.output import current
-
     target = resolve_ray_address(execution.ray_address)  # before Ray: parsed, probed, redacted
     # Ray's own processes and C++ core write to the inherited stdout/stderr (banners, stack dumps
     # on SIGTERM): that goes to the debug channel; lmi-build's own lines still reach the console.
@@ -250,10 +244,6 @@ def _init_ray(target: RayTarget) -> None:
     banner) goes to the debug channel, and a failure is one line with the address redacted."""
     import ray
 
-    from lmi_build.fleet.ray_address import RayAddressError
-    from lmi_build.output import current
-    from lmi_build.redaction import redact_text
-
     try:
         # address None: a Ray already running on this host (ray start), else a local Ray for this run.
         with _keeping_sigterm_handler(), current().library_output():
@@ -269,8 +259,6 @@ def _run_ray_tasks(jobs: Sequence[Job], execution: Execution, target: RayTarget,
     import ray
     from ray.exceptions import RayError
     from ray.util.queue import Empty, Queue
-
-    from lmi_build.output import current
 
     started_here = not ray.is_initialized()
     if started_here:

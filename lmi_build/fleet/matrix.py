@@ -7,7 +7,6 @@ A matrix with any error fails as a whole, listing every error, not only the firs
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import os
 import re
@@ -20,9 +19,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from lmi_build.errors import LmiBuildError
 from lmi_build.fleet.job import Job, resources_for
-from lmi_build.planning.request import PLAN_KNOBS, PlanRequest
+from lmi_build.planner import plan_request, recheck_saved_plan
+from lmi_build.planning.request import PlanRequest
 from lmi_build.planning.saved import SavedPlan
 from lmi_build.reading import BadFile, parse_toml, read_regular_text
+from lmi_build.storage.s3url import parse_s3_url
+from lmi_build.targets import TARGETS, every_knob, get_target, load_saved_plan, request_for
 from lmi_build.types import TargetName
 
 # A matrix file is a page of TOML; a megabyte is far beyond any real one.
@@ -33,12 +35,13 @@ _TEMPLATE_FIELD = re.compile(r"^[a-z_]+$")
 
 
 def _knobs_model() -> type[BaseModel]:
-    """A pydantic model of PlanRequest's knobs, with PlanRequest's own types and defaults: a matrix
-    build takes exactly the build commands' flags, declared once in ``planning/request.py``.
+    """A pydantic model of the knobs (PlanRequest's and every target's), with their own types and defaults:
+    a matrix build takes exactly the build commands' flags, declared once (``planning/request.py``).
     TOML numbers stand for text where the flag is text (``tp = 2``, ``n_positions = 4096``)."""
     hints = typing.get_type_hints(PlanRequest)
-    defaults = {f.name: f.default for f in dataclasses.fields(PlanRequest)}
-    knobs: dict[str, Any] = {name: (hints[name], defaults[name]) for name in PLAN_KNOBS}
+    for target in TARGETS.values():
+        hints.update(typing.get_type_hints(target.request_knobs))
+    knobs: dict[str, Any] = {declared.name: (hints[declared.name], declared.default) for declared, _ in every_knob()}
     return create_model("PlanKnobs", __config__=ConfigDict(extra="forbid", coerce_numbers_to_str=True), **knobs)
 
 
@@ -146,7 +149,7 @@ def expand(matrix: Matrix) -> tuple[list[tuple[str, BuildEntry, dict[str, Any]]]
     for index, raw in enumerate(matrix.build):
         defaults = matrix.defaults
         if "plan" in raw:  # a saved plan fixes every knob: the defaults' knobs are not for it
-            defaults = {key: value for key, value in defaults.items() if key not in PLAN_KNOBS}
+            defaults = {key: value for key, value in defaults.items() if key not in _PLAN_KNOBS_MODEL.model_fields}
         merged = {**defaults, **raw}
         product = merged.pop("matrix", None) or {}
         if not isinstance(product, dict) or not all(isinstance(v, list) and v for v in product.values()):
@@ -213,8 +216,6 @@ def _prefixes_overlap(first: str, second: str) -> bool:
 
 def _plan_entry(entry: BuildEntry, base: Path, endpoint_url: str | None = None) -> SavedPlan:
     """The saved plan of one build: loaded (``plan = ...``) or made from its flags."""
-    from lmi_build.targets import get_target, load_saved_plan
-
     def here(path: Path | None) -> Path | None:
         return path if path is None or path.is_absolute() else base / path
 
@@ -226,18 +227,14 @@ def _plan_entry(entry: BuildEntry, base: Path, endpoint_url: str | None = None) 
         if entry.target is not None and saved.plan.target != entry.target:
             raise EntryError(f"{entry.plan} is a plan for {saved.plan.target}, not {entry.target}")
         if saved.plan.valid:  # the plan is the contract, not a proof that it was checked
-            from lmi_build.planner import recheck_saved_plan
-
             recheck_saved_plan(saved, get_target(saved.plan.target), origin=f"plan {entry.plan}",
                                endpoint_url=endpoint_url)
         return saved
     if entry.target is None:
         raise EntryError("target is missing (trtllm, neuronx or hf), and no plan is given")
-    from lmi_build.planner import plan_request
-
     knobs = {**entry.knobs, "properties": here(entry.knobs.get("properties")),
              "calib_data": here(entry.knobs.get("calib_data"))}
-    return plan_request(PlanRequest(env=dict(os.environ), **knobs), get_target(entry.target))
+    return plan_request(request_for(entry.target, knobs, env=dict(os.environ)), get_target(entry.target))
 
 
 def plan_matrix(path: Path, *, cache: str | None, endpoint_url: str | None = None) -> list[Job]:
@@ -270,8 +267,6 @@ def plan_matrix(path: Path, *, cache: str | None, endpoint_url: str | None = Non
             publish = _fill(entry.publish, values, "publish") if entry.publish else None
             node_labels = {key: _fill(value, values, f"node_labels.{key}") for key, value in entry.node_labels.items()}
             if publish is not None:
-                from lmi_build.storage.s3url import parse_s3_url
-
                 parse_s3_url(publish)
         except (ValueError, KeyError, IndexError, LmiBuildError) as error:
             problems.append(f"{label}: {getattr(error, 'message', error)}")

@@ -7,13 +7,15 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
 
 from lmi_build.fleet.job import SUCCESSFUL, BuildResult, Job, Started
 from lmi_build.output import Output
-
-if TYPE_CHECKING:
-    from rich.console import RenderableType
 
 # The statuses of the live view, in the order it lists them.
 LIVE_STATES = ("queued", "running", "cached", "built", "stand_in", "incomplete", "failed")
@@ -52,10 +54,6 @@ class MatrixProgress:
         return Counter(self.state.values())
 
     def render(self) -> RenderableType:
-        from rich.console import Group
-        from rich.table import Table
-        from rich.text import Text
-
         counts = self.counts()
         summary = Text(f"{len(self.results)}/{len(self.jobs)} finished  ")
         for state in LIVE_STATES:
@@ -78,8 +76,6 @@ class MatrixProgress:
         if not output.human:
             yield
             return
-        from rich.live import Live
-
         with Live(get_renderable=self.render, console=output.err, refresh_per_second=4, transient=True):
             yield
 
@@ -98,10 +94,6 @@ class MatrixProgress:
     def table(self) -> RenderableType:
         """The builds as a table of short cells, then each build's artifact URL or error on a line of
         its own: a URL folded into a table cell at 80 columns could not be copied whole."""
-        from rich.console import Group
-        from rich.table import Table
-        from rich.text import Text
-
         data = self.to_json()
         counts = ", ".join(f"{n} {status}" for status, n in sorted(data["counts"].items()))
         table = Table(title=f"lmi-build matrix: {counts} in {data['seconds']:.1f} s", show_header=True)

@@ -7,8 +7,10 @@ from pathlib import Path
 from lmi_build.fleet.executors import Execution, ExecutorName, OnResult, OnStarted, run_jobs
 from lmi_build.fleet.job import BuildResult, Started
 from lmi_build.fleet.matrix import plan_matrix
+from lmi_build.fleet.ray_address import resolve_ray_address
 from lmi_build.fleet.report import MatrixProgress
 from lmi_build.output import current
+from lmi_build.storage.build_cache import RemoteBuildCache
 
 
 def run_matrix(matrix_file: Path, *, cache: str | None, executor: ExecutorName = "local",
@@ -20,12 +22,8 @@ def run_matrix(matrix_file: Path, *, cache: str | None, executor: ExecutorName =
     unless every build plans cleanly and the cache bucket is reachable."""
     jobs = plan_matrix(matrix_file, cache=cache, endpoint_url=endpoint_url)
     if executor == "ray":  # a wrong or dead Ray address fails now, in seconds, before the cache is touched
-        from lmi_build.fleet.ray_address import resolve_ray_address
-
         resolve_ray_address(ray_address)
     if cache is not None:
-        from lmi_build.storage.build_cache import RemoteBuildCache
-
         RemoteBuildCache(cache, endpoint_url=endpoint_url).check()
     progress = MatrixProgress(jobs)
 

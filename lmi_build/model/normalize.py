@@ -16,7 +16,7 @@ from lmi_build.errors import SourceError
 from lmi_build.model import aliases as A
 from lmi_build.model.lookup import first_present, get_path, matches
 from lmi_build.model.native import native_names
-from lmi_build.model.params import Shapes, estimate_parameters
+from lmi_build.model.params import Mla, Shapes, estimate_parameters
 from lmi_build.model.prequant import modelopt_quant_config, parse_quantization_config
 from lmi_build.model.spec import ModelSpec, PositionEmbedding, PreQuantization, RopeSpec
 from lmi_build.reading import BadFile, parse_json, read_regular_bytes
@@ -181,8 +181,6 @@ def _kv_heads(config: Mapping[str, Any], heads: int) -> int:
 
 def _moe_shapes(config: Mapping[str, Any], num_experts: int | None) -> dict[str, Any]:
     """The parameter-count shapes of fine-grained and shared experts and of latent attention (params.Shapes)."""
-    from lmi_build.model.params import Mla
-
     found: dict[str, Any] = {}
     kv_rank = _int_or(first_present(config, A.MLA_KV_LORA_RANK), None)
     if kv_rank:

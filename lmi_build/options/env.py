@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from lmi_build.options.booleans import SPELLING as BOOL_SPELLING
 from lmi_build.options.booleans import bool_text, parse_bool
-from lmi_build.options.spec import canonical_key
+from lmi_build.options.spec import canonical_key, option_spec
 from lmi_build.redaction import SECRET_ENV_VARS
 from lmi_build.types import PlanMessage
 
@@ -35,11 +35,18 @@ class Compat:
 
     name: str
     becomes: str
-    becomes_for_target: Mapping[str, str] = field(default_factory=dict)
+    # LMI variables it becomes instead, the first whose option the target's engine reads (the option
+    # table's ``targets``): the same setting under another engine's key.
+    becomes_where_read: tuple[str, ...] = ()
     invert_bool: bool = False
 
     def lmi_name(self, target: str) -> str:
-        return self.becomes_for_target.get(target, self.becomes)
+        for name in self.becomes_where_read:
+            key = env_key(name)
+            spec = option_spec(key) if key is not None else None
+            if spec is not None and spec.applies_to(target):
+                return name
+        return self.becomes
 
 
 COMPAT: tuple[Compat, ...] = (
@@ -52,7 +59,7 @@ COMPAT: tuple[Compat, ...] = (
     Compat(
         "CUDA_MEMORY_FRACTION",
         "OPTION_GPU_MEMORY_UTILIZATION",
-        becomes_for_target={"trtllm": "OPTION_KV_CACHE_FREE_GPU_MEM_FRACTION"},
+        becomes_where_read=("OPTION_KV_CACHE_FREE_GPU_MEM_FRACTION",),
     ),
     Compat("ENABLE_CUDA_GRAPHS", "OPTION_ENFORCE_EAGER", invert_bool=True),
 )

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from lmi_build.errors import OptionError
 from lmi_build.fs import atomic_write_text
+from lmi_build.output import current
 from lmi_build.reading import BadFile, check_text, read_regular_bytes
 from lmi_build.types import PlanMessage
 
@@ -222,8 +223,6 @@ def read_properties_with_lines(path: Path) -> PropertiesFile:
 
 def read_properties(path: Path) -> dict[str, str]:
     """The file's values, last one per key; reader warnings go to the output's stderr."""
-    from lmi_build.output import current
-
     parsed = read_properties_with_lines(path)
     for warning in parsed.warnings:
         current().warn(warning.message)

@@ -27,7 +27,7 @@ import subprocess
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 from pydantic import BaseModel, ConfigDict
 
@@ -170,7 +170,7 @@ class CheckpointWork:
     """The convert/quantize step a target runs on this host, as the estimate needs it (the target
     decides whether there is one and what it is; the rates are keyed by ``family``)."""
 
-    family: Literal["hf", "trtllm"]  # whose rows of quantize_rates.toml apply
+    family: str  # the target whose rows of quantize_rates.toml apply (convert_<family>, <family>.<method>)
     dtype: str  # the export dtype
     # Written tensor by tensor without loading the model (the streamed TensorRT-LLM writer).
     streamed: bool = False
@@ -201,7 +201,7 @@ def estimate_checkpoint_step(work: CheckpointWork | None, quantization: Quantiza
 
     seconds: float | None = None
     if where.device == "cpu":
-        kind: StepKind = "quantize" if method else "convert_hf" if work.family == "hf" else "convert_trtllm"
+        kind = cast(StepKind, "quantize" if method else f"convert_{work.family}")
         step = table.cpu.steps[kind]
         seconds = step.fixed_seconds + step.seconds_per_param * params
         basis.append(f"time: {step.fixed_seconds:g} s + {step.seconds_per_param:.3g} s per parameter ({kind}), "

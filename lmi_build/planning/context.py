@@ -4,6 +4,9 @@ the instance, the quantization plan, and the findings every check appends to."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
+
+from pydantic import BaseModel
 
 from lmi_build.model.spec import ModelSpec
 from lmi_build.options.booleans import bool_text
@@ -30,6 +33,22 @@ RESOLVED_PLACEHOLDERS = frozenset({"max", "auto"})
 # Keys the written serving.properties never carries (they point at the build's inputs).
 NOT_WRITTEN = frozenset({"option.model_id", "option.save_mp_checkpoint_path", "model_dir",
                          "upload_checkpoints_s3url", "properties_dir"})
+
+
+Typed = TypeVar("Typed", bound=BaseModel)
+
+
+def read_options(options: TypedReader, kind: type[Typed]) -> Typed:
+    """The options ``kind`` names, typed: a target's model whose fields are option keys (``option.<field>``, or
+    the field's alias), typed as the option table parses them (strict: a reader and the table disagreeing is
+    a bug). The one place a target's options are read by key; None: unset (or unparsable: already an error)."""
+    return kind.model_validate({key: options.value(key) for key in _keys(kind)})
+
+
+def _keys(kind: type[BaseModel]) -> list[str]:
+    """The option keys of ``kind``'s fields: each field's alias (``option.batch_size`` beside the top-level
+    ``batch_size``), else its name."""
+    return [field.alias or name for name, field in kind.model_fields.items()]
 
 
 @dataclass
@@ -72,6 +91,16 @@ class PlanContext(TypedReader):
     def user_set(self, key: str) -> bool:
         """True when the value came from the user (flag, properties, env), not a default."""
         return self.options.source_of(key) in (Source.CLI, Source.PROPERTIES, Source.ENV, Source.ALIAS)
+
+    def user_options(self, kind: type[Typed]) -> Typed:
+        """``read_options`` of only the options the user gave (flag, properties, env); the others None."""
+        return kind.model_validate({key: self.options.value(key) for key in _keys(kind) if self.user_set(key)})
+
+    def write_options(self, values: BaseModel, origin: str) -> None:
+        """Derive each value ``values`` sets (a target's model whose fields are serving.properties keys,
+        ``option.<field>`` or the field's alias), in field order; ``origin``: why."""
+        for name, value in values.model_dump(by_alias=True, exclude_none=True).items():
+            self.derive(name, value, origin)
 
     # -- writing options -------------------------------------------------------------------
     def written_options(self) -> dict[str, ResolvedValue]:

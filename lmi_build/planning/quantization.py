@@ -15,6 +15,8 @@ checkpoint routes:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -144,8 +146,6 @@ NO_QUANTIZATION = frozenset({"", "none"})
 # option.kv_cache_dtype (one of the option table's choices) -> the KV-cache quant_algo.
 KV_CACHE_ALGOS: dict[str, str | None] = {"auto": None, "fp16": None, "bf16": None, "fp8": "FP8", "int8": "INT8"}
 DEFAULT_SMOOTHQUANT_ALPHA = 0.8
-# TensorRT-LLM's QuantAlgo for INT4 groups in the GPTQ layout (what the hf target writes for gptq).
-HF_GPTQ_QUANT_ALGO = "W4A16_GPTQ"
 DEFAULT_CALIB_MAX_SEQ_LEN = 512
 DEFAULT_CALIB_SEED = 1234
 
@@ -205,33 +205,6 @@ def vendor_smoothquant_algo(per_channel: bool, per_token: bool) -> str:
     return f"W8A8_SQ_{weights}{activations}_PLUGIN"
 
 
-def prequantized_problem(spec: ModelSpec, target: str) -> PlanMessage | None:
-    """Why an already-quantized input cannot be used for ``target`` as it is, or None."""
-    pre = spec.pre_quantization
-    if pre is None:
-        return None
-    method = pre.method.lower()
-    if target == "trtllm" and method == "gptq" and pre.desc_act:
-        return PlanMessage(
-            code="gptq_desc_act",
-            message="this GPTQ checkpoint uses desc_act=true (act-order), which TensorRT-LLM cannot load",
-            hint="use a GPTQ export made with desc_act=false, or the unquantized model with --quantize gptq",
-        )
-    if target == "trtllm" and method in ("awq", "gptq") and pre.bits not in (None, 4, 8):
-        return PlanMessage(
-            code="prequantized_bits",
-            message=f"this {method.upper()} checkpoint has {pre.bits}-bit weights; TensorRT-LLM takes 4 or 8",
-            hint="use a 4-bit or 8-bit export of the model",
-        )
-    if target == "trtllm" and method == "awq" and pre.bits == 8:
-        return PlanMessage(
-            code="prequantized_bits",
-            message="this AWQ checkpoint has 8-bit weights; TensorRT-LLM loads AutoAWQ only as 4-bit",
-            hint="use a 4-bit AWQ export of the model",
-        )
-    return None
-
-
 def tp_group_problem(quantization: QuantizationPlan, spec: ModelSpec, tp: int) -> PlanMessage | None:
     """Row-parallel layers (attention dense, MLP down) split their INPUT dimension over tp ranks, so
     each rank's share must still be whole groups; for the planner, once tp is known."""
@@ -252,24 +225,32 @@ def tp_group_problem(quantization: QuantizationPlan, spec: ModelSpec, tp: int) -
     )
 
 
-def prequantized_algo(pre: PreQuantization) -> str | None:
-    """The TRT-LLM quant_algo a pre-quantized input converts to (convert_checkpoint maps AutoAWQ to
-    W4A16_GPTQ with use_autoawq); None when unknown."""
-    method = pre.method.lower()
-    if method in ("awq", "gptq"):
-        return "W8A16_GPTQ" if pre.bits == 8 else "W4A16_GPTQ"
-    if method == "fp8":
-        return "FP8"
-    if method == "modelopt":
-        return pre.quant_algo
-    return pre.quant_algo
+def _none(pre: PreQuantization) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class QuantizationRules:
+    """What a target decides about quantization: its package supplies them (``PlanningTarget.quantization``)."""
+
+    target: str  # its name, for messages
+    # A target that quantizes at load time takes only these methods (canonical name -> the planned one),
+    # and refuses any other with ``load_time_hint``; None: it builds METHODS' quantizations.
+    load_time_methods: Mapping[str, str] | None = None
+    load_time_hint: str = ""
+    # Why an already-quantized input cannot be used as it is (None: it can).
+    prequantized_problem: Callable[[PreQuantization], PlanMessage | None] = _none
+    # The quant_algo the artifact of an already-quantized input has (None: none recorded).
+    prequantized_algo: Callable[[PreQuantization], str | None] = _none
+    # The quant_algo its GPTQ build writes, where not ModelOpt's INT4 layout (None: ModelOpt's).
+    gptq_quant_algo: str | None = None
 
 
 def plan_quantization(
     method: str | None,
     options: ResolvedOptions,
     spec: ModelSpec,
-    target: str,
+    rules: QuantizationRules,
     calib_file: Path | None,
     *,
     checkpoint_route: Route = "modelopt",
@@ -277,7 +258,7 @@ def plan_quantization(
     """Resolve the quantization step. ``method`` (a METHODS name or alias) wins over option.quantize.
 
     Returns the plan and its messages; messages whose code is in ``WARNING_CODES`` are warnings,
-    every other one is an error (use ``split_messages``). Already includes
+    every other one is an error (use ``split_messages``). Already includes the target's
     ``prequantized_problem``; recipe support checks stay with the planner.
     """
     messages: list[PlanMessage] = []
@@ -285,7 +266,7 @@ def plan_quantization(
     name = canonical_method(requested)
 
     if spec.pre_quantization is not None:
-        return _plan_prequantized(spec, spec.pre_quantization, target, name, messages)
+        return _plan_prequantized(spec.pre_quantization, rules, name, messages)
 
     if name is None:
         kv = _kv_cache_algo(options)
@@ -298,15 +279,13 @@ def plan_quantization(
         _warn_ignored(options, None, messages)
         return QuantizationPlan(), messages
 
-    if target == "neuronx":
-        # static_int8 is the container's own spelling (DJL tnx_properties.py TnXQuantizeMethods,
-        # 0.28.0-dlc..0.30.0-dlc:45), which lmi-build writes for int8.
-        if name in ("int8", "static_int8"):
-            return QuantizationPlan(method="int8"), messages
+    if rules.load_time_methods is not None:
+        if name in rules.load_time_methods:
+            return QuantizationPlan(method=rules.load_time_methods[name]), messages
         messages.append(PlanMessage(
             code="quantize_target",
-            message=f"--quantize {requested} is not available for neuronx (it quantizes at load time)",
-            hint="use --quantize int8 (load_in_8bit) for neuronx, or build for trtllm/hf",
+            message=f"--quantize {requested} is not available for {rules.target} (it quantizes at load time)",
+            hint=rules.load_time_hint,
         ))
         return QuantizationPlan(), messages
 
@@ -345,9 +324,8 @@ def plan_quantization(
                         "TensorRT-LLM's convert_checkpoint.py",
                 hint="use smoothquant, int8_wo or int4_wo for this architecture",
             ))
-    if entry.name == "gptq" and target == "hf":
-        # The hf target writes GPTQ in its own format (quant_method gptq), not ModelOpt's INT4 layout.
-        quant_algo = HF_GPTQ_QUANT_ALGO
+    if entry.name == "gptq" and rules.gptq_quant_algo is not None:
+        quant_algo = rules.gptq_quant_algo
     _warn_ignored(options, entry.name, messages)
     if entry.name == "gptq" and spec.num_parameters > GPTQ_CPU_PARAMS:
         # Measured: GPTQ on a 0.5 B-parameter Llama did not finish in 22 min on 2 CPU cores
@@ -394,7 +372,7 @@ def split_messages(messages: list[PlanMessage]) -> tuple[list[PlanMessage], list
 
 
 def _plan_prequantized(
-    spec: ModelSpec, pre: PreQuantization, target: str, name: str | None, messages: list[PlanMessage]
+    pre: PreQuantization, rules: QuantizationRules, name: str | None, messages: list[PlanMessage]
 ) -> tuple[QuantizationPlan, list[PlanMessage]]:
     if name is not None:
         messages.append(PlanMessage(
@@ -402,13 +380,11 @@ def _plan_prequantized(
             message=f"the model is already quantized ({pre.method}); lmi-build never re-quantizes",
             hint="drop --quantize / option.quantize to use its quantization, or start from the unquantized model",
         ))
-    problem = prequantized_problem(spec, target)
+    problem = rules.prequantized_problem(pre)
     if problem is not None:
         messages.append(problem)
-    # TensorRT-LLM converts AutoAWQ/GPTQ to its own *_GPTQ algos; an hf artifact keeps the input's own.
-    quant_algo = prequantized_algo(pre) if target == "trtllm" else pre.quant_algo if target == "hf" else None
     plan = QuantizationPlan(
-        quant_algo=quant_algo,
+        quant_algo=rules.prequantized_algo(pre),
         group_size=pre.group_size,
         pre_quantized=pre,
     )

@@ -19,6 +19,8 @@ from lmi_build.planning.checkpoint_estimate import CheckpointWork
 from lmi_build.planning.context import PlanContext
 from lmi_build.planning.memory import Workload
 from lmi_build.planning.plan import TargetKnobs, ToolchainRef
+from lmi_build.planning.quantization import QuantizationRules
+from lmi_build.planning.request import TargetRequest
 from lmi_build.recipes.schema import Recipe, TargetSupport
 from lmi_build.types import TargetName
 
@@ -72,6 +74,14 @@ class PlanningTarget(Protocol):
 
     @property
     def knobs(self) -> type[TargetKnobs]:  # its build knobs' model (discriminated on ``target``)
+        ...
+
+    @property
+    def quantization(self) -> QuantizationRules:  # its quantization rules
+        ...
+
+    @property
+    def request_knobs(self) -> type[TargetRequest]:  # the knobs only it takes (flags, matrix keys)
         ...
 
     def plan(self, ctx: PlanContext) -> TargetPlan: ...

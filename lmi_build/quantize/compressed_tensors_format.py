@@ -15,6 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from safetensors import safe_open
+
 from lmi_build.errors import StepError
 
 # vLLM 0.5.3.post1 schemes/compressed_tensors_w8a8_fp8.py:68-93 creates exactly these per Linear;
@@ -57,8 +59,6 @@ def describe_modelopt_fp8(staging: Path) -> list[str]:
 
 def problems(staging: Path, config: dict[str, Any]) -> list[str]:
     """What vLLM's compressed-tensors FP8 loader would reject in the written checkpoint."""
-    from safetensors import safe_open
-
     found = []
     if config.get("quantization_config") != quantization_config():
         found.append("config.json quantization_config is not the compressed-tensors FP8 description")

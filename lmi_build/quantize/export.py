@@ -19,8 +19,12 @@ from typing import Any
 from lmi_build import output
 from lmi_build.errors import StepError
 from lmi_build.fs import link_or_copy
+from lmi_build.options.resolve import written_options
 from lmi_build.planning.plan import BuildPlan
+from lmi_build.quantize import calibration as calib
+from lmi_build.quantize import modelopt_quant
 from lmi_build.quantize.calibration import CalibrationSummary
+from lmi_build.quantize.checkpoint_cache import CheckpointCache, checkpoint_key
 from lmi_build.quantize.placement import Placement, cast_for_export, choose_placement
 from lmi_build.quantize.result import CheckpointResult
 
@@ -36,7 +40,6 @@ def through_cache(plan: BuildPlan, model_dir: Path, out_dir: Path, checkpoint_fo
     ``shaping``: the target's knobs that shape the checkpoint (dtype, tp, pp, format, ...)."""
     if not use_cache:
         return produce()
-    from lmi_build.quantize.checkpoint_cache import CheckpointCache, checkpoint_key
 
     cache = CheckpointCache()
     # Calibration on a GPU (in the export dtype) and on the CPU (in float32) give slightly different
@@ -64,10 +67,6 @@ def prepare_model(plan: BuildPlan, model_dir: Path, dtype: str, calib_file: Path
     still in the calibration dtype, for an exporter that casts itself). Where it is calibrated (GPU
     in ``dtype``, or CPU in float32 then cast) is ``placement.choose_placement``'s choice: exported
     dtypes and norms are ``dtype`` either way."""
-    from lmi_build.options.resolve import written_options
-    from lmi_build.quantize import calibration as calib
-    from lmi_build.quantize import modelopt_quant
-
     trust = bool(written_options(plan.options).bool_value("trust_remote_code"))
     quant = plan.quantization
     where = placement_for(plan, dtype)

@@ -22,6 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from lmi_build.artifact.packager import install_directory
 from lmi_build.fs import link_tree
 from lmi_build.planning.saved import PLAN_FILE, SavedPlan
 from lmi_build.runners.executing import GPU_DEVICE_ARGS
@@ -118,8 +119,6 @@ def write_bundle(spec: BundleSpec, steps: Sequence[Step], paths: Paths, *, bundl
     ``linked`` directory in (name in the bundle -> source; hard links where possible), write the
     script of ``steps`` with ``paths`` (relative to the bundle) and plan.json, install it at
     ``output``; returns the next command: run the script there, then ``package``."""
-    from lmi_build.artifact.packager import install_directory
-
     for name, source in (linked or {}).items():
         link_tree(source, bundle / name)  # self-contained: the bundle travels to the host as one directory
     runner = ScriptRunner(image=spec.image, devices=spec.devices)

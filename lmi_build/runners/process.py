@@ -22,6 +22,7 @@ from collections import deque
 from pathlib import Path
 
 from lmi_build.errors import StepError
+from lmi_build.output import current
 from lmi_build.redaction import environment_secrets, is_secret_env_name, redact_text
 from lmi_build.runners.reaping import die_with_parent, group_reaper
 
@@ -49,8 +50,6 @@ def stream_process(argv: list[str], *, name: str, log_path: Path, timeout_s: flo
 
 
 def _stream(process: subprocess.Popen[str], argv: list[str], *, name: str, log_path: Path, timeout_s: float) -> None:
-    from lmi_build.output import current
-
     out = current()
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     secrets = environment_secrets()

@@ -13,6 +13,7 @@ the compiler kept running, and the rerun deleted the work directory under it. Tw
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -43,7 +44,6 @@ def die_with_parent() -> Callable[[], None] | None:
     the platform has no such thing. Everything it calls is resolved before the fork."""
     if not sys.platform.startswith("linux"):
         return None
-    import ctypes
 
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl

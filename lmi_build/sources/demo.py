@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lmi_build import output
-from lmi_build.errors import SourceError
+from lmi_build.errors import MissingDependency, SourceError
 from lmi_build.fs import make_readable, staged_directory
 from lmi_build.hashing import sha256_text
 from lmi_build.paths import cache_root
@@ -291,8 +291,6 @@ def _write_tokenizer(name: str, target: Path) -> None:
     try:
         from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
-        from lmi_build.errors import MissingDependency
-
         raise MissingDependency.for_module("tokenizers", "convert") from exc
 
     recipe = _recipe(name)
@@ -346,8 +344,6 @@ def _write_weights(name: str, target: Path) -> None:
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
-        from lmi_build.errors import MissingDependency
-
         raise MissingDependency.for_module("torch/transformers", "convert") from exc
 
     config_data = config_json(name)

@@ -5,7 +5,6 @@ the digest costs one API call, not a read of the weights. Offline (``HF_HUB_OFFL
 come from the local cache, whose blob file names ARE those hashes. The hub settings (``HF_HOME``,
 ``HF_HUB_CACHE``, ``HF_HUB_OFFLINE``, ``HF_ENDPOINT``, ``HF_TOKEN``) are huggingface_hub's own, read
 once from its ``constants`` so lmi-build and the downloads agree; the token is never printed.
-huggingface_hub is imported only when a Hugging Face model is resolved.
 """
 
 from __future__ import annotations
@@ -14,6 +13,10 @@ import os
 import re
 from pathlib import Path
 from typing import Any, Literal
+
+import requests
+from huggingface_hub import HfApi, constants, errors, snapshot_download
+from huggingface_hub.utils import disable_progress_bars
 
 from lmi_build.errors import SourceError
 from lmi_build.hashing import sha256_file, tree_digest
@@ -29,36 +32,26 @@ _GITSHA = re.compile(r"^[0-9a-f]{40}$")
 
 def hub_offline() -> bool:
     """``HF_HUB_OFFLINE``, as huggingface_hub parsed it when it was imported."""
-    from huggingface_hub import constants
-
     return constants.HF_HUB_OFFLINE
 
 
 def hub_cache_dir() -> Path:
     """The hub cache (``HF_HUB_CACHE``, else ``$HF_HOME/hub``, else ``~/.cache/huggingface/hub``)."""
-    from huggingface_hub import constants
-
     return Path(constants.HF_HUB_CACHE)
 
 
 def hub_endpoint() -> str:
     """The Hub or mirror that is asked (``HF_ENDPOINT``, default https://huggingface.co)."""
-    from huggingface_hub import constants
-
     return constants.ENDPOINT
 
 
 def _quiet_downloads() -> None:
     """huggingface_hub draws tqdm bars on stderr; --quiet and --json runs want none."""
     if current().mode is not Mode.HUMAN:
-        from huggingface_hub.utils import disable_progress_bars
-
         disable_progress_bars()
 
 
 def _hub_error(exc: Exception, repo_id: str, revision: str | None) -> SourceError | None:
-    from huggingface_hub import errors
-
     name = f"'{repo_id}'" + (f" at revision '{revision}'" if revision else "")
     if isinstance(exc, errors.GatedRepoError):
         return SourceError(f"Hugging Face model {name} is gated",
@@ -76,14 +69,9 @@ def _hub_error(exc: Exception, repo_id: str, revision: str | None) -> SourceErro
         status = exc.response.status_code if exc.response is not None else "?"
         return SourceError(f"the Hugging Face Hub ({hub_endpoint()}) answered HTTP {status} for {name}",
                            hint="retry later, or set HF_HUB_OFFLINE=1 to use the local cache")
-    try:
-        import requests
-
-        if isinstance(exc, (requests.ConnectionError, requests.Timeout)):
-            return SourceError(f"cannot reach the Hugging Face Hub at {hub_endpoint()}",
-                               hint="check the network or proxy, or set HF_HUB_OFFLINE=1 to use the local cache")
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(exc, (requests.ConnectionError, requests.Timeout)):
+        return SourceError(f"cannot reach the Hugging Face Hub at {hub_endpoint()}",
+                           hint="check the network or proxy, or set HF_HUB_OFFLINE=1 to use the local cache")
     return None
 
 
@@ -99,8 +87,6 @@ def _blob_hash(path: Path) -> str:
 
 
 def _resolve_offline(repo_id: str, revision: str | None, purpose: str, allow_pickle: bool) -> ResolvedSource:
-    from huggingface_hub import snapshot_download
-
     path = Path(snapshot_download(repo_id, revision=revision, cache_dir=hub_cache_dir(), local_files_only=True))
     names = list_relative(path)
     if "config.json" not in names:
@@ -115,8 +101,6 @@ def _resolve_offline(repo_id: str, revision: str | None, purpose: str, allow_pic
 
 
 def _resolve_online(repo_id: str, revision: str | None, purpose: str, allow_pickle: bool) -> ResolvedSource:
-    from huggingface_hub import HfApi, snapshot_download
-
     info: Any = HfApi().model_info(repo_id, revision=revision, files_metadata=True)
     siblings = {s.rfilename: s for s in (info.siblings or [])}
     if "config.json" not in siblings:

@@ -13,6 +13,9 @@ from typing import Literal
 
 from lmi_build.errors import SourceError
 from lmi_build.sources.base import ResolvedSource
+from lmi_build.sources.demo import demo_digest, demo_revision, ensure_demo_model
+from lmi_build.sources.local import resolve_local
+from lmi_build.sources.s3 import resolve_s3
 from lmi_build.types import ModelIdentity
 
 _HF_ID = re.compile(r"^(?:[A-Za-z0-9][\w.\-]{0,95}/)?[A-Za-z0-9][\w.\-]{0,95}$")
@@ -47,28 +50,25 @@ def resolve_source(
         raise SourceError("no model given", hint="pass a directory, an HF id (org/name), s3://bucket/prefix or demo:<name>")
     if ref.startswith("demo:"):
         _no_revision(ref, revision)
-        from lmi_build.sources.demo import demo_digest, demo_revision, ensure_demo_model
-
         name = ref[len("demo:") :]
         path = ensure_demo_model(name, with_weights=purpose == "build")
         identity = ModelIdentity(kind="demo", id=ref, revision=demo_revision(), digest=demo_digest(name))
         return ResolvedSource(path=path, identity=identity)
     if ref.startswith("s3://"):
         _no_revision(ref, revision)
-        from lmi_build.sources.s3 import resolve_s3
-
         return resolve_s3(ref, purpose=purpose, endpoint_url=endpoint_url, allow_pickle=allow_pickle)
     if "://" in ref:
         raise SourceError(f"unsupported model URL {ref!r}", hint="use s3://, an HF id, a directory or demo:<name>")
     if _looks_local(ref):
         _no_revision(ref, revision)
-        from lmi_build.sources.local import resolve_local
-
         return resolve_local(Path(ref), purpose=purpose, allow_pickle=allow_pickle)
     repo_id, rev = split_revision(ref, revision)
     if not _HF_ID.match(repo_id):
         raise SourceError(f"{ref!r} is neither an existing directory nor a Hugging Face id",
                           hint="pass a directory, an HF id (org/name[@revision]), s3://bucket/prefix or demo:<name>")
+
+    # huggingface_hub and requests are ~290 modules, a third more start-up for every `plan` of a
+    # local, demo or s3 model: only a Hugging Face id loads them.
     from lmi_build.sources.hf import resolve_hf
 
     return resolve_hf(repo_id, revision=rev, purpose=purpose, allow_pickle=allow_pickle)

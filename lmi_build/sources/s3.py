@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from pathlib import Path
 from typing import Any, Literal
 
 from lmi_build.errors import SourceError
+from lmi_build.fs import atomic_write_json
 from lmi_build.hashing import sha256_text, tree_digest
 from lmi_build.output import current
 from lmi_build.paths import cache_root
@@ -56,8 +58,6 @@ def _version(head: dict[str, Any]) -> str:
 
 
 def _recorded_versions(mirror: Path) -> dict[str, str]:
-    import json
-
     try:
         data = json.loads(_versions_path(mirror).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -130,8 +130,6 @@ def resolve_s3(url: str, *, purpose: Literal["plan", "build"], endpoint_url: str
             raise SourceError(f"{target}/{rel} does not match its checksum after download",
                               hint="the object is corrupted or changed during the download: retry or re-upload it")
     if todo:
-        from lmi_build.fs import atomic_write_json
-
         atomic_write_json(_versions_path(mirror), {**recorded, **{rel: versions[rel] for rel in todo}})
     if purpose == "build":
         keep = set(build_files)

@@ -41,6 +41,10 @@ DEFAULT_LIST_SECONDS = 600.0
 MAX_LISTED_KEYS = 1_000_000
 MAX_LISTED_PAGES = 10_000
 _CHUNK = 1024 * 1024
+# Seconds a silent S3 server may keep a read waiting, and one request (its retries included) may
+# take to get its whole answer (``watched``): a frozen or trickling server must fail in minutes,
+# not hang. LMI_BUILD_S3_TIMEOUT overrides it.
+DEFAULT_READ_TIMEOUT_S = 60
 
 
 class S3Unbounded(Exception):
@@ -65,6 +69,15 @@ def _positive(name: str, default: float) -> float:
     return number
 
 
+def read_timeout_s() -> float:
+    value = os.environ.get("LMI_BUILD_S3_TIMEOUT", "")
+    try:
+        return float(value) if value and float(value) > 0 else DEFAULT_READ_TIMEOUT_S
+    except ValueError:
+        raise PublishError(f"LMI_BUILD_S3_TIMEOUT={value!r} is not a number of seconds",
+                           hint="set it to a positive number, e.g. 60") from None
+
+
 def min_rate() -> float:
     """``LMI_BUILD_S3_MIN_RATE``: bytes/s below which one object request is given up."""
     return _positive(MIN_RATE_ENV, DEFAULT_MIN_RATE)
@@ -78,8 +91,6 @@ def list_seconds() -> float:
 def object_seconds(size: int) -> float:
     """The total time one request for ``size`` bytes may take: a silent server's allowance (the
     read timeout) plus the bytes at the minimum rate."""
-    from lmi_build.storage.client import read_timeout_s
-
     return read_timeout_s() + size / min_rate()
 
 

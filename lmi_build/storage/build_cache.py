@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from lmi_build.artifact.files import MANIFEST_NAME
+from lmi_build.artifact.manifest import load_manifest
 from lmi_build.errors import LmiBuildError, PublishError
 from lmi_build.output import Output, current
 from lmi_build.reading import MAX_DOCUMENT_BYTES, parse_json
@@ -115,8 +116,6 @@ class RemoteBuildCache:
     def store(self, cache_key: str, artifact_dir: Path) -> CacheEntry:
         """Publish ``artifact_dir`` as this key's entry, or reuse the entry another host committed
         first. The artifact's own manifest must carry ``cache_key``."""
-        from lmi_build.artifact.manifest import load_manifest
-
         if load_manifest(artifact_dir).cache_key != cache_key:
             raise PublishError(f"{artifact_dir} is not the artifact of {cache_key[:19]}…",
                                hint="this is a bug: store the artifact the plan produced")

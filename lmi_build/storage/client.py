@@ -6,40 +6,27 @@ boto3 is imported inside the functions so that ``--help`` and ``plan`` stay fast
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from lmi_build.errors import LmiBuildError, PublishError
+from lmi_build.errors import LmiBuildError, MissingDependency, PublishError
+from lmi_build.redaction import redact_text
+from lmi_build.storage.bounded import S3Unbounded, read_timeout_s
 from lmi_build.storage.s3url import S3Url
+from lmi_build.storage.transfer import max_bandwidth
 
 _MISSING_BUCKET_CODES = {"NoSuchBucket", "404", "NotFound"}
 _DENIED_CODES = {"AccessDenied", "403", "Forbidden", "AllAccessDisabled", "AccountProblem"}
 _BAD_KEY_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken"}
 
 
-# Seconds a silent S3 server may keep a read waiting, and one request (its retries included) may
-# take to get its whole answer (``watched``): a frozen or trickling server must fail in minutes,
-# not hang. LMI_BUILD_S3_TIMEOUT overrides it.
-DEFAULT_READ_TIMEOUT_S = 60
-
-
 def endpoint_label(endpoint_url: str | None) -> str:
     """The endpoint as shown in messages: explicit flag, then AWS_ENDPOINT_URL, then AWS itself;
     a ``user:password@`` in it is never shown."""
-    from lmi_build.redaction import redact_text
-
     label = endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or "AWS S3"
     return redact_text(label)
-
-
-def read_timeout_s() -> float:
-    value = os.environ.get("LMI_BUILD_S3_TIMEOUT", "")
-    try:
-        return float(value) if value and float(value) > 0 else DEFAULT_READ_TIMEOUT_S
-    except ValueError:
-        raise PublishError(f"LMI_BUILD_S3_TIMEOUT={value!r} is not a number of seconds",
-                           hint="set it to a positive number, e.g. 60") from None
 
 
 def s3_client(endpoint_url: str | None, *, workers: int = 8) -> Any:
@@ -55,8 +42,6 @@ def s3_client(endpoint_url: str | None, *, workers: int = 8) -> Any:
         import boto3
         from botocore.config import Config
     except ImportError as exc:  # pragma: no cover - boto3 is a core dependency
-        from lmi_build.errors import MissingDependency
-
         raise MissingDependency.for_module("boto3", "s3") from exc
 
     config = Config(
@@ -74,8 +59,7 @@ def s3_client(endpoint_url: str | None, *, workers: int = 8) -> Any:
         translated = translate(exc, None, endpoint_label(endpoint_url), operation="setting up the S3 client")
         raise (translated or PublishError(f"cannot set up the S3 client: {_safe(exc)}",
                                           hint="check --endpoint-url and the AWS_* variables")) from exc
-    from lmi_build.storage import watched
-    from lmi_build.storage.transfer import max_bandwidth
+    from lmi_build.storage import watched  # imports botocore: only once a client is made
 
     # read_timeout bounds one read; this bounds each request as a whole (a trickled answer).
     watched.install(client, answer_seconds=read_timeout_s(), max_bandwidth=max_bandwidth())
@@ -83,8 +67,6 @@ def s3_client(endpoint_url: str | None, *, workers: int = 8) -> Any:
 
 
 def _safe(exc: BaseException) -> str:
-    from lmi_build.redaction import redact_text
-
     return redact_text(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
 
@@ -110,8 +92,6 @@ def translate(
         PartialCredentialsError,
         ReadTimeoutError,
     )
-
-    from lmi_build.storage.bounded import S3Unbounded
 
     if isinstance(exc, PartialCredentialsError):
         return error(
@@ -189,8 +169,6 @@ def check_bucket(client: Any, where: S3Url, endpoint: str, *, expected_owner: st
 def check_writable(client: Any, where: S3Url, endpoint: str, *, error: type[LmiBuildError] = PublishError) -> None:
     """Fail before an hour of building when the credentials may read but not write: put a
     zero-byte probe object under the prefix and delete it again."""
-    import uuid
-
     key = where.key(f".lmi-build-write-probe-{uuid.uuid4().hex[:12]}")
     with s3_errors(where, endpoint, error=error, operation="a test write"):
         client.put_object(Bucket=where.bucket, Key=key, Body=b"")

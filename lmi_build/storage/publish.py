@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from lmi_build.artifact.files import MANIFEST_NAME, FileEntry, verify_entries
+from lmi_build.artifact.manifest import load_manifest
+from lmi_build.artifact.verify import built_by_stand_in
 from lmi_build.errors import PublishError
 from lmi_build.fs import PlantedPath
 from lmi_build.hashing import sha256_file
@@ -194,9 +196,6 @@ def publish(
 
     A prefix holding a different artifact is refused unless ``overwrite``; then the new manifest
     commits first and the old artifact's objects that the new one does not list are removed."""
-    from lmi_build.artifact.manifest import load_manifest
-    from lmi_build.artifact.verify import built_by_stand_in
-
     output = output or current()
     started = time.monotonic()
     target = parse_s3_url(url)

@@ -15,12 +15,15 @@ import os
 import shutil
 import tarfile
 import time
+import zlib
 from pathlib import Path
 
 from lmi_build.artifact.files import MANIFEST_NAME, FileEntry, verify_entries
+from lmi_build.artifact.output_place import check_output_place, protected_places
 from lmi_build.errors import PublishError
 from lmi_build.fs import DirectoryBusy, directory_lock, private_dir
 from lmi_build.output import Output, current
+from lmi_build.paths import cache_root
 from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors
 from lmi_build.storage.paths import safe_relpath
 from lmi_build.storage.remote import TARBALL_NAME, RemoteManifest, checked_entries, fetch_remote_manifest
@@ -65,9 +68,6 @@ def _existing_destination(dest: Path, found: RemoteManifest, entries: list[FileE
 def _check_destination(dest: Path) -> None:
     """A destination that is a link (it would write elsewhere), the current directory, below a
     file or unwritable is refused before anything is downloaded."""
-    from lmi_build.artifact.output_place import check_output_place, protected_places
-    from lmi_build.paths import cache_root
-
     if dest.is_symlink():
         raise PublishError(f"destination {dest} is a symbolic link", hint="pull into a real directory path")
     check_output_place(dest, overwrite=False, protected=protected_places(model_dir=None, cache=cache_root()))
@@ -76,8 +76,6 @@ def _check_destination(dest: Path) -> None:
 def _extract_tarball(archive: Path, into: Path, sizes: dict[str, int]) -> None:
     """Extract after checking every member: relative, inside, a regular file or directory, and
     (files) listed in the manifest with its size, so a hostile archive cannot fill the disk."""
-    import zlib
-
     try:
         _extract_checked(archive, into, sizes)
     except (tarfile.TarError, EOFError, zlib.error) as error:  # gzip.BadGzipFile is an OSError: see below

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lmi_build.artifact.files import MANIFEST_NAME, FileEntry
-from lmi_build.errors import LmiBuildError, PublishError, VerifyError
+from lmi_build.artifact.manifest import Manifest, parse_manifest
+from lmi_build.artifact.verify import SERVING_PROPERTIES, check_serving_record
+from lmi_build.errors import LmiBuildError, OptionError, PublishError, VerifyError
+from lmi_build.options.properties import collect_properties, parse_properties
 from lmi_build.reading import MAX_DOCUMENT_BYTES
 from lmi_build.storage.bounded import S3Unbounded, read_limited, stream_chunks
 from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors, translate
@@ -16,9 +20,6 @@ from lmi_build.storage.paths import safe_relpath
 from lmi_build.storage.s3url import S3Url, parse_s3_url
 from lmi_build.storage.transfer import SHA256_META, head_many, list_sizes
 from lmi_build.types import PlanMessage
-
-if TYPE_CHECKING:
-    from lmi_build.artifact.manifest import Manifest
 
 TARBALL_NAME = "model.tar.gz"
 # Metadata on the remote manifest object saying how the files were published.
@@ -45,8 +46,6 @@ def fetch_remote_manifest(client: Any, target: S3Url, endpoint: str, *,
                           extra: dict[str, Any] | None = None) -> RemoteManifest | None:
     """The manifest object under the prefix, or None when there is none (prefix incomplete)."""
     from botocore.exceptions import ClientError
-
-    from lmi_build.artifact.manifest import parse_manifest
 
     key = target.key(MANIFEST_NAME)
     with s3_errors(target, endpoint, error=error, operation="reading the manifest"):
@@ -151,10 +150,6 @@ def verify_remote(url: str, endpoint_url: str | None = None, *, workers: int = 1
 
 def _serving_record_problems(client: Any, target: S3Url, manifest: Any, entries: list[FileEntry]) -> list[PlanMessage]:
     """verify's serving.properties check on the published object (a few hundred bytes)."""
-    from lmi_build.artifact.verify import SERVING_PROPERTIES, check_serving_record
-    from lmi_build.errors import OptionError
-    from lmi_build.options.properties import collect_properties, parse_properties
-
     entry = next((e for e in entries if e.path == SERVING_PROPERTIES), None)
     if entry is None or entry.size > _MAX_PROPERTIES_BYTES:
         return []  # not listed (a layout check says whether it must be), or a size problem reported above
@@ -219,8 +214,6 @@ def stream_sha256(client: Any, bucket: str, key: str, size: int) -> str:
 def content_problems(client: Any, target: S3Url, expected: list[tuple[str, int, str]], *,
                      workers: int) -> list[PlanMessage]:
     """Objects whose content does not hash to the manifest's SHA-256."""
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(expected) or 1))) as pool:
         actual = list(pool.map(lambda item: stream_sha256(client, target.bucket, item[0], item[1]), expected))
     return [PlanMessage(code="remote_content",

@@ -293,7 +293,7 @@ def _retryable() -> tuple[type[BaseException], ...]:
     """Errors while reading a body that are worth another GET of the part: s3transfer's own list,
     plus http.client/urllib3 failures that reading below urllib3 can raise."""
     from s3transfer.utils import S3_RETRYABLE_DOWNLOAD_ERRORS
-    from urllib3.exceptions import HTTPError
+    from urllib3.exceptions import HTTPError  # botocore's transport, loaded with it (~30 modules)
 
     return (*S3_RETRYABLE_DOWNLOAD_ERRORS, http.client.HTTPException, HTTPError)
 

@@ -21,6 +21,8 @@ from lmi_build.artifact.verify import (
     verify_local,
 )
 from lmi_build.errors import LmiBuildError, VerifyError
+from lmi_build.storage.publish import remote_manifest, verify_remote
+from lmi_build.storage.remote import remote_reader
 from lmi_build.types import PlanMessage
 
 
@@ -28,8 +30,6 @@ def verify_s3(url: str, targets: TargetsByName, *, serving: ServingTarget | None
               endpoint_url: str | None = None) -> VerifyReport:
     """Verify a published artifact: the remote files against the manifest, and compatibility from
     the remote manifest. The layout's structural checks need the files locally (`lmi-build pull`)."""
-    from lmi_build.storage.publish import remote_manifest, verify_remote
-
     try:
         errors = list(verify_remote(url, endpoint_url))
         manifest = remote_manifest(url, endpoint_url)
@@ -44,8 +44,6 @@ def verify_s3(url: str, targets: TargetsByName, *, serving: ServingTarget | None
                               f"lmi-build does not know", hint="upgrade lmi-build")
         return report([*errors, unknown], [], summarize(manifest, url))
     serving = serving or ServingTarget()
-    from lmi_build.storage.remote import remote_reader
-
     errors += target.record_problems(manifest, remote_reader(url, manifest, endpoint_url))
     compat_errors, warnings = check_compatibility(manifest, target, serving)
     return report(errors + compat_errors, warnings, summarize(manifest, url), container_startup(manifest, target, serving))
@@ -61,8 +59,6 @@ def verify(location: str, targets: TargetsByName, *, serving: ServingTarget | No
 def load_any(location: str, endpoint_url: str | None = None) -> Manifest:
     """The manifest of a local artifact directory or of a published ``s3://`` artifact."""
     if location.startswith("s3://"):
-        from lmi_build.storage.publish import remote_manifest
-
         manifest = remote_manifest(location, endpoint_url)
         if manifest is None:
             raise VerifyError(f"no {MANIFEST_NAME} under {location}",

@@ -38,15 +38,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import botocore
 from botocore.awsrequest import (
     AWSHTTPConnection,
     AWSHTTPConnectionPool,
     AWSHTTPSConnection,
     AWSHTTPSConnectionPool,
 )
+from botocore.utils import determine_content_length
 
 from lmi_build.errors import PublishError
 from lmi_build.storage.bounded import MIN_RATE_ENV, WATCHDOG, Deadline, S3Unbounded, min_rate, shut_down
+from lmi_build.storage.transfer import PART_SIZE
 
 TIMEOUT_ENV = "LMI_BUILD_S3_TIMEOUT"
 _STARTED = "lmi_build_started"  # the key in botocore's per-call context: when the call's first attempt began
@@ -144,12 +147,8 @@ def _body_bytes(request: Any) -> int:
         return 0
     if isinstance(body, (bytes, bytearray, memoryview)):
         return len(body)
-    from botocore.utils import determine_content_length
-
     length = determine_content_length(body)
     if length is None:  # a stream of unknown length: at most one part of lmi-build's uploads
-        from lmi_build.storage.transfer import PART_SIZE
-
         return PART_SIZE
     return int(length)
 
@@ -199,8 +198,6 @@ def install(client: Any, *, answer_seconds: float, max_bandwidth: int | None) ->
     session = getattr(getattr(client, "_endpoint", None), "http_session", None)
     classes = getattr(session, "_pool_classes_by_scheme", None)
     if not isinstance(classes, dict) or not {"http", "https"} <= set(classes):
-        import botocore
-
         raise PublishError(f"botocore {botocore.__version__} keeps its connections where lmi-build cannot bound "
                            "a request's total time", hint="install the botocore release lmi-build was tested with, or report this")
     # In place: botocore's pool managers (the proxy ones it makes later too) share this very dict.

@@ -10,6 +10,8 @@ a target. A new target is one package plus one line in ``TARGETS`` (docs/DESIGN.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import Field as Field_
 from pathlib import Path
 from typing import Annotated, Any, Union
 
@@ -17,6 +19,8 @@ from pydantic import Field
 
 from lmi_build.building.target import Target
 from lmi_build.errors import UnknownName
+from lmi_build.planning.request import Knob, PlanRequest, ordered_knobs
+from lmi_build.planning.request import request_for as build_request
 from lmi_build.planning.saved import SavedPlan, parse_saved_plan, read_saved_plan
 from lmi_build.targets import hf, neuronx, trtllm
 
@@ -27,6 +31,19 @@ TARGETS: dict[str, Target] = {target.name: target for target in (trtllm.TARGET, 
 # target's knobs join it with its registry line.
 PlanKnobs: Any = Annotated[Union[tuple(target.knobs for target in TARGETS.values())],
                            Field(discriminator="target")]
+
+
+def every_knob() -> list[tuple[Field_[Any], Knob]]:
+    """Every knob, each once, in --help order: ``PlanRequest``'s and each target's (what `plan` and a matrix
+    build take)."""
+    return ordered_knobs(target.request_knobs for target in TARGETS.values())
+
+
+def request_for(name: str, values: Mapping[str, Any], **not_knobs: Any) -> PlanRequest:
+    """The request of a build for target ``name`` from knob values by field name (any target's: see
+    ``planning.request.request_for``); ``not_knobs``: ``endpoint_url``, ``env``."""
+    return build_request(get_target(name).request_knobs, (target.request_knobs for target in TARGETS.values()),
+                         values, **not_knobs)
 
 
 def get_target(name: str) -> Target:

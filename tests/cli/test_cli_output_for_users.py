@@ -12,14 +12,17 @@ from pathlib import Path
 
 import pytest
 
+from lmi_build.artifact.packager import serving_properties
 from lmi_build.output import human_bytes, human_count
 from lmi_build.planning.plan import BuildPlan
+from lmi_build.targets.hf.layouts import LAYOUTS as HF_LAYOUTS
+from lmi_build.targets.trtllm.layouts import FLAT
 from tests.cli_process import run_lmi_build
 from tests.fixtures_planning import Planner
 from tests.paths import REPO_ROOT
 
 REPO = REPO_ROOT
-DATA_DIRS = (REPO / "lmi_build" / "data", REPO / "recipes", REPO / "profiles")
+DATA_DIRS = (REPO / "lmi_build" / "data", REPO / "recipes", REPO / "lmi_build" / "targets")
 # Words that describe where and by whom the project was developed, not a vendor fact: a CPU model,
 # the sandbox it ran in, the sessions beside it.
 DEVELOPER_MACHINE = re.compile(r"\b(EPYC|Xeon|Ryzen|vCPUs? (AMD|Intel)|agents?|sessions?'?|sandbox)\b", re.IGNORECASE)
@@ -100,10 +103,6 @@ def test_a_cache_hit_reports_the_cache_step_and_the_original_builds_as_its_own(t
 
 def _written(plan: BuildPlan) -> dict[str, str]:
     """The serving.properties the plan's artifact gets (the target's default-profile layout)."""
-    from lmi_build.artifact.packager import serving_properties
-    from lmi_build.targets.hf.layouts import LAYOUTS as HF_LAYOUTS
-    from lmi_build.targets.trtllm.layouts import FLAT
-
     return serving_properties(plan, FLAT if plan.target == "trtllm" else next(iter(HF_LAYOUTS.values())))
 
 

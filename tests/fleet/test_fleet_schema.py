@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from lmi_build.fleet.matrix import BuildEntry, MatrixError, expand, plan_matrix, read_matrix
-from lmi_build.planning.request import PLAN_KNOBS
+from lmi_build.targets import every_knob
 from tests.paths import REPO_ROOT
 
 REPO = REPO_ROOT
+PLAN_KNOBS = [declared.name for declared, _ in every_knob()]
 
 
 
@@ -86,8 +87,6 @@ def test_saved_plan_entry_refuses_its_own_knobs(tmp_path: Path) -> None:
 def test_build_keys_are_the_plan_request_knobs(tmp_path: Path) -> None:
     """A matrix build takes the build commands' knobs with PlanRequest's types: TOML numbers stand
     for the text flags, lists for the repeatable ones."""
-    from lmi_build.planning.request import PLAN_KNOBS
-
     path = tmp_path / "builds.toml"
     path.write_text("[[build]]\ntarget = 'neuronx'\nmodel = 'demo:tiny-llama'\ntp = 2\nn_positions = 512\n"
                     "context_length_estimate = 128\noption = ['option.batch_size=2']\n", encoding="utf-8")

@@ -17,7 +17,10 @@ from lmi_build.cli import app
 from lmi_build.cli import option_flags as generated
 from lmi_build.cli.flag_help import FLAG_DESCRIPTIONS, GENERATED_PATH, build_choices, help_text, render
 from lmi_build.options.spec import exact_spec, option_spec
-from lmi_build.planning.request import FLAG_KEYS, PlanRequest
+from lmi_build.targets import every_knob, request_for
+
+# Which flag sets which LMI option: every knob's, the targets' own included.
+FLAG_KEYS = {how.flag: how.option for _, how in every_knob() if how.option is not None}
 
 
 def test_the_generated_module_matches_the_table() -> None:
@@ -27,9 +30,9 @@ def test_the_generated_module_matches_the_table() -> None:
 
 def test_every_flag_that_sets_an_option_is_covered() -> None:
     # FLAG_KEYS is what PlanRequest.flag_options maps: every dedicated flag, and only those.
-    request = PlanRequest(tp="2", pp=1, dtype="fp16", quantize="int8", max_input_len=1,
-                          max_output_len=1, max_batch_size=1, n_positions=128, context_length_estimate="64",
-                          revision="main", trust_remote_code=True)
+    request = request_for("hf", {"tp": "2", "pp": 1, "dtype": "fp16", "quantize": "int8", "max_input_len": 1,
+                                 "max_output_len": 1, "max_batch_size": 1, "n_positions": 128,
+                                 "context_length_estimate": "64", "revision": "main", "trust_remote_code": True})
     assert {flag for _, flag in request.flag_options().values()} == set(FLAG_KEYS)
     assert set(FLAG_KEYS.values()) == set(generated.HELP)
     assert all(exact_spec(key) is not None for key in FLAG_KEYS.values())

@@ -198,14 +198,13 @@ def test_checkpoint_is_checked_against_the_plan(tmp_path: Path) -> None:
 
 def _saved(tmp_path: Path, target: str = "trtllm", **fields: object) -> tuple[Path, dict[str, object]]:
     from lmi_build.planner import plan_request
-    from lmi_build.planning.request import PlanRequest
-    from lmi_build.targets import get_target
+    from lmi_build.targets import get_target, request_for
     from tests.conftest import FIXTURE_CONFIGS
 
     model = tmp_path / "llama"
     model.mkdir(exist_ok=True)
     shutil.copy(FIXTURE_CONFIGS / "meta-llama--Llama-2-7b-hf" / "config.json", model / "config.json")
-    saved = plan_request(PlanRequest(model=str(model), env={}, **fields), get_target(target))  # type: ignore[arg-type]
+    saved = plan_request(request_for(target, {"model": str(model), **fields}, env={}), get_target(target))  # type: ignore[arg-type]
     path = tmp_path / "plan.json"
     saved.save(path)
     return path, json.loads(path.read_text())

@@ -22,13 +22,15 @@ from lmi_build.planning.quantization import (
     OPTION_KEYS,
     canonical_method,
     plan_quantization,
-    prequantized_problem,
     split_messages,
     tp_group_problem,
     vendor_smoothquant_algo,
 )
+from lmi_build.targets import get_target
 from lmi_build.types import PlanMessage
 from tests.fixtures_quantize import resolved_options
+
+TRTLLM_RULES = get_target("trtllm").quantization
 
 LLAMA: dict[str, Any] = {
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
@@ -45,8 +47,8 @@ def _spec(**changes: Any) -> ModelSpec:
 def _plan(method: str | None, options: dict[str, str] | None = None, *, spec: ModelSpec | None = None,
           target: str = "trtllm", calib_file: Path | None = None,
           route: str = "modelopt") -> tuple[QuantizationPlan, list[PlanMessage], list[PlanMessage]]:
-    plan, messages = plan_quantization(method, resolved_options(options or {}), spec or _spec(), target,
-                                       calib_file, checkpoint_route=route)  # type: ignore[arg-type]
+    plan, messages = plan_quantization(method, resolved_options(options or {}), spec or _spec(),
+                                       get_target(target).quantization, calib_file, checkpoint_route=route)  # type: ignore[arg-type]
     errors, warnings = split_messages(messages)
     return plan, errors, warnings
 
@@ -168,9 +170,9 @@ def test_table_defaults_neither_override_nor_warn() -> None:
         "option.smoothquant_alpha": resolved_value("option.smoothquant_alpha", "0.8", Source.DEFAULT),
         "option.calib_size": resolved_value("option.calib_size", "8", Source.CLI),
     }
-    plan, messages = plan_quantization("awq", ResolvedOptions(values=values), _spec(), "trtllm", None)
+    plan, messages = plan_quantization("awq", ResolvedOptions(values=values), _spec(), TRTLLM_RULES, None)
     assert messages == [] and plan.calibration is not None and plan.calibration.size == 8
-    _, messages = plan_quantization("fp8", ResolvedOptions(values=values), _spec(), "trtllm", None)
+    _, messages = plan_quantization("fp8", ResolvedOptions(values=values), _spec(), TRTLLM_RULES, None)
     assert messages == []
 
 
@@ -261,11 +263,13 @@ def test_quantizing_a_quantized_model_is_an_error() -> None:
 
 def test_gptq_desc_act_refused_for_trtllm_only() -> None:
     spec = _spec(quantization_config={**GPTQ_CONFIG, "desc_act": True})
-    problem = prequantized_problem(spec, "trtllm")
+    assert spec.pre_quantization is not None
+    problem = TRTLLM_RULES.prequantized_problem(spec.pre_quantization)
     assert problem is not None and problem.code == "gptq_desc_act"
-    assert prequantized_problem(spec, "hf") is None
-    assert prequantized_problem(_spec(quantization_config=GPTQ_CONFIG), "trtllm") is None
-    assert prequantized_problem(_spec(), "trtllm") is None
+    assert get_target("hf").quantization.prequantized_problem(spec.pre_quantization) is None
+    plain = _spec(quantization_config=GPTQ_CONFIG).pre_quantization
+    assert plain is not None and TRTLLM_RULES.prequantized_problem(plain) is None
+    assert _codes(_plan(None, spec=_spec())[1]) == []
     assert _codes(_plan(None, spec=spec)[1]) == ["gptq_desc_act"]
 
 

@@ -32,8 +32,7 @@ from typer.testing import CliRunner
 
 from lmi_build.planner import plan_request
 from lmi_build.planning.plan import BuildPlan
-from lmi_build.planning.request import PlanRequest
-from lmi_build.targets import get_target
+from lmi_build.targets import get_target, request_for
 from tests.conftest import FIXTURE_CONFIGS
 from tests.paths import REPO_ROOT
 
@@ -54,7 +53,7 @@ def _facts() -> dict[str, Any]:
 
 def _plan(profile: str, entry: dict[str, Any]) -> BuildPlan:
     fields = {key: tuple(value) if isinstance(value, list) else value for key, value in entry["fields"].items()}
-    request = PlanRequest(model=str(FIXTURE_CONFIGS / entry["model"]), profile=profile, tp="2", env={}, **fields)
+    request = request_for("neuronx", {"model": str(FIXTURE_CONFIGS / entry["model"]), "profile": profile, "tp": "2", **fields}, env={})
     return plan_request(request, get_target("neuronx")).plan
 
 

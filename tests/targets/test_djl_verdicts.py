@@ -8,6 +8,10 @@ plans the same corpus again and evaluates its ``verify --for-container`` rules o
 - a configuration DJL refuses must be refused by plan and by verify (no "valid" artifact DJL rejects);
 - a configuration DJL accepts may be refused by plan only for a reason listed in ``ELSEWHERE`` (a check
   that lives outside DJL's properties manager), and verify's properties rules must accept it;
+- TensorRT-LLM: lmi-build's start-up model (``targets/trtllm/startup.evaluate``, what plan and ``verify
+  --for-container`` evaluate) on the same serving.properties and the plan's engine does not reject what
+  DJL accepts (nor accept what it refuses), and resolves the values DJL resolved (rolling batch, batch
+  sizes, parallel degrees, dtype: every key both name, the LLM() arguments on the 0.33+ layout);
 - the properties are still the ones lmi-build writes (else the facts describe another output: re-record).
 """
 
@@ -22,12 +26,23 @@ import pytest
 from lmi_build.artifact.packager import serving_properties
 from lmi_build.planner import plan_request
 from lmi_build.planning.plan import BuildPlan
-from lmi_build.planning.request import PlanRequest
-from lmi_build.targets import get_target
+from lmi_build.planning.startup import StartupOutcome
+from lmi_build.targets import get_target, request_for
 from lmi_build.targets.hf.profiles import get_profile as hf_profile
 from lmi_build.targets.hf.startup import startup_problems
+from lmi_build.targets.trtllm.knobs import TrtllmBuild
+from lmi_build.targets.trtllm.profiles import load_profiles
+from lmi_build.targets.trtllm.startup import (
+    FLAT_LAYOUT,
+    TOOLKIT_LAYOUT,
+    StartupInputs,
+    engine_config,
+    evaluate,
+    planned_files,
+)
 from tests.conftest import FIXTURE_CONFIGS
 from tests.paths import REPO_ROOT
+from tests.vendor.djl.execute_properties import written_layout
 
 VERDICTS = REPO_ROOT / "tests" / "vendor" / "djl" / "verdicts.json"
 
@@ -49,6 +64,17 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
                      "pairs), the compile step, not DJL's runtime properties"),
     "architecture_version": ("", "the TensorRT-LLM release's model support (its models registry), checked at "
                              "checkpoint conversion, not DJL's properties"),
+    "rope_scaling_version": ("", "the TensorRT-LLM release's RoPE support (its model code reads rope_scaling at "
+                             "checkpoint conversion; data/since.toml cites it), not DJL's properties"),
+    # Neuron 0.26 (properties only: its handler is not executed): lmi-build does not build the tree that
+    # release's loaders read, and refuses a loader the release lacks where its properties ignore the key
+    "neuron_unbuilt": ("", "lmi-build's scope: the tree the release's model loader reads (0.26's TNX partition "
+                       "layout, its NeuronXModelAdapter export; cited in the message), not DJL's properties"),
+    "neuron_model_loader": ("has no option.model_loader=vllm", "0.26's TransformerNeuronXProperties has no "
+                            "model_loader field and pydantic 1 ignores the key (0.26.0-dlc properties.py:63-64, "
+                            "Config without extra=forbid): the handler then picks optimum or TNX itself "
+                            "(transformers_neuronx.py@0.26.0-dlc:44-56), so lmi-build refuses the loader asked for "
+                            "rather than build for another (0.27 refuses it itself: recorded)"),
 }
 
 
@@ -60,7 +86,7 @@ def _facts() -> dict[str, Any]:
 
 def _plan(target: str, profile: str, entry: dict[str, Any]) -> BuildPlan:
     fields = {key: tuple(value) if isinstance(value, list) else value for key, value in entry["fields"].items()}
-    request = PlanRequest(model=str(FIXTURE_CONFIGS / entry["model"]), profile=profile, tp="2", env={}, **fields)
+    request = request_for(target, {"model": str(FIXTURE_CONFIGS / entry["model"]), "profile": profile, "tp": "2", **fields}, env={})
     return plan_request(request, get_target(target)).plan
 
 
@@ -68,13 +94,46 @@ def test_the_facts_name_branch_commit_and_what_was_executed() -> None:
     branches = _facts()["branches"]
     assert {b["branch"] for b in branches} >= {"0.29.0-dlc", "0.30.0-dlc", "0.35.0-dlc", "0.36.0-lmi27-dlc"}
     trtllm = {b["branch"] for b in branches if b["target"] == "trtllm"}
-    assert trtllm >= {"0.30.0-dlc", "0.33.0-dlc"}, "TensorRtLlmProperties executed on lmi-build's trtllm outputs"
+    assert trtllm >= {"0.26.0-dlc", "0.27.0-dlc", "0.28.0-dlc", "0.29.0-dlc", "0.30.0-dlc", "0.33.0-dlc"}, \
+        "TensorRtLlmProperties executed on lmi-build's trtllm outputs at every profile's branch"
+    pydantic = {b["branch"]: b["pydantic"] for b in branches}
+    assert pydantic["0.26.0-dlc"].startswith("1.") and pydantic["0.28.0-dlc"].startswith("2."), \
+        "0.26 is written for pydantic 1 and executed with it"
     for branch in branches:
         assert len(branch["commit"]) == 40 and branch["executed"].startswith("djl_python.properties_manager.")
         assert branch["entries"], branch["branch"]
 
 
-@pytest.mark.parametrize("index", range(11))
+def trtllm_startup_model(profile: str, plan: BuildPlan, properties: dict[str, str],
+                         served_on: str | None = None) -> StartupOutcome:
+    """lmi-build's TensorRT-LLM start-up model (what plan and ``verify --for-container`` evaluate) on
+    ``properties`` with the files and engine the plan builds for ``profile``, served on ``served_on``'s
+    release (default: the profile's own)."""
+    profiles = {p.name: p for p in load_profiles()}
+    container = profiles[profile]
+    layout = TOOLKIT_LAYOUT if container.layout == "toolkit" else FLAT_LAYOUT
+    build = plan.build
+    assert isinstance(build, TrtllmBuild)
+    return evaluate(profiles[served_on or profile], StartupInputs(
+        properties=properties, layout=layout, files=planned_files(layout, build.world_size),
+        engine=engine_config(build, plan.quantization), engine_version=container.tensorrt_llm))
+
+
+def _trtllm_startup(profile: str, entry: dict[str, Any], plan: BuildPlan) -> list[str]:
+    """What lmi-build's TensorRT-LLM start-up model says otherwise than DJL's recorded verdict and values."""
+    outcome = trtllm_startup_model(profile, plan, entry["properties"])
+    vendor = entry["vendor"]
+    found = []
+    if vendor["accepted"] == (outcome.outcome == "rejected"):
+        found.append(f"the start-up model says {outcome.outcome}, DJL {vendor.get('error', 'accepts it')}")
+    djl = {**vendor.get("resolved", {}), **vendor.get("llm_kwargs", {})}
+    for key in sorted(outcome.resolved.keys() & djl.keys()):
+        if outcome.resolved[key] != str(djl[key]):
+            found.append(f"{key}: the start-up model resolves {outcome.resolved[key]}, DJL {djl[key]}")
+    return found
+
+
+@pytest.mark.parametrize("index", range(len(_facts()["branches"])))
 def test_lmi_build_agrees_with_the_executed_release(index: int) -> None:
     branch = _facts()["branches"][index]
     target, profile = branch["target"], branch["profile"]
@@ -82,9 +141,7 @@ def test_lmi_build_agrees_with_the_executed_release(index: int) -> None:
     for entry in branch["entries"]:
         plan = _plan(target, profile, entry)
         where = f"{branch['branch']} {entry['model']} {entry['fields']}"
-        layouts = get_target(target).layouts()
-        layout = layouts.get(str(getattr(plan.build, "layout", "")), next(iter(layouts.values())))
-        if serving_properties(plan, layout) != entry["properties"]:
+        if serving_properties(plan, written_layout(target, profile, plan)) != entry["properties"]:
             differences.append(f"{where}: lmi-build writes other properties now: re-run execute_properties.py")
             continue
         vendor = entry["vendor"]
@@ -95,6 +152,8 @@ def test_lmi_build_agrees_with_the_executed_release(index: int) -> None:
             if target == "hf" and not verified:
                 differences.append(f"{where}: DJL refuses it ({vendor['error']}), verify --for-container accepts it")
             continue
+        if target == "trtllm":
+            differences += [f"{where}: {found}" for found in _trtllm_startup(profile, entry, plan)]
         if verified:
             differences.append(f"{where}: DJL accepts it, verify --for-container refuses it: {verified}")
         for error in plan.errors:

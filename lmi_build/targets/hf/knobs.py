@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from lmi_build.planning.plan import TargetKnobs
+from lmi_build.planning.request import KNOBS_PANEL, TargetRequest, knob
 
 
 class HfBuild(TargetKnobs):
@@ -19,3 +21,14 @@ class HfBuild(TargetKnobs):
 
     def summary(self) -> dict[str, str]:
         return {"tp": str(self.tp), "pp": "1", "dtype": self.dtype}
+
+
+@dataclass(frozen=True)
+class HfRequest(TargetRequest):
+    """The knobs only hf's build (and trtllm's, which declares the same) takes, beside ``PlanRequest``'s."""
+
+    pp: int | None = knob(flag="--pp", option="option.pipeline_parallel_degree", panel=KNOBS_PANEL, follows="--tp")
+    max_input_len: int | None = knob(flag="--max-input-len", option="option.max_input_len", panel=KNOBS_PANEL,
+                                     follows="--quantize")
+    max_output_len: int | None = knob(flag="--max-output-len", option="option.max_output_len", panel=KNOBS_PANEL,
+                                      follows="--max-input-len")

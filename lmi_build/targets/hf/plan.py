@@ -10,13 +10,15 @@ from lmi_build.model.spec import ModelSpec
 from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning import checks
 from lmi_build.planning.checkpoint_estimate import CheckpointWork
-from lmi_build.planning.context import PlanContext
+from lmi_build.planning.context import PlanContext, read_options
 from lmi_build.planning.memory import Workload
 from lmi_build.planning.plan import QuantizationPlan, ToolchainRef
+from lmi_build.planning.quantization import QuantizationRules
 from lmi_build.planning.target_api import ContainerFacts, RecipeRoute, TargetPlan
 from lmi_build.recipes.schema import Recipe, TargetSupport
 from lmi_build.targets.hf.knobs import HfBuild
 from lmi_build.targets.hf.loaders import architecture_problems
+from lmi_build.targets.hf.options import HfOptions, HfServing, withhold_quantize
 from lmi_build.targets.hf.profiles import (
     ExportFormat,
     HfProfile,
@@ -42,6 +44,10 @@ class HfPlanning:
     name: TargetName = "hf"
     engine = "Python"
     accelerator: Literal["gpu", "neuron"] = "gpu"
+    # An hf artifact keeps a pre-quantized input's own quant_algo; its GPTQ is written in the GPTQ layout
+    # (quant_method gptq), not ModelOpt's INT4 one: TensorRT-LLM's QuantAlgo name for it.
+    quantization = QuantizationRules(target="hf", prequantized_algo=lambda pre: pre.quant_algo,
+                                     gptq_quant_algo="W4A16_GPTQ")
 
     def container_profiles(self) -> dict[str, ContainerFacts]:
         return {p.name: ContainerFacts(versions=p.versions(), engine_capable=False) for p in load_profiles()}
@@ -66,8 +72,8 @@ class HfPlanning:
         checks.check_kv_heads_gpu(ctx, tp)
         dtype = checks.resolve_dtype(ctx)
 
-        max_input, max_output = ctx.int_value("max_input_len"), ctx.int_value("max_output_len")
-        max_model_len = ctx.int_value("max_model_len")
+        given = read_options(ctx, HfOptions)
+        max_input, max_output, max_model_len = given.max_input_len, given.max_output_len, given.max_model_len
         if max_input is not None and max_output is not None:
             checks.check_total_length(
                 ctx, max_input + max_output, f"max_input_len + max_output_len ({max_input} + {max_output})",
@@ -79,7 +85,7 @@ class HfPlanning:
         else:
             limit = checks.max_positions(ctx)
             seq_len = min(limit, DEFAULT_MAX_SEQ_LEN) if limit else DEFAULT_MAX_SEQ_LEN
-        batch = ctx.int_value("max_rolling_batch_size") or DEFAULT_MAX_BATCH_SIZE
+        batch = given.max_rolling_batch_size or DEFAULT_MAX_BATCH_SIZE
 
         profile = get_profile(ctx.request.profile) if ctx.request.profile else None
         if profile is not None:
@@ -88,9 +94,9 @@ class HfPlanning:
             for warning in warnings:
                 ctx.findings.warn(warning.code, warning.message, warning.hint)
         build = HfBuild(tp=tp, dtype=dtype, export_format=plan_export_format(ctx, profile, dtype))
-        ctx.derive("engine", self.engine, "hf target")
-        ctx.derive("tensor_parallel_degree", tp, "resolved tp")
-        ctx.derive("dtype", checks.lmi_dtype(dtype), "resolved dtype")
+        ctx.write_options(HfServing(engine=self.engine), "hf target")
+        ctx.write_options(HfServing(tensor_parallel_degree=tp), "resolved tp")
+        ctx.write_options(HfServing(dtype=checks.lmi_dtype(dtype)), "resolved dtype")
         if profile is not None:
             self._check_startup(ctx, profile)
         return TargetPlan(
@@ -203,7 +209,7 @@ def plan_export_format(ctx: PlanContext, profile: HfProfile | None, dtype: str) 
                           f"kernel (its {chosen} kernel takes float16 activations)",
                           hint="serve on a GPU the marlin kernel supports (sm80+), or build with --dtype fp16")
     if serving_formats().serving.withhold_quantize:
-        ctx.withhold("quantize")
+        withhold_quantize(ctx)
     state_loading_profiles(ctx, profile, chosen)
     return chosen
 

@@ -1,6 +1,6 @@
-"""LMI containers that serve the hf target's checkpoints, and the quantized format each one's
-engine loads (``data/serving_formats.toml``, every fact with its source). Read without heavy
-imports (``plan``, ``profiles list``)."""
+"""LMI containers that serve the hf target's checkpoints (one ``data/profiles/<name>.toml`` each), and
+the quantized formats their engines load (``data/serving_formats.toml``), every fact with its source.
+Read without heavy imports (``plan``, ``profiles list``)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from lmi_build import container_profiles
+from lmi_build.container_profiles import ContainerRelease
 from lmi_build.errors import UnknownName
 from lmi_build.tables import load_table
-from lmi_build.versions import LmiVersionText, parse_lmi_version
 
 FORMATS_FILE = Path(__file__).resolve().parent / "data" / "serving_formats.toml"
+PROFILES_DIR = Path(__file__).resolve().parent / "data" / "profiles"
 ExportFormat = Literal["hf", "modelopt_hf", "gptq", "awq", "compressed_tensors"]
 
 
@@ -37,11 +39,7 @@ class ServingRule(BaseModel):
     sources: tuple[str, ...]
 
 
-class HfProfile(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str
-    lmi_version: LmiVersionText
+class HfProfile(ContainerRelease):
     engine: Literal["vllm", "lmi-dist"]
     vllm: str
     transformers: str
@@ -66,7 +64,6 @@ class ServingFormats(BaseModel):
 
     format: tuple[FormatFacts, ...]
     serving: ServingRule
-    profile: tuple[HfProfile, ...]
 
 
 def serving_formats() -> ServingFormats:
@@ -75,7 +72,7 @@ def serving_formats() -> ServingFormats:
 
 def load_profiles() -> list[HfProfile]:
     """Every hf container profile, oldest release first."""
-    return sorted(serving_formats().profile, key=lambda p: parse_lmi_version(p.lmi_version))
+    return container_profiles.load_profiles("hf", PROFILES_DIR, HfProfile)
 
 
 def get_profile(name: str) -> HfProfile:

@@ -12,13 +12,14 @@ from lmi_build.artifact.serving import ServingTarget
 from lmi_build.artifact.target_api import Problems, ReadFile
 from lmi_build.building.context import BuildContext, BuildSettings
 from lmi_build.building.target import Unfinished
+from lmi_build.container_profiles import ProfileRow, ProfileView
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import PLAN_FILE, SavedPlan
 from lmi_build.planning.startup import StartupOutcome
 from lmi_build.runners.bundle import finished_output
-from lmi_build.targets.hf import build, compatibility, layouts
+from lmi_build.targets.hf import build, compatibility, layouts, profiles
 from lmi_build.targets.hf.command import COMMAND
-from lmi_build.targets.hf.knobs import HfBuild
+from lmi_build.targets.hf.knobs import HfBuild, HfRequest
 from lmi_build.targets.hf.plan import HfPlanning
 from lmi_build.types import PlanMessage
 
@@ -27,6 +28,7 @@ class HfTarget(HfPlanning):
     knobs = HfBuild
     command = COMMAND
     artifact_label = "a Hugging Face checkpoint"
+    request_knobs = HfRequest
 
     def preflight(self, saved: SavedPlan, settings: BuildSettings) -> None:
         build.preflight(saved, settings)
@@ -51,6 +53,26 @@ class HfTarget(HfPlanning):
 
     def unfinished(self, output: Path, plan: BuildPlan) -> Unfinished:
         return Unfinished("the built model", build.finish_command(output / PLAN_FILE, output=finished_output(output)))
+
+    def profile_rows(self) -> list[ProfileRow]:
+        """No default: without --profile an hf build writes the format the newest profile loads."""
+        return [ProfileRow(h.name, False, f"vLLM {h.vllm}", f"transformers {h.transformers}",
+                           "hf (" + ", ".join(f"{m}->{f}" for m, f in h.formats.items() if f) + ")", h.engine,
+                           h.model_dump(mode="json"))
+                for h in profiles.load_profiles()]
+
+    def profile_view(self, name: str) -> ProfileView | None:
+        """Versions, the format each --quantize method is loaded in, and sources."""
+        profile = next((h for h in profiles.load_profiles() if h.name == name), None)
+        if profile is None:
+            return None
+        lines = [f"  {key}: {value}" for key, value in profile.versions().items()]
+        lines += [f"  --quantize {method}: " + (f"{fmt} checkpoint" if fmt else "not loadable (refused)")
+                  for method, fmt in profile.formats.items()]
+        if profile.inferred:
+            lines.append(f"  inferred (not checked against a source): {'; '.join(profile.inferred)}")
+        lines += [f"  source: {s}" for s in profile.sources]
+        return ProfileView({"kind": "hf", **profile.model_dump(mode="json")}, f"engine {profile.engine}", lines)
 
 
 TARGET = HfTarget()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
 from lmi_build.planning.plan import TargetKnobs
+from lmi_build.planning.request import KNOBS_PANEL, TargetRequest, knob
 
 
 class NeuronxBuild(TargetKnobs):
@@ -44,3 +46,16 @@ class NeuronxBuild(TargetKnobs):
 
     def summary(self) -> dict[str, str]:
         return {"tp": str(self.tp), "pp": "1", "dtype": self.amp}
+
+
+@dataclass(frozen=True)
+class NeuronxRequest(TargetRequest):
+    """The knobs only neuronx's build takes, beside ``PlanRequest``'s."""
+
+    weight_inputs: ClassVar[bool] = False  # the NEFF compile reads the weights in the container
+
+    n_positions: int | None = knob(flag="--n-positions", option="option.n_positions", panel=KNOBS_PANEL,
+                                   follows="--max-batch-size")
+    context_length_estimate: str | None = knob(flag="--context-length-estimate",
+                                               option="option.context_length_estimate", panel=KNOBS_PANEL,
+                                               follows="--n-positions")  # "256,512"

@@ -2,7 +2,7 @@
 compile's knobs (``NeuronxBuild``) exactly as the container would, so its NEFF cache hits.
 
 The rules (buckets, GQA fallbacks, compiler flags) are those of the SDK pin in
-``lmi_build/data/neuron_sdk.toml``; the numbers live there, not here.
+``targets/neuronx/data/neuron_sdk.toml``; the numbers live there, not here.
 """
 
 from __future__ import annotations
@@ -16,13 +16,20 @@ from lmi_build.model.spec import ModelSpec
 from lmi_build.options.booleans import parse_bool
 from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning import checks
-from lmi_build.planning.context import PlanContext
+from lmi_build.planning.context import PlanContext, read_options
 from lmi_build.planning.memory import Workload
 from lmi_build.planning.plan import ToolchainRef
+from lmi_build.planning.quantization import QuantizationRules
 from lmi_build.planning.target_api import ContainerFacts, RecipeRoute, TargetPlan
 from lmi_build.recipes.schema import Recipe, TargetSupport
 from lmi_build.targets.neuronx.batching import container_batching
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
+from lmi_build.targets.neuronx.options import (
+    NeuronxOptions,
+    NeuronxServing,
+    withhold_rolling_batch,
+    withhold_static_batch,
+)
 from lmi_build.targets.neuronx.sdk import NeuronDefaults, NeuronPlatform, sdk
 from lmi_build.types import TargetName
 
@@ -278,6 +285,11 @@ class NeuronxPlanning:
     name: TargetName = "neuronx"
     engine = "Python"
     accelerator: Literal["gpu", "neuron"] = "neuron"
+    # It quantizes at load time: static_int8 is the container's own spelling of int8 (DJL tnx_properties.py
+    # TnXQuantizeMethods, 0.28.0-dlc..0.30.0-dlc:45), which lmi-build writes for int8.
+    quantization = QuantizationRules(target="neuronx", load_time_methods={"int8": "int8", "static_int8": "int8"},
+                                     load_time_hint="use --quantize int8 (load_in_8bit) for neuronx, or build for "
+                                                    "trtllm/hf")
 
     def container_profiles(self) -> dict[str, ContainerFacts]:
         from lmi_build.targets.neuronx.profiles import load_profiles
@@ -321,8 +333,9 @@ class NeuronxPlanning:
 
         n_positions = self._n_positions(ctx, defaults, profile)
         batch, rolling = self._batching(ctx, profile)
+        given = read_options(ctx, NeuronxOptions)  # with what the batching wrote
         continuous = self._continuous_batching(profile, rolling=rolling, batch=batch, model_type=spec.model_type,
-                                               rolling_batch=ctx.text_value("rolling_batch"))
+                                               rolling_batch=given.rolling_batch)
         if continuous:
             n_positions = (max(n_positions),)
         else:
@@ -330,9 +343,9 @@ class NeuronxPlanning:
         top = max(n_positions)
         checks.check_total_length(ctx, top, "n_positions", "lower --n-positions to at most {limit}")
 
-        given_contexts = ctx.int_list_value("context_length_estimate")
+        given_contexts = given.context_length_estimate
         contexts = tuple(sorted(set(given_contexts))) if given_contexts is not None else None
-        bsh = (ctx.text_value("cache_layout") or "") == "BSH"
+        bsh = (given.cache_layout or "") == "BSH"
         if contexts is None:
             if not continuous:
                 contexts = half_buckets(n_positions)
@@ -353,7 +366,7 @@ class NeuronxPlanning:
                                hint=f"keep every --context-length-estimate <= {top}, or raise --n-positions")
         self._check_io_lengths(ctx, top)
 
-        requested = ctx.text_value("group_query_attention")
+        requested = given.group_query_attention
         wanted = requested or DEFAULT_GQA
         gqa = effective_gqa(requested, batch_size=batch, tp=tp, heads=spec.num_attention_heads,
                             kv_heads=spec.num_kv_heads, head_dim=spec.head_dim)
@@ -364,12 +377,12 @@ class NeuronxPlanning:
                               hint="choose a tp that divides the KV heads to keep KV sharded, "
                               "or accept the replicated KV cache (more memory per core)")
 
-        level = ctx.int_value("neuron_optimize_level")  # the table bounds it to 1..3
+        level = given.neuron_optimize_level  # the table bounds it to 1..3
         # DJL adds each precision flag whenever its option is set, even to false.
-        mixed = ctx.is_set("enable_mixed_precision_accumulation")
-        saturate = ctx.is_set("enable_saturate_infinity")
+        mixed = given.enable_mixed_precision_accumulation is not None
+        saturate = given.enable_saturate_infinity is not None
         base = ctx.request.env.get("NEURON_CC_FLAGS", profile.neuron_cc_flags)
-        built = 2 if ctx.is_set("speculative_draft_model") else 1
+        built = 2 if given.speculative_draft_model is not None else 1
         loader = self._loader(ctx, profile, rolling)
         amp = AMP[dtype]
 
@@ -387,7 +400,7 @@ class NeuronxPlanning:
             continuous_batching=continuous,
             gqa_requested=requested,
             gqa_effective=gqa,
-            unroll=ctx.int_value("unroll"),
+            unroll=given.unroll,
             neuron_optimize_level=level,
             on_device_embedding=embedding,
             compiler_flags=compiler_flags(base, level, mixed, saturate, properties_built=built),
@@ -404,13 +417,13 @@ class NeuronxPlanning:
                                         on_device_embedding=embedding),
         )
 
-        ctx.derive("engine", self.engine, "neuronx target")
-        ctx.derive("tensor_parallel_degree", tp, "resolved tp")
-        ctx.derive("dtype", checks.lmi_dtype(dtype), "resolved dtype")
-        ctx.derive("n_positions", top, "build knob")
+        ctx.write_options(NeuronxServing(engine=self.engine), "neuronx target")
+        ctx.write_options(NeuronxServing(tensor_parallel_degree=tp), "resolved tp")
+        ctx.write_options(NeuronxServing(dtype=checks.lmi_dtype(dtype)), "resolved dtype")
+        ctx.write_options(NeuronxServing(n_positions=top), "build knob")
         if ctx.quantization.method == "int8":
             # The Neuron container's only spelling (it then loads with load_in_8bit).
-            ctx.derive("quantize", "static_int8", "neuronx int8 weights")
+            ctx.write_options(NeuronxServing(quantize="static_int8"), "neuronx int8 weights")
         self._check_startup(ctx, profile, build, base)
         # What the build's preflight refuses, unless the start-up model already said why (a loader that
         # compiles at start-up): plan and build give one verdict (issue 32 item 3).
@@ -500,7 +513,7 @@ class NeuronxPlanning:
                    if key.startswith("option.") and item.value != "" and ctx.user_set(key)}
         if ctx.quantization.method == "int8":
             options.update(quantize="static_int8", load_in_8bit="true")
-        rolling_batch = ctx.text_value("rolling_batch") or "disable"
+        rolling_batch = read_options(ctx, NeuronxOptions).rolling_batch or "disable"
         try:
             loader = choose_loader(profile, model_type=ctx.spec.model_type, rolling=rolling, options=options,
                                    rolling_batch=rolling_batch)
@@ -580,7 +593,8 @@ class NeuronxPlanning:
         """option.compiled_graph_path=s3://... asks for a compile-cache tree the container reads
         through NEURON_COMPILE_CACHE_URL beside the original weights; otherwise the precompiled
         layout of the loader (optimum-neuron's export) or of the profile (TNX)."""
-        graph = ctx.text_value("compiled_graph_path")
+        given = read_options(ctx, NeuronxOptions)
+        graph = given.compiled_graph_path
         if loader == "optimum":
             if graph:
                 ctx.findings.error("compiled_graph_path_optimum",
@@ -603,7 +617,7 @@ class NeuronxPlanning:
                                f"as a missing directory ({'; '.join(profile.compiled_graph_path_sources)})",
                                hint="drop option.compiled_graph_path (the precompiled layout), or pick lmi-0.28.0 "
                                     "or newer")
-        ref = ctx.request.model or ctx.text_value("model_id") or ""
+        ref = ctx.request.model or given.model_id or ""
         if ref.startswith("demo:") or (ref and not ref.startswith("s3://") and Path(ref).expanduser().exists()):
             ctx.findings.error("compiled_graph_path_model",
                                f"a compile-cache artifact is served next to the original weights, but {ref} is "
@@ -615,7 +629,7 @@ class NeuronxPlanning:
     def _n_positions(ctx: PlanContext, defaults: NeuronDefaults, profile: NeuronProfile) -> tuple[int, ...]:
         """option.n_positions as given (one int, as the container reads it; it derives the buckets), else
         what ``profile``'s release resolves when serving.properties has none (``n_positions_default``)."""
-        given = ctx.int_value("n_positions")
+        given = read_options(ctx, NeuronxOptions).n_positions
         if given is not None:
             return (given,)
         if profile.n_positions_default is not None:
@@ -634,18 +648,18 @@ class NeuronxPlanning:
         - static batching: option.rolling_batch=disable (an unset key is auto on 0.30+), the batch as
           option.batch_size (what TNX compiles) and as the top-level batch_size (the requests DJL's
           server hands the model at once), and no option.max_rolling_batch_size."""
-        requested = ctx.text_value("rolling_batch")
-        if requested in (None, "disable") and ctx.user_set("max_rolling_batch_size") and not ctx.user_set("rolling_batch"):
+        given, user = read_options(ctx, NeuronxOptions), ctx.user_options(NeuronxOptions)
+        requested = given.rolling_batch
+        if requested in (None, "disable") and user.max_rolling_batch_size is not None and user.rolling_batch is None:
             requested = "auto"  # --max-batch-size asks for rolling batch
-        server = ctx.int_value("batch_size") if ctx.user_set("batch_size") else None
-        if server is None and ctx.user_set("max_dynamic_batch_size"):
-            # DJL's older name: the server's batch when batch_size is unset (ModelInfo.java@0.30.0-dlc:864-867)
-            server = ctx.int_value("max_dynamic_batch_size")
-        option_batch = ctx.int_value("option.batch_size") if ctx.user_set("option.batch_size") else None
+        # DJL's older name max_dynamic_batch_size: the server's batch when batch_size is unset
+        # (ModelInfo.java@0.30.0-dlc:864-867)
+        server = user.batch_size if user.batch_size is not None else user.max_dynamic_batch_size
+        option_batch = user.option_batch_size
         if requested not in (None, "disable"):
-            max_rolling = ctx.int_value("max_rolling_batch_size") or 1
+            max_rolling = given.max_rolling_batch_size or 1
             written = {"engine": self.engine, "option.rolling_batch": requested}
-            if ctx.user_set("max_rolling_batch_size"):
+            if user.max_rolling_batch_size is not None:
                 # The recommender resolves auto from the size the user wrote, before it sets its own default
                 # (LmiConfigRecommender.java@0.30.0-dlc:36-44 order, 63-69 reads it; 0.32.0-dlc:38-43, 66-67):
                 # lmi-build's default size must not turn an unsized auto into vllm.
@@ -666,10 +680,10 @@ class NeuronxPlanning:
                                        f"batch_size={server} batches requests statically, next to rolling batch "
                                        f"({reading.why})",
                                        hint="drop batch_size for rolling batch, or drop option.rolling_batch")
-                ctx.derive("rolling_batch", reading.rolling_batch, f"as {profile.name} resolves it ({reading.why})")
-                ctx.derive("max_rolling_batch_size", max_rolling, "build knob")
-                ctx.withhold("option.batch_size")
-                ctx.withhold("batch_size")
+                ctx.write_options(NeuronxServing(rolling_batch=reading.rolling_batch),
+                                  f"as {profile.name} resolves it ({reading.why})")
+                ctx.write_options(NeuronxServing(max_rolling_batch_size=max_rolling), "build knob")
+                withhold_static_batch(ctx)
                 return max_rolling, True
         if option_batch is not None and server is not None and option_batch != server:
             ctx.findings.error("neuron_batch_size",
@@ -677,17 +691,21 @@ class NeuronxPlanning:
                                f"batch_size={server} (the requests DJL hands the model at once) differ",
                                hint="give one of them: lmi-build writes both with the same value")
         batch = option_batch or server or 1
-        ctx.derive("rolling_batch", "disable", "static batching (an unset option.rolling_batch is auto on LMI 0.30+)")
-        ctx.derive("option.batch_size", batch, "the batch the NEFFs are compiled for")
-        ctx.derive("batch_size", batch, "the requests DJL's server batches per call (ModelInfo.java:864-867)")
-        ctx.withhold("max_rolling_batch_size")
+        ctx.write_options(NeuronxServing(rolling_batch="disable"),
+                          "static batching (an unset option.rolling_batch is auto on LMI 0.30+)")
+        ctx.write_options(NeuronxServing(option_batch_size=batch), "the batch the NEFFs are compiled for")
+        ctx.write_options(NeuronxServing(batch_size=batch),
+                          "the requests DJL's server batches per call (ModelInfo.java:864-867)")
+        withhold_rolling_batch(ctx)
         return batch, False
 
     @staticmethod
     def _check_io_lengths(ctx: PlanContext, top: int) -> None:
-        if not (ctx.user_set("max_input_len") and ctx.user_set("max_output_len")):
+        user = ctx.user_options(NeuronxOptions)
+        if user.max_input_len is None or user.max_output_len is None:
             return
-        max_input, max_output = ctx.int_value("max_input_len"), ctx.int_value("max_output_len")
+        given = read_options(ctx, NeuronxOptions)
+        max_input, max_output = given.max_input_len, given.max_output_len
         if max_input is not None and max_output is not None and max_input + max_output > top:
             ctx.findings.error("n_positions_short",
                                f"max_input_len + max_output_len = {max_input + max_output} exceeds n_positions {top}",

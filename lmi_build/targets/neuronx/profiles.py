@@ -1,9 +1,13 @@
-"""LMI Neuron container profiles (``data/profiles.toml``): one per DJL Serving Neuron release.
+"""LMI Neuron container profiles: one ``data/profiles/<name>.toml`` per DJL Serving Neuron release.
 
 A profile fixes everything that makes a NEFF reusable by that container: the neuronx-cc version
 (and the commit suffix of its cache directory), the transformers-neuronx that builds the HLO, the
 container's ``NEURON_CC_FLAGS``, the loader DJL picks by default and the layout it loads. Read
-without heavy imports (``plan``, ``profiles list``).
+without heavy imports (``plan``, ``profiles list``) by ``lmi_build.container_profiles``.
+
+Versions: docs/VENDOR-FACTS.md §5 "Toolchain and container versions", read from deepjavalibrary/djl-serving
+serving/docker/pytorch-inf2.Dockerfile on the <version>-dlc branches. A field named in ``inferred`` was
+not checked against a source; its value is the nearest checked one.
 """
 
 from __future__ import annotations
@@ -11,26 +15,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import Field
 
+from lmi_build import container_profiles
+from lmi_build.container_profiles import ContainerRelease
 from lmi_build.errors import UnknownName
-from lmi_build.tables import load_table
-from lmi_build.versions import LmiVersionText, parse_lmi_version
 
-PROFILES_FILE = Path(__file__).resolve().parent / "data" / "profiles.toml"
+PROFILES_DIR = Path(__file__).resolve().parent / "data" / "profiles"
 Loader = Literal["tnx", "optimum", "nxdi", "vllm"]
 
 
-class NeuronProfile(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str  # "lmi-0.30.0-neuronx-sdk2.20.1"
-    lmi_version: LmiVersionText
+class NeuronProfile(ContainerRelease):
+    # name: "lmi-0.30.0-neuronx-sdk2.20.1"
     image: str  # empty when no image was published (source-only releases)
     released: bool = True
     neuron_sdk: str
     neuronx_cc: str
-    neuronx_cc_commit: str = ""  # the "+<hash>" of neuronxcc-<version>+<hash>/ cache directories
+    # The "+<hash>" of neuronxcc-<version>+<hash>/ compile-cache directories; empty where no cache
+    # tree of that compiler was seen.
+    neuronx_cc_commit: str = ""
     transformers_neuronx: str
     optimum_neuron: str
     neuronx_distributed_inference: str | None = None
@@ -93,7 +96,7 @@ class NeuronProfile(BaseModel):
     # ``mpi_sources``. ``rolling_batch_renamed``: values the recommender rewrites (0.33+: lmi-dist -> vllm).
     mpi_rolling_batch: tuple[str, ...] = ()
     mpi_sources: tuple[str, ...] = ()
-    rolling_batch_renamed: dict[str, str] = {}
+    rolling_batch_renamed: dict[str, str] = Field(default_factory=dict)
     # What option.compiled_graph_path=s3://... does: "cache" (only NEURON_COMPILE_CACHE_URL: the
     # compile-cache tree is read) or "rejected" (0.27 also model.load()s the s3 URL, which
     # transformers-neuronx refuses as a missing directory). Citations: ``compiled_graph_path_sources``.
@@ -141,16 +144,9 @@ class NeuronProfile(BaseModel):
         return found
 
 
-class NeuronProfiles(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    profile: tuple[NeuronProfile, ...]
-
-
 def load_profiles() -> list[NeuronProfile]:
     """Every Neuron profile, oldest release first."""
-    profiles = load_table(PROFILES_FILE, NeuronProfiles).profile
-    return sorted(profiles, key=lambda p: parse_lmi_version(p.lmi_version))
+    return container_profiles.load_profiles("neuronx", PROFILES_DIR, NeuronProfile)
 
 
 def get_profile(name: str | None) -> NeuronProfile:

@@ -1,15 +1,17 @@
-"""The Neuron SDK pin of the LMI Neuron container (``lmi_build/data/neuron_sdk.toml``) as a model."""
+"""The Neuron SDK pin of the LMI Neuron container (``data/neuron_sdk.toml``) as a model."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from lmi_build.tables import bundled_table
+from lmi_build.tables import load_table
 from lmi_build.types import PlanMessage
 
+SDK_FILE = Path(__file__).resolve().parent / "data" / "neuron_sdk.toml"
 NeuronPlatform = Literal["inf2", "trn1"]
 
 
@@ -138,4 +140,4 @@ def refused_option_message(key: str, refused: RefusedOption) -> PlanMessage:
 
 def sdk() -> NeuronSdk:
     """The SDK pin, read once."""
-    return bundled_table("neuron_sdk.toml", NeuronSdk)
+    return load_table(SDK_FILE, NeuronSdk)

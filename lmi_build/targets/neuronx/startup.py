@@ -29,7 +29,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lmi_build.model.spec import ModelSpec
+from lmi_build.planning.context import read_options
 from lmi_build.planning.startup import RuleFinding, StartupOutcome
+from lmi_build.targets.neuronx.options import NeuronxOptions
 
 if TYPE_CHECKING:
     from lmi_build.artifact.manifest import Manifest
@@ -232,7 +234,8 @@ def _contexts(profile: NeuronProfile, facts: StartupInputs, reading: Any, rules:
     if not continuous or not text or not top.isdigit():
         return continuous
     try:
-        given = written_options({"option.context_length_estimate": text}).int_list_value("context_length_estimate")
+        given = read_options(written_options({"option.context_length_estimate": text}),
+                             NeuronxOptions).context_length_estimate
     except (TypeError, ValueError):
         return continuous
     bsh = facts.properties.get("option.cache_layout", "") == "BSH"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import Field
 
 from lmi_build.planning.plan import TargetKnobs
+from lmi_build.planning.request import KNOBS_PANEL, TargetRequest, knob
 
 
 class TrtllmBuild(TargetKnobs):
@@ -49,3 +51,17 @@ class TrtllmBuild(TargetKnobs):
 
     def summary(self) -> dict[str, str]:
         return {"tp": str(self.tp), "pp": str(self.pp), "dtype": self.dtype}
+
+
+@dataclass(frozen=True)
+class TrtllmRequest(TargetRequest):
+    """The knobs only trtllm's build (and hf's, which declares the same) takes, beside ``PlanRequest``'s."""
+
+    pp: int | None = knob(flag="--pp", option="option.pipeline_parallel_degree", panel=KNOBS_PANEL, follows="--tp")
+    max_input_len: int | None = knob(flag="--max-input-len", option="option.max_input_len", panel=KNOBS_PANEL,
+                                     follows="--quantize")
+    max_output_len: int | None = knob(flag="--max-output-len", option="option.max_output_len", panel=KNOBS_PANEL,
+                                      follows="--max-input-len")
+    gpu: str | None = knob(
+        flag="--gpu", panel=KNOBS_PANEL, follows="--instance-type",
+        help="trtllm: the serving GPU (a10g, a100, l4, h100, or an SM such as sm90): FP8 needs sm89+.")

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 from lmi_build.planning import checks
 from lmi_build.planning.context import PlanContext
+from lmi_build.targets.trtllm.options import TrtllmOptions
 from lmi_build.targets.trtllm.profiles import ContainerProfile
 
 # LMI defaults of the TensorRT-LLM container (seed 000) when neither user nor recipe sets them.
@@ -30,11 +31,12 @@ class Lengths(BaseModel):
     max_seq_len: int
 
 
-def resolve_lengths(ctx: PlanContext, profile: ContainerProfile) -> Lengths:
+def resolve_lengths(ctx: PlanContext, profile: ContainerProfile, given: TrtllmOptions, user: TrtllmOptions) -> Lengths:
+    """The lengths of the options ``given`` (``user``: those the user set), else the defaults fitted."""
     limit = checks.max_positions(ctx)
-    input_set, output_set = ctx.user_set("max_input_len"), ctx.user_set("max_output_len")
-    max_input = ctx.int_value("max_input_len") or DEFAULT_MAX_INPUT_LEN
-    max_output = ctx.int_value("max_output_len") or DEFAULT_MAX_OUTPUT_LEN
+    input_set, output_set = user.max_input_len is not None, user.max_output_len is not None
+    max_input = given.max_input_len or DEFAULT_MAX_INPUT_LEN
+    max_output = given.max_output_len or DEFAULT_MAX_OUTPUT_LEN
     if limit is not None and max_input + max_output > limit and not (input_set and output_set):
         fitted_input, fitted_output = _fit(limit, max_input, max_output, input_set=input_set, output_set=output_set)
         if fitted_input >= 1 and fitted_output >= 1:

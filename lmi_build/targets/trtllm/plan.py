@@ -8,17 +8,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from lmi_build.model.spec import ModelSpec
-from lmi_build.options.resolved import ResolvedOptions, Source
+from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning import checks
 from lmi_build.planning.checkpoint_estimate import CheckpointWork
-from lmi_build.planning.context import PlanContext
+from lmi_build.planning.context import PlanContext, read_options
 from lmi_build.planning.memory import Workload
 from lmi_build.planning.plan import QuantizationPlan, ToolchainRef
 from lmi_build.planning.target_api import ContainerFacts, RecipeRoute, TargetPlan
 from lmi_build.quantize.tensor_map import streamable
 from lmi_build.recipes.schema import Recipe, TargetSupport
-from lmi_build.targets.trtllm.knobs import TrtllmBuild
+from lmi_build.targets.trtllm.knobs import TrtllmBuild, TrtllmRequest
 from lmi_build.targets.trtllm.layouts import FLAT_ENGINE
+from lmi_build.targets.trtllm.options import TrtllmOptions, TrtllmServing, apply_release_defaults
+from lmi_build.targets.trtllm.prequantized import QUANTIZATION
 from lmi_build.types import TargetName
 from lmi_build.versions import release
 
@@ -26,10 +28,6 @@ if TYPE_CHECKING:
     from lmi_build.targets.trtllm.families import FamilyLimits
     from lmi_build.targets.trtllm.profiles import ContainerProfile
 
-# Options whose default changed between releases: a profile's [defaults] value (cited there) replaces the
-# option table's when the user did not set the option, so a plain build equals the container's own JIT
-# build (max_rolling_batch_size becomes trtllm-build's --max_batch_size).
-RELEASE_DEFAULT_OPTIONS = ("tokens_per_block", "max_num_tokens", "max_rolling_batch_size")
 # The GPUs (and instance families) of an SM and newer, for the messages of _check_gpu.
 _GPUS_FROM = {89: "L4, L40S, H100, H200: g6, g6e, p5", 90: "H100, H200: p5, p5e"}
 
@@ -40,6 +38,7 @@ class TrtllmPlanning:
     name: TargetName = "trtllm"
     engine = "MPI"
     accelerator: Literal["gpu", "neuron"] = "gpu"
+    quantization = QUANTIZATION
 
     def container_profiles(self) -> dict[str, ContainerFacts]:
         from lmi_build.targets.trtllm.profiles import load_profiles
@@ -54,9 +53,8 @@ class TrtllmPlanning:
             return "vendor"
         # ModelOpt only exports per-tensor-activation SmoothQuant (W8A8_SQ_PER_CHANNEL); the
         # container's *_PLUGIN variants for per_token/per_channel come from convert_checkpoint.py.
-        if options.value("quantize") == "smoothquant" and any(
-            options.bool_value(key) for key in ("smoothquant_per_token", "smoothquant_per_channel")
-        ):
+        read = read_options(options, TrtllmOptions)
+        if read.quantize == "smoothquant" and (read.smoothquant_per_token or read.smoothquant_per_channel):
             return "vendor"
         return "modelopt"
 
@@ -83,7 +81,9 @@ class TrtllmPlanning:
         table = flag_table(profile.tensorrt_llm)
         spec = ctx.spec
 
-        pp = ctx.int_value("pipeline_parallel_degree") or 1
+        apply_release_defaults(ctx, profile)
+        given, user = read_options(ctx, TrtllmOptions), ctx.user_options(TrtllmOptions)
+        pp = given.pipeline_parallel_degree or 1
         tp = checks.resolve_tp(ctx, pp=pp)
         checks.check_tp_heads(ctx, tp)
         checks.check_kv_heads_gpu(ctx, tp)
@@ -95,30 +95,24 @@ class TrtllmPlanning:
         if limits is not None and limits.dtypes and dtype not in limits.dtypes:
             dtype = self._family_dtype(ctx, dtype, limits.dtypes, profile)
 
-        lengths = resolve_lengths(ctx, profile)
-        max_input, max_output = lengths.max_input_len, lengths.max_output_len
-        for knob in RELEASE_DEFAULT_OPTIONS:
-            release_default = profile.defaults.get(knob)
-            if ctx.options.source_of(knob) in (None, Source.DEFAULT) and release_default:
-                # The container's release default; serving.properties must say what the engine has.
-                ctx.derive(knob, release_default, f"profile {profile.name} default")
+        lengths = resolve_lengths(ctx, profile, given, user)
         # An unparsable value is already an error finding; plan on with the option table's default.
-        batch = ctx.int_value("max_rolling_batch_size") or _table_default_int("max_rolling_batch_size")
-        tokens_per_block = self._tokens_per_block(ctx, table.limits.context_fmha_min_tokens_per_block,
+        batch = given.max_rolling_batch_size or _table_default_int("max_rolling_batch_size")
+        tokens_per_block = self._tokens_per_block(ctx, given, user, table.limits.context_fmha_min_tokens_per_block,
                                                   profile.tensorrt_llm)
         if profile.workflow == "legacy":
-            self._check_legacy_storage(ctx, dtype, table.limits.hf_convert_storage_types, profile.tensorrt_llm)
+            self._check_legacy_storage(ctx, given, dtype, table.limits.hf_convert_storage_types, profile.tensorrt_llm)
         self._check_gpu(ctx, limits)
 
-        kv_reuse = bool(ctx.bool_value("enable_kv_cache_reuse"))
-        paged_fmha = bool(ctx.bool_value("use_paged_context_fmha")) or kv_reuse
-        custom_all_reduce = ctx.bool_value("use_custom_all_reduce")
+        kv_reuse = bool(given.enable_kv_cache_reuse)
+        paged_fmha = bool(given.use_paged_context_fmha) or kv_reuse
+        custom_all_reduce = given.use_custom_all_reduce
         if release(profile.tensorrt_llm) >= (0, 12):  # a 0.12 pre-release counts as 0.12, as in flags.py
-            custom_all_reduce = self._removed_option(ctx, custom_all_reduce, profile.tensorrt_llm)
+            custom_all_reduce = self._removed_option(ctx, custom_all_reduce, user, profile.tensorrt_llm)
 
         rope = spec.rope
-        scaling_type = ctx.text_value("rotary_scaling_type") or (rope.scaling_type if rope else None)
-        scaling_factor = ctx.float_value("rotary_scaling_factor") or (rope.scaling_factor if rope else None)
+        scaling_type = given.rotary_scaling_type or (rope.scaling_type if rope else None)
+        scaling_factor = given.rotary_scaling_factor or (rope.scaling_factor if rope else None)
         self._check_since(ctx, scaling_type, profile)
 
         route = self.checkpoint_route(ctx.support, spec, ctx.options)
@@ -137,28 +131,28 @@ class TrtllmPlanning:
             tp=tp,
             pp=pp,
             dtype=dtype,
-            max_input_len=max_input,
-            max_output_len=max_output,
+            max_input_len=lengths.max_input_len,
+            max_output_len=lengths.max_output_len,
             max_seq_len=lengths.max_seq_len,
             max_batch_size=batch,
-            max_num_tokens=ctx.int_value("max_num_tokens"),
-            max_beam_width=ctx.int_value("max_beam_width") or 1,
+            max_num_tokens=given.max_num_tokens,
+            max_beam_width=given.max_beam_width or 1,
             tokens_per_block=tokens_per_block,
             gemm_plugin=dtype,
             gpt_attention_plugin=dtype,
             use_paged_context_fmha=paged_fmha,
-            use_fused_mlp=ctx.bool_value("use_fused_mlp"),
-            multi_block_mode=ctx.bool_value("multi_block_mode"),
+            use_fused_mlp=given.use_fused_mlp,
+            multi_block_mode=given.multi_block_mode,
             use_custom_all_reduce=custom_all_reduce,
             enable_kv_cache_reuse=kv_reuse,
-            rotary_base=ctx.float_value("rotary_base") or (rope.theta if rope and spec.position_embedding == "rope" else None),
-            rotary_dim=ctx.int_value("rotary_dim") or (rope.rotary_dim if rope else None),
+            rotary_base=given.rotary_base or (rope.theta if rope and spec.position_embedding == "rope" else None),
+            rotary_dim=given.rotary_dim or (rope.rotary_dim if rope else None),
             rotary_scaling_type=scaling_type,
             rotary_scaling_factor=scaling_factor,
             model_version={key.removeprefix("option."): value for key, value in versions.items()},
             checkpoint_route=route,
             checkpoint_writer="stream" if route == "modelopt" and streamable(
-                spec.architecture, quantized=ctx.options.text_value("quantize") is not None) else "modelopt",
+                spec.architecture, quantized=read_options(ctx.options, TrtllmOptions).quantize is not None) else "modelopt",
             modelopt_decoder=ctx.support.modelopt_decoder,
             trtllm_architecture=checkpoint_architecture(ctx.support.trtllm_architecture, profile.tensorrt_llm),
             trtllm_example=ctx.support.trtllm_example,
@@ -166,30 +160,29 @@ class TrtllmPlanning:
 
         self._check_steps(ctx, build, profile)
         if profile.layout == "flat":
-            ctx.derive("engine", FLAT_ENGINE, f"profile {profile.name}: one LLM API process (not engine=MPI)")
+            ctx.write_options(TrtllmServing(engine=FLAT_ENGINE),
+                              f"profile {profile.name}: one LLM API process (not engine=MPI)")
             # The TensorRT-LLM 1.x LMI handler is only picked when these are explicit.
-            ctx.derive("entryPoint", "djl_python.lmi_trtllm.trtllm_async_service", f"profile {profile.name}")
-            ctx.derive("async_mode", "true", f"profile {profile.name}")
-            ctx.derive("rolling_batch", "disable", f"profile {profile.name}")
-            if ctx.bool_value("mpi_mode"):
+            ctx.write_options(TrtllmServing(entry_point="djl_python.lmi_trtllm.trtllm_async_service",
+                                            async_mode=True, rolling_batch="disable"), f"profile {profile.name}")
+            if given.mpi_mode:
                 # engine=MPI (the alias sets mpi_mode=true): every rank would construct LLM(...) with
                 # the whole tp (layouts.FLAT_ENGINE's sources).
-                ctx.derive("mpi_mode", False, f"profile {profile.name}: its one LLM API process starts its own "
-                           "MPI ranks; mpi_mode=true would start a whole model in every rank")
-            if pp > 1 or ctx.is_set("pipeline_parallel_size"):
+                ctx.write_options(TrtllmServing(mpi_mode=False), f"profile {profile.name}: its one LLM API process "
+                                  "starts its own MPI ranks; mpi_mode=true would start a whole model in every rank")
+            if pp > 1 or given.pipeline_parallel_size is not None:
                 # The 1.x service passes pipeline_parallel_size, not pipeline_parallel_degree, to LLM()
                 # (djl-serving 0.33.0-dlc properties_manager/trt_properties.py:42,138).
-                ctx.derive("pipeline_parallel_size", pp, f"profile {profile.name}: the LLM API service's key for pp")
+                ctx.write_options(TrtllmServing(pipeline_parallel_size=pp),
+                                  f"profile {profile.name}: the LLM API service's key for pp")
         else:
-            ctx.derive("engine", self.engine, "trtllm target")
-            ctx.derive("rolling_batch", "trtllm", "trtllm target")
-        ctx.derive("tensor_parallel_degree", tp, "resolved tp")
+            ctx.write_options(TrtllmServing(engine=self.engine, rolling_batch="trtllm"), "trtllm target")
+        ctx.write_options(TrtllmServing(tensor_parallel_degree=tp), "resolved tp")
         if pp > 1:
-            ctx.derive("pipeline_parallel_degree", pp, "resolved pp")
-        ctx.derive("dtype", checks.lmi_dtype(dtype), "resolved dtype")
-        ctx.derive("max_input_len", max_input, "build knob")
-        ctx.derive("max_output_len", max_output, "build knob")
-        ctx.derive("max_rolling_batch_size", batch, "build knob")
+            ctx.write_options(TrtllmServing(pipeline_parallel_degree=pp), "resolved pp")
+        ctx.write_options(TrtllmServing(dtype=checks.lmi_dtype(dtype)), "resolved dtype")
+        ctx.write_options(TrtllmServing(max_input_len=build.max_input_len, max_output_len=build.max_output_len,
+                                        max_rolling_batch_size=build.max_batch_size), "build knob")
         self._state_smoothquant_granularity(ctx, profile)
         self._check_startup(ctx, profile, build)
 
@@ -256,23 +249,24 @@ class TrtllmPlanning:
         per_channel as it is (--per_channel only when set), so its properties already agree."""
         algo = ctx.quantization.quant_algo or ""
         if profile.workflow != "legacy" and algo.startswith("W8A8_SQ_PER_CHANNEL"):
-            ctx.derive("smoothquant_per_channel", True, f"the engine's quant_algo {algo}")
+            ctx.write_options(TrtllmServing(smoothquant_per_channel=True), f"the engine's quant_algo {algo}")
 
     @staticmethod
-    def _tokens_per_block(ctx: PlanContext, minimum: int | None, version: str) -> int | None:
+    def _tokens_per_block(ctx: PlanContext, given: TrtllmOptions, user: TrtllmOptions, minimum: int | None,
+                          version: str) -> int | None:
         """The KV-cache block size; a default below what the version's build script asserts is raised."""
-        value = ctx.int_value("tokens_per_block")
+        value = given.tokens_per_block
         if minimum is None or value is None or value >= minimum:
             return value
         what = (f"TensorRT-LLM {version}'s build.py asserts tokens_per_block >= {minimum} with context FMHA "
                 "(which in-flight batching needs)")
-        if ctx.user_set("tokens_per_block"):
+        if user.tokens_per_block is not None:
             ctx.findings.error("tokens_per_block_min", f"tokens_per_block={value}: {what}",
                                hint=f"set option.tokens_per_block to {minimum} or more")
             return value
         ctx.findings.warn("tokens_per_block_fitted", f"the default tokens_per_block={value} raised to {minimum}: {what}",
                           hint=f"set option.tokens_per_block (>= {minimum}) to choose it yourself")
-        ctx.derive("tokens_per_block", minimum, f"TensorRT-LLM {version} minimum with context FMHA")
+        ctx.write_options(TrtllmServing(tokens_per_block=minimum), f"TensorRT-LLM {version} minimum with context FMHA")
         return minimum
 
     @staticmethod
@@ -282,7 +276,7 @@ class TrtllmPlanning:
         family = ctx.support.trtllm_example
         what = (f"TensorRT-LLM {profile.tensorrt_llm}'s {family} example lists only "
                 f"{', '.join(checks.lmi_dtype(d) for d in listed)} (its README's support matrix, data/families.toml)")
-        if ctx.user_set("dtype"):
+        if ctx.user_options(TrtllmOptions).dtype is not None:
             ctx.findings.error("family_dtype", f"option.dtype={checks.lmi_dtype(dtype)}: {what}",
                                hint=f"plan with --dtype {checks.lmi_dtype(listed[0])}")
             return dtype
@@ -292,11 +286,11 @@ class TrtllmPlanning:
         return listed[0]
 
     @staticmethod
-    def _check_legacy_storage(ctx: PlanContext, dtype: str, storage_types: tuple[str, ...] | None,
-                              version: str) -> None:
+    def _check_legacy_storage(ctx: PlanContext, given: TrtllmOptions, dtype: str,
+                              storage_types: tuple[str, ...] | None, version: str) -> None:
         """0.7.x SmoothQuant converts with hf_llama_convert.py, whose --storage-type has no bf16."""
         storage = checks.lmi_dtype(dtype)
-        if ctx.value("quantize") == "smoothquant" and storage_types is not None and storage not in storage_types:
+        if given.quantize == "smoothquant" and storage_types is not None and storage not in storage_types:
             ctx.findings.error("smoothquant_dtype",
                                f"SmoothQuant with TensorRT-LLM {version} converts with hf_llama_convert.py, which "
                                f"stores only {', '.join(storage_types)}, not {storage}",
@@ -319,9 +313,10 @@ class TrtllmPlanning:
             needs.append(("gpu_family", f"{limits.needs or 'the kernels'} of TensorRT-LLM's {ctx.support.trtllm_example} "
                           "example (data/families.toml)", limits.min_sm))
         gpu: tuple[str, str] | None = None  # (sm, how the user named it)
-        if ctx.request.gpu:
+        given = ctx.request.own(TrtllmRequest).gpu
+        if given:
             try:
-                gpu = (normalize_sm(ctx.request.gpu), f"--gpu {ctx.request.gpu}")
+                gpu = (normalize_sm(given), f"--gpu {given}")
             except OptionError as error:
                 ctx.findings.error("gpu", error.message, hint=error.hint)
                 return
@@ -344,8 +339,8 @@ class TrtllmPlanning:
                                    + (" or another quantization" if code == "gpu_quant" else ""))
 
     @staticmethod
-    def _removed_option(ctx: PlanContext, value: bool | None, version: str) -> None:
-        if value is not None and ctx.user_set("use_custom_all_reduce"):
+    def _removed_option(ctx: PlanContext, value: bool | None, user: TrtllmOptions, version: str) -> None:
+        if value is not None and user.use_custom_all_reduce is not None:
             ctx.findings.warn("option_removed",
                               f"option.use_custom_all_reduce is gone in TensorRT-LLM {version} "
                               "(the all-reduce strategy is chosen at run time)",

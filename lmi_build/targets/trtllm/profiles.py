@@ -1,25 +1,24 @@
-"""Container profiles: one ``profiles/<name>.toml`` per LMI TensorRT-LLM container, and their schema.
+"""Container profiles: one ``data/profiles/<name>.toml`` per LMI TensorRT-LLM container, and their schema.
 
 Profiles are data: which image, which TensorRT-LLM/TensorRT/CUDA versions, which artifact layout
 the container loads without compiling, and the defaults that changed between releases. They are
-read without heavy imports (``plan`` and ``--help`` call this) and validated against
-``ContainerProfile`` when loaded; a malformed file is a clear error naming the file.
+read without heavy imports (``plan`` and ``--help`` call this) by ``lmi_build.container_profiles``
+and validated against ``ContainerProfile``; a malformed file is a clear error naming the file.
 """
 
 from __future__ import annotations
 
-import os
-from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from lmi_build.errors import LmiBuildError, UnknownName, UnsupportedTarget
-from lmi_build.tables import read_table
-from lmi_build.versions import LmiVersionText, parse_lmi_version, parse_version
+from lmi_build import container_profiles
+from lmi_build.container_profiles import ContainerRelease
+from lmi_build.errors import UnknownName, UnsupportedTarget
+from lmi_build.versions import parse_lmi_version, parse_version
 
-PROFILES_ENV = "LMI_BUILD_PROFILES_DIR"
+PROFILES_DIR = Path(__file__).resolve().parent / "data" / "profiles"
 
 DEFAULT_KEYS = frozenset({"tokens_per_block", "max_num_tokens", "max_rolling_batch_size", "max_batch_size",
                           "max_seq_len"})
@@ -37,11 +36,21 @@ class KvCacheDefault(BaseModel):
     inferred: str | None = None  # what of it the source does not state
 
 
-class ContainerProfile(BaseModel):
+class StartupRules(BaseModel):
+    """How the release starts on a model directory (``startup.py``), each step cited."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str  # e.g. "lmi-0.27.0-trtllm-0.8.0"
-    lmi_version: LmiVersionText  # DJL Serving / LMI release, e.g. "0.27.0"
+    path: tuple[str, ...]  # when DJL takes its TensorRT-LLM path
+    detection: tuple[str, ...]  # how it detects a prebuilt engine, else JIT-builds
+    recommender: tuple[str, ...]  # the batch defaults it fills
+    unset_batch: int  # max_rolling_batch_size when unset and rolling_batch is not trtllm
+    runtime: tuple[str, ...] = ()  # how the flat layout's service constructs LLM()
+    runtime_warning: str | None = None  # a defect read in the runtime's source (a warning: the image may differ)
+
+
+class ContainerProfile(ContainerRelease):
+    # name: e.g. "lmi-0.27.0-trtllm-0.8.0"
     image: str  # full image URI
     tensorrt_llm: str  # e.g. "0.8.0"
     tensorrt: str  # e.g. "9.2.0.post12.dev5"
@@ -60,8 +69,11 @@ class ContainerProfile(BaseModel):
     # names (tokens_per_block, max_num_tokens, max_rolling_batch_size) replace the option table's
     # default in a plan (the container's own JIT value); max_batch_size is trtllm-build's own default
     # (shown by `profiles show`); max_seq_len = "model": lengths.SEQ_LEN_FROM_MODEL.
-    defaults: dict[str, str] = {}
+    defaults: dict[str, str] = Field(default_factory=dict)
     kv_cache: KvCacheDefault
+    # Its start-up rules: the sources of plan's and verify --for-container's start-up messages, not
+    # listed by `profiles list/show` (whose --json is the profile's other fields).
+    startup: StartupRules = Field(exclude=True)
     # Where each fact comes from (release notes, Dockerfile path@commit).
     sources: tuple[str, ...] = ()
     notes: str = ""
@@ -88,49 +100,12 @@ class ContainerProfile(BaseModel):
         return found
 
 
-class ProfileError(LmiBuildError):
-    """A profile file is unreadable or does not match the profile schema."""
-
-    code = "profile"
-
-
-def profiles_dir() -> Path:
-    """``$LMI_BUILD_PROFILES_DIR``, else the bundled copy in a wheel, else the repository's ``profiles/``."""
-    explicit = os.environ.get(PROFILES_ENV)
-    if explicit:
-        return Path(explicit).expanduser()
-    package_root = Path(__file__).resolve().parents[2]
-    bundled = package_root / "_bundled" / "profiles"
-    if bundled.is_dir():
-        return bundled
-    return package_root.parent / "profiles"
-
-
-def load_profile_file(path: Path) -> ContainerProfile:
-    profile = read_table(path, ContainerProfile, error=ProfileError,
-                         hint="fix the file; ContainerProfile in lmi_build/targets/trtllm/profiles.py has the fields")
-    if profile.name != path.stem:
-        raise ProfileError(f"profile {path.name} is named '{profile.name}'",
-                           hint=f"set name = \"{path.stem}\" (the file name without .toml)")
-    return profile
-
-
-@lru_cache(maxsize=4)
-def _load_from(directory: str) -> tuple[ContainerProfile, ...]:
-    root = Path(directory)
-    if not root.is_dir():
-        raise ProfileError(f"no container profiles directory at {root}",
-                           hint=f"reinstall lmi-build or set {PROFILES_ENV}")
-    profiles = [load_profile_file(path) for path in sorted(root.glob("*.toml"))]
-    # Release order: a release candidate sorts before its release (0.21.0rc1 < 0.21.0), so the
-    # default profile (the newest) is the final release once both are installed.
-    profiles.sort(key=lambda p: (parse_version(p.tensorrt_llm), parse_lmi_version(p.lmi_version), p.name))
-    return tuple(profiles)
-
-
 def load_profiles() -> list[ContainerProfile]:
-    """Every profile, oldest TensorRT-LLM first."""
-    return list(_load_from(str(profiles_dir())))
+    """Every profile, oldest TensorRT-LLM first. Release order: a release candidate sorts before its
+    release (0.21.0rc1 < 0.21.0), so the default profile (the newest) is the final release once both
+    are installed."""
+    return sorted(container_profiles.load_profiles("trtllm", PROFILES_DIR, ContainerProfile),
+                  key=lambda p: (parse_version(p.tensorrt_llm), parse_lmi_version(p.lmi_version), p.name))
 
 
 def get_profile(name: str | None) -> ContainerProfile:
@@ -139,8 +114,9 @@ def get_profile(name: str | None) -> ContainerProfile:
     if name is None:
         capable = [p for p in profiles if p.engine_capable and p.released]
         if not capable:
+            where = container_profiles.profiles_dir("trtllm", PROFILES_DIR)
             raise UnsupportedTarget("no engine-capable container profile is installed",
-                                    hint=f"add a profile under {profiles_dir()}")
+                                    hint=f"add a profile under {where}")
         return capable[-1]
     for profile in profiles:
         if profile.name == name:

@@ -8,9 +8,9 @@ see a usable engine) or ``rejected`` (the vendor's message).
 ``evaluate`` composes the target's existing checks, in the order start-up meets them; each is still
 defined once, in its own module, and cited in the data it reads:
 
-- the code path DJL takes (``data/startup.toml`` [releases] path);
-- the batch defaults the recommender fills (the profile's ``[defaults]``, cited there and in
-  ``data/startup.toml`` recommender; ``plan.RELEASE_DEFAULT_OPTIONS`` writes the same values);
+- the code path DJL takes (the profile's ``[startup]`` path);
+- the batch defaults the recommender fills (the profile's ``[defaults]``, cited there and in its
+  ``[startup]`` recommender; ``plan.RELEASE_DEFAULT_OPTIONS`` writes the same values);
 - prebuilt-engine detection per layout: toolkit (0.26-0.30) a sub-directory holding config.pbtxt
   and tokenizer_config.json, flat (0.33+) a config.json with build_config (``layouts``; detection);
 - the TensorRT-LLM that built the engines (``compatibility.BOUND_VERSIONS``; engine_version);
@@ -31,18 +31,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from lmi_build.artifact.manifest import Manifest
+from lmi_build.artifact.packager import written_properties
+from lmi_build.planning.plan import QuantizationPlan
 from lmi_build.planning.startup import RuleFinding, StartupOutcome
 from lmi_build.tables import load_table
-
-if TYPE_CHECKING:
-    from lmi_build.artifact.manifest import Manifest
-    from lmi_build.planning.plan import QuantizationPlan
-    from lmi_build.targets.trtllm.knobs import TrtllmBuild
-    from lmi_build.targets.trtllm.profiles import ContainerProfile
+from lmi_build.targets.trtllm.engine_check import RANK_FILE, world_size_of
+from lmi_build.targets.trtllm.engine_match import engine_differences, expectation_from_properties
+from lmi_build.targets.trtllm.knobs import TrtllmBuild
+from lmi_build.targets.trtllm.layouts import ENGINE_SUBDIR, TOOLKIT_DIR, flat_properties, toolkit_properties
+from lmi_build.targets.trtllm.profiles import ContainerProfile, StartupRules
 
 TOOLKIT_LAYOUT = "trtllm-toolkit"
 FLAT_LAYOUT = "trtllm-flat"
@@ -60,30 +62,20 @@ class LayoutRules(BaseModel):
     as_built: tuple[str, ...]  # the other engine limits, dtype, quantization
 
 
-class ReleaseRules(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class EngineRules(BaseModel):
+    """The engine checks of every release (``data/startup.toml``); a release's own are its profile's."""
 
-    path: tuple[str, ...]  # when DJL takes its TensorRT-LLM path
-    detection: tuple[str, ...]  # how it detects a prebuilt engine, else JIT-builds
-    recommender: tuple[str, ...]  # the batch defaults it fills
-    unset_batch: int  # max_rolling_batch_size when unset and rolling_batch is not trtllm
-    runtime: tuple[str, ...] = ()  # how the flat layout's service constructs LLM()
-    runtime_warning: str | None = None  # a defect read in the runtime's source (a warning: the image may differ)
-
-
-class StartupRules(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     toolkit: LayoutRules
     flat: LayoutRules
     engine_version: tuple[str, ...]
     ranks: tuple[str, ...]
-    releases: dict[str, ReleaseRules]  # by the profile's lmi_version
 
 
 @lru_cache(maxsize=1)
-def startup_rules() -> StartupRules:
-    return load_table(STARTUP_FILE, StartupRules)
+def engine_rules() -> EngineRules:
+    return load_table(STARTUP_FILE, EngineRules)
 
 
 @dataclass(frozen=True)
@@ -116,8 +108,6 @@ def engine_config(build: TrtllmBuild, quantization: QuantizationPlan) -> dict[st
 
 def planned_files(layout: str, world_size: int) -> frozenset[str]:
     """The files of ``layout`` that start-up looks at, as the packager will write them."""
-    from lmi_build.targets.trtllm.layouts import ENGINE_SUBDIR, TOOLKIT_DIR
-
     ranks = [f"rank{rank}.engine" for rank in range(world_size)]
     if layout == TOOLKIT_LAYOUT:
         engines = f"{TOOLKIT_DIR}/{ENGINE_SUBDIR}"
@@ -129,11 +119,6 @@ def planned_files(layout: str, world_size: int) -> frozenset[str]:
 def from_manifest(manifest: Manifest) -> StartupInputs | None:
     """The inputs of a built artifact: its serving.properties, files, and the engine its plan built;
     None for a layout this model does not know."""
-    from pydantic import ValidationError
-
-    from lmi_build.planning.plan import QuantizationPlan
-    from lmi_build.targets.trtllm.knobs import TrtllmBuild
-
     if manifest.layout not in LAYOUTS:
         return None
     plan = manifest.plan
@@ -154,9 +139,6 @@ def from_planned(options: Mapping[str, str], sources: Mapping[str, str], build: 
     """The inputs of the artifact a plan will write: the planned options serving.properties carries
     (``packager.written_properties``) and the layout's keys (``layouts.toolkit_properties`` /
     ``flat_properties``), with the files and engine the build will make."""
-    from lmi_build.artifact.packager import written_properties
-    from lmi_build.targets.trtllm.layouts import flat_properties, toolkit_properties
-
     toolkit = profile.layout == "toolkit"
     properties = written_properties(options, sources, "trtllm")
     properties.update(toolkit_properties(build) if toolkit else flat_properties(build))
@@ -167,9 +149,7 @@ def from_planned(options: Mapping[str, str], sources: Mapping[str, str], build: 
 
 def evaluate(profile: ContainerProfile, facts: StartupInputs) -> StartupOutcome:
     """What ``profile``'s release does at start-up with the artifact ``facts`` describe."""
-    release = startup_rules().releases.get(profile.lmi_version)
-    if release is None:
-        raise KeyError(f"data/startup.toml has no start-up rules for LMI {profile.lmi_version} ({profile.name})")
+    release = profile.startup
     toolkit = profile.layout == "toolkit"
     loader = "trtllm-toolkit" if toolkit else "trtllm-llm-api"
     rules: list[RuleFinding] = []
@@ -195,7 +175,7 @@ def evaluate(profile: ContainerProfile, facts: StartupInputs) -> StartupOutcome:
 
 # -- the rules, in the order start-up meets them ---------------------------------------------------
 
-def _path(profile: ContainerProfile, release: ReleaseRules, facts: StartupInputs, rules: list[RuleFinding],
+def _path(profile: ContainerProfile, release: StartupRules, facts: StartupInputs, rules: list[RuleFinding],
           resolved: dict[str, str]) -> None:
     """Whether DJL takes its TensorRT-LLM path: toolkit releases for option.rolling_batch trtllm (or
     unset/auto, with the image's SERVING_FEATURES=trtllm) and put rolling_batch=trtllm; the flat
@@ -231,7 +211,7 @@ def _path(profile: ContainerProfile, release: ReleaseRules, facts: StartupInputs
                              sources=release.path))
 
 
-def _recommender(profile: ContainerProfile, release: ReleaseRules, facts: StartupInputs, rules: list[RuleFinding],
+def _recommender(profile: ContainerProfile, release: StartupRules, facts: StartupInputs, rules: list[RuleFinding],
                  resolved: dict[str, str]) -> None:
     """LmiConfigRecommender's batch defaults: for rolling_batch=trtllm the profile's [defaults]
     (what ``plan`` writes too), otherwise the release's 32."""
@@ -267,12 +247,10 @@ def _parallel(profile: ContainerProfile, facts: StartupInputs, resolved: dict[st
         resolved["dtype"] = properties.get("option.dtype", "auto")
 
 
-def _detect(profile: ContainerProfile, release: ReleaseRules, facts: StartupInputs,
+def _detect(profile: ContainerProfile, release: StartupRules, facts: StartupInputs,
             rules: list[RuleFinding]) -> str | None:
     """The directory of the engines the release loads, or None when it detects no prebuilt engine
     and JIT-builds one (``rebuilds``)."""
-    from lmi_build.targets.trtllm.layouts import ENGINE_SUBDIR
-
     if profile.layout == "toolkit":
         tops = {path.split("/")[0] for path in facts.files if path.count("/") == 1}
         repos = sorted(top for top in tops if f"{top}/config.pbtxt" in facts.files
@@ -310,13 +288,11 @@ def _engine_version(profile: ContainerProfile, facts: StartupInputs) -> list[Rul
     return [RuleFinding(rule="trtllm_engine_version", effect="rejected",
                         message=f"engines built by TensorRT-LLM {built}, {profile.name} runs {profile.tensorrt_llm}: "
                                 "TensorRT does not deserialize an engine of another version",
-                        sources=startup_rules().engine_version, hint="rebuild with this profile (--profile)")]
+                        sources=engine_rules().engine_version, hint="rebuild with this profile (--profile)")]
 
 
 def _ranks(profile: ContainerProfile, facts: StartupInputs, engine_dir: str) -> tuple[tuple[str, ...], list[RuleFinding]]:
     """The rank engine files the runtime loads, and a refusal when one is missing."""
-    from lmi_build.targets.trtllm.engine_check import RANK_FILE, world_size_of
-
     engines = sorted(path for path in facts.files if path.startswith(engine_dir)
                      and "/" not in path[len(engine_dir):] and RANK_FILE.match(path[len(engine_dir):]))
     numbers = sorted(int(match.group(1)) for path in engines if (match := RANK_FILE.match(path[len(engine_dir):])))
@@ -327,14 +303,12 @@ def _ranks(profile: ContainerProfile, facts: StartupInputs, engine_dir: str) -> 
         rule="trtllm_engine_ranks", effect="rejected",
         message=f"{profile.name}: {len(engines)} rank engine file(s) in {engine_dir or 'the model directory'} for an "
                 f"engine of world size {world}",
-        sources=startup_rules().ranks, hint="rebuild the artifact; an upload may have been cut short")]
+        sources=engine_rules().ranks, hint="rebuild the artifact; an upload may have been cut short")]
 
 
 def _engine(profile: ContainerProfile, facts: StartupInputs, resolved: dict[str, str]) -> list[RuleFinding]:
     """The engine against serving.properties as the release resolved it (``engine_match``)."""
-    from lmi_build.targets.trtllm.engine_match import engine_differences, expectation_from_properties
-
-    layout_rules = startup_rules().toolkit if profile.layout == "toolkit" else startup_rules().flat
+    layout_rules = engine_rules().toolkit if profile.layout == "toolkit" else engine_rules().flat
     properties = {**facts.properties, "option.max_rolling_batch_size": resolved["max_rolling_batch_size"]}
     found: list[RuleFinding] = []
     if profile.layout != "toolkit":

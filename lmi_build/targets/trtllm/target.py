@@ -12,12 +12,14 @@ from lmi_build.artifact.serving import ServingTarget
 from lmi_build.artifact.target_api import Problems, ReadFile
 from lmi_build.building.context import BuildContext, BuildSettings
 from lmi_build.building.target import Unfinished
+from lmi_build.container_profiles import ProfileRow, ProfileView
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import SavedPlan
 from lmi_build.planning.startup import StartupOutcome
-from lmi_build.targets.trtllm import build, compatibility, layouts
+from lmi_build.targets.trtllm import build, compatibility, layouts, profiles
 from lmi_build.targets.trtllm.command import COMMAND
-from lmi_build.targets.trtllm.knobs import TrtllmBuild
+from lmi_build.targets.trtllm.flags import flag_table
+from lmi_build.targets.trtllm.knobs import TrtllmBuild, TrtllmRequest
 from lmi_build.targets.trtllm.plan import TrtllmPlanning
 from lmi_build.types import PlanMessage
 
@@ -26,6 +28,7 @@ class TrtllmTarget(TrtllmPlanning):
     knobs = TrtllmBuild
     command = COMMAND
     artifact_label = "TensorRT-LLM engines"
+    request_knobs = TrtllmRequest
 
     def preflight(self, saved: SavedPlan, settings: BuildSettings) -> None:
         build.preflight(saved, settings)
@@ -50,6 +53,32 @@ class TrtllmTarget(TrtllmPlanning):
 
     def unfinished(self, output: Path, plan: BuildPlan) -> Unfinished:
         return build.unfinished(output)
+
+    def profile_rows(self) -> list[ProfileRow]:
+        default = profiles.get_profile(None).name
+        return [ProfileRow(p.name, p.name == default, f"TensorRT-LLM {p.tensorrt_llm}",
+                           f"TensorRT {p.tensorrt}, CUDA {p.cuda}", p.layout, p.workflow, p.model_dump(mode="json"))
+                for p in profiles.load_profiles()]
+
+    def profile_view(self, name: str) -> ProfileView | None:
+        """Versions, defaults, the trtllm-build flags of its TensorRT-LLM, and sources."""
+        profile = next((p for p in profiles.load_profiles() if p.name == name), None)
+        if profile is None:
+            return None
+        table = flag_table(profile.tensorrt_llm)
+        data = {**profile.model_dump(mode="json"), "flag_series": table.series,
+                "flags": {tool: dict(sorted(flags.items())) for tool, flags in table.tools.items()},
+                "removed_flags": {k: v.model_dump() for k, v in table.removed.items()}}
+        lines = [f"  {key}: {value}" for key, value in profile.versions().items()]
+        lines += [f"  layout: {profile.layout}   workflow: {profile.workflow}   engine_capable: {profile.engine_capable}"]
+        lines += [f"  default {key} = {value}" for key, value in profile.defaults.items()]
+        lines += [f"  flags (series {table.series}):"]
+        lines += [f"    {tool}: " + " ".join(f"--{f}" for f in sorted(flags)) for tool, flags in table.tools.items()]
+        lines += [f"  removed: --{k} ({v.message})" for k, v in table.removed.items()]
+        if profile.notes:
+            lines.append(f"  notes: {profile.notes}")
+        lines += [f"  source: {s}" for s in profile.sources]
+        return ProfileView(data, profile.image, lines)
 
 
 TARGET = TrtllmTarget()

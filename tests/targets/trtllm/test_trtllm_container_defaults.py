@@ -9,9 +9,14 @@ from typing import Any
 
 import pytest
 
+from lmi_build.artifact.packager import serving_properties
+from lmi_build.container_profiles import read_profile
 from lmi_build.errors import LmiBuildError
+from lmi_build.targets.trtllm.engine_match import engine_mismatches, expectation_from_properties
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
-from lmi_build.targets.trtllm.profiles import get_profile, load_profile_file, profiles_dir
+from lmi_build.targets.trtllm.layouts import FLAT
+from lmi_build.targets.trtllm.profiles import PROFILES_DIR, ContainerProfile, get_profile
+from lmi_build.targets.trtllm.since import missing_scaling
 from lmi_build.targets.trtllm.steps import plan_steps
 from tests.fixtures_trtllm import LLAMA, TrtllmPlanner
 
@@ -57,9 +62,10 @@ def test_release_batch_default_is_profile_data(tmp_path: Path, monkeypatch: pyte
                                                trtllm_plan: TrtllmPlanner) -> None:
     """The default comes from the profile file, not from code: change the file, the plan follows."""
     name = "lmi-0.29.0-trtllm-0.11.0"
-    text = (profiles_dir() / f"{name}.toml").read_text()
+    text = (PROFILES_DIR / f"{name}.toml").read_text()
     assert 'max_rolling_batch_size = "256"' in text
-    (tmp_path / f"{name}.toml").write_text(text.replace('max_rolling_batch_size = "256"',
+    (tmp_path / "trtllm").mkdir()
+    (tmp_path / "trtllm" / f"{name}.toml").write_text(text.replace('max_rolling_batch_size = "256"',
                                                         'max_rolling_batch_size = "96"'))
     monkeypatch.setenv("LMI_BUILD_PROFILES_DIR", str(tmp_path))
     plan = trtllm_plan(name, tp="1")
@@ -68,11 +74,11 @@ def test_release_batch_default_is_profile_data(tmp_path: Path, monkeypatch: pyte
 
 
 def test_unknown_profile_default_key_is_refused(tmp_path: Path) -> None:
-    source = profiles_dir() / "lmi-0.29.0-trtllm-0.11.0.toml"
+    source = PROFILES_DIR / "lmi-0.29.0-trtllm-0.11.0.toml"
     bad = tmp_path / source.name
     bad.write_text(source.read_text().replace("max_rolling_batch_size =", "max_rolling_batch =", 1))
     with pytest.raises(LmiBuildError, match="max_rolling_batch"):
-        load_profile_file(bad)
+        read_profile(bad, ContainerProfile)
 
 
 
@@ -129,8 +135,6 @@ def test_llama3_rope_plans_from_trtllm_0_12(profile: str, plan_model: Any, model
 
 
 def test_rope_scaling_since_is_data() -> None:
-    from lmi_build.targets.trtllm.since import missing_scaling
-
     entry = missing_scaling("llama3", "0.11.0")
     assert entry is not None and entry.since == "0.12.0" and entry.sources
     assert missing_scaling("llama3", "0.12.0") is None and missing_scaling("linear", "0.8.0") is None
@@ -141,9 +145,6 @@ def test_rope_scaling_since_is_data() -> None:
 # pipeline_parallel_degree.
 @pytest.mark.parametrize("profile", ["lmi-0.33.0-trtllm-0.21.0", "djl-nightly-trtllm-1.0.0"])
 def test_flat_layout_writes_the_services_pipeline_key(profile: str, trtllm_plan: TrtllmPlanner) -> None:
-    from lmi_build.artifact.packager import serving_properties
-    from lmi_build.targets.trtllm.layouts import FLAT
-
     plan = trtllm_plan(profile, tp="2", pp="2")
     assert plan.options["option.pipeline_parallel_size"] == "2"
     written = serving_properties(plan, FLAT)
@@ -163,8 +164,6 @@ def test_toolkit_layout_keeps_pipeline_parallel_degree(trtllm_plan: TrtllmPlanne
 
 
 def test_engine_world_size_read_from_the_flat_services_key() -> None:
-    from lmi_build.targets.trtllm.engine_match import engine_mismatches, expectation_from_properties
-
     config = {"build_config": {"max_batch_size": 8, "max_input_len": 512},
               "pretrained_config": {"mapping": {"world_size": 2, "tp_size": 1, "pp_size": 2}}}
     properties = {"option.tensor_parallel_degree": "1", "option.pipeline_parallel_size": "2"}

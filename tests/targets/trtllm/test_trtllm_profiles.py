@@ -10,17 +10,12 @@ import pytest
 from typer.testing import CliRunner
 
 from lmi_build.cli import app
+from lmi_build.container_profiles import ProfileError, read_profile
 from lmi_build.errors import UnknownName
 from lmi_build.tables import read_table
 from lmi_build.targets.trtllm.flags import FlagError, FlagsFile, flag_table, series_for
-from lmi_build.targets.trtllm.profiles import (
-    ProfileError,
-    get_profile,
-    load_profile_file,
-    load_profiles,
-)
+from lmi_build.targets.trtllm.profiles import PROFILES_DIR, ContainerProfile, get_profile, load_profiles
 from lmi_build.versions import parse_version, release
-from tests.paths import REPO_ROOT
 
 IMAGE = re.compile(r"^(763104351884\.dkr\.ecr\.us-west-2\.amazonaws\.com/djl-inference:[0-9.]+-tensorrtllm[0-9.]+-cu\d{3}"
                    r"|deepjavalibrary/djl-serving:tensorrt-llm-nightly)$")
@@ -71,12 +66,13 @@ def test_malformed_profile_is_a_clear_error(tmp_path: Path) -> None:
     bad = tmp_path / "x.toml"
     bad.write_text('name = "x"\nimage = 3\n')
     with pytest.raises(ProfileError, match=r"x\.toml"):
-        load_profile_file(bad)
+        read_profile(bad, ContainerProfile)
 
 
 def test_profiles_dir_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    source = REPO_ROOT / "profiles" / "lmi-0.27.0-trtllm-0.8.0.toml"
-    (tmp_path / source.name).write_text(source.read_text())
+    source = PROFILES_DIR / "lmi-0.27.0-trtllm-0.8.0.toml"
+    (tmp_path / "trtllm").mkdir()
+    (tmp_path / "trtllm" / source.name).write_text(source.read_text())
     monkeypatch.setenv("LMI_BUILD_PROFILES_DIR", str(tmp_path))
     assert [p.name for p in load_profiles()] == ["lmi-0.27.0-trtllm-0.8.0"]
 
@@ -147,18 +143,19 @@ def test_flag_series_range_checks_use_the_release_number(tmp_path: Path) -> None
 
 def test_the_final_release_sorts_after_its_release_candidate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Same LMI release, so only the TensorRT-LLM version orders them (the names would sort the other way).
-    source = (REPO_ROOT / "profiles" / "lmi-0.33.0-trtllm-0.21.0.toml").read_text()
+    source = (PROFILES_DIR / "lmi-0.33.0-trtllm-0.21.0.toml").read_text()
+    (tmp_path / "trtllm").mkdir()
     for name, version in (("lmi-0.33.0-trtllm-0.21.0rc1", "0.21.0rc1"), ("lmi-0.33.0-trtllm-0.21.0-final", "0.21.0")):
         text = source.replace('"lmi-0.33.0-trtllm-0.21.0"', f'"{name}"').replace('"0.21.0rc1"', f'"{version}"')
-        (tmp_path / f"{name}.toml").write_text(text)
+        (tmp_path / "trtllm" / f"{name}.toml").write_text(text)
     monkeypatch.setenv("LMI_BUILD_PROFILES_DIR", str(tmp_path))
     assert [p.tensorrt_llm for p in load_profiles()] == ["0.21.0rc1", "0.21.0"]
     assert get_profile(None).tensorrt_llm == "0.21.0"
 
 
 def test_profile_versions_must_be_versions(tmp_path: Path) -> None:
-    source = (REPO_ROOT / "profiles" / "lmi-0.33.0-trtllm-0.21.0.toml").read_text()
+    source = (PROFILES_DIR / "lmi-0.33.0-trtllm-0.21.0.toml").read_text()
     bad = tmp_path / "lmi-0.33.0-trtllm-0.21.0.toml"
     bad.write_text(source.replace('tensorrt_llm = "0.21.0rc1"', 'tensorrt_llm = "twenty-one"'))
     with pytest.raises(ProfileError, match=r"lmi-0\.33\.0-trtllm-0\.21\.0\.toml: field tensorrt_llm: .*twenty-one"):
-        load_profile_file(bad)
+        read_profile(bad, ContainerProfile)

@@ -53,9 +53,10 @@ from tests.vendor.djl.execute_properties import BRANCHES, RECORDED, _message, co
 HANDLED = ("transformers_neuronx", "tensorrt_llm", "vllm", "lmi_dist", "optimum", "neuronx_distributed",
            "neuronxcc", "PIL", "diffusers")  # PIL, diffusers: the stable-diffusion handler the module imports
 # branch -> (profile, the rolling batch the image's recommender picks: "" where lmi-build writes it): the
-# Neuron branches of execute_properties (0.28/0.29/0.30, 0.32/0.33/0.34-dlc).
+# Neuron branches of execute_properties from 0.28 (0.28/0.29/0.30, 0.32/0.33/0.34-dlc); 0.26/0.27's
+# handlers (optimum first, neuronx-split checkpoints) are not executed here, only their properties.
 NEURON_BRANCHES: dict[str, tuple[str, str]] = {key: (value[0], value[4]) for key, value in BRANCHES.items()
-                                               if value[1] == "neuronx"}
+                                               if value[1] == "neuronx" and key not in ("0.26.0-dlc", "0.27.0-dlc")}
 STANDIN = Path(__file__).resolve().parents[2] / "standins" / "neuron-python"
 ADAPTERS = ("NeuronXModelAdapter", "NeuronXRollingBatchModelAdapter", "NeuronXDynamicBatchModelAdapter")
 ROOT: list[str] = [""]  # the artifact directory of the entry being executed (paths are recorded relative to it)

@@ -26,9 +26,16 @@ What the recorders cannot stand in for, said here:
   not the handlers' model loading. For TensorRT-LLM the recorded ``KvCacheConfig(...)`` call names the
   keyword arguments the release derived from the properties (e.g. free_gpu_memory_fraction), not values.
 
-Each branch's Python is run with the pydantic 2 of this interpreter: every branch recorded here
-(0.28.0-dlc on) is written for pydantic 2 (``field_validator``); 0.26/0.27 use pydantic 1 (``validator``,
-``root_validator``) and would need a pydantic<2 venv (``--python``), so they are not recorded.
+Each branch's Python is run with the pydantic 2 of this interpreter (0.28.0-dlc on: ``field_validator``;
+0.27.0-dlc: pydantic 2's ``pydantic.v1``), except ``PYDANTIC_1`` (0.26.0-dlc imports ``validator`` and
+``root_validator`` from pydantic itself): those run with the interpreter of a pydantic<2 virtualenv
+outside the repository, which needs only pydantic and numpy (djl_python/np_util.py imports it):
+
+    python3 -m venv /tmp/venv-pyd1 && /tmp/venv-pyd1/bin/pip install 'pydantic<2' numpy
+    .venv/bin/python tests/vendor/djl/execute_properties.py /path/to/djl-serving.git \
+        --pydantic1-python /tmp/venv-pyd1/bin/python > tests/vendor/djl/verdicts.json
+
+(recorded with pydantic 1.10.27 there, 2.14.4 here).
 
 Nothing here copies DJL code into the repository: the facts are.
 """
@@ -65,10 +72,23 @@ BRANCHES: dict[str, tuple[str, str, str, str, str]] = {
     "0.34.0-dlc": ("lmi-0.34.0-neuronx-sdk2.21.1", "neuronx", "TransformerNeuronXProperties", "tnx_properties", ""),
     # TensorRT-LLM (issue 31): the handler builds TensorRtLlmProperties from the properties (0.33.0-dlc
     # lmi_trtllm/trtllm_async_service.py:94); the image's recommender picks rolling batch trtllm.
-    # 0.29.0-dlc's trt_properties.py is 0.30.0-dlc's (git diff empty), so it is not recorded twice
     "0.30.0-dlc#trtllm": ("lmi-0.30.0-trtllm-0.12.0", "trtllm", "TensorRtLlmProperties", "trt_properties", "trtllm"),
     "0.33.0-dlc#trtllm": ("lmi-0.33.0-trtllm-0.21.0", "trtllm", "TensorRtLlmProperties", "trt_properties", "trtllm"),
+    # the older releases (0.26-0.28: tensorrt_llm.py initialize builds TensorRtLlmProperties, 0.26.0-dlc:31,
+    # 0.28.0-dlc:36; 0.26's Java sets rolling_batch trtllm itself, LmiUtils.java@0.26.0-dlc:107-109) and 0.29,
+    # whose trt_properties.py is 0.30.0-dlc's but whose profile writes other properties; then the Neuron
+    # releases before 0.28 (properties only: execute_neuron_handler.py does not run their handlers)
+    "0.26.0-dlc#trtllm": ("lmi-0.26.0-trtllm-0.7.1", "trtllm", "TensorRtLlmProperties", "trt_properties", "trtllm"),
+    "0.27.0-dlc#trtllm": ("lmi-0.27.0-trtllm-0.8.0", "trtllm", "TensorRtLlmProperties", "trt_properties", "trtllm"),
+    "0.28.0-dlc#trtllm": ("lmi-0.28.0-trtllm-0.9.0", "trtllm", "TensorRtLlmProperties", "trt_properties", "trtllm"),
+    "0.29.0-dlc#trtllm": ("lmi-0.29.0-trtllm-0.11.0", "trtllm", "TensorRtLlmProperties", "trt_properties", "trtllm"),
+    "0.26.0-dlc": ("lmi-0.26.0-neuronx-sdk2.16.0", "neuronx", "TransformerNeuronXProperties", "tnx_properties", ""),
+    "0.27.0-dlc": ("lmi-0.27.0-neuronx-sdk2.18.0", "neuronx", "TransformerNeuronXProperties", "tnx_properties", ""),
 }
+# The branches written for pydantic 1 itself (``from pydantic import BaseModel, root_validator, validator``,
+# properties_manager/properties.py@0.26.0-dlc:16), executed with --pydantic1-python. 0.27.0-dlc imports
+# the same API as ``pydantic.v1`` (properties.py@0.27.0-dlc:16), which pydantic 2 ships: run like the rest.
+PYDANTIC_1 = ("0.26.0-dlc",)
 # The option sets each fixture is planned with (flags as PlanRequest fields; -o options).
 OPTION_SETS: dict[str, list[dict[str, Any]]] = {
     "hf": [{}, {"pp": 2}, {"option": ("option.max_num_seqs=64",)}, {"option": ("option.tensor_parallel_size=4",)},
@@ -96,25 +116,35 @@ def corpus(target: str, profile: str) -> list[dict[str, Any]]:
     each is the comparison test's to compute: tests/targets/test_djl_verdicts.py)."""
     from lmi_build.artifact.packager import serving_properties
     from lmi_build.planner import plan_request
-    from lmi_build.planning.request import PlanRequest
-    from lmi_build.targets import get_target
+    from lmi_build.targets import get_target, request_for
 
     entries = []
     for config in sorted(FIXTURES.glob("*/config.json")):
         for fields in OPTION_SETS[target]:
-            request = PlanRequest(model=str(config.parent), profile=profile, tp="2", env={}, **fields)
+            request = request_for(target, {"model": str(config.parent), "profile": profile, "tp": "2", **fields}, env={})
             try:
                 plan = plan_request(request, get_target(target)).plan
             except Exception:  # a model lmi-build does not plan at all: nothing is written
                 continue
-            layouts = get_target(target).layouts()
-            layout = layouts.get(str(getattr(plan.build, "layout", "")), next(iter(layouts.values())))
             try:
-                properties = serving_properties(plan, layout)
+                properties = serving_properties(plan, written_layout(target, profile, plan))
             except Exception:  # no knobs (no recipe for the target): nothing is written
                 continue
             entries.append({"model": config.parent.name, "fields": _shown(fields), "properties": properties})
     return entries
+
+
+def written_layout(target: str, profile: str, plan: Any) -> Any:
+    """The layout lmi-build packages the plan in: the plan's (hf, neuronx), the profile's (trtllm:
+    toolkit before LMI 0.33, flat from 0.33, as its build sets it, targets/trtllm/build.py)."""
+    from lmi_build.targets import get_target
+    from lmi_build.targets.trtllm.layouts import layout_for
+    from lmi_build.targets.trtllm.profiles import get_profile
+
+    if target == "trtllm":
+        return layout_for(get_profile(profile).layout)
+    layouts = get_target(target).layouts()
+    return layouts.get(str(getattr(plan.build, "layout", "")), next(iter(layouts.values())))
 
 
 def _shown(fields: dict[str, Any]) -> dict[str, Any]:
@@ -282,10 +312,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("repo", nargs="?")
     parser.add_argument("--execute", nargs=4, metavar=("SETUP_DIR", "CLASS", "MODULE", "ROLLING_BATCH"))
+    parser.add_argument("--pydantic1-python", help="the interpreter of a pydantic<2 venv, for PYDANTIC_1 branches")
     args = parser.parse_args()
+    if args.repo and not args.pydantic1_python:
+        parser.error(f"--pydantic1-python is needed to execute {', '.join(PYDANTIC_1)} (see the module docstring)")
     if args.execute:
         setup, class_name, module, rolling_batch = args.execute
-        json.dump(execute(Path(setup), class_name, module, rolling_batch, json.load(sys.stdin)), sys.stdout)
+        import pydantic
+
+        json.dump({"pydantic": pydantic.VERSION, "results": execute(Path(setup), class_name, module, rolling_batch,
+                                                                    json.load(sys.stdin))}, sys.stdout)
         return
     facts: dict[str, Any] = {"source": "deepjavalibrary/djl-serving",
                              "extracted_by": "tests/vendor/djl/execute_properties.py",
@@ -299,14 +335,17 @@ def main() -> None:
             archive = subprocess.run(["git", f"--git-dir={args.repo}", "archive", branch, "engines/python/setup"],
                                      capture_output=True, check=True).stdout
             subprocess.run(["tar", "-x", "-C", work], input=archive, check=True)
-            done = subprocess.run([sys.executable, __file__, "--execute", f"{work}/engines/python/setup", class_name,
+            python = args.pydantic1_python if branch in PYDANTIC_1 else sys.executable
+            done = subprocess.run([python, __file__, "--execute", f"{work}/engines/python/setup", class_name,
                                    module, rolling_batch], input=json.dumps(entries), capture_output=True, text=True,
                                   check=True)
-        verdicts = {(r["model"], json.dumps(r["fields"], sort_keys=True)): r["vendor"] for r in json.loads(done.stdout)}
+        executed = json.loads(done.stdout)
+        verdicts = {(r["model"], json.dumps(r["fields"], sort_keys=True)): r["vendor"] for r in executed["results"]}
         for entry in entries:
             entry["vendor"] = verdicts.get((entry["model"], json.dumps(entry["fields"], sort_keys=True)))
         facts["branches"].append({"branch": branch, "commit": commit, "profile": profile, "target": target,
                                   "executed": f"djl_python.properties_manager.{module}.{class_name}",
+                                  "pydantic": str(executed["pydantic"]),
                                   "entries": entries})
     json.dump(facts, sys.stdout, indent=None, separators=(",", ":"))
     sys.stdout.write("\n")

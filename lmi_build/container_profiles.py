@@ -1,0 +1,100 @@
+"""Container profiles: one TOML file per container release, in its target's package
+(``lmi_build/targets/<target>/data/profiles/<name>.toml``), read into the target's own model; and
+what ``lmi-build profiles list|show`` shows of one.
+
+A new release is one new file, no code: its ``name`` is the file name without ``.toml`` and its facts
+carry their sources. ``$LMI_BUILD_PROFILES_DIR/<target>/``, where it exists, replaces that target's
+packaged profiles (a release tried without reinstalling, a test's own set).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+from pydantic import BaseModel, ConfigDict
+
+from lmi_build.errors import LmiBuildError
+from lmi_build.tables import read_table
+from lmi_build.versions import LmiVersionText, parse_lmi_version
+
+PROFILES_ENV = "LMI_BUILD_PROFILES_DIR"
+
+
+class ContainerRelease(BaseModel):
+    """The fields every target's profile starts with."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str  # the file name without .toml: what --profile takes
+    lmi_version: LmiVersionText  # DJL Serving / LMI release, e.g. "0.27.0"
+
+
+Profile = TypeVar("Profile", bound=ContainerRelease)
+
+
+class ProfileError(LmiBuildError):
+    """A profile file is unreadable or does not match its target's profile model."""
+
+    code = "profile"
+
+
+@dataclass(frozen=True)
+class ProfileRow:
+    """One profile as ``profiles list`` shows it: its columns and its ``--json`` fields."""
+
+    name: str
+    default: bool  # what its target builds for without --profile
+    compiler: str
+    runtime: str
+    layout: str
+    workflow: str  # how its container loads or builds an artifact
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ProfileView:
+    """``profiles show NAME``: its ``--json`` object, and its text (plain, no markup): the heading
+    beside its name, then its lines."""
+
+    data: dict[str, Any]
+    heading: str
+    lines: list[str]
+
+
+def profiles_dir(target: str, packaged: Path) -> Path:
+    """``$LMI_BUILD_PROFILES_DIR/<target>`` when that directory exists, else ``packaged``."""
+    override = os.environ.get(PROFILES_ENV)
+    if override:
+        replaced = Path(override).expanduser() / target
+        if replaced.is_dir():
+            return replaced
+    return packaged
+
+
+def read_profile(path: Path, model: type[Profile]) -> Profile:
+    """One profile file, validated as ``model``; its ``name`` must be its file name."""
+    profile = read_table(path, model, error=ProfileError,
+                         hint=f"fix the file; {model.__name__} in {model.__module__} has the fields")
+    if profile.name != path.stem:
+        raise ProfileError(f"profile {path.name} is named '{profile.name}'",
+                           hint=f"set name = \"{path.stem}\" (the file name without .toml)")
+    return profile
+
+
+@cache
+def _read_dir(directory: Path, model: type[ContainerRelease]) -> tuple[ContainerRelease, ...]:
+    if not directory.is_dir():
+        raise ProfileError(f"no container profiles directory at {directory}",
+                           hint=f"reinstall lmi-build, or give {PROFILES_ENV} a <target>/ directory")
+    profiles = [read_profile(path, model) for path in sorted(directory.glob("*.toml"))]
+    return tuple(sorted(profiles, key=lambda profile: parse_lmi_version(profile.lmi_version)))
+
+
+def load_profiles(target: str, packaged: Path, model: type[Profile]) -> list[Profile]:
+    """Every profile of ``target`` (its packaged ``data/profiles/``, or the override), oldest LMI
+    release first; each directory is read once per process."""
+    return cast("list[Profile]", list(_read_dir(profiles_dir(target, packaged), model)))  # read as ``model``

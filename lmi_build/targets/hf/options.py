@@ -1,0 +1,35 @@
+"""The one mapping between serving.properties and the hf target's typed options, each way: the options
+its planner reads (``HfOptions``, ``planning.context.read_options``) and the values it writes
+(``HfServing``, ``PlanContext.write_options``), each field named as its key (``option.<field>``)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from lmi_build.planning.context import PlanContext
+
+
+class HfOptions(BaseModel):
+    """The options the hf planner reads; None: unset (or unparsable: resolution made that a plan error)."""
+
+    model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
+
+    max_input_len: int | None = None
+    max_output_len: int | None = None
+    max_model_len: int | None = None
+    max_rolling_batch_size: int | None = None
+
+
+class HfServing(BaseModel):
+    """Values the plan writes into serving.properties, in the order written; None: not written here."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    engine: str | None = None
+    tensor_parallel_degree: int | None = None
+    dtype: str | None = None
+
+
+def withhold_quantize(ctx: PlanContext) -> None:
+    """Keep option.quantize out of serving.properties: the checkpoint's config.json declares its quantization."""
+    ctx.withhold("quantize")

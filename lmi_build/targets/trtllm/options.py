@@ -1,0 +1,76 @@
+"""The one mapping between serving.properties and the trtllm target's typed options, each way.
+
+A field of ``TrtllmOptions`` is an option the planner reads, named as its key (``option.<field>``) and
+typed as the option table parses it (``planning.context.read_options``, ``PlanContext.user_options``); a
+field of ``TrtllmServing`` is a value the plan writes into serving.properties (``PlanContext.write_options``),
+named as its key too. Nothing else in the target reads or writes an option by its key
+(tests/targets/trtllm/test_trtllm_typed_knobs.py), so mypy catches a mistyped one.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lmi_build.options.resolved import Source
+from lmi_build.planning.context import PlanContext
+from lmi_build.targets.trtllm.profiles import ContainerProfile
+
+
+class TrtllmOptions(BaseModel):
+    """The options the trtllm planner reads; None: unset (or unparsable: resolution made that a plan error)."""
+
+    model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
+
+    dtype: str | None = None
+    quantize: str | None = None
+    smoothquant_per_token: bool | None = None
+    smoothquant_per_channel: bool | None = None
+    pipeline_parallel_degree: int | None = None
+    pipeline_parallel_size: int | None = None
+    max_input_len: int | None = None
+    max_output_len: int | None = None
+    max_rolling_batch_size: int | None = None
+    max_num_tokens: int | None = None
+    max_beam_width: int | None = None
+    tokens_per_block: int | None = None
+    enable_kv_cache_reuse: bool | None = None
+    use_paged_context_fmha: bool | None = None
+    use_custom_all_reduce: bool | None = None
+    use_fused_mlp: bool | None = None
+    multi_block_mode: bool | None = None
+    rotary_base: float | None = None
+    rotary_dim: int | None = None
+    rotary_scaling_type: str | None = None
+    rotary_scaling_factor: float | None = None
+    mpi_mode: bool | None = None
+
+
+class TrtllmServing(BaseModel):
+    """Values the plan writes into serving.properties, in the order written; None: not written here."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    engine: str | None = None
+    entry_point: str | None = Field(None, alias="entryPoint")
+    async_mode: bool | None = None
+    rolling_batch: str | None = None
+    mpi_mode: bool | None = None
+    pipeline_parallel_size: int | None = None
+    tensor_parallel_degree: int | None = None
+    pipeline_parallel_degree: int | None = None
+    dtype: str | None = None
+    max_input_len: int | None = None
+    max_output_len: int | None = None
+    max_rolling_batch_size: int | None = None
+    tokens_per_block: int | None = None
+    smoothquant_per_channel: bool | None = None
+
+
+def apply_release_defaults(ctx: PlanContext, profile: ContainerProfile) -> None:
+    """The profile's ``[defaults]`` (cited there) for the options whose default changed between releases,
+    where the user set none: a plain build equals the container's own JIT build, and serving.properties
+    says what the engine has (max_rolling_batch_size becomes trtllm-build's --max_batch_size)."""
+    for key in ("tokens_per_block", "max_num_tokens", "max_rolling_batch_size"):
+        release_default = profile.defaults.get(key)
+        if ctx.options.source_of(key) in (None, Source.DEFAULT) and release_default:
+            ctx.derive(key, release_default, f"profile {profile.name} default")

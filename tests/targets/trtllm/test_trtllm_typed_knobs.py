@@ -1,0 +1,70 @@
+"""A knob stays typed from the flag to the engine's argv (issue 33): ``--max-input-len`` is an int field of
+the target's own request (``TrtllmRequest``), the planner reads the resolved options into the target's
+typed ``TrtllmOptions`` through the one mapping (``targets/trtllm/options.py``), the plan's ``TrtllmBuild``
+carries the fitted length, and trtllm-build's argv and serving.properties are written from that field.
+No module of any target but its ``options.py`` reads or writes an option by its key, so mypy catches a
+mistyped knob."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from lmi_build.cli.plan_flags import plan_request_from
+from lmi_build.planner import plan_request
+from lmi_build.planning.plan import BuildPlan
+from lmi_build.targets import get_target
+from lmi_build.targets.trtllm.knobs import TrtllmBuild, TrtllmRequest
+from lmi_build.targets.trtllm.profiles import get_profile
+from lmi_build.targets.trtllm.steps import plan_steps
+from tests.conftest import FIXTURE_CONFIGS
+from tests.paths import REPO_ROOT
+
+TARGETS_DIR = REPO_ROOT / "lmi_build" / "targets"
+# A read or write of an option by a literal key: ctx.int_value("max_input_len"), ctx.derive("dtype", ...).
+LITERAL_KEY = re.compile(r"\.(int_value|float_value|bool_value|text_value|int_list_value|value|user_set|is_set|"
+                         r"source_of|derive|withhold)\(\s*f?\"")
+
+
+def _engine_argv(build: TrtllmBuild, plan: BuildPlan, profile: str) -> list[str]:
+    steps = plan_steps(plan.model_copy(update={"build": build}), get_profile(profile)).steps
+    return next(step.argv for step in steps if step.name == "engine")
+
+
+def test_max_input_len_walks_typed_from_the_flag_to_the_argv() -> None:
+    model = FIXTURE_CONFIGS / "meta-llama--Llama-2-7b-hf"
+    request = plan_request_from({"model": str(model), "max_input_len": 2048}, target="trtllm", env={})
+    assert request.own(TrtllmRequest).max_input_len == 2048  # the flag's int, on the target's own request
+    plan = plan_request(request, get_target("trtllm")).plan
+    build = plan.knobs(TrtllmBuild)
+    assert build.max_input_len == 2048
+    assert plan.options["option.max_input_len"] == "2048"  # written from the typed field (TrtllmServing)
+    argv = _engine_argv(build, plan, plan.toolchain.profile)
+    assert argv[argv.index("--max_input_len") + 1] == "2048"
+    # The argv is the field's, not a string looked up again: another value in the knobs is what it says.
+    argv = _engine_argv(build.model_copy(update={"max_input_len": 777}), plan, plan.toolchain.profile)
+    assert argv[argv.index("--max_input_len") + 1] == "777"
+
+
+def test_no_option_is_read_or_written_by_its_key_outside_the_mapping() -> None:
+    offenders = [f"{path}:{number}: {line.strip()}" for path in sorted(TARGETS_DIR.glob("*/*.py"))
+                 if path.name != "options.py"
+                 for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+                 if LITERAL_KEY.search(line)]
+    assert offenders == []
+
+
+def test_mypy_catches_a_mistyped_knob(tmp_path: Path) -> None:
+    snippet = tmp_path / "mistyped.py"
+    snippet.write_text(
+        "from lmi_build.targets.trtllm.knobs import TrtllmBuild, TrtllmRequest\n"
+        "from lmi_build.targets.trtllm.options import TrtllmOptions, TrtllmServing\n\n\n"
+        "def walk(asked: TrtllmRequest, given: TrtllmOptions, build: TrtllmBuild) -> None:\n"
+        "    print(asked.max_imput_len, given.max_imput_len, build.max_imput_len)\n"
+        "    TrtllmServing(max_imput_len=1)\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "mypy", "--config-file", "pyproject.toml", str(snippet)],
+                          capture_output=True, text=True, cwd=REPO_ROOT)
+    assert done.returncode == 1
+    assert done.stdout.count('"max_imput_len"') == 4, done.stdout
