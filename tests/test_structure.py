@@ -99,7 +99,7 @@ def test_a_new_knob_is_one_declaration(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(plan_flags, "PlanRequest", WithKnob)
     monkeypatch.setattr(matrix, "PlanRequest", WithKnob)
     monkeypatch.setattr(matrix, "PLAN_KNOBS", tuple(f.name for f, _ in request.knob_fields()))
-    # What `python -m lmi_build.cli.flag_help` regenerates from the declarations and the option table.
+    # What the CLI reads from the option table for the knobs' flags when it starts (cli/flag_help).
     from lmi_build.cli.flag_help import flag_facts
 
     facts = flag_facts([*request.FLAG_KEYS.values(), "option.max_num_tokens"])
