@@ -64,10 +64,6 @@ def _skip_collection_at_exit() -> None:
 
 
 def _run(args: list[str]) -> int:
-    # pydantic looks for plugins in every installed distribution's entry points when the first
-    # model is built (~20 ms with torch and transformers installed). lmi-build's models are its own
-    # plan and manifest records, not a place for validation plugins; a value the user set wins.
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     reset()  # the environment of this command line decides --debug's default, not the one at import
     _terminate_like_interrupt()
     errors = _click_exceptions()
