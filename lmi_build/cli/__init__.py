@@ -14,7 +14,6 @@ import signal
 import sys
 from collections.abc import Sequence
 from types import ModuleType
-from typing import Any
 
 import typer
 
@@ -166,16 +165,6 @@ def _click_exceptions() -> ModuleType:
         return importlib.import_module("typer._click.exceptions")
     except ImportError:
         return importlib.import_module("click.exceptions")
-
-
-def click_context() -> Any:
-    """The click context of the command running now (None outside one): typer >= 0.29 carries its
-    own copy of click, older typer uses click."""
-    try:
-        click_globals = importlib.import_module("typer._click.globals")
-    except ImportError:
-        click_globals = importlib.import_module("click.globals")
-    return click_globals.get_current_context(silent=True)
 
 
 def _asks_for_json(args: list[str]) -> bool:

@@ -11,6 +11,7 @@ and by every command group's callback.
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
@@ -136,3 +137,13 @@ def root_callback(
     _json_mode(json_output)
     _quiet_mode(quiet)
     _debug_mode(debug)
+
+
+def click_context() -> Any:
+    """The click context of the command running now (None outside one): typer >= 0.29 carries its
+    own copy of click, older typer uses click."""
+    try:
+        click_globals = importlib.import_module("typer._click.globals")
+    except ImportError:
+        click_globals = importlib.import_module("click.globals")
+    return click_globals.get_current_context(silent=True)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
+from lmi_build.cli.app import click_context
 from lmi_build.cli.flag_help import CHOICES, COMMAND_HELP, HELP, MAXIMUM, MINIMUM, TARGET_CHOICES
 from lmi_build.cli.user_config import profile_default
 from lmi_build.planning.request import INPUTS_PANEL, Knob, PlanRequest, knob_fields
@@ -134,8 +135,6 @@ def check_flag_values(knobs: Mapping[str, Any], target: str) -> None:
 def _usage_error(flag: str, message: str) -> Exception:
     """click's error for a bad value of ``flag``, as typer raises it for the flags it types: main()
     prints it as one line (``error: Invalid value for '--tp': ...``) and exits 1."""
-    from lmi_build.cli import click_context
-
     return typer.BadParameter(message, ctx=click_context(), param_hint=f"'{flag}'")
 
 
