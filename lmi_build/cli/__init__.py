@@ -8,17 +8,15 @@ from __future__ import annotations
 import difflib
 import errno
 import gc
-import importlib
 import os
 import signal
 import sys
 from collections.abc import Sequence
-from types import ModuleType
 
 import typer
 
 from lmi_build.cli import commands
-from lmi_build.cli.app import new_app, root_callback
+from lmi_build.cli.app import click_exceptions, new_app, root_callback
 from lmi_build.errors import LmiBuildError, Terminated
 from lmi_build.output import Mode, current, debugging, reset, set_mode
 from lmi_build.redaction import redact_text
@@ -65,7 +63,7 @@ def _skip_collection_at_exit() -> None:
 def _run(args: list[str]) -> int:
     reset()  # the environment of this command line decides --debug's default, not the one at import
     _terminate_like_interrupt()
-    errors = _click_exceptions()
+    errors = click_exceptions()
     no_args_is_help = getattr(errors, "NoArgsIsHelpError", ())
     status: object = None
     try:
@@ -157,14 +155,6 @@ def _terminate_like_interrupt() -> None:
 
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGINT, _interrupt)
-
-
-def _click_exceptions() -> ModuleType:
-    """click's exception classes: typer >= 0.29 carries its own copy of click, older typer uses click."""
-    try:
-        return importlib.import_module("typer._click.exceptions")
-    except ImportError:
-        return importlib.import_module("click.exceptions")
 
 
 def _asks_for_json(args: list[str]) -> bool:

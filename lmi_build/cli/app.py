@@ -14,6 +14,7 @@ import functools
 import importlib
 import inspect
 from collections.abc import Callable
+from types import ModuleType
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -137,6 +138,14 @@ def root_callback(
     _json_mode(json_output)
     _quiet_mode(quiet)
     _debug_mode(debug)
+
+
+def click_exceptions() -> ModuleType:
+    """click's exception classes: typer >= 0.29 carries its own copy of click, older typer uses click."""
+    try:
+        return importlib.import_module("typer._click.exceptions")
+    except ImportError:
+        return importlib.import_module("click.exceptions")
 
 
 def click_context() -> Any:
