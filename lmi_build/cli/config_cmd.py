@@ -7,9 +7,21 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
 
 from lmi_build.cli.app import new_app
+from lmi_build.cli.user_config import load_standing_defaults, profile_default
+from lmi_build.errors import LmiBuildError, OptionError
+from lmi_build.options.resolve import OptionInputs, cli_option_pairs, resolve_options
+from lmi_build.options.spec import TARGETS, all_option_specs, exact_spec
 from lmi_build.output import current, identifier
+from lmi_build.planner import plan_request
+from lmi_build.planning.request import PlanRequest
+from lmi_build.redaction import redact, secret_values
+from lmi_build.targets import get_target
 
 config_app = new_app(help="Show how LMI options resolve, and the option reference.")
 
@@ -36,9 +48,6 @@ _OPTIONS_EPILOG = """Examples:
 
 
 def _check_target(target: str) -> str:
-    from lmi_build.errors import OptionError
-    from lmi_build.options.spec import TARGETS
-
     if target not in TARGETS:
         raise OptionError(f"unknown target {target!r}", hint=f"use --target {' or '.join(TARGETS)}")
     return target
@@ -64,11 +73,6 @@ def show(
     """Print every resolved option with its value and where it came from. With --model, the values
     are the plan's (the profile's and the model's derivations included); without, the option layers
     alone, and the keys the plan would change are named."""
-    from lmi_build.cli.user_config import load_standing_defaults, profile_default
-    from lmi_build.options.resolve import OptionInputs, cli_option_pairs, resolve_options
-    from lmi_build.options.spec import exact_spec
-    from lmi_build.redaction import redact, secret_values
-
     env: dict[str, str] = {} if no_env else dict(os.environ)
     standing = load_standing_defaults()
     profile, _ = profile_default(_check_target(target), profile)
@@ -80,8 +84,6 @@ def show(
     if model is not None:
         plan = _plan(target, model, properties, option or [], profile, env, strict)
     else:
-        from lmi_build.errors import LmiBuildError
-
         try:
             plan = _plan(target, DIFF_MODEL, properties, option or [], profile, env, strict)
         except LmiBuildError as failed:  # e.g. an unknown --profile: the option layers are still shown
@@ -152,10 +154,6 @@ DIFF_MODEL = "demo:tiny-llama"
 def _plan(target: str, model: str, properties: Path | None, option: list[str], profile: str | None,
           env: dict[str, str], strict: bool) -> Any:
     """The plan `lmi-build plan <target> --model ...` makes of the same inputs (the one resolver)."""
-    from lmi_build.planner import plan_request
-    from lmi_build.planning.request import PlanRequest
-    from lmi_build.targets import get_target
-
     request = PlanRequest(model=model, properties=properties, option=tuple(option), profile=profile, env=env,
                           strict=strict)
     return plan_request(request, get_target(target)).plan
@@ -178,8 +176,6 @@ def options(
     ] = None,
 ) -> None:
     """The LMI option reference (key, type, default, choices, targets), generated from the table."""
-    from lmi_build.options.spec import all_option_specs
-
     specs = [s for s in all_option_specs() if target is None or s.applies_to(_check_target(target))]
     data = [
         {
@@ -206,9 +202,6 @@ def _line(message: str, hint: str | None) -> str:
 
 
 def _options_table(rows: dict[str, dict[str, Any]]) -> Any:
-    from rich.markup import escape
-    from rich.table import Table
-
     table = Table(show_edge=False, header_style="bold")
     table.add_column("key", no_wrap=True, overflow="fold")
     for column in ("value", "source", "origin", "build"):
@@ -220,9 +213,6 @@ def _options_table(rows: dict[str, dict[str, Any]]) -> Any:
 
 
 def _reference_table(data: list[dict[str, Any]], target: str | None) -> Any:
-    from rich.markup import escape
-    from rich.table import Table
-
     title = f"LMI options{f' for {target}' if target else ''}"
     rows = []
     for row in data:
@@ -247,8 +237,6 @@ def _reference_table(data: list[dict[str, Any]], target: str | None) -> Any:
         return table
     # Narrow (COLUMNS=80): one block per option, the key on its own line, the rest wrapped at spaces
     # under it, so no column is squeezed to a few letters.
-    from rich.padding import Padding
-    from rich.text import Text
 
     # A one-column grid: its cells wrap at the width (a bare Text printed with soft_wrap would not).
     table = Table.grid()
