@@ -1,5 +1,6 @@
 """The layer contract (pyproject [tool.importlinter], docs/DESIGN.md) holds, and fails on a planted
-upward or cross-target import: import-linter is run for real on a copy of the package."""
+upward or cross-target import, or an import cycle inside a package: import-linter is run for real on a copy
+of the package."""
 
 from __future__ import annotations
 
@@ -50,7 +51,9 @@ def test_the_tree_keeps_the_layer_contract(tmp_path: Path) -> None:
      "lmi_build.artifact is not allowed to import lmi_build.storage"),
     ("lmi_build.targets.hf.build", "from lmi_build.targets.trtllm.steps import engine_steps  # noqa",
      "lmi_build.targets.hf is not allowed to import lmi_build.targets.trtllm"),
-], ids=["artifact->pipeline", "options->planning", "artifact->storage", "hf->trtllm"])
+    ("lmi_build.cli.user_config", "from lmi_build.cli.plan_flags import with_knobs  # noqa",
+     "No cycles are allowed in lmi_build.cli."),
+], ids=["artifact->pipeline", "options->planning", "artifact->storage", "hf->trtllm", "cycle in cli"])
 def test_a_planted_import_breaks_the_contract(module: str, line: str, expected: str, tmp_path: Path) -> None:
     root = copy_package(tmp_path)
     plant(root, module, line)

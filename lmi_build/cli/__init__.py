@@ -1,45 +1,36 @@
-"""The `lmi-build` command line. This file only wires command groups together; each command
-lives in its own module, and heavy libraries are imported inside the command functions.
-
-Start-up is kept short on purpose (benchmarks/startup.py): importing this package loads neither
-typer nor rich. ``main()`` answers ``--help`` and ``--version`` from a static table, and for any
-other command line builds a typer app holding only the command it names. ``app`` (the full app,
-every command registered) is built on first access, for tests and ``typer.testing``.
+"""The `lmi-build` command line. This file only wires command groups together (``commands``); each
+command lives in its own module, and heavy libraries are imported inside the command functions.
+``app`` is the typer app with every command registered; typer draws every --help.
 """
 
 from __future__ import annotations
 
-import importlib
+import difflib
+import errno
+import gc
 import os
+import signal
 import sys
 from collections.abc import Sequence
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
 
-from lmi_build import __version__
+import typer
+
 from lmi_build.cli import commands
+from lmi_build.cli.app import click_exceptions, new_app, root_callback
+from lmi_build.errors import LmiBuildError, Terminated
+from lmi_build.output import Mode, current, debugging, reset, set_mode
+from lmi_build.redaction import redact_text
 
-if TYPE_CHECKING:
-    import typer
 
-
-def build_app(modules: tuple[str, ...] = commands.COMMAND_MODULES) -> typer.Typer:
-    """The typer app with the commands of ``modules`` registered (all by default)."""
-    from lmi_build.cli.app import new_app, root_callback
-
+def build_app() -> typer.Typer:
+    """The typer app with every command registered."""
     app = new_app(help=commands.APP_HELP, completion=True)
-    app.callback()(root_callback)
-    # One line per command module. Keep these modules light: no torch/transformers at import.
-    commands.register(app, modules)
+    app.callback(epilog=commands.APP_EPILOG)(root_callback)
+    commands.register(app)
     return app
 
 
-def __getattr__(name: str) -> Any:
-    if name == "app":  # built once, on first use: `from lmi_build.cli import app`
-        app = build_app()
-        globals()["app"] = app
-        return app
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+app = build_app()
 
 
 # click's shell-completion protocol: the completion script calls lmi-build with this variable set.
@@ -51,14 +42,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     line on stderr (and, with --json, ``{"error": ...}`` on stdout) and exit status 1, or 2 for an
     invalid plan or artifact; --debug shows the traceback instead."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if COMPLETE_VARIABLE in os.environ:  # the shell asks for completions: every command must be known
-        build_app()(prog_name="lmi-build")  # the variable's name is derived from it
-        return
-    if args in (["--help"], ["-h"], []):
-        sys.stdout.write(commands.top_level_help())
-        sys.exit(0 if args else 1)  # no command given: the help, and a usage error's status
-    if args == ["--version"]:
-        print(f"lmi-build {__version__}")
+    if COMPLETE_VARIABLE in os.environ:  # the shell asks for completions
+        app(prog_name="lmi-build")  # the variable's name is derived from it
         return
     status = _run(args)
     if argv is None:  # the process ends here (not a caller's own process, e.g. a test)
@@ -72,26 +57,14 @@ def _skip_collection_at_exit() -> None:
     person waits on Ctrl-C. The process is about to end, so the objects alive now need not be
     traced: ``gc.freeze`` moves them out of the collector's reach. Finalizers and atexit handlers
     still run (only cycles among these objects are left to the process's end)."""
-    import gc
-
     gc.freeze()
 
 
 def _run(args: list[str]) -> int:
-    # pydantic looks for plugins in every installed distribution's entry points when the first
-    # model is built (~20 ms with torch and transformers installed). lmi-build's models are its own
-    # plan and manifest records, not a place for validation plugins; a value the user set wins.
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    import typer
-
-    from lmi_build.errors import LmiBuildError
-    from lmi_build.output import Mode, current, debugging, reset, set_mode
-
     reset()  # the environment of this command line decides --debug's default, not the one at import
     _terminate_like_interrupt()
-    errors = _click_exceptions()
+    errors = click_exceptions()
     no_args_is_help = getattr(errors, "NoArgsIsHelpError", ())
-    app = build_app(commands.modules_for(args))
     status: object = None
     try:
         status = app(args=args, prog_name=commands.prog_name(), standalone_mode=False)
@@ -138,19 +111,12 @@ FLAG_SUGGESTION_CUTOFF = 0.7
 
 def close_flags(typed: str, known: Sequence[str]) -> list[str]:
     """The flags of ``known`` close enough to ``typed`` to suggest, closest first."""
-    import difflib
-
     names = {flag.lstrip("-"): flag for flag in known}
     close = difflib.get_close_matches(typed.lstrip("-"), list(names), n=3, cutoff=FLAG_SUGGESTION_CUTOFF)
     return [names[name] for name in close]
 
 
 def _os_error_line(error: OSError) -> str:
-    import errno
-    import os
-
-    from lmi_build.redaction import redact_text
-
     # An OSError raised with a message and no errno (a library's own check) has no strerror:
     # os.strerror(0) would say "Success".
     message = str(error).strip().splitlines()[0] if str(error).strip() else ""
@@ -163,8 +129,6 @@ def _os_error_line(error: OSError) -> str:
 
 
 def _os_error_hint(error: OSError) -> str:
-    import errno
-
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
         return "free space there (or choose another --output / LMI_BUILD_CACHE) and rerun; partial files were removed"
     if error.errno == errno.EFBIG:
@@ -180,10 +144,6 @@ _signals_received: list[int] = []
 
 def _terminate_like_interrupt() -> None:
     """SIGTERM cleans up as Ctrl-C does (see ``errors.Terminated``)."""
-    import signal
-
-    from lmi_build.errors import Terminated
-
     def _terminate(signum: int, frame: object) -> None:
         _signals_received.append(signum)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not interrupt the cleanup
@@ -195,24 +155,6 @@ def _terminate_like_interrupt() -> None:
 
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGINT, _interrupt)
-
-
-def _click_exceptions() -> ModuleType:
-    """click's exception classes: typer >= 0.29 carries its own copy of click, older typer uses click."""
-    try:
-        return importlib.import_module("typer._click.exceptions")
-    except ImportError:
-        return importlib.import_module("click.exceptions")
-
-
-def click_context() -> Any:
-    """The click context of the command running now (None outside one): typer >= 0.29 carries its
-    own copy of click, older typer uses click."""
-    try:
-        click_globals = importlib.import_module("typer._click.globals")
-    except ImportError:
-        click_globals = importlib.import_module("click.globals")
-    return click_globals.get_current_context(silent=True)
 
 
 def _asks_for_json(args: list[str]) -> bool:

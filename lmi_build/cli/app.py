@@ -11,13 +11,17 @@ and by every command group's callback.
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 from collections.abc import Callable
+from types import ModuleType
 from typing import Annotated, Any, TypeVar
 
 import typer
-from typer.core import TyperCommand, TyperGroup
 
+from lmi_build import __version__
+from lmi_build.cli.help_layout import install
+from lmi_build.cli.user_config import endpoint_default
 from lmi_build.output import Mode, current, reset, set_debugging, set_mode
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
@@ -47,8 +51,6 @@ JsonOpt = Annotated[bool, typer.Option("--json", is_eager=True, callback=_json_m
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", is_eager=True, callback=_quiet_mode, help=QUIET_HELP)]
 DebugOpt = Annotated[bool, typer.Option("--debug", is_eager=True, callback=_debug_mode, help=DEBUG_HELP)]
 def _endpoint_default(value: str | None) -> str | None:
-    from lmi_build.cli.user_config import endpoint_default
-
     return endpoint_default(value)
 
 
@@ -80,31 +82,10 @@ def with_output_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
-class _Command(TyperCommand):
-    """A command whose --help lays its option panels out to cut nothing (``help_layout``)."""
-
-    def format_help(self, ctx: Any, formatter: Any) -> None:
-        from lmi_build.cli.help_layout import install
-
-        install()  # here, not at start-up: only --help needs rich's layout code
-        super().format_help(ctx, formatter)
-
-
-class _Group(TyperGroup):
-    """A command group whose --help lays its option panels out as ``_Command`` does."""
-
-    def format_help(self, ctx: Any, formatter: Any) -> None:
-        from lmi_build.cli.help_layout import install
-
-        install()
-        super().format_help(ctx, formatter)
-
-
 class _App(typer.Typer):
     """A Typer whose every command gets the output options, so none can miss or redeclare them."""
 
     def command(self, *args: Any, **kwargs: Any) -> Callable[[CommandFunction], CommandFunction]:
-        kwargs.setdefault("cls", _Command)
         register = super().command(*args, **kwargs)
 
         def decorator(function: CommandFunction) -> CommandFunction:
@@ -121,9 +102,10 @@ def group_callback(json_output: JsonOpt = False, quiet: QuietOpt = False, debug:
 
 def new_app(help: str | None = None, *, completion: bool = False) -> typer.Typer:
     """A command group (or, with ``completion``, the root app, which offers typer's
-    --install-completion/--show-completion for bash, zsh, fish and PowerShell)."""
+    --install-completion/--show-completion for bash, zsh, fish and PowerShell). Its --help lays the
+    option panels out to cut nothing (``help_layout``)."""
+    install()
     app = _App(
-        cls=_Group,
         help=help,
         no_args_is_help=True,
         add_completion=completion,
@@ -137,14 +119,11 @@ def new_app(help: str | None = None, *, completion: bool = False) -> typer.Typer
 
 def _version(value: bool) -> None:
     if value:
-        from lmi_build import __version__
-
         print(f"lmi-build {__version__}")
         raise typer.Exit()
 
 
-# The root options; their flags and help texts are also in lmi_build.cli.commands.ROOT_OPTIONS
-# (static --help). Not eager: the body first resets the output state (each command line starts
+# The root options. Not eager: the body first resets the output state (each command line starts
 # from human output), then applies them; the command's own output options apply after that.
 def root_callback(
     json_output: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
@@ -159,3 +138,21 @@ def root_callback(
     _json_mode(json_output)
     _quiet_mode(quiet)
     _debug_mode(debug)
+
+
+def click_exceptions() -> ModuleType:
+    """click's exception classes: typer >= 0.29 carries its own copy of click, older typer uses click."""
+    try:
+        return importlib.import_module("typer._click.exceptions")
+    except ImportError:
+        return importlib.import_module("click.exceptions")
+
+
+def click_context() -> Any:
+    """The click context of the command running now (None outside one): typer >= 0.29 carries its
+    own copy of click, older typer uses click."""
+    try:
+        click_globals = importlib.import_module("typer._click.globals")
+    except ImportError:
+        click_globals = importlib.import_module("click.globals")
+    return click_globals.get_current_context(silent=True)

@@ -6,10 +6,17 @@ from collections.abc import Callable, Sequence
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
+from lmi_build.artifact.describe import describe, render
+from lmi_build.artifact.verify import serving_target
 from lmi_build.cli.app import EndpointOpt
+from lmi_build.cli.unfinished import unfinished_build
 from lmi_build.errors import with_hint
 from lmi_build.output import current
+from lmi_build.planning.render import SHOWN_MESSAGES
+from lmi_build.storage.verify import load_any, verify
+from lmi_build.targets import TARGETS
 from lmi_build.types import PlanMessage
 
 LocationArg = Annotated[str, typer.Argument(help="Artifact directory or s3://bucket/prefix.", show_default=False)]
@@ -47,13 +54,6 @@ def verify_command(
       lmi-build verify s3://models/llama-7b/trt \\
           --endpoint-url http://localhost:8333 --json
     """
-    from rich.markup import escape
-
-    from lmi_build.artifact.verify import serving_target
-    from lmi_build.cli.unfinished import unfinished_build
-    from lmi_build.storage.verify import verify
-    from lmi_build.targets import TARGETS
-
     if (unfinished := unfinished_build(location)) is not None:
         raise unfinished
     serving = serving_target(TARGETS, container=for_container, gpu=gpu, neuron_platform=neuron_platform,
@@ -77,8 +77,6 @@ def verify_command(
 def _report_lines(emit: Callable[[str], None], kind: str, messages: Sequence[PlanMessage]) -> None:
     """One line per problem up to the plan's limit, then a count: a tampered manifest of 200k
     entries is not 200k lines."""
-    from lmi_build.planning.render import SHOWN_MESSAGES
-
     for message in messages[:SHOWN_MESSAGES]:
         emit(with_hint(message.message, message.hint))
     if len(messages) > SHOWN_MESSAGES:
@@ -101,10 +99,6 @@ def inspect_command(
 
       lmi-build inspect s3://models/llama-7b/trt --json | jq .for
     """
-    from lmi_build.artifact.describe import describe, render
-    from lmi_build.cli.unfinished import unfinished_build
-    from lmi_build.storage.verify import load_any
-
     if (unfinished := unfinished_build(location)) is not None:
         raise unfinished
     info = describe(load_any(location, endpoint_url), location)

@@ -4,9 +4,11 @@ command can be tried offline, with no download and no token."""
 from __future__ import annotations
 
 import typer
+from rich.table import Table
 
 from lmi_build.cli.app import new_app
 from lmi_build.output import current, identifier
+from lmi_build.sources.demo import DEMO_MODELS, config_json
 
 LIST_EPILOG = """[bold]Examples[/bold]
 
@@ -23,10 +25,6 @@ def register(app: typer.Typer) -> None:
 
 def list_demos() -> None:
     """List the demo models: what each stands for. Use them as --model demo:NAME."""
-    from rich.table import Table
-
-    from lmi_build.sources.demo import DEMO_MODELS, config_json
-
     rows = [{"model": f"demo:{name}", "architecture": (config_json(name).get("architectures") or ["?"])[0],
              "description": description} for name, description in DEMO_MODELS.items()]
     table = Table(title="demo models (generated on first use; no download)")

@@ -1,38 +1,17 @@
-"""Help text and bounds of the CLI flags that set an option, from those options' table entries.
-
-``python -m lmi_build.cli.flag_help`` writes them, keyed by option, to ``lmi_build/cli/option_flags.py``,
-which the generated flags read (``plan_flags``); ``tests/options/test_options_flag_help.py`` fails when that
-file and the table drift apart. (Why a generated file rather than reading the table when the CLI
-starts: see there.) The options are those a ``PlanRequest`` knob sets.
+"""Help text, bounds and choices of the CLI flags that set an option, from those options' table
+entries (``lmi_build/data/options.toml``), read when the CLI starts. The options are those a
+``PlanRequest`` knob sets; ``plan_flags`` makes the flags from ``HELP`` and the other tables below.
 """
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 from lmi_build.options.spec import TARGETS, OptionSpec, exact_spec
-
-GENERATED_PATH = Path(__file__).resolve().with_name("option_flags.py")
-
-_HEADER = '''"""Help text, bounds and choices of the flags that set an LMI option, by option key: GENERATED from
-the option table (lmi_build/data/options.toml) and the values the build makes (flag_help.build_choices)
-by `python -m lmi_build.cli.flag_help`; do not edit.
-
-Generated, not read from the table here, because every `lmi-build` start imports this module
-(`--help` included): reading options.toml would add about 20 ms (tomllib's import, then the
-parse) to the ~70 ms of `import lmi_build.cli`, where these literals take ~0.2 ms (measured with
-`python -X importtime -c "import lmi_build.cli"`). tests/options/test_options_flag_help.py fails on drift.
-"""
-
-from __future__ import annotations
-
-'''
-
+from lmi_build.planning.checks import DTYPES
+from lmi_build.planning.quantization import flag_methods
+from lmi_build.targets import every_knob
 
 # Flags that take fewer values than the option they set: the values the build itself makes, where
 # the container takes more (option.dtype=int8 is LMI-Dist's; the build casts weights to the dtypes
@@ -56,16 +35,12 @@ FLAG_DEFAULTS = {
 
 def build_choices() -> dict[str, tuple[str, ...]]:
     """The values each narrowed flag accepts, by option key: what the planner builds."""
-    from lmi_build.planning.checks import DTYPES
-
     return {"option.dtype": tuple(DTYPES)}
 
 
 def target_choices() -> dict[str, dict[str, tuple[str, ...]]]:
     """The values each flag narrowed per target accepts, by option key, then target: what the
     target's builds make (--quantize: the container's runtime-only quantizations are refused)."""
-    from lmi_build.planning.quantization import flag_methods
-
     return {"option.quantize": {target: flag_methods(target) for target in TARGETS}}
 
 
@@ -147,37 +122,11 @@ def _default_text(spec: OptionSpec) -> str | None:
     return f"{common} ({', '.join(target for target, value in defaults.items() if value == common)})"
 
 
-def render(option_keys: Iterable[str]) -> str:
-    """The source of ``lmi_build/cli/option_flags.py``."""
-    facts = flag_facts(option_keys)
-    return _HEADER + "".join([
-        _literal("HELP: dict[str, str]", {flag: item.help for flag, item in facts.items()}),
-        _literal("MINIMUM: dict[str, int]", {f: item.minimum for f, item in facts.items() if item.minimum is not None}),
-        _literal("MAXIMUM: dict[str, int]", {f: item.maximum for f, item in facts.items() if item.maximum is not None}),
-        _literal("CHOICES: dict[str, list[str]]",
-                 {f: list(item.choices) for f, item in facts.items() if item.choices is not None}),
-        _literal("TARGET_CHOICES: dict[str, dict[str, list[str]]]",
-                 {f: {target: list(values) for target, values in item.target_choices.items()}
-                  for f, item in facts.items() if item.target_choices is not None}),
-        _literal("COMMAND_HELP: dict[str, dict[str, str]]",
-                 {f: dict(item.command_help) for f, item in facts.items() if item.command_help is not None}),
-    ])
-
-
-def _literal(name: str, values: Mapping[str, str | int | list[str] | dict[str, Any]]) -> str:
-    if not values:
-        return f"{name} = {{}}\n"
-    # JSON strings are Python string literals too, in the double quotes the code base uses.
-    items = "".join(f"    {json.dumps(key)}: {json.dumps(value, ensure_ascii=False)},\n" for key, value in values.items())
-    return f"{name} = {{\n{items}}}\n"
-
-
-def main() -> None:
-    from lmi_build.targets import every_knob
-
-    GENERATED_PATH.write_text(render(how.option for _, how in every_knob() if how.option is not None), encoding="utf-8")
-    print(f"wrote {GENERATED_PATH}", file=sys.stderr)
-
-
-if __name__ == "__main__":
-    main()
+# By option key, for the flags of every knob (common and each target's) that sets one (plan_flags).
+FACTS = flag_facts(how.option for _, how in every_knob() if how.option is not None)
+HELP = {key: fact.help for key, fact in FACTS.items()}
+MINIMUM = {key: fact.minimum for key, fact in FACTS.items() if fact.minimum is not None}
+MAXIMUM = {key: fact.maximum for key, fact in FACTS.items() if fact.maximum is not None}
+CHOICES = {key: fact.choices for key, fact in FACTS.items() if fact.choices is not None}
+TARGET_CHOICES = {key: fact.target_choices for key, fact in FACTS.items() if fact.target_choices is not None}
+COMMAND_HELP = {key: fact.command_help for key, fact in FACTS.items() if fact.command_help is not None}

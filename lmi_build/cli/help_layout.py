@@ -9,16 +9,26 @@ its longest flag, the help column at least as wide as its longest word, the type
 when the two do not fit side by side, and the help under the flag when even that is too wide.
 typer's own pieces make the cells (its help text with default and required markers, its type and
 range display), so the content and styles are typer's; only the layout is this module's.
+
+Why this code at all (issue 33 asked for typer's own help): typer 0.29 has no public setting for the
+panels' column widths. Its own layout still cuts the help of plan, trtllm, neuronx, matrix, publish
+and pull at 80 columns (rich's Table also hands spare width to the flag column), and
+``rich_markup_mode=None`` (click's formatter) drops the panels and splits words at hyphens
+(``~/.config/lmi-`` / ``build/config.toml``). tests/cli/test_cli_80_columns.py checks every --help.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from rich.console import Console, RenderableType
-    from rich.text import Text
+from rich.console import Console, RenderableType
+from rich.padding import Padding
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+from typer import rich_utils
+from typer.core import TyperArgument
 
 # The panel's border and its padding take two columns on each side.
 PANEL_FRAME = 4
@@ -39,8 +49,6 @@ class _Row:
 
 def install() -> None:
     """Draw typer's option panels with ``print_options_panel`` (once; a no-op on a typer without them)."""
-    from typer import rich_utils
-
     if getattr(rich_utils, "_print_options_panel", None) is print_options_panel:
         return
     if not hasattr(rich_utils, "_print_options_panel") or not hasattr(rich_utils, "_get_parameter_help"):
@@ -50,9 +58,6 @@ def install() -> None:
 
 def print_options_panel(*, name: str, params: list[Any], ctx: Any, markup_mode: Any, console: Console) -> None:
     """One panel of options or arguments, as typer's ``_print_options_panel`` is called."""
-    from rich.panel import Panel
-    from typer import rich_utils
-
     rows = [_row(param, ctx, markup_mode) for param in params]
     if not rows:
         return
@@ -61,9 +66,6 @@ def print_options_panel(*, name: str, params: list[Any], ctx: Any, markup_mode: 
 
 
 def _row(param: Any, ctx: Any, markup_mode: Any) -> _Row:
-    from typer import rich_utils
-    from typer.core import TyperArgument
-
     if isinstance(param, TyperArgument):
         names, short = "", param.display_name_raw + ("..." if param.metavar is None and param.nargs != 1 else "")
     else:
@@ -85,8 +87,6 @@ def _row(param: Any, ctx: Any, markup_mode: Any) -> _Row:
 def _help(columns: Any) -> RenderableType:
     """typer's help cell (rich ``Columns`` of the help, default and required texts) as one text that
     wraps at spaces only; a cell of another kind (markdown help) as it is."""
-    from rich.text import Text
-
     parts = list(getattr(columns, "renderables", ()))
     if not parts or not all(isinstance(part, Text) for part in parts):
         return columns
@@ -98,9 +98,6 @@ def _help(columns: Any) -> RenderableType:
 def _layout(rows: list[_Row], width: int) -> RenderableType:
     """The rows in the widest layout that cuts nothing: flag, short flag, type and help on one line;
     else the type under the flag; else the help under the flag."""
-    from rich.padding import Padding
-    from rich.table import Table
-
     star = 2 if any(row.required for row in rows) else 0
     names = max(len(row.names) for row in rows)
     shorts = max(len(row.short) for row in rows)
@@ -126,9 +123,6 @@ def _layout(rows: list[_Row], width: int) -> RenderableType:
 
 
 def _left(row: _Row, star: int, names: int, shorts: int, type_under: bool) -> Text:
-    from rich.text import Text
-    from typer import rich_utils
-
     text = Text()
     if star:
         text.append("* " if row.required else "  ", style=rich_utils.STYLE_REQUIRED_SHORT)

@@ -10,6 +10,10 @@ from typing import Annotated
 import typer
 
 from lmi_build.cli.app import EndpointOpt
+from lmi_build.cli.user_config import cache_default, config_path
+from lmi_build.errors import OptionError
+from lmi_build.fleet.run import run_matrix
+from lmi_build.output import current
 
 MATRIX_EPILOG = """[bold]Examples[/bold]
 
@@ -31,9 +35,6 @@ class ExecutorChoice(str, Enum):
 
 MatrixFileArg = Annotated[Path, typer.Argument(help="The matrix file (builds.toml): defaults and \\[\\[build]] tables.")]
 def _cache_required(value: str | None) -> str:
-    from lmi_build.cli.user_config import cache_default, config_path
-    from lmi_build.errors import OptionError
-
     found = cache_default(value)
     if found is None:
         raise OptionError("matrix needs a shared build cache",
@@ -77,9 +78,6 @@ def matrix(
     wait_for_resources: WaitOpt = 0.0,
     endpoint_url: EndpointOpt = None,
 ) -> None:
-    from lmi_build.fleet.run import run_matrix
-    from lmi_build.output import current
-
     assert cache is not None  # _cache_required gave one or stopped
     progress = run_matrix(matrix_file, cache=cache, executor=executor.value, ray_address=ray_address,
                           max_parallel=max_parallel, max_retries=max_retries, endpoint_url=endpoint_url,

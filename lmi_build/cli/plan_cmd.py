@@ -10,7 +10,14 @@ import typer
 from lmi_build.cli.app import EndpointOpt
 from lmi_build.cli.plan_flags import SaveOpt, plan_request_from, with_knobs
 from lmi_build.output import current
+from lmi_build.planner import plan_request
+from lmi_build.planning.render import report_plan
 from lmi_build.target_names import TARGET_NAMES
+from lmi_build.targets import get_target
+
+# One line: typer keeps a line break of a command's help in the list of commands.
+HELP = ("Resolve every build knob, validate it against the model, estimate memory and compute the cache key, "
+        "without reading weights or building anything.")
 
 EPILOG = """[bold]Examples[/bold]
 
@@ -30,7 +37,7 @@ PlanTarget = Enum("PlanTarget", {name: name for name in TARGET_NAMES}, type=str)
 
 
 def register(app: typer.Typer) -> None:
-    app.command("plan", epilog=EPILOG)(with_knobs(plan, command=None))
+    app.command("plan", help=HELP, epilog=EPILOG)(with_knobs(plan, command=None))
 
 
 def plan(
@@ -39,12 +46,7 @@ def plan(
     save: SaveOpt = None,
     **knobs: Any,
 ) -> None:
-    """Resolve every build knob, validate it against the model, estimate memory and compute the
-    cache key, without reading weights or building anything."""
-    from lmi_build.planner import plan_request
-    from lmi_build.planning.render import report_plan
-    from lmi_build.targets import get_target
-
+    """``lmi-build plan``: its help is HELP."""
     saved = plan_request(plan_request_from(knobs, target=target.value, endpoint_url=endpoint_url), get_target(target.value))
     report_plan(saved.plan)
     if save is not None:

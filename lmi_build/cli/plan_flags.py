@@ -3,7 +3,7 @@
 ``lmi-build plan`` takes every knob; each build command (``lmi-build trtllm|neuronx|hf``) takes the
 knobs declared for it. A command function declares only its own parameters and ``**knobs``;
 ``with_knobs`` adds a typer option per knob, whose name, type, help text and bounds come from the
-field and from the option table entry of the LMI key it sets (``option_flags.py``, generated). The
+field and from the option table entry of the LMI key it sets (``flag_help``). The
 values come back as ``knobs`` and become a ``PlanRequest`` with ``plan_request_from``, so a knob is
 spelled once and help, spelling, bounds and meaning never drift apart.
 """
@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from lmi_build.cli.option_flags import CHOICES, COMMAND_HELP, HELP, MAXIMUM, MINIMUM, TARGET_CHOICES
+from lmi_build.cli.app import click_context
+from lmi_build.cli.flag_help import CHOICES, COMMAND_HELP, HELP, MAXIMUM, MINIMUM, TARGET_CHOICES
 from lmi_build.cli.user_config import profile_default
 from lmi_build.planning.request import INPUTS_PANEL, Knob, PlanRequest, ordered_knobs
 from lmi_build.targets import TARGETS, every_knob, get_target, request_for
@@ -42,8 +43,7 @@ def _option(how: Knob, command: str | None) -> Any:
     """The typer option of one knob: its help and bounds from the option it sets, else its own; a
     flag whose values differ by target lists ``command``'s (`plan`, None: each target's)."""
     if how.option is not None and how.option not in HELP:
-        raise KeyError(f"{how.flag} sets {how.option}, which option_flags.py has no help for: "
-                       "run `python -m lmi_build.cli.flag_help`")
+        raise KeyError(f"{how.flag} sets {how.option}, which flag_help.HELP has no help for")
     help_text = how.help if how.option is None else COMMAND_HELP.get(how.option, {}).get(command or "plan",
                                                                                          HELP[how.option])
     key = how.option or ""
@@ -146,8 +146,6 @@ def check_flag_values(knobs: Mapping[str, Any], target: str) -> None:
 def _usage_error(flag: str, message: str) -> Exception:
     """click's error for a bad value of ``flag``, as typer raises it for the flags it types: main()
     prints it as one line (``error: Invalid value for '--tp': ...``) and exits 1."""
-    from lmi_build.cli import click_context
-
     return typer.BadParameter(message, ctx=click_context(), param_hint=f"'{flag}'")
 
 

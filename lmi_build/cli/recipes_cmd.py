@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
+from rich.console import Group, RenderableType
+from rich.table import Table
 
 from lmi_build.cli.app import new_app
+from lmi_build.cli.profiles_cmd import _unknown_profile
 from lmi_build.output import current, identifier
+from lmi_build.planning.target_api import RecipeRoute, route_for
+from lmi_build.recipes.registry import load_recipes
+from lmi_build.recipes.schema import Recipe, TargetSupport
 from lmi_build.target_names import TARGET_NAMES
-
-if TYPE_CHECKING:  # the pydantic models load when a recipes command runs, not for --help
-    from rich.console import RenderableType
-
-    from lmi_build.planning.target_api import RecipeRoute
-    from lmi_build.recipes.schema import Recipe, TargetSupport
-
+from lmi_build.targets import TARGETS
 
 LIST_EPILOG = """[bold]Examples[/bold]
 
@@ -50,14 +50,11 @@ def list_recipes(
              "why not for the others (for a family its toolchain lacks, the first release that has it).")] = None,
 ) -> None:
     """List every recipe (architecture family) and what each target supports for it."""
-    from lmi_build.recipes.registry import load_recipes
-
     book = load_recipes()
     if profile is None:
         data = {"directory": str(book.directory), "recipes": [_recipe_json(r) for r in book]}
         current().result(data, _list_table(book.all()))
         return
-    from lmi_build.planning.target_api import route_for
 
     target = _profile_target(profile)
     routes = {recipe.name: route_for(target, recipe, profile) for recipe in book}
@@ -68,9 +65,6 @@ def list_recipes(
 
 def _profile_target(profile: str) -> Any:
     """The target whose container profiles include ``profile`` (a ``PlanningTarget``)."""
-    from lmi_build.cli.profiles_cmd import _unknown_profile
-    from lmi_build.targets import TARGETS
-
     for target in TARGETS.values():
         if profile in target.container_profiles():
             return target
@@ -83,8 +77,6 @@ def _route_json(route: RecipeRoute) -> dict[str, Any]:
 
 def _profile_table(recipes: tuple[Recipe, ...], routes: dict[str, RecipeRoute], profile: str,
                    target: str) -> RenderableType:
-    from rich.table import Table
-
     built = sum(1 for route in routes.values() if route.builds)
     table = Table(title=f"lmi-build recipes on {profile} ({target}): {built} of {len(recipes)} build",
                   box=None, pad_edge=False, padding=(0, 2, 0, 0))
@@ -102,8 +94,6 @@ def show_recipe(
     name: str = typer.Argument(..., help="Recipe name, as in `lmi-build recipes list` (e.g. llama)."),
 ) -> None:
     """Show one recipe: matched architectures, per-target quantization, options and version inference."""
-    from lmi_build.recipes.registry import load_recipes
-
     recipe = load_recipes().get(name)
     current().result(_recipe_json(recipe), _show(recipe))
 
@@ -120,8 +110,6 @@ def _support_cell(support: TargetSupport | None) -> str:
 
 
 def _list_table(recipes: tuple[Recipe, ...]) -> RenderableType:
-    from rich.table import Table
-
     title = "lmi-build recipes (cell: supported, quantization methods lmi-build applies)"
     names = max((len(recipe.name) for recipe in recipes), default=6)
     architectures = max((len(a) for recipe in recipes for a in (recipe.architectures or recipe.model_types)), default=13)
@@ -159,9 +147,6 @@ def _list_table(recipes: tuple[Recipe, ...]) -> RenderableType:
 
 
 def _show(recipe: Recipe) -> RenderableType:
-    from rich.console import Group
-    from rich.table import Table
-
     head = Table.grid(padding=(0, 2))
     head.add_column(no_wrap=True)
     head.add_column(overflow="fold")

@@ -6,8 +6,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from lmi_build.cli.app import EndpointOpt
+from lmi_build.cli.unfinished import unfinished_build
+from lmi_build.output import current
+from lmi_build.storage.publish import publish
+from lmi_build.storage.pull import pull
 
 WorkersOpt = Annotated[int, typer.Option("--workers", min=1, max=64, help="Parallel transfers (files and parts).")]
 
@@ -32,8 +37,6 @@ Example:
 
 
 def _summary_line(verb: str, data: dict[str, float | int], where: str) -> str:
-    from rich.markup import escape
-
     mib = data["bytes"] / (1024 * 1024)
     return (f"{verb} {data['objects']} objects ({mib:,.1f} MiB), skipped {data['skipped']}, "
             f"in {data['seconds']:.1f}s: {escape(where)}")  # a path, not markup
@@ -52,10 +55,6 @@ def register(app: typer.Typer) -> None:
         workers: WorkersOpt = 8,
         overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace a different artifact already at the prefix (its stale objects are removed after the new manifest commits).")] = False,
     ) -> None:
-        from lmi_build.cli.unfinished import unfinished_build
-        from lmi_build.output import current
-        from lmi_build.storage.publish import publish
-
         if (unfinished := unfinished_build(str(artifact_dir))) is not None:
             raise unfinished  # an exit-3 output: say what it lacks and how to finish it
         out = current()
@@ -72,9 +71,6 @@ def register(app: typer.Typer) -> None:
         endpoint_url: EndpointOpt = None,
         workers: WorkersOpt = 8,
     ) -> None:
-        from lmi_build.output import current
-        from lmi_build.storage.pull import pull
-
         out = current()
         summary = pull(url, dest, endpoint_url=endpoint_url, workers=workers, output=out)
         data = {"url": url, "dest": str(dest), **summary.model_dump()}

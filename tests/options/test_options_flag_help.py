@@ -1,31 +1,22 @@
-"""The flags that set an option take their help text and bounds from its table entry, through the
-generated lmi_build/cli/option_flags.py, which must match the table and stay cheap to import."""
+"""The flags that set an option take their help text and bounds from its table entry (cli/flag_help)."""
 
 from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from lmi_build.cli import app
-from lmi_build.cli import option_flags as generated
-from lmi_build.cli.flag_help import FLAG_DESCRIPTIONS, GENERATED_PATH, build_choices, help_text, render
+from lmi_build.cli import app, flag_help
+from lmi_build.cli.flag_help import FLAG_DESCRIPTIONS, build_choices, help_text
 from lmi_build.options.spec import exact_spec, option_spec
 from lmi_build.targets import every_knob, request_for
 
 # Which flag sets which LMI option: every knob's, the targets' own included.
 FLAG_KEYS = {how.flag: how.option for _, how in every_knob() if how.option is not None}
-
-
-def test_the_generated_module_matches_the_table() -> None:
-    assert GENERATED_PATH.read_text(encoding="utf-8") == render(FLAG_KEYS.values()), (
-        "lmi_build/cli/option_flags.py is stale: run `python -m lmi_build.cli.flag_help`")
 
 
 def test_every_flag_that_sets_an_option_is_covered() -> None:
@@ -34,7 +25,7 @@ def test_every_flag_that_sets_an_option_is_covered() -> None:
                                  "max_output_len": 1, "max_batch_size": 1, "n_positions": 128,
                                  "context_length_estimate": "64", "revision": "main", "trust_remote_code": True})
     assert {flag for _, flag in request.flag_options().values()} == set(FLAG_KEYS)
-    assert set(FLAG_KEYS.values()) == set(generated.HELP)
+    assert set(FLAG_KEYS.values()) == set(flag_help.HELP)
     assert all(exact_spec(key) is not None for key in FLAG_KEYS.values())
 
 
@@ -74,7 +65,7 @@ def test_plan_help_shows_the_table_defaults_and_choices() -> None:
     assert f"Default: {max_input_len.default} (trtllm). Sets option.max_input_len." in text
     assert f"One of: fp16, bf16, fp32. Default: {dtype.default}. Sets option.dtype." in text
     # --quantize takes what each target builds, not every runtime quantization the containers know.
-    methods = "; ".join(f"{target}: {', '.join(values)}" for target, values in generated.TARGET_CHOICES["option.quantize"].items())
+    methods = "; ".join(f"{target}: {', '.join(values)}" for target, values in flag_help.TARGET_CHOICES["option.quantize"].items())
     assert f"One of: {methods}. Sets option.quantize." in text and "squeezellm" not in methods
     assert "Default: 1; trtllm: max. Sets option.tensor_parallel_degree." in text  # per-target defaults
     # The old hand-written help advertised "auto", which the table (and so the planner) refuses.
@@ -87,15 +78,6 @@ def test_the_bounds_are_enforced_by_the_flag() -> None:
     assert result.exit_code == 2 and "'--max-input-len': Input should be greater than or equal to 1" in message
 
 
-def test_cli_start_reads_no_table() -> None:
-    """The help text is a literal module: `import lmi_build.cli` loads neither tomllib (the table
-    file) nor pydantic (the table's models) nor the options package."""
-    probe = ("import json, sys, lmi_build.cli; print(json.dumps(sorted(m for m in "
-             "('tomllib', 'tomli', 'pydantic', 'lmi_build.options', 'lmi_build.planning.request') if m in sys.modules)))")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert json.loads(done.stdout) == []
-
-
 def test_dtype_takes_exactly_what_the_build_makes() -> None:
     """--dtype offers and accepts the dtypes the planner builds (checks.DTYPES), not the container's
     whole list (int8 is LMI-Dist's; auto is no option.dtype value): --help, the flag and the build
@@ -103,7 +85,7 @@ def test_dtype_takes_exactly_what_the_build_makes() -> None:
     from lmi_build.planning.checks import DTYPES
 
     assert build_choices()["option.dtype"] == tuple(DTYPES)
-    assert generated.CHOICES["option.dtype"] == list(DTYPES)
+    assert flag_help.CHOICES["option.dtype"] == tuple(DTYPES)
     param = _plan_params()["--dtype"]
     assert param.help is not None and "int8" not in param.help and "auto" not in param.help
     runner = CliRunner()
@@ -116,9 +98,7 @@ def test_dtype_takes_exactly_what_the_build_makes() -> None:
         assert json.loads(result.stdout)["options"]["option.dtype"] == accepted
 
 
-def test_a_flag_narrowed_to_a_value_its_option_refuses_is_a_generation_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    import lmi_build.cli.flag_help as flag_help
-
+def test_a_flag_narrowed_to_a_value_its_option_refuses_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(flag_help, "build_choices", lambda: {"option.dtype": ("fp16", "fp8")})
     spec = exact_spec("option.dtype")
     assert spec is not None
