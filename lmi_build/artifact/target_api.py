@@ -57,13 +57,6 @@ class ArtifactTarget(Protocol):
 TargetsByName = Mapping[str, ArtifactTarget]
 
 
-def target_of(targets: TargetsByName, name: str) -> ArtifactTarget:
-    found = targets.get(name)
-    if found is None:
-        raise UnknownName(f"unknown target '{name}'", hint=f"use one of: {', '.join(targets)}")
-    return found
-
-
 def profile_owner(targets: TargetsByName, profile: str) -> tuple[ArtifactTarget, ContainerFacts]:
     """The target whose container profiles include ``profile``, and the profile's facts."""
     known: list[str] = []

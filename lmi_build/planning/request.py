@@ -6,7 +6,7 @@ option table, ``lmi_build/data/options.toml``), its help panel and the build com
 From these fields come the flags of ``lmi-build plan`` and of each build command
 (``lmi_build.cli.plan_flags``), the keys of a matrix build (``lmi_build.fleet.matrix``), the
 flag -> option mapping the planner applies (``flag_options``) and the flag reference
-(``python -m lmi_build.options.flag_help``), as vLLM's ``EngineArgs`` fields make its parser.
+(``python -m lmi_build.cli.flag_help``), as vLLM's ``EngineArgs`` fields make its parser.
 
 No pydantic and no option table here: the CLI reads these declarations when it starts.
 """

@@ -3,12 +3,14 @@ early. No Ray, no S3, no builds."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from lmi_build.fleet.matrix import BuildEntry, MatrixError, expand, plan_matrix, read_matrix
-from lmi_build.planning.request import PLAN_KNOBS
+from lmi_build.planning.request import PLAN_KNOBS, PlanRequest
 from tests.paths import REPO_ROOT
 
 REPO = REPO_ROOT
@@ -86,13 +88,14 @@ def test_saved_plan_entry_refuses_its_own_knobs(tmp_path: Path) -> None:
 def test_build_keys_are_the_plan_request_knobs(tmp_path: Path) -> None:
     """A matrix build takes the build commands' knobs with PlanRequest's types: TOML numbers stand
     for the text flags, lists for the repeatable ones."""
-    from lmi_build.planning.request import PLAN_KNOBS
-
     path = tmp_path / "builds.toml"
     path.write_text("[[build]]\ntarget = 'neuronx'\nmodel = 'demo:tiny-llama'\ntp = 2\nn_positions = 512\n"
                     "context_length_estimate = 128\noption = ['option.batch_size=2']\n", encoding="utf-8")
     (_, entry, _), = expand(read_matrix(path))[0]
     assert entry.knobs == {"model": "demo:tiny-llama", "tp": "2", "n_positions": 512,
                            "context_length_estimate": "128", "option": ("option.batch_size=2",)}
-    assert set(PLAN_KNOBS) <= set(_table_keys())
-    assert {"target", "env", "endpoint_url"}.isdisjoint(PLAN_KNOBS)
+    every_knob = {f.name: f.default for f in dataclasses.fields(PlanRequest) if f.name in PLAN_KNOBS}
+    assert BuildEntry.from_table(every_knob).knobs == every_knob  # each knob taken, as given
+    for not_a_knob in ("env", "endpoint_url"):  # PlanRequest fields a matrix build does not set
+        with pytest.raises(ValidationError, match=not_a_knob):
+            BuildEntry.from_table({not_a_knob: None})
