@@ -1,8 +1,9 @@
 """Every benchmark in benchmarks/ runs to completion at a tiny size, against the same peer it is
-measured against (s5cmd, sha256sum, `hf --help`, awscrt, the direct ModelOpt script, a Ray cluster on
-a real SeaweedFS), so none rots between the days it is run. No timing is asserted: only that each
-script finishes and hands ``python -m benchmarks`` its comparison rows, peer measured in the same run.
-`make bench` (``python -m benchmarks``) runs every script: none is left out of its order."""
+measured against (s5cmd, sha256sum, `hf --help`, awscrt on a real SeaweedFS here; the direct ModelOpt
+script and a Ray cluster in test_benchmarks_quantize.py and test_benchmarks_fleet.py), so none rots
+between the days it is run. No timing is asserted: only that each script finishes and hands
+``python -m benchmarks`` its comparison rows, the peer measured in the same run. `make bench`
+(``python -m benchmarks``) runs every script: none is left out of its order."""
 
 from __future__ import annotations
 
@@ -20,11 +21,10 @@ import pytest
 from benchmarks import ROWS_ENV
 from benchmarks.__main__ import HERE, ORDER, TOOLS
 
-# The script each test runs, so that a benchmark added to the run order without one fails here.
+# The scripts run here and, torch-loading and minutes long, in test_benchmarks_quantize.py and
+# test_benchmarks_fleet.py (files of their own, so the suite's workers run them side by side): a
+# benchmark added to the run order without a run fails here.
 SMOKE_TESTED = ("startup", "package", "storage", "storage_crt", "quantize", "fleet", "quantize_rates")
-# Each code path of quantize.py's cases: the streamed TensorRT-LLM writer, ModelOpt's exporter, a
-# calibrated quantization, its peer (the direct ModelOpt script) and the hf conversion.
-QUANTIZE_CASES = "fp16,fp16-modelopt,awq,awq-direct,hf-bf16"
 
 
 def run_benchmark(name: str, *args: str, rows: Path, timeout: float) -> str:
@@ -96,42 +96,3 @@ def test_storage_crt(tmp_path: Path) -> None:
     run_benchmark("storage_crt", "--size-gb", "0.01", "--shards", "2", "--repeat", "1",
                   rows=tmp_path / "rows.jsonl", timeout=300)
     assert recorded_peers(tmp_path / "rows.jsonl") == {"s5cmd cp (download): client CPU"}
-
-
-@pytest.fixture(scope="module")
-def quantize_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """quantize.py on demo:tiny-llama, each code path once, with a token's worth of calibration."""
-    out = tmp_path_factory.mktemp("quantize-bench")
-    printed = run_benchmark("quantize", "--out", str(out), "--model", "demo:tiny-llama", "--cases", QUANTIZE_CASES,
-                            "--calib-size", "2", "--calib-max-seq-len", "16", rows=out / "rows.jsonl", timeout=1800)
-    assert "import baseline" in printed
-    return out / "results.jsonl"
-
-
-@pytest.mark.slow
-def test_quantize(quantize_results: Path) -> None:
-    rows = {row["case"]: row for row in map(json.loads, quantize_results.read_text().splitlines())}
-    assert ",".join(rows) == QUANTIZE_CASES
-    assert rows["awq"]["quant_algo"] == rows["awq-direct"]["quant_algo"] == "W4A16_AWQ"
-    assert rows["awq-direct"]["writer"] == "modelopt (direct script)"
-    assert all(row["out_bytes"] > 0 and row["peak_rss_bytes"] > 0 for row in rows.values())
-
-
-@pytest.mark.slow
-def test_quantize_rates(quantize_results: Path, tmp_path: Path) -> None:
-    """The rates fitted from quantize.py's own results (one size given twice: no slope, still a table)."""
-    out = run_benchmark("quantize_rates", str(quantize_results), str(quantize_results),
-                        rows=tmp_path / "rows.jsonl", timeout=120)
-    assert "[cpu.steps.stream_trtllm]" in out and "[cpu.steps.quantize]" in out and "[host_memory]" in out
-
-
-@pytest.mark.slow
-@pytest.mark.s3
-def test_fleet(tmp_path: Path) -> None:
-    needs_tools("weed")
-    pytest.importorskip("ray", reason="the fleet extra is not installed: pip install -e '.[fleet]'")
-    out = run_benchmark("fleet", "--models", "demo:tiny-llama", "--dtypes", "fp16", "--tps", "1",
-                        rows=tmp_path / "rows.jsonl", timeout=1800)
-    results = json.loads(out[out.index("{"):])
-    assert results["builds"] == 2 and results["rerun_statuses"] == {"cached": 1, "stand_in": 1}
-    assert recorded_peers(tmp_path / "rows.jsonl") == {"2 sequential lmi-build"}
