@@ -11,6 +11,7 @@ against a local SeaweedFS:
    minus planning minus the time spent inside the tasks, divided by 4.
 
     python benchmarks/fleet.py
+    python benchmarks/fleet.py --models demo:tiny-llama --dtypes fp16 --tps 1    # 2 builds: a smoke run
 
 The demo models are generated before anything is timed. The machine's cores bound the
 parallelism: on 2 shared cores the Ray run cannot be 2x faster than the sequential one.
@@ -18,8 +19,10 @@ parallelism: on 2 shared cores the Ray run cannot be 2x faster than the sequenti
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,9 +39,12 @@ from lmi_build.sources.resolve import resolve_source
 from tests.fixtures_ray import NODE_ARGS, PROFILE, fleet_env
 from tests.fixtures_s3 import start_seaweedfs
 
-MODELS = ("demo:tiny-llama", "demo:tiny-mistral")
 LENGTHS = ("--max-input-len", "256", "--max-output-len", "128")
-MATRIX = f"""
+
+
+def matrix_text(models: list[str], dtypes: list[str], tps: list[str]) -> str:
+    """hf builds of every model x dtype, then trtllm builds of the first model at every tp."""
+    return f"""
 [defaults]
 max_input_len = 256
 max_output_len = 128
@@ -46,21 +52,22 @@ max_output_len = 128
 [[build]]
 target = "hf"
 [build.matrix]
-model = {json.dumps(list(MODELS))}
-dtype = ["fp16", "bf16"]
+model = {json.dumps(models)}
+dtype = {json.dumps(dtypes)}
 
 [[build]]
 target = "trtllm"
-model = "demo:tiny-llama"
+model = "{models[0]}"
 profile = "{PROFILE}"
 [build.matrix]
-tp = [1, 2]
+tp = [{", ".join(tps)}]
 """
 
 
-def sequential_commands(cache: str, out: Path) -> list[list[str]]:
-    commands = [["hf", "--model", model, "--dtype", dtype, *LENGTHS] for model in MODELS for dtype in ("fp16", "bf16")]
-    commands += [["trtllm", "--model", "demo:tiny-llama", "--profile", PROFILE, "--tp", tp, *LENGTHS] for tp in "12"]
+def sequential_commands(models: list[str], dtypes: list[str], tps: list[str], cache: str,
+                        out: Path) -> list[list[str]]:
+    commands = [["hf", "--model", model, "--dtype", dtype, *LENGTHS] for model in models for dtype in dtypes]
+    commands += [["trtllm", "--model", models[0], "--profile", PROFILE, "--tp", tp, *LENGTHS] for tp in tps]
     return [[sys.executable, "-m", "lmi_build", *command, "--cache", cache, "--output", str(out / f"seq-{index}"),
              "--json"] for index, command in enumerate(commands)]
 
@@ -72,27 +79,34 @@ def timed_matrix(matrix: Path, **kwargs: Any) -> tuple[float, dict[str, Any]]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default="demo:tiny-llama,demo:tiny-mistral", help="the hf builds' models")
+    parser.add_argument("--dtypes", default="fp16,bf16", help="the hf builds' dtypes")
+    parser.add_argument("--tps", default="1,2", help="the trtllm builds' tp (of the first model)")
+    args = parser.parse_args()
+    models, dtypes, tps = args.models.split(","), args.dtypes.split(","), args.tps.split(",")
     from ray.cluster_utils import Cluster
 
     work = Path(tempfile.mkdtemp(prefix="lmi-fleet-bench-"))
     server = start_seaweedfs(work / "seaweedfs")
-    os.environ.update(fleet_env(server, work / "lmi-build-cache"))
-    os.environ.pop("RAY_ADDRESS", None)
-    bucket = server.new_bucket("bench")
-    for model in MODELS:  # generate the demo models once, before any timing
-        resolve_source(model, purpose="build")
-    matrix = work / "builds.toml"
-    matrix.write_text(MATRIX, encoding="utf-8")
-
-    start = time.perf_counter()
-    for command in sequential_commands(f"s3://{bucket}/sequential-cache", work):
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise SystemExit(f"{' '.join(command)} failed: {done.stderr.strip()[-400:]}")
-    sequential = time.perf_counter() - start
-
-    cluster = Cluster(initialize_head=True, head_node_args={**NODE_ARGS, "include_dashboard": False})
+    cluster: Cluster | None = None
     try:
+        os.environ.update(fleet_env(server, work / "lmi-build-cache"))
+        os.environ.pop("RAY_ADDRESS", None)
+        bucket = server.new_bucket("bench")
+        for model in models:  # generate the demo models once, before any timing
+            resolve_source(model, purpose="build")
+        matrix = work / "builds.toml"
+        matrix.write_text(matrix_text(models, dtypes, tps), encoding="utf-8")
+
+        start = time.perf_counter()
+        for command in sequential_commands(models, dtypes, tps, f"s3://{bucket}/sequential-cache", work):
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise SystemExit(f"{' '.join(command)} failed: {done.stderr.strip()[-400:]}")
+        sequential = time.perf_counter() - start
+
+        cluster = Cluster(initialize_head=True, head_node_args={**NODE_ARGS, "include_dashboard": False})
         cluster.add_node(num_gpus=2, **NODE_ARGS)
         cluster.wait_for_nodes()
         cache = f"s3://{bucket}/fleet-cache"
@@ -100,15 +114,18 @@ def main() -> None:
         rerun_seconds, rerun = timed_matrix(matrix, cache=cache, executor="ray", ray_address=cluster.address)
 
         hf_only = work / "hf.toml"
-        hf_only.write_text(MATRIX.split("[[build]]\ntarget = \"trtllm\"")[0], encoding="utf-8")
+        hf_only.write_text(matrix_text(models, dtypes, tps).split("[[build]]\ntarget = \"trtllm\"")[0],
+                           encoding="utf-8")
         plan_start = time.perf_counter()
         plan_matrix(hf_only, cache=cache)
         planning = time.perf_counter() - plan_start
         serial_seconds, serial = timed_matrix(hf_only, cache=cache, executor="ray", ray_address=cluster.address,
                                               max_parallel=1)
     finally:
-        cluster.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
         server.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
     in_tasks = sum(build["seconds"] for build in serial["builds"])
     overhead = (serial_seconds - planning - in_tasks) / len(serial["builds"])
@@ -129,8 +146,10 @@ def main() -> None:
         "cpus": os.cpu_count(),
     }
     print(json.dumps(results, indent=2))
-    record_comparison("fleet", "matrix --executor ray (6 builds)", ray_seconds, "6 sequential lmi-build", sequential)
-    record_comparison("fleet", "matrix rerun (hf cached)", rerun_seconds, "6 sequential lmi-build", sequential)
+    builds = len(first["builds"])
+    record_comparison("fleet", f"matrix --executor ray ({builds} builds)", ray_seconds,
+                      f"{builds} sequential lmi-build", sequential)
+    record_comparison("fleet", "matrix rerun (hf cached)", rerun_seconds, f"{builds} sequential lmi-build", sequential)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -27,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's lmi_build and benchmarks
 
-from benchmarks import record_comparison
+from benchmarks import record_comparison, write_safetensors
 from lmi_build.artifact.manifest import BuildRecord
 from lmi_build.artifact.packager import package
 from lmi_build.artifact.verify import verify_local
@@ -37,29 +36,14 @@ from lmi_build.targets import TARGETS
 from lmi_build.targets.hf.knobs import HfBuild
 from lmi_build.types import ModelIdentity
 
-CHUNK = 64 * 1024 * 1024
-
 
 def write_model(directory: Path, size_bytes: int, shards: int) -> None:
-    import numpy as np
-
-    rng = np.random.default_rng(0)
     directory.mkdir(parents=True)
-    per_shard = size_bytes // shards
     weight_map: dict[str, str] = {}
     for index in range(shards):
         name = f"model-{index + 1:05d}-of-{shards:05d}.safetensors"
-        tensor = f"layers.{index}.weight"
-        header = json.dumps({tensor: {"dtype": "U8", "shape": [per_shard], "data_offsets": [0, per_shard]}}).encode()
-        header += b" " * (-len(header) % 8)
-        with open(directory / name, "wb") as handle:
-            handle.write(struct.pack("<Q", len(header)) + header)
-            left = per_shard
-            while left:
-                step = min(CHUNK, left)
-                handle.write(rng.bytes(step))
-                left -= step
-        weight_map[tensor] = name
+        write_safetensors(directory / name, size_bytes // shards)
+        weight_map[Path(name).stem] = name
     (directory / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
     (directory / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama"}))
     (directory / "tokenizer.json").write_text(json.dumps({"version": "1.0", "model": {"type": "BPE"}}))

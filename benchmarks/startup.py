@@ -1,10 +1,11 @@
-"""Start-up time of `lmi-build --help` and `lmi-build plan hf --json` against huggingface_hub's CLI.
+"""Start-up time of `lmi-build --help` and `lmi-build plan hf --json` (of a local config and of a
+demo model) against huggingface_hub's CLI.
 
 Run: python benchmarks/startup.py [--repeat 7] [--instructions]
 Prints the median wall time and CPU time (user+system) of each command (fresh interpreter each
-run) and their ratios to the `hf --help` baseline, and fails if `--help` or `plan` imported torch
-or transformers. On a shared machine both times move with the load (2x between runs on the
-2-core development host); ``--instructions`` also counts the instructions each command executes
+run, the commands taking turns) and their ratios to the `hf --help` baseline, and fails if `--help`
+or `plan` imported torch or transformers. On a shared machine both times move with the load (2x
+between runs on the 2-core development host); ``--instructions`` also counts the instructions each command executes
 under valgrind (callgrind), which do not depend on the load: the figure to compare across runs.
 
 lmi_build's modules are byte-compiled first (compileall), as a wheel install does: with
@@ -34,6 +35,7 @@ sys.path.insert(0, str(REPO))
 from benchmarks import record_comparison  # noqa: E402 - needs the repo root on sys.path
 
 FIXTURE = REPO / "tests" / "fixtures" / "hf-configs" / "meta-llama--Llama-2-7b-hf"
+DEMO = "demo:tiny-llama"  # a built-in model: its config is resolved without weights at plan time
 _PROBE = """
 import sys
 from lmi_build.cli import main
@@ -51,15 +53,18 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def timed(command: list[str], repeat: int) -> tuple[float, float]:
-    """Median (wall seconds, CPU seconds) of ``repeat`` runs."""
-    walls, cpus = [], []
+def timed(commands: dict[str, list[str]], repeat: int) -> dict[str, tuple[float, float]]:
+    """Median (wall seconds, CPU seconds) of ``repeat`` runs of each command, the commands taking
+    turns, so that a change in the machine's load falls on all of them alike."""
+    walls: dict[str, list[float]] = {name: [] for name in commands}
+    cpus: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(repeat):
-        cpu, start = _children_cpu(), time.perf_counter()
-        subprocess.run(command, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        walls.append(time.perf_counter() - start)
-        cpus.append(_children_cpu() - cpu)
-    return statistics.median(walls), statistics.median(cpus)
+        for name, command in commands.items():
+            cpu, start = _children_cpu(), time.perf_counter()
+            subprocess.run(command, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            walls[name].append(time.perf_counter() - start)
+            cpus[name].append(_children_cpu() - cpu)
+    return {name: (statistics.median(walls[name]), statistics.median(cpus[name])) for name in commands}
 
 
 def instructions(command: list[str]) -> int | None:
@@ -101,10 +106,11 @@ def main() -> None:
             f"{Path(hf).name} --help": [hf, "--help"],
             "lmi-build --help": [lmi, "--help"],
             "lmi-build plan hf --json": [lmi, "plan", "hf", "--model", str(model), "--json"],
+            "lmi-build plan hf --json, demo": [lmi, "plan", "hf", "--model", DEMO, "--json"],
         }
         for cmd in commands.values():  # warm the OS file cache once
             subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        medians = {name: timed(cmd, args.repeat) for name, cmd in commands.items()}
+        medians = timed(commands, args.repeat)
         peer = f"{Path(hf).name} --help"
         wall0, cpu0 = medians[peer]
         print(f"{'command':32s} {'wall':>9s} {'vs hf':>7s} {'CPU':>9s} {'vs hf':>7s}   (medians of {args.repeat} runs)")
@@ -121,7 +127,8 @@ def main() -> None:
                     print(f"{name:32s} instructions: not counted (needs valgrind)")
                 else:
                     print(f"{name:32s} {count / 1e6:9.0f} M instructions {count / base:6.2f}x")
-        for probe_args in (["--help"], ["plan", "hf", "--model", str(model), "--json"]):
+        for probe_args in (["--help"], ["plan", "hf", "--model", str(model), "--json"],
+                           ["plan", "hf", "--model", DEMO, "--json"]):
             heavy = heavy_imports(probe_args)
             if heavy:
                 sys.exit(f"lmi-build {' '.join(probe_args[:2])} imported {', '.join(heavy)}")

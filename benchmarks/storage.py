@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import record_comparison
+from benchmarks import record_comparison, write_safetensors
 from lmi_build.output import Mode, Output
 from lmi_build.sources.resolve import resolve_source
 from lmi_build.storage.publish import publish
@@ -59,16 +59,6 @@ def timed_cpu(fn: Callable[[], Any]) -> tuple[float, float]:
     return wall, cpu_seconds() - cpu
 
 
-def write_random(path: Path, size: int) -> None:
-    block = 16 * 1024 * 1024
-    with open(path, "wb") as handle:
-        remaining = size
-        while remaining:
-            chunk = min(block, remaining)
-            handle.write(os.urandom(chunk))
-            remaining -= chunk
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-gb", type=float, default=2.0)
@@ -90,7 +80,7 @@ def main() -> None:
         artifact.mkdir()
         shard_size = int(args.size_gb * 1024**3 / args.shards)
         for index in range(args.shards):
-            write_random(artifact / f"model-{index:05d}-of-{args.shards:05d}.safetensors", shard_size)
+            write_safetensors(artifact / f"model-{index:05d}-of-{args.shards:05d}.safetensors", shard_size)
         small = {"config.json": b'{"model_type": "llama", "architectures": ["LlamaForCausalLM"]}',
                  "tokenizer.json": os.urandom(2 * 1024 * 1024), "tokenizer_config.json": b"{}",
                  "generation_config.json": b"{}", "serving.properties": b"engine=Python\n"}

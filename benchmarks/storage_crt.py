@@ -31,8 +31,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import record_comparison
-from benchmarks.storage import timed_cpu, write_random
+from benchmarks import record_comparison, write_random
+from benchmarks.storage import timed_cpu
 from lmi_build.output import Mode, Output
 from lmi_build.storage.client import s3_client
 from lmi_build.storage.transfer import Download, download_all

@@ -7,15 +7,14 @@ chosen, DJL's validators, what is loaded vs compiled), every rule cited to the v
 release's commit. ``plan``, the build and ``verify --for-container`` all evaluate that one model and
 get a ``StartupOutcome``.
 
-The model sees an artifact only through ``ArtifactFacts``: the files the artifact holds, the small JSON
-files the container reads and its serving.properties. A plan describes the artifact it will write the
-same way, so plan and verify evaluate the same rules on the same kind of input.
+Each target's model sees an artifact through its own ``StartupInputs`` (``targets/<name>/startup.py``),
+made from a manifest (verify) or from a plan (the artifact the build will write), so plan and verify
+evaluate the same rules on the same kind of input.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -67,10 +66,6 @@ class StartupOutcome(BaseModel):
     loads_kind: str = "NEFFs"  # what ``loads`` holds, as the summary names it ("engine files")
     rules: tuple[RuleFinding, ...] = ()  # in the order the start-up path applies them
 
-    @property
-    def loads_as_built(self) -> bool:
-        return self.outcome == "loads"
-
     def deciding(self) -> tuple[RuleFinding, ...]:
         """The rules that made the outcome anything but ``loads``."""
         return tuple(r for r in self.rules if r.effect in ("recompiles", "rebuilds", "rejected"))
@@ -101,17 +96,3 @@ def outcome_messages(outcome: StartupOutcome) -> tuple[list[PlanMessage], list[P
 
     return [message(r) for r in outcome.errors()], [message(r) for r in outcome.warnings()]
 
-
-class ArtifactFacts(BaseModel):
-    """An artifact as the container's start-up sees it: file names, the JSON files it reads, and
-    serving.properties. Built from a directory (verify) or from a plan (what the build will write)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    files: frozenset[str] = frozenset()  # relative POSIX paths
-    json_files: dict[str, Any] = {}  # relative path -> parsed content, for the JSON files start-up reads
-    properties: dict[str, str] = {}  # the artifact's serving.properties
-
-    def json_file(self, path: str) -> Mapping[str, Any] | None:
-        value = self.json_files.get(path)
-        return value if isinstance(value, Mapping) else None

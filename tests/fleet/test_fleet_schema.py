@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from lmi_build.fleet.matrix import BuildEntry, MatrixError, expand, plan_matrix, read_matrix
 from lmi_build.targets import every_knob
@@ -93,5 +94,8 @@ def test_build_keys_are_the_plan_request_knobs(tmp_path: Path) -> None:
     (_, entry, _), = expand(read_matrix(path))[0]
     assert entry.knobs == {"model": "demo:tiny-llama", "tp": "2", "n_positions": 512,
                            "context_length_estimate": "128", "option": ("option.batch_size=2",)}
-    assert set(PLAN_KNOBS) <= set(_table_keys())
-    assert {"target", "env", "endpoint_url"}.isdisjoint(PLAN_KNOBS)
+    defaults = {declared.name: declared.default for declared, _ in every_knob()}
+    assert BuildEntry.from_table(defaults).knobs == defaults  # each knob taken, as given
+    for not_a_knob in ("env", "endpoint_url"):  # PlanRequest fields a matrix build does not set
+        with pytest.raises(ValidationError, match=not_a_knob):
+            BuildEntry.from_table({not_a_knob: None})
