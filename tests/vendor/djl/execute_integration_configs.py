@@ -7,7 +7,9 @@ tests/vendor/djl/integration_verdicts.json.
     .venv/bin/python -m tests.vendor.djl.execute_integration_configs /path/to/djl-serving.git \
         --pydantic1-python /tmp/venv-pyd1/bin/python > tests/vendor/djl/integration_verdicts.json
 
-(the pydantic<2 virtualenv of execute_properties.py, for 0.26.0-dlc).
+(the pydantic<2 virtualenv of execute_properties.py, for 0.26.0-dlc). Every branch lmi-build has a
+TensorRT-LLM or Neuron profile for (execute_properties.BRANCHES) is executed; ``java_fills`` follows the
+release (0.26.0-dlc has no LmiConfigRecommender).
 
 The serving.properties of a configuration is what the branch's own ``build_<handler>_model`` writes:
 prepare.py (standard library only) is executed from the branch, with ``write_model_artifacts``
@@ -39,9 +41,9 @@ TRTLLM = ("trtllm_handler_list", "build_trtllm_handler_model", "trtllm", "trtllm
 NEURON = ("transformers_neuronx_handler_list", "build_transformers_neuronx_handler_model", "tnx",
           "transformers_neuronx")
 # execute_properties.BRANCHES key -> (prepare.py's dict of configurations, the function that writes one,
-# the image's rolling batch)
-# the image's rolling batch): every branch lmi-build has a TensorRT-LLM or Neuron profile for
-HANDLER_LISTS: dict[str, tuple[str, str, str]] = {
+# the image's rolling batch, prepare.py's handler argument): every branch lmi-build has a TensorRT-LLM or
+# Neuron profile for
+HANDLER_LISTS: dict[str, tuple[str, str, str, str]] = {
     key: TRTLLM if key.endswith("#trtllm") else NEURON for key, (_, target, *_rest) in BRANCHES.items()
     if target in ("trtllm", "neuronx")}
 
