@@ -20,7 +20,8 @@ What the recorders cannot stand in for, said here:
 - The Java front-end (``LmiConfigRecommender``) runs before the Python and is not executed: the keys
   it always fills are filled here as it does (and, in the GPU images, its rolling batch and lmi-dist's MPI mode) (0.35.0-dlc LmiConfigRecommender.java:88-136,
   0.30.0-dlc:84-140): tensor_parallel_degree (the written one), pipeline_parallel_degree 1,
-  max_rolling_batch_size 32 (256 for rolling_batch vllm); its MPI mode is not applied.
+  max_rolling_batch_size 32 (256 for rolling_batch vllm, trtllm, and lmi-dist before 0.33); its MPI mode
+  is not applied, nor its tensor_parallel_degree "max" (the instance's device count) where none is written.
 - Only the properties managers run (VllmRbProperties, LmiDistRbProperties, TransformerNeuronXProperties,
   TensorRtLlmProperties, and each one's ``get_engine_args`` / ``get_llm_kwargs`` where the release has it),
   not the handlers' model loading. For TensorRT-LLM the recorded ``KvCacheConfig(...)`` call names the
@@ -102,6 +103,12 @@ OPTION_SETS: dict[str, list[dict[str, Any]]] = {
     "trtllm": [{}, {"pp": 2}, {"max_batch_size": 64}, {"option": ("option.kv_cache_free_gpu_mem_fraction=0.8",)},
                {"option": ("option.free_gpu_memory_fraction=0.8",)}],
 }
+# 0.26.0-dlc has no LmiConfigRecommender: its LmiUtils only names rolling batch trtllm in the TRT-LLM image
+# (LmiUtils.java@0.26.0-dlc:94-109) and the Python default max_rolling_batch_size 32 stays
+RECOMMENDER_BEFORE = ("0.26.0-dlc",)
+# the releases whose recommender leaves trtllm at 32 (0.27 fills 256 only with option.max_num_tokens,
+# LmiConfigRecommender.java@0.27.0-dlc:147-165; 256 from 0.28.0-dlc:163-181)
+TRTLLM_ROLLING_BATCH_32 = ("0.26.0-dlc", "0.27.0-dlc")
 RESOLVED = ("rolling_batch", "model_loader", "batch_size", "max_rolling_batch_size", "n_positions",
             "context_length_estimate", "tensor_parallel_degree", "pipeline_parallel_degree", "dtype", "amp",
             "quantize")
@@ -235,24 +242,36 @@ def install_recorders() -> None:
     sys.meta_path.insert(0, Finder())
 
 
-def java_fills(properties: dict[str, str], rolling_batch: str = "") -> dict[str, str]:
+def java_fills(properties: dict[str, str], rolling_batch: str = "", release: str = "") -> dict[str, str]:
     """serving.properties as the Python side receives them: option.* without the prefix, engine, and the
-    keys the Java recommender always fills (module docstring), with the image's rolling batch when none
-    is written, and its MPI mode for lmi-dist (setMpiMode, 0.29.0-dlc LmiConfigRecommender.java:132-140)."""
+    keys the Java recommender always fills (module docstring). With the image's ``rolling_batch``, as its
+    setRollingBatch does (0.30.0-dlc LmiConfigRecommender.java:52-69, 0.35.0-dlc:51-64): "disable" under
+    dynamic batching (batch_size, or max_dynamic_batch_size, above 1: ModelInfo.java:863-868), the
+    image's in place of none or "auto" (Neuron's tnx becomes vllm at max_rolling_batch_size 12 or more),
+    and its MPI mode for lmi-dist (setMpiMode, 0.29.0-dlc LmiConfigRecommender.java:132-140). ``release``
+    (the branch; "" for any from 0.28) picks the older rules, RECOMMENDER_BEFORE."""
     given = {key.removeprefix("option."): value for key, value in properties.items()
              if key.startswith("option.") or key == "engine"}
-    if rolling_batch:
-        given.setdefault("rolling_batch", rolling_batch)
+    recommender = release not in RECOMMENDER_BEFORE
+    if rolling_batch and (recommender or rolling_batch == "trtllm"):
+        if recommender and int(properties.get("batch_size", properties.get("max_dynamic_batch_size", "1"))) > 1:
+            given["rolling_batch"] = "disable"
+        elif given.get("rolling_batch", "auto") == "auto":
+            large = int(given.get("max_rolling_batch_size", "1")) >= 12
+            given["rolling_batch"] = "vllm" if rolling_batch == "tnx" and large else rolling_batch
     if given.get("rolling_batch") == "lmi-dist" and rolling_batch == "lmi-dist":
         given["mpi_mode"] = "true"  # only in the lmi-dist image: on Neuron it is the refusal (not executed)
     given.setdefault("model_dir", "/opt/ml/model")  # the model directory the front-end always passes
     given.setdefault("pipeline_parallel_degree", "1")
-    given.setdefault("max_rolling_batch_size", "256" if given.get("rolling_batch") == "vllm" else "32")
+    # setRollingBatchSize (0.30.0-dlc LmiConfigRecommender.java:129-139, 0.35.0-dlc:122-132 without lmi-dist)
+    trtllm_large = release not in TRTLLM_ROLLING_BATCH_32 or (release == "0.27.0-dlc" and "max_num_tokens" in given)
+    large = given.get("rolling_batch") in ("vllm", "lmi-dist") or (given.get("rolling_batch") == "trtllm" and trtllm_large)
+    given.setdefault("max_rolling_batch_size", "256" if large else "32")
     return given
 
 
 def execute(setup: Path, class_name: str, module: str, rolling_batch: str,
-            entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            entries: list[dict[str, Any]], release: str = "") -> list[dict[str, Any]]:
     sys.path.insert(0, str(setup))
     install_recorders()
     import importlib
@@ -262,7 +281,7 @@ def execute(setup: Path, class_name: str, module: str, rolling_batch: str,
     for entry in entries:
         if "properties" not in entry:
             continue
-        given = java_fills(entry["properties"], rolling_batch)
+        given = java_fills(entry["properties"], rolling_batch, release)
         Recorder.calls = []
         try:
             config = properties_class(**given)
@@ -308,11 +327,30 @@ def _plain(value: Any) -> Any:
     return value if isinstance(value, (str, int, float, bool)) or value is None else str(value)
 
 
+def execute_branch(repo: str, branch: str, class_name: str, module: str, rolling_batch: str,
+                   entries: list[dict[str, Any]], python: str, release: str = "") -> dict[str, Any]:
+    """Execute ``branch``'s properties manager on ``entries`` in a fresh ``python`` (``--execute``) and
+    set each entry's "vendor" verdict; returns the pydantic version it ran with."""
+    with tempfile.TemporaryDirectory() as work:
+        archive = subprocess.run(["git", f"--git-dir={repo}", "archive", branch, "engines/python/setup"],
+                                 capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", work], input=archive, check=True)
+        done = subprocess.run([python, __file__, "--execute", f"{work}/engines/python/setup", class_name,
+                               module, rolling_batch, f"--release={release}"], input=json.dumps(entries), capture_output=True, text=True,
+                              check=True)
+    executed = json.loads(done.stdout)
+    verdicts = {(r["model"], json.dumps(r["fields"], sort_keys=True)): r["vendor"] for r in executed["results"]}
+    for entry in entries:
+        entry["vendor"] = verdicts.get((entry["model"], json.dumps(entry["fields"], sort_keys=True)))
+    return {"pydantic": str(executed["pydantic"])}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("repo", nargs="?")
     parser.add_argument("--execute", nargs=4, metavar=("SETUP_DIR", "CLASS", "MODULE", "ROLLING_BATCH"))
     parser.add_argument("--pydantic1-python", help="the interpreter of a pydantic<2 venv, for PYDANTIC_1 branches")
+    parser.add_argument("--release", default="", help="with --execute: the branch, for java_fills' older rules")
     args = parser.parse_args()
     if args.repo and not args.pydantic1_python:
         parser.error(f"--pydantic1-python is needed to execute {', '.join(PYDANTIC_1)} (see the module docstring)")
@@ -321,7 +359,7 @@ def main() -> None:
         import pydantic
 
         json.dump({"pydantic": pydantic.VERSION, "results": execute(Path(setup), class_name, module, rolling_batch,
-                                                                    json.load(sys.stdin))}, sys.stdout)
+                                                                    json.load(sys.stdin), args.release)}, sys.stdout)
         return
     facts: dict[str, Any] = {"source": "deepjavalibrary/djl-serving",
                              "extracted_by": "tests/vendor/djl/execute_properties.py",
@@ -331,21 +369,11 @@ def main() -> None:
         commit = subprocess.run(["git", f"--git-dir={args.repo}", "rev-parse", branch], capture_output=True,
                                 text=True, check=True).stdout.strip()
         entries = corpus(target, profile)
-        with tempfile.TemporaryDirectory() as work:
-            archive = subprocess.run(["git", f"--git-dir={args.repo}", "archive", branch, "engines/python/setup"],
-                                     capture_output=True, check=True).stdout
-            subprocess.run(["tar", "-x", "-C", work], input=archive, check=True)
-            python = args.pydantic1_python if branch in PYDANTIC_1 else sys.executable
-            done = subprocess.run([python, __file__, "--execute", f"{work}/engines/python/setup", class_name,
-                                   module, rolling_batch], input=json.dumps(entries), capture_output=True, text=True,
-                                  check=True)
-        executed = json.loads(done.stdout)
-        verdicts = {(r["model"], json.dumps(r["fields"], sort_keys=True)): r["vendor"] for r in executed["results"]}
-        for entry in entries:
-            entry["vendor"] = verdicts.get((entry["model"], json.dumps(entry["fields"], sort_keys=True)))
+        python = args.pydantic1_python if branch in PYDANTIC_1 else sys.executable
+        executed = execute_branch(args.repo, branch, class_name, module, rolling_batch, entries, python, branch)
         facts["branches"].append({"branch": branch, "commit": commit, "profile": profile, "target": target,
                                   "executed": f"djl_python.properties_manager.{module}.{class_name}",
-                                  "pydantic": str(executed["pydantic"]),
+                                  "pydantic": executed["pydantic"],
                                   "entries": entries})
     json.dump(facts, sys.stdout, indent=None, separators=(",", ":"))
     sys.stdout.write("\n")
