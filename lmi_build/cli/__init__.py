@@ -88,6 +88,7 @@ def _run(args: list[str]) -> int:
     from lmi_build.output import Mode, current, debugging, reset, set_mode
 
     reset()  # the environment of this command line decides --debug's default, not the one at import
+    _signals_received.clear()
     _terminate_like_interrupt()
     errors = _click_exceptions()
     no_args_is_help = getattr(errors, "NoArgsIsHelpError", ())
