@@ -47,6 +47,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     if "torch" in sys.modules:  # imported before this file: tell it directly
         sys.modules["torch"].set_num_threads(1)
 
+# lmi-build turns botocore's CRT off before botocore's first import (lmi_build/storage/client.py); the
+# CLI tests run lmi-build in this process, where the S3 fixtures import botocore first: the same setting.
+os.environ.setdefault("BOTO_DISABLE_CRT", "true")
+
 # Data the tests read, kept in the repository so that a fresh clone passes (see tests/fixtures/README.md).
 FIXTURE_CONFIGS = FIXTURES_DIR / "hf-configs"
 SEEDS_DIR = FIXTURES_DIR / "seeds"
