@@ -68,7 +68,9 @@ def _session_cache(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
     from lmi_build.sources.demo import GENERATOR_VERSION
 
     cache = tmp_path_factory.getbasetemp() / "lmi-build-cache"
-    store: Path = request.config.cache.mkdir("demo-models")  # type: ignore[union-attr]
+    pytest_cache = getattr(request.config, "cache", None)  # None with -p no:cacheprovider: this session only
+    store = pytest_cache.mkdir("demo-models") if pytest_cache is not None else cache.parent / "demo-models"
+    store.mkdir(exist_ok=True)
     name = f"{PREBUILT_DEMO}-v{GENERATOR_VERSION}"
     with open(store / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one xdist worker generates, the others wait for it
