@@ -48,18 +48,18 @@ demo:
 
 test: lint unit
 
-# One worker per core; a test file stays on one worker so its module fixtures start once, except the
-# long files of independent tests that tests/conftest.py SPREAD_FILES spreads over the workers.
+# One worker per core. worksteal hands each worker a contiguous share of the tests (so a file's
+# module fixtures mostly start once) and lets an idle worker take over the rest of a busy one's share.
 WORKERS ?= auto
 unit:
-	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadgroup --durations=30
+	$(BIN)/python -m pytest -q -n $(WORKERS) --dist worksteal --durations=30
 
 # The inner loop: everything that neither loads torch/transformers nor needs the S3 server. Two
 # workers per core: these tests mostly wait, on the lmi-build processes they start and on the
 # timeouts they provoke, and two per core kept the cores busy (111 s against 94 s on 2 cores).
 FAST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(2 * (os.cpu_count() or 1))')
 test-fast:
-	$(BIN)/python -m pytest -q -n $(FAST_WORKERS) --dist loadgroup -m "not slow and not s3"
+	$(BIN)/python -m pytest -q -n $(FAST_WORKERS) --dist worksteal -m "not slow and not s3"
 
 lint:
 	$(BIN)/ruff check lmi_build tests benchmarks

@@ -306,7 +306,7 @@ _SECRETS: list[str] | None = None
 
 
 def _secrets() -> list[str]:
-    """The environment's credential values, read once (the environment of a run does not change)."""
+    """The environment's credential values, read once per command line (``reset()`` forgets them)."""
     global _SECRETS
     if _SECRETS is None:
         _SECRETS = environment_secrets()
@@ -451,7 +451,10 @@ def set_debugging(enabled: bool) -> None:
 
 
 def reset() -> Output:
-    """Human mode, debug as the environment says: the state every command line starts from."""
+    """Human mode, debug and the secrets to redact as the environment says: the state every command
+    line starts from."""
+    global _SECRETS
+    _SECRETS = None
     set_debugging(_debug_from_env())
     return set_mode(Mode.HUMAN)
 

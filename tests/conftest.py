@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -44,41 +47,54 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     if "torch" in sys.modules:  # imported before this file: tell it directly
         sys.modules["torch"].set_num_threads(1)
 
+# lmi-build turns botocore's CRT off before botocore's first import (lmi_build/storage/client.py); the
+# CLI tests run lmi-build in this process, where the S3 fixtures import botocore first: the same setting.
+os.environ.setdefault("BOTO_DISABLE_CRT", "true")
+
 # Data the tests read, kept in the repository so that a fresh clone passes (see tests/fixtures/README.md).
 FIXTURE_CONFIGS = FIXTURES_DIR / "hf-configs"
 SEEDS_DIR = FIXTURES_DIR / "seeds"
 
 
+# The demo model most CLI tests build from, with its weights: generating it imports torch and
+# transformers and trains a tokenizer (about half a minute), so it is generated once per checkout, in a
+# process of its own, into pytest's cache directory, and copied into each session's lmi-build cache
+# (6 MB). The directory name carries the generator's version, so a changed generator writes anew.
+PREBUILT_DEMO = "tiny-llama"
+
+
+@pytest.fixture(scope="session")
+def _session_cache(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from lmi_build.sources.demo import GENERATOR_VERSION
+
+    cache = tmp_path_factory.getbasetemp() / "lmi-build-cache"
+    pytest_cache = getattr(request.config, "cache", None)  # None with -p no:cacheprovider: this session only
+    store = pytest_cache.mkdir("demo-models") if pytest_cache is not None else cache.parent / "demo-models"
+    store.mkdir(exist_ok=True)
+    name = f"{PREBUILT_DEMO}-v{GENERATOR_VERSION}"
+    with open(store / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one xdist worker generates, the others wait for it
+        if not (store / "demo" / name).is_dir():
+            generated = subprocess.run(
+                [sys.executable, "-c", "import sys; from lmi_build.sources.demo import ensure_demo_model; "
+                 "ensure_demo_model(sys.argv[1], with_weights=True)", PREBUILT_DEMO],
+                env={**os.environ, "LMI_BUILD_CACHE": str(store)}, capture_output=True, text=True, check=False)
+            if generated.returncode != 0:
+                raise RuntimeError(f"generating demo:{PREBUILT_DEMO} failed: {generated.stderr[-2000:]}")
+    shutil.copytree(store / "demo" / name, cache / "demo" / name)
+    return cache
+
+
 @pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+def _isolated_cache(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test session gets its own lmi-build cache unless a test sets one itself."""
     if "LMI_BUILD_CACHE" not in os.environ:
-        monkeypatch.setenv("LMI_BUILD_CACHE", str(tmp_path_factory.getbasetemp() / "lmi-build-cache"))
+        monkeypatch.setenv("LMI_BUILD_CACHE", str(request.getfixturevalue("_session_cache")))
     # A config file of the machine running the tests (~/.config/lmi-build/config.toml) never applies:
     # the standing defaults are an empty directory's unless a test writes its own.
     if "LMI_BUILD_CONFIG" not in os.environ:
         monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.getbasetemp() / "xdg-config"))
-
-
-# Files of independent tests (no module-scoped fixture) that take minutes in all: their tests are
-# spread over the xdist workers one by one and start first. Every other file stays whole on one
-# worker, so its module fixtures (a Ray cluster, a built artifact) start once, as with
-# `--dist loadfile`. Measured by `make unit --durations`: test_quantize_export.py alone held one
-# worker for about 11 minutes while the other had finished.
-SPREAD_FILES = (
-    "test_quantize_export.py", "test_plan_saved.py", "test_pipeline_build.py", "test_cli_surface.py",
-    "test_readme_blocks.py", "test_readme_quickstart.py", "test_cli_model_inputs.py", "test_spec_shapes.py",
-    "test_hostile_portable.py", "test_plan_checkpoint_estimate.py", "test_build_cache_s3.py",
-    "test_neuronx_corpus.py",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.path.name not in SPREAD_FILES:
-            item.add_marker(pytest.mark.xdist_group(item.path.name))
-    # A stable sort: the long, spread files first, so they do not form the run's tail.
-    items.sort(key=lambda item: item.path.name not in SPREAD_FILES)
 
 
 # The inner loop (`make test-fast`, -m "not slow ...") stays free of torch: a test it runs that

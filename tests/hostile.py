@@ -1,8 +1,9 @@
 """The harness of the hostile-input tests: run the real CLI in a sandbox and check every promise.
 
-Each case runs ``python -m lmi_build`` as a separate process (real files, real signals) inside a
-``World``: a directory holding the current directory, a real model and everything else the case
-sets up. ``World.expect`` then asserts what the README promises for bad input and faults:
+Each case runs the real CLI (in the test process; as a separate ``python -m lmi_build`` where a
+process is the point: signals, resource limits) inside a ``World``: a directory holding the current
+directory, a real model and everything else the case sets up. ``World.expect`` then asserts what
+the README promises for bad input and faults:
 
 - the exit status,
 - exactly one ``error:`` line (when it fails), never a traceback,
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from tests.cli_process import run_lmi_build
+from tests.cli_process import run_lmi_build, run_lmi_build_process
 from tests.fixtures_artifact import write_source_model
 
 # Credentials every case runs with: none of them may appear in any output.
@@ -119,8 +120,11 @@ class World:
         (a write past it fails with EFBIG: Python ignores SIGXFSZ)."""
         # HOSTILE_TIMEOUT caps every case (the before/after count runs these against older code that hangs).
         timeout = min(timeout, float(os.environ.get("HOSTILE_TIMEOUT", timeout)))
-        completed = run_lmi_build(*args, cwd=self.cwd, env=self.environment(env), timeout=timeout,
-                                  file_size_limit=file_size_limit)
+        if file_size_limit is not None:  # a limit of the process: it would cap this one's files too
+            completed = run_lmi_build_process(*args, cwd=self.cwd, env=self.environment(env), timeout=timeout,
+                                              file_size_limit=file_size_limit)
+        else:
+            completed = run_lmi_build(*args, cwd=self.cwd, env=self.environment(env), timeout=timeout)
         return Result(completed.returncode, completed.stdout, completed.stderr)
 
     def snapshot(self) -> dict[str, str]:

@@ -62,6 +62,7 @@ def _skip_collection_at_exit() -> None:
 
 def _run(args: list[str]) -> int:
     reset()  # the environment of this command line decides --debug's default, not the one at import
+    _signals_received.clear()
     _terminate_like_interrupt()
     errors = click_exceptions()
     no_args_is_help = getattr(errors, "NoArgsIsHelpError", ())

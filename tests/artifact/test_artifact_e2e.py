@@ -7,16 +7,15 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from lmi_build.artifact.files import MANIFEST_NAME
 from lmi_build.artifact.manifest import load_manifest
 from lmi_build.artifact.packager import package
 from lmi_build.artifact.verify import verify_local
-from lmi_build.cli import app
 from lmi_build.planning.plan import QuantizationPlan
 from lmi_build.targets import TARGETS
 from lmi_build.targets.hf.knobs import HfBuild
+from tests.cli_process import run_lmi_build
 from tests.fixtures_artifact import CHAT_TEMPLATE, HF, HF_LAYOUT, make_plan, make_record, write_tokenizer
 
 pytestmark = pytest.mark.slow
@@ -75,8 +74,8 @@ def test_tiny_llama_artifact_loads_in_transformers(tiny_llama: Path, tmp_path: P
     with torch.no_grad():
         assert torch.equal(original(ids).logits, packaged(ids).logits)
 
-    result = CliRunner().invoke(app, ["inspect", str(out), "--json"])
-    assert result.exit_code == 0, result.output
+    result = run_lmi_build("inspect", str(out), "--json")
+    assert result.returncode == 0, (result.stdout + result.stderr)
     assert json.loads(result.stdout)["what"]["architecture"] == "LlamaForCausalLM"
 
 

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from lmi_build.artifact.files import MANIFEST_NAME
 from lmi_build.artifact.manifest import HardwareTarget, load_manifest
@@ -20,13 +19,13 @@ from lmi_build.artifact.verify import (
     serving_target,
     verify_local,
 )
-from lmi_build.cli import app
 from lmi_build.errors import OptionError, VerifyError
 from lmi_build.fs import link_or_copy
 from lmi_build.planning.plan import BuildPlan, ToolchainRef
 from lmi_build.targets import TARGETS
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.types import PlanMessage
+from tests.cli_process import run_lmi_build
 from tests.fixtures_artifact import (
     HF,
     HF_LAYOUT,
@@ -36,8 +35,6 @@ from tests.fixtures_artifact import (
     write_source_model,
     write_tokenizer,
 )
-
-runner = CliRunner()
 
 
 class RankLayout:
@@ -256,19 +253,19 @@ def test_normalize_sm_rejects_garbage() -> None:
 
 
 def test_cli_verify_exit_codes_and_json(engine_artifact: Path) -> None:
-    result = runner.invoke(app, ["verify", str(engine_artifact), "--json"])
-    assert result.exit_code == 0, result.output
+    result = run_lmi_build("verify", str(engine_artifact), "--json")
+    assert result.returncode == 0, (result.stdout + result.stderr)
     data = json.loads(result.stdout)
     assert data["valid"] is True and data["artifact"]["target"] == "trtllm" and data["artifact"]["files"] == 7
 
-    result = runner.invoke(app, ["verify", str(engine_artifact), "--gpu", "sm80", "--devices", "1", "--json"])
-    assert result.exit_code == 2
+    result = run_lmi_build("verify", str(engine_artifact), "--gpu", "sm80", "--devices", "1", "--json")
+    assert result.returncode == 2
     data = json.loads(result.stdout)
     assert data["valid"] is False
     assert {e["code"] for e in data["errors"]} == {"gpu_sm", "devices"}
 
-    result = runner.invoke(app, ["verify", str(engine_artifact), "--gpu", "sm80"])
-    assert result.exit_code == 2
+    result = run_lmi_build("verify", str(engine_artifact), "--gpu", "sm80")
+    assert result.returncode == 2
     assert "engines built for sm90, serving GPU is sm80" in result.stderr
 
 
@@ -294,8 +291,8 @@ def test_cli_verify_other_errors_exit_1(tmp_path: Path, engine_artifact: Path) -
 
 
 def test_cli_inspect(engine_artifact: Path) -> None:
-    result = runner.invoke(app, ["inspect", str(engine_artifact), "--json"])
-    assert result.exit_code == 0, result.output
+    result = run_lmi_build("inspect", str(engine_artifact), "--json")
+    assert result.returncode == 0, (result.stdout + result.stderr)
     info = json.loads(result.stdout)
     assert info["what"]["target"] == "trtllm" and info["what"]["tp"] == 2 and info["what"]["max_seq_len"] == 512
     assert info["from"]["id"] == "tiny-org/tiny-llama"
@@ -304,8 +301,8 @@ def test_cli_inspect(engine_artifact: Path) -> None:
     assert info["size"]["files"] == 7
     assert [s["name"] for s in info["steps"]] == ["convert", "package"]
     assert info["built"]["by"].startswith("lmi-build ")
-    human = runner.invoke(app, ["inspect", str(engine_artifact)])
-    assert human.exit_code == 0
+    human = run_lmi_build("inspect", str(engine_artifact))
+    assert human.returncode == 0
     for text in ("tiny-org/tiny-llama", "sm90", "lmi-0.27.0-trtllm-0.8.0", "rank0.engine", "package"):
         assert text in human.stdout
 
@@ -334,16 +331,16 @@ def test_cli_verify_for_container_profiles(engine_artifact: Path) -> None:
     from lmi_build.targets.trtllm.profiles import get_profile
 
     newer = get_profile("lmi-0.28.0-trtllm-0.9.0")
-    result = runner.invoke(app, ["verify", str(engine_artifact), "--for-container", newer.name, "--json"])
-    assert result.exit_code == 2
+    result = run_lmi_build("verify", str(engine_artifact), "--for-container", newer.name, "--json")
+    assert result.returncode == 2
     messages = [e["message"] for e in json.loads(result.stdout)["errors"]]
     assert f"engine built with TensorRT-LLM 0.8.0, container {newer.name} has {newer.tensorrt_llm}" in messages
-    result = runner.invoke(app, ["verify", str(engine_artifact), "--for-container", "lmi-0.27.0-trtllm-0.8.0",
-                                 "--gpu", "sm90", "--devices", "2"])
-    assert result.exit_code == 0, result.output
-    result = runner.invoke(app, ["verify", str(engine_artifact), "--for-container", "lmi-9.9.9"])
-    assert result.exit_code == 1
-    assert "unknown container profile 'lmi-9.9.9'" in str(result.exception) + result.stderr
+    result = run_lmi_build("verify", str(engine_artifact), "--for-container", "lmi-0.27.0-trtllm-0.8.0",
+                                 "--gpu", "sm90", "--devices", "2")
+    assert result.returncode == 0, (result.stdout + result.stderr)
+    result = run_lmi_build("verify", str(engine_artifact), "--for-container", "lmi-9.9.9")
+    assert result.returncode == 1
+    assert "unknown container profile 'lmi-9.9.9'" in result.stderr
 
 
 def test_verify_entries_is_the_one_file_check(tmp_path: Path) -> None:

@@ -69,24 +69,16 @@ def test_a_build_command_refuses_a_method_its_target_does_not_build(tmp_path: Pa
     ("hf", "awq, gptq, fp8", ("bitsandbytes", "squeezellm", "smoothquant")),
 ])
 def test_quantize_help_offers_what_the_target_builds(command: str, offered: str, not_offered: tuple[str, ...]) -> None:
-    from typer.testing import CliRunner
-
-    from lmi_build.cli import build_app
-
-    result = CliRunner().invoke(build_app(), [command, "--help"], env={"COLUMNS": "400"})
-    text = " ".join(result.output.replace("│", " ").split())
+    result = run_lmi_build(command, "--help", env={**os.environ, "COLUMNS": "400"})
+    text = " ".join((result.stdout + result.stderr).replace("│", " ").split())
     quantize = text[text.index("--quantize"):text.index("Sets option.quantize")]
     assert f"One of: {offered}." in quantize
     assert not [word for word in not_offered if word in quantize]
 
 
 def test_plan_help_lists_each_target_s_methods() -> None:
-    from typer.testing import CliRunner
-
-    from lmi_build.cli import build_app
-
-    result = CliRunner().invoke(build_app(), ["plan", "--help"], env={"COLUMNS": "400"})
-    text = " ".join(result.output.replace("│", " ").split())
+    result = run_lmi_build("plan", "--help", env={**os.environ, "COLUMNS": "400"})
+    text = " ".join((result.stdout + result.stderr).replace("│", " ").split())
     assert ("One of: trtllm: awq, gptq, smoothquant, fp8, int8_wo, int4_wo; neuronx: int8, static_int8; "
             "hf: awq, gptq, fp8.") in text
 

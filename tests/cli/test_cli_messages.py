@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli_process import run_lmi_build
+from tests.cli_process import run_lmi_build, run_lmi_build_process
 from tests.test_pipeline_build import no_gpu_path
 
 
@@ -139,9 +139,11 @@ model = ["org-that-is-not/there-a", "org-that-is-not/there-b"]
 def test_an_unreachable_hub_is_exit_1_with_one_line_per_build(tmp_path: Path) -> None:
     matrix = tmp_path / "builds.toml"
     matrix.write_text(OFFLINE_MATRIX, encoding="utf-8")
-    # An endpoint nothing listens on: the Hub is unreachable, as offline.
-    result = run_cli("matrix", str(matrix), "--cache", "s3://bucket/cache", "--json",
-                     HF_ENDPOINT="http://127.0.0.1:9", HF_HUB_ETAG_TIMEOUT="2", HF_HUB_DOWNLOAD_TIMEOUT="2")
+    # An endpoint nothing listens on: the Hub is unreachable, as offline. A process of its own:
+    # huggingface_hub reads these variables when it is imported.
+    result = run_lmi_build_process("matrix", str(matrix), "--cache", "s3://bucket/cache", "--json", timeout=300,
+                                   env=_env(HF_ENDPOINT="http://127.0.0.1:9", HF_HUB_ETAG_TIMEOUT="2",
+                                            HF_HUB_DOWNLOAD_TIMEOUT="2"))
     assert result.returncode == 1, (result.returncode, result.stderr)
     error = _json_error(result)
     assert error["message"] == f"{matrix}: 2 error(s), nothing was built"
@@ -196,6 +198,7 @@ def test_a_profile_of_another_target_says_so_and_lists_this_target_s() -> None:
     assert all(name in line for name in get_target("trtllm").container_profiles())
 
 
+@pytest.mark.slow  # the trtllm checkpoint is converted with torch, in the test process
 def test_a_script_bundle_is_not_called_a_stop(tmp_path: Path) -> None:
     bundle = tmp_path / "bundle"
     built = run_cli("trtllm", "--model", "demo:tiny-llama", "--runner", "script", "--output", str(bundle))

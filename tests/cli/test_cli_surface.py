@@ -92,19 +92,14 @@ def test_a_command_cannot_redeclare_an_output_option() -> None:
 
 
 def test_output_modes_apply_in_process_one_invocation_at_a_time() -> None:
-    from typer.testing import CliRunner
-
-    from lmi_build.cli import app
-
-    runner = CliRunner()
-    as_json = runner.invoke(app, ["profiles", "list", "--json"])
-    assert as_json.exit_code == 0 and isinstance(json.loads(as_json.stdout), list)
+    as_json = run_lmi_build("profiles", "list", "--json")
+    assert as_json.returncode == 0 and isinstance(json.loads(as_json.stdout), list)
     # The next command line starts from human output again.
-    human = runner.invoke(app, ["profiles", "list"])
-    assert human.exit_code == 0 and "TensorRT-LLM" in human.stdout and not human.stdout.startswith("[")
-    quiet_then_json = runner.invoke(app, ["profiles", "list", "-q", "--json"])
+    human = run_lmi_build("profiles", "list")
+    assert human.returncode == 0 and "TensorRT-LLM" in human.stdout and not human.stdout.startswith("[")
+    quiet_then_json = run_lmi_build("profiles", "list", "-q", "--json")
     assert isinstance(json.loads(quiet_then_json.stdout), list)  # --json wins in either order
-    assert runner.invoke(app, ["profiles", "list", "--quiet"]).stdout == ""
+    assert run_lmi_build("profiles", "list", "--quiet").stdout == ""
 
 
 @pytest.mark.parametrize("args", [
@@ -115,26 +110,19 @@ def test_output_modes_apply_in_process_one_invocation_at_a_time() -> None:
     ["--json", "profiles", "list", "-q"],
 ], ids=" ".join)
 def test_json_before_the_command_name_prints_json(args: list[str]) -> None:
-    from typer.testing import CliRunner
 
-    from lmi_build.cli import app
 
-    result = CliRunner().invoke(app, args)
-    assert result.exit_code == 0, result.output
+    result = run_lmi_build(*args)
+    assert result.returncode == 0, (result.stdout + result.stderr)
     assert isinstance(json.loads(result.stdout), list | dict)
 
 
 @pytest.mark.parametrize("args", [["--quiet", "profiles", "list"], ["-q", "profiles", "list"],
                                   ["profiles", "-q", "list"]], ids=" ".join)
 def test_quiet_before_the_command_name_prints_nothing(args: list[str]) -> None:
-    from typer.testing import CliRunner
-
-    from lmi_build.cli import app
-
-    runner = CliRunner()
-    result = runner.invoke(app, args)
-    assert result.exit_code == 0 and result.stdout == ""
-    assert runner.invoke(app, ["profiles", "list"]).stdout != ""  # the next command line is human again
+    result = run_lmi_build(*args)
+    assert result.returncode == 0 and result.stdout == ""
+    assert run_lmi_build("profiles", "list").stdout != ""  # the next command line is human again
 
 
 def test_json_before_the_command_name_reports_a_usage_error_as_json() -> None:
@@ -326,13 +314,8 @@ def test_quantized_build_json_is_one_object_and_no_chatter(tmp_path: Path) -> No
 
 
 def test_profiles_list_and_show_the_hf_containers() -> None:
-    from typer.testing import CliRunner
-
-    from lmi_build.cli import app
-
-    runner = CliRunner()
-    listed = json.loads(runner.invoke(app, ["profiles", "list", "--json"]).stdout)
+    listed = json.loads(run_lmi_build("profiles", "list", "--json").stdout)
     hf = {p["name"]: p for p in listed if p["kind"] == "hf"}
     assert hf["lmi-0.35.0-vllm-0.11.1"]["vllm"] == "0.11.1" and hf["lmi-0.35.0-vllm-0.11.1"]["formats"]["awq"] == "awq"
-    shown = runner.invoke(app, ["profiles", "show", "lmi-0.29.0-lmi-dist-11.0.0"])
-    assert shown.exit_code == 0 and "--quantize fp8: compressed_tensors" in shown.stdout and "--quantize smoothquant: not loadable" in shown.stdout and "source: djl-serving" in shown.stdout
+    shown = run_lmi_build("profiles", "show", "lmi-0.29.0-lmi-dist-11.0.0")
+    assert shown.returncode == 0 and "--quantize fp8: compressed_tensors" in shown.stdout and "--quantize smoothquant: not loadable" in shown.stdout and "source: djl-serving" in shown.stdout

@@ -9,10 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from lmi_build.cli import app
 from lmi_build.options.spec import all_option_specs
+from tests.cli_process import run_lmi_build
 
 _ENV_PREFIXES = ("OPTION_", "SERVING_", "HF_", "SM_", "TENSOR_PARALLEL", "PIPELINE_PARALLEL", "MAX_", "CUDA_MEMORY", "ENABLE_CUDA")
 
@@ -27,8 +26,8 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 
 def _show(*args: str) -> tuple[int, dict]:  # type: ignore[type-arg]
-    result = CliRunner().invoke(app, ["config", "show", "--json", *args])
-    return result.exit_code, json.loads(result.stdout)
+    result = run_lmi_build("config", "show", "--json", *args)
+    return result.returncode, json.loads(result.stdout)
 
 
 def test_show_json_sources(tmp_path: Path, clean_env: pytest.MonkeyPatch) -> None:
@@ -90,8 +89,8 @@ def test_show_strict(tmp_path: Path, clean_env: pytest.MonkeyPatch) -> None:
 def test_show_human_table_and_stderr(tmp_path: Path, clean_env: pytest.MonkeyPatch) -> None:
     properties = tmp_path / "serving.properties"
     properties.write_text("option.tensor_paralel_degree=4\n")
-    result = CliRunner().invoke(app, ["config", "show", "-p", str(properties), "--target", "neuronx"])
-    assert result.exit_code == 0
+    result = run_lmi_build("config", "show", "-p", str(properties), "--target", "neuronx")
+    assert result.returncode == 0
     assert "option.tensor_parallel_degree" in result.stdout and "option table" in result.stdout
     assert "did you mean option.tensor_parallel_degree?" in result.stderr
     assert "warning" not in result.stdout
@@ -103,8 +102,8 @@ def test_show_redacts_credentials(tmp_path: Path, clean_env: pytest.MonkeyPatch)
     properties = tmp_path / "serving.properties"
     properties.write_text(f"option.hf_token={token}\noption.model_id=https://x:{token}@host/m\n")
     for args in (["--json"], []):
-        result = CliRunner().invoke(app, ["config", "show", "-p", str(properties), *args])
-        assert result.exit_code == 0
+        result = run_lmi_build("config", "show", "-p", str(properties), *args)
+        assert result.returncode == 0
         assert token not in result.stdout and token not in result.stderr
     _, data = _show("-p", str(properties))
     assert data["options"]["option.hf_token"]["value"] == "***"
@@ -112,22 +111,22 @@ def test_show_redacts_credentials(tmp_path: Path, clean_env: pytest.MonkeyPatch)
 
 
 def test_options_reference(clean_env: pytest.MonkeyPatch) -> None:
-    result = CliRunner().invoke(app, ["config", "options", "--json"])
-    assert result.exit_code == 0
+    result = run_lmi_build("config", "options", "--json")
+    assert result.returncode == 0
     rows = json.loads(result.stdout)
     assert [row["key"] for row in rows] == [spec.key for spec in all_option_specs()]
-    neuron = json.loads(CliRunner().invoke(app, ["config", "options", "--json", "-t", "neuronx"]).stdout)
+    neuron = json.loads(run_lmi_build("config", "options", "--json", "-t", "neuronx").stdout)
     by_key = {row["key"]: row for row in neuron}
     assert by_key["option.tensor_parallel_degree"]["default"] == "1"
     assert "option.max_input_len" not in by_key
-    human = CliRunner().invoke(app, ["config", "options", "--target", "trtllm"])
-    assert human.exit_code == 0 and "option.use_fused_mlp" in human.stdout
+    human = run_lmi_build("config", "options", "--target", "trtllm")
+    assert human.returncode == 0 and "option.use_fused_mlp" in human.stdout
 
 
 @pytest.mark.parametrize("command", ["show", "options"])
 def test_help_has_an_example(command: str) -> None:
-    result = CliRunner().invoke(app, ["config", command, "--help"])
-    assert result.exit_code == 0
+    result = run_lmi_build("config", command, "--help")
+    assert result.returncode == 0
     assert f"lmi-build config {command}" in result.stdout
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -75,12 +76,10 @@ def test_help_has_examples() -> None:
 
 
 def _invoke(*args: str) -> tuple[int, str, str]:
-    from typer.testing import CliRunner
 
-    from lmi_build.cli import app
 
-    result = CliRunner().invoke(app, ["recipes", "list", *args], env={"COLUMNS": "200"})
-    return result.exit_code, result.stdout, result.stderr
+    result = run_lmi_build("recipes", "list", *args, env={**os.environ, "COLUMNS": "200"})
+    return result.returncode, result.stdout, result.stderr
 
 
 def _on_profile(profile: str) -> dict[str, dict[str, object]]:
@@ -145,13 +144,8 @@ def test_list_without_profile_keeps_its_output() -> None:
 
 
 def test_list_unknown_profile_is_a_clean_error() -> None:
-    """In process the error reaches the caller (lmi_build.cli.main turns it into one line and exit 1)."""
-    from typer.testing import CliRunner
-
-    from lmi_build.cli import app
-    from lmi_build.errors import UnknownName
-
-    result = CliRunner().invoke(app, ["recipes", "list", "--profile", "lmi-0.29.0-trtllm-0.11"])
-    assert isinstance(result.exception, UnknownName), result.exception
-    assert "unknown container profile 'lmi-0.29.0-trtllm-0.11'" in result.exception.message
-    assert "did you mean lmi-0.29.0-trtllm-0.11.0?" in result.exception.message
+    result = run_lmi_build("recipes", "list", "--profile", "lmi-0.29.0-trtllm-0.11")
+    assert result.returncode == 1, result.stderr
+    [error] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert "unknown container profile 'lmi-0.29.0-trtllm-0.11'" in error
+    assert "did you mean lmi-0.29.0-trtllm-0.11.0?" in error

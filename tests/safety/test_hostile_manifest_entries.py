@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.cli_process import run_lmi_build
 from tests.hostile import World, make_world
 from tests.paths import STANDINS_DIR
 
@@ -147,17 +148,14 @@ def test_an_hf_checkpoint_tampered_and_rehashed_is_refused(world: World, edit: C
 
 @pytest.fixture
 def neuron_artifact(tmp_path: Path, neuron_standin: Callable[..., None]) -> Path:
-    from typer.testing import CliRunner
-
-    from lmi_build.cli import app
     from tests.fixtures_neuronx import write_neuron_model
 
     neuron_standin()
     model = write_neuron_model(tmp_path / "model")
     out = tmp_path / "neuron-out"
-    result = CliRunner().invoke(app, ["neuronx", "--model", str(model), "--tp", "2", "--n-positions", "1024",
-                                      "--profile", NEURON_PROFILE, "--output", str(out), "--quiet"])
-    assert result.exit_code == 0, result.output
+    result = run_lmi_build("neuronx", "--model", str(model), "--tp", "2", "--n-positions", "1024",
+                                      "--profile", NEURON_PROFILE, "--output", str(out), "--quiet")
+    assert result.returncode == 0, (result.stdout + result.stderr)
     return out
 
 
@@ -165,8 +163,6 @@ NEURON_PROFILE = "lmi-0.30.0-neuronx-sdk2.20.1"
 
 
 def _verify(*args: str) -> tuple[int, str]:
-    from tests.cli_process import run_lmi_build
-
     completed = run_lmi_build("verify", *args, timeout=120)
     return completed.returncode, completed.stdout + completed.stderr
 

@@ -13,7 +13,7 @@ from lmi_build.hashing import tree_digest
 from lmi_build.output import Mode, set_mode
 from lmi_build.sources.hf import _hub_error
 from lmi_build.sources.resolve import resolve_source
-from tests.cli_process import run_lmi_build
+from tests.cli_process import run_lmi_build_process
 from tests.fixtures_hub import OfflineHub, blob_hash, tiny_model_files
 
 
@@ -64,7 +64,7 @@ def test_the_cli_reads_the_hub_settings_from_its_environment(offline_hub: Offlin
     """A fresh process: huggingface_hub's constants come from HF_HOME/HF_HUB_OFFLINE at import."""
     commit = offline_hub.add_repo("acme/tiny-llama", tiny_model_files())
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPTION_", "SM_"))}
-    result = run_lmi_build("plan", "hf", "--model", "acme/tiny-llama", "--json", env=env, timeout=120)
+    result = run_lmi_build_process("plan", "hf", "--model", "acme/tiny-llama", "--json", env=env, timeout=120)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["model"]["revision"] == commit
 

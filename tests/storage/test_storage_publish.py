@@ -17,7 +17,7 @@ from lmi_build.output import Mode, Output
 from lmi_build.storage.publish import publish, remote_manifest, verify_remote
 from lmi_build.storage.pull import pull
 from lmi_build.storage.transfer import PART_SIZE
-from tests.cli_process import run_lmi_build
+from tests.cli_process import run_lmi_build, run_lmi_build_process
 from tests.fixtures_s3 import S3Server, make_artifact, tree_bytes
 
 pytestmark = pytest.mark.s3
@@ -209,8 +209,10 @@ def test_manifest_path_escape_is_refused(tmp_path: Path, s3_env: S3Server, s3_bu
 
 
 def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    # --quiet: progress and info lines are off, so stderr holds the error alone.
-    return run_lmi_build(*args, "--quiet", env=env, timeout=120)
+    # --quiet: progress and info lines are off, so stderr holds the error alone. A process of its own:
+    # lmi-build turns the CRT off (BOTO_DISABLE_CRT) before botocore's first import, which is what
+    # keeps a cancelled transfer's traceback off stderr, and only a fresh interpreter shows that.
+    return run_lmi_build_process(*args, "--quiet", env=env, timeout=120)
 
 
 def _assert_one_line_error(result: subprocess.CompletedProcess[str], expected: str, secrets: list[str]) -> None:

@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 from lmi_build.planner import plan_request
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets import get_target, request_for
+from tests.cli_process import run_lmi_build
 from tests.conftest import FIXTURE_CONFIGS
 from tests.paths import REPO_ROOT
 
@@ -127,7 +127,6 @@ def test_verify_for_container_agrees_with_the_executed_handler(branch_name: str,
     ``load``s, and the weights directory DJL's ``from_pretrained`` reads is in the artifact."""
     from lmi_build.artifact.manifest import load_manifest
     from lmi_build.artifact.verify import serving_target
-    from lmi_build.cli import app
     from lmi_build.targets import TARGETS
     from lmi_build.targets.neuronx.compatibility import container_startup
     from lmi_build.targets.neuronx.profiles import get_profile
@@ -150,8 +149,8 @@ def test_verify_for_container_agrees_with_the_executed_handler(branch_name: str,
             command += ["--max-batch-size", str(fields["max_batch_size"])]
         for option in fields.get("option", []):
             command += ["-o", option]
-        result = CliRunner().invoke(app, command)
-        assert result.exit_code == 0, result.output
+        result = run_lmi_build(*command)
+        assert result.returncode == 0, (result.stdout + result.stderr)
         outcome = container_startup(load_manifest(out), serving_target(TARGETS, container=profile))
         assert outcome is not None
         handler = entry["handler"]

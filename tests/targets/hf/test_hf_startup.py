@@ -11,12 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from lmi_build.artifact.verify import serving_target, verify_local
-from lmi_build.cli import app
 from lmi_build.targets import TARGETS
 from lmi_build.targets.hf.knobs import HfBuild
+from tests.cli_process import run_lmi_build
 from tests.fixtures_artifact import HF, HF_LAYOUT, make_plan
 from tests.fixtures_planning import Planner, codes
 
@@ -66,7 +65,7 @@ def test_verify_for_container_refuses_what_the_plan_refuses(make_artifact: Calla
 
 
 def test_hf_build_takes_pp_as_plan_does(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["hf", "--model", "demo:tiny-llama", "--pp", "2", "--profile", VLLM_0_11,
-                                      "--output", str(tmp_path / "o")])
-    assert "No such option" not in result.output
-    assert result.exit_code != 0 and "hf_pipeline_parallel" in result.output, result.output
+    result = run_lmi_build("hf", "--model", "demo:tiny-llama", "--pp", "2", "--profile", VLLM_0_11,
+                                      "--output", str(tmp_path / "o"))
+    assert "No such option" not in (result.stdout + result.stderr)
+    assert result.returncode != 0 and "hf_pipeline_parallel" in (result.stdout + result.stderr), (result.stdout + result.stderr)

@@ -11,14 +11,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from lmi_build.artifact.verify import serving_target, verify_local
-from lmi_build.cli import app
 from lmi_build.model.spec import PreQuantization
 from lmi_build.planning.plan import QuantizationPlan
 from lmi_build.targets import TARGETS
 from lmi_build.targets.hf.knobs import HfBuild
+from tests.cli_process import run_lmi_build
 from tests.fixtures_artifact import HF, HF_LAYOUT, make_plan, produced_as
 
 VLLM_0_11 = "lmi-0.35.0-vllm-0.11.1"
@@ -31,7 +30,6 @@ Packager = Callable[..., Path]
 @pytest.fixture
 def hf_artifact_of(make_artifact: Callable[..., Path], source_model: Path) -> Packager:
     """``hf_artifact_of(export_format, quantization)`` -> an hf artifact directory with that plan."""
-
     made = iter(range(1000))
 
     def make(export_format: str = "hf", quantization: QuantizationPlan | None = None) -> Path:
@@ -100,8 +98,8 @@ def test_hf_artifact_refused_for_engine_profiles(container: str, kind: str, hf_a
 
 def test_verify_command_refuses_modelopt_awq_for_vllm_0_11(hf_artifact_of: Packager) -> None:
     awq = hf_artifact_of("modelopt_hf", QuantizationPlan(method="awq", quant_algo="W4A16_AWQ", group_size=128))
-    result = CliRunner().invoke(app, ["verify", str(awq), "--for-container", VLLM_0_11, "--json"])
-    assert result.exit_code != 0
+    result = run_lmi_build("verify", str(awq), "--for-container", VLLM_0_11, "--json")
+    assert result.returncode != 0
     report = json.loads(result.stdout)
     assert report["valid"] is False and [e["code"] for e in report["errors"]] == ["hf_format"]
 
@@ -121,7 +119,6 @@ def test_hf_awq_without_a_profile_loads_where_the_plan_said(tmp_path: Path) -> N
     """`hf --quantize awq` (no --profile) wrote ModelOpt's W4A16_AWQ, refused by verify --for-container
     for every profile. Now the plan names the profiles that will load the checkpoint, before the
     build, and verify --for-container accepts the built artifact for each of them."""
-    from tests.cli_process import run_lmi_build
 
     args = ("--model", "demo:tiny-llama", "--quantize", "awq", *FAST_CALIB)
     plan = run_lmi_build("plan", "hf", *args, "--json", cwd=tmp_path)
@@ -142,8 +139,6 @@ def test_hf_awq_without_a_profile_loads_where_the_plan_said(tmp_path: Path) -> N
 
 def test_hf_profile_that_cannot_load_the_checkpoint_is_refused_at_plan_time(tmp_path: Path) -> None:
     """Refused before any calibration: one line naming the formats that would work; nothing written."""
-    from tests.cli_process import run_lmi_build
-
     result = run_lmi_build("hf", "--model", "demo:tiny-mistral", "--quantize", "awq", "--profile", VLLM_0_11,
                            *FAST_CALIB, "--output", "out", cwd=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr

@@ -13,10 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from lmi_build.artifact.manifest import load_manifest
-from lmi_build.cli import app
 from lmi_build.runners import docker_argv
 from lmi_build.targets.neuronx.profiles import get_profile
 from lmi_build.targets.neuronx.steps import compile_step, host_neuron_devices, neuronx_paths
@@ -38,7 +36,7 @@ def _run(*args: str) -> tuple[int, str]:
 
 
 def _verify(artifact: Path, *extra: str) -> dict[str, object]:
-    result = CliRunner().invoke(app, ["verify", str(artifact), "--json", *extra])
+    result = run_lmi_build("verify", str(artifact), "--json", *extra)
     data: dict[str, object] = json.loads(result.stdout)
     return data
 
@@ -188,9 +186,9 @@ def test_docker_runner_devices_mounts_and_image(tmp_path: Path) -> None:
 def test_script_bundle_runs_and_its_finish_command_packages(tmp_path: Path) -> None:
     model = write_neuron_model(tmp_path / "llama")
     bundle = tmp_path / "bundle"
-    result = CliRunner().invoke(app, ["neuronx", "--model", str(model), *ARGS, "--runner", "script",
-                                      "--output", str(bundle), "--json"])
-    assert result.exit_code == 0, result.output
+    result = run_lmi_build("neuronx", "--model", str(model), *ARGS, "--runner", "script",
+                                      "--output", str(bundle), "--json")
+    assert result.returncode == 0, (result.stdout + result.stderr)
     outcome = json.loads(result.stdout)
     assert outcome["status"] == "script"
     assert {p.name for p in bundle.iterdir()} == {"build-neffs.sh", "plan.json", "driver", "model"}
@@ -226,8 +224,8 @@ def test_script_bundle_runs_and_its_finish_command_packages(tmp_path: Path) -> N
     assert code == 1 and "neuronx-cc 2.16.372.0, lmi-0.30.0-neuronx-sdk2.20.1 has 2.15.141.0" in output
     assert not Path(argv[argv.index("--output") + 1]).exists()
     version.write_text("2.15.141.0")
-    packaged = CliRunner().invoke(app, argv[1:])
-    assert packaged.exit_code == 0, packaged.output
+    packaged = run_lmi_build(*argv[1:])
+    assert packaged.returncode == 0, (packaged.stdout + packaged.stderr)
     artifact = Path(argv[argv.index("--output") + 1])
     assert load_manifest(artifact).toolchain.found["stand_in"] == "true"
     assert _verify(artifact)["valid"] is True

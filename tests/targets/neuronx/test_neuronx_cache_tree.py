@@ -12,11 +12,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from lmi_build.cli import app
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
+from tests.cli_process import run_lmi_build
 from tests.fixtures_hub import OfflineHub, tiny_model_files
 from tests.fixtures_neuronx import write_neuron_model
 from tests.fixtures_planning import plan_for
@@ -70,9 +69,9 @@ esac
 def test_script_bundle_mounts_an_absolute_cache_dir_that_did_not_exist(tmp_path: Path) -> None:
     model = write_neuron_model(tmp_path / "llama")
     bundle = tmp_path / "bundle"
-    result = CliRunner().invoke(app, ["neuronx", "--model", str(model), "--tp", "2", "--n-positions", "1024",
-                                      "--runner", "script", "--output", str(bundle), "--json"])
-    assert result.exit_code == 0, result.output
+    result = run_lmi_build("neuronx", "--model", str(model), "--tp", "2", "--n-positions", "1024",
+                                      "--runner", "script", "--output", str(bundle), "--json")
+    assert result.returncode == 0, (result.stdout + result.stderr)
     host_bin = tmp_path / "bin"
     host_bin.mkdir()
     (host_bin / "docker").write_text(DOCKER)

@@ -20,13 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 from lmi_build.artifact.manifest import load_manifest
-from lmi_build.cli import app
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets.neuronx.batching import container_batching
 from lmi_build.targets.neuronx.profiles import get_profile
+from tests.cli_process import run_lmi_build
 from tests.conftest import FIXTURE_CONFIGS
 from tests.fixtures_neuronx import write_neuron_model
 from tests.fixtures_planning import plan_for
@@ -194,18 +193,18 @@ def test_each_vendor_configuration_builds_and_its_release_loads_it(entry: dict[s
     neuron_standin(neuronx_cc=CC[entry["branch"]])
     model = write_neuron_model(tmp_path / "model", config=_config(entry["model"]))
     out = tmp_path / "out"
-    built = CliRunner().invoke(app, ["neuronx", "--model", str(model), "--properties",
+    built = run_lmi_build("neuronx", "--model", str(model), "--properties",
                                      str(_properties(entry, tmp_path)), "--profile", profile, "--output", str(out),
-                                     "--quiet"])
+                                     "--quiet")
     if entry["name"] in REFUSED:
-        assert built.exit_code == 2, built.output
-        codes = {line.split("[", 1)[1].split("]", 1)[0] for line in built.output.splitlines()
+        assert built.returncode == 2, (built.stdout + built.stderr)
+        codes = {line.split("[", 1)[1].split("]", 1)[0] for line in (built.stdout + built.stderr).splitlines()
                  if line.startswith("error: [")}
-        assert codes == REFUSED[entry["name"]], built.output
+        assert codes == REFUSED[entry["name"]], (built.stdout + built.stderr)
         assert not out.exists()
         return
-    assert built.exit_code == 0, (built.output, built.exception)
-    verified = CliRunner().invoke(app, ["verify", str(out), "--for-container", profile, "--json"])
+    assert built.returncode == 0, built.stdout + built.stderr
+    verified = run_lmi_build("verify", str(out), "--for-container", profile, "--json")
     served = json.loads(verified.stdout)
     # The stand-in compiled nothing, and says so; nothing else stands between the artifact and the release.
     assert [e["code"] for e in served["errors"]] == ["stand_in"], served["errors"]

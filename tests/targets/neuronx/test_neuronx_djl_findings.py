@@ -14,14 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from typer.testing import CliRunner
-
 from lmi_build.artifact.manifest import load_manifest
 from lmi_build.artifact.verify import serving_target
-from lmi_build.cli import app
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets import TARGETS
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
+from tests.cli_process import run_lmi_build
 from tests.fixtures_neuronx import write_neuron_model
 from tests.fixtures_planning import plan_for
 
@@ -42,10 +40,10 @@ def test_plan_refuses_what_the_build_refuses(tmp_path: Path, neuron_standin: Cal
         plan = _plan(model, profile, *options, max_batch_size=4)
         assert not plan.valid and "neuron_unbuilt" in {e.code for e in plan.errors}, (profile, plan.errors)
         flags = [arg for option in options for arg in ("--option", option)]
-        built = CliRunner().invoke(app, ["neuronx", "--model", str(model), "--tp", "2", "--n-positions", "1024",
+        built = run_lmi_build("neuronx", "--model", str(model), "--tp", "2", "--n-positions", "1024",
                                          "--max-batch-size", "4", "--profile", profile, *flags,
-                                         "--output", str(tmp_path / f"out-{profile}")])
-        assert built.exit_code != 0 and "neuron_unbuilt" in built.output, built.output
+                                         "--output", str(tmp_path / f"out-{profile}"))
+        assert built.returncode != 0 and "neuron_unbuilt" in (built.stdout + built.stderr), (built.stdout + built.stderr)
 
 
 def test_vllm_model_loader_without_vllm_rolling_batch_is_transformers_neuronx(
@@ -58,10 +56,10 @@ def test_vllm_model_loader_without_vllm_rolling_batch_is_transformers_neuronx(
     assert "neuron_model_loader_ignored" in {w.code for w in plan.warnings}
     # The build agrees, and the release loads what it built with its transformers-neuronx loader.
     out = tmp_path / "out"
-    built = CliRunner().invoke(app, ["neuronx", "--model", str(model), "--tp", "2", "--n-positions", "1024",
+    built = run_lmi_build("neuronx", "--model", str(model), "--tp", "2", "--n-positions", "1024",
                                      "--max-batch-size", "4", "--option", "option.model_loader=vllm",
-                                     "--profile", P030, "--output", str(out), "--quiet"])
-    assert built.exit_code == 0, built.output
+                                     "--profile", P030, "--output", str(out), "--quiet")
+    assert built.returncode == 0, (built.stdout + built.stderr)
     outcome = TARGETS["neuronx"].container_startup(load_manifest(out), serving_target(TARGETS, container=P030))
     assert outcome is not None and outcome.outcome == "loads" and outcome.loader == "tnx"
 
@@ -95,10 +93,10 @@ def test_mixtral_vllm_rolling_batch_compiles_continuous_batching_on_029(tmp_path
     # verify --for-container: an artifact compiled under tnx rolling batch (no continuous batching for
     # Mixtral on 0.29), served with rolling_batch=vllm, is another graph: not loaded.
     out = tmp_path / "out"
-    built = CliRunner().invoke(app, ["neuronx", "--model", str(mixtral), "--tp", "2", "--n-positions", "1024",
+    built = run_lmi_build("neuronx", "--model", str(mixtral), "--tp", "2", "--n-positions", "1024",
                                      "--max-batch-size", "4", "--option", "option.rolling_batch=tnx",
-                                     "--profile", P029, "--output", str(out), "--quiet"])
-    assert built.exit_code == 0, built.output
+                                     "--profile", P029, "--output", str(out), "--quiet")
+    assert built.returncode == 0, (built.stdout + built.stderr)
     manifest = load_manifest(out)
     assert manifest.plan["build"]["continuous_batching"] is False
     served = manifest.model_copy(update={"serving_properties": {**manifest.serving_properties,

@@ -9,15 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from typer.testing import CliRunner
-
 from lmi_build.artifact.manifest import load_manifest
 from lmi_build.artifact.verify import check_compatibility, serving_target
-from lmi_build.cli import app
 from lmi_build.targets import TARGETS
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.targets.neuronx.plan import container_on_device_embedding
 from lmi_build.targets.neuronx.profiles import get_profile, load_profiles
+from tests.cli_process import run_lmi_build
 from tests.fixtures_neuronx import write_neuron_model
 from tests.fixtures_planning import Planner, codes, warning_codes
 
@@ -72,9 +70,9 @@ def test_verify_names_an_artifact_whose_properties_turn_it_off(tmp_path: Path,
     neuron_standin()
     out = tmp_path / "out"
     model = write_neuron_model(tmp_path / "llama")
-    result = CliRunner().invoke(app, ["neuronx", "--model", str(model), "--tp", "2", "--n-positions", "2048",
-                                      "--output", str(out), "--quiet"])
-    assert result.exit_code == 0, result.output
+    result = run_lmi_build("neuronx", "--model", str(model), "--tp", "2", "--n-positions", "2048",
+                                      "--output", str(out), "--quiet")
+    assert result.returncode == 0, (result.stdout + result.stderr)
     serving = TARGETS["neuronx"]
     manifest = load_manifest(out)
     errors, _ = check_compatibility(manifest, serving, serving_target(TARGETS, container=P030))

@@ -10,11 +10,10 @@ import os
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from lmi_build.cli import app
 from lmi_build.targets.neuronx.profiles import load_profiles
 from lmi_build.targets.neuronx.steps import host_neuron_devices
+from tests.cli_process import run_lmi_build
 
 
 def _installed_profile() -> tuple[str | None, str | None]:
@@ -40,11 +39,11 @@ def test_real_compile_of_tiny_llama_loads_without_compiling(tmp_path: Path, monk
     if profile is None:
         pytest.skip(reason or "no Neuron SDK")
     out = tmp_path / "artifact"
-    result = CliRunner().invoke(app, ["neuronx", "--model", "demo:tiny-llama", "--tp", "1", "--n-positions", "128",
-                                      "--profile", profile, "--runner", "local", "--output", str(out), "--json"])
-    assert result.exit_code == 0, result.output
+    result = run_lmi_build("neuronx", "--model", "demo:tiny-llama", "--tp", "1", "--n-positions", "128",
+                                      "--profile", profile, "--runner", "local", "--output", str(out), "--json")
+    assert result.returncode == 0, (result.stdout + result.stderr)
     assert json.loads(result.stdout)["stand_in"] is False
-    verified = CliRunner().invoke(app, ["verify", str(out), "--for-container", profile, "--json"])
+    verified = run_lmi_build("verify", str(out), "--for-container", profile, "--json")
     assert json.loads(verified.stdout)["valid"] is True, verified.stdout
 
     # Load it back as DJL does (model.load(compiled) + to_neuron()) with an empty compile cache:

@@ -9,16 +9,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from lmi_build.artifact.manifest import Manifest, load_manifest
 from lmi_build.artifact.verify import serving_target
-from lmi_build.cli import app
 from lmi_build.planning.startup import StartupOutcome
 from lmi_build.targets import TARGETS
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.targets.neuronx.profiles import get_profile
 from lmi_build.targets.neuronx.startup import evaluate, from_manifest, from_planned
+from tests.cli_process import run_lmi_build
 from tests.fixtures_neuronx import write_neuron_model
 from tests.fixtures_planning import plan_for
 
@@ -27,9 +26,9 @@ P028, P029, P030 = "lmi-0.28.0-neuronx-sdk2.18.2", "lmi-0.29.0-neuronx-sdk2.19.1
 
 def _build(tmp_path: Path, model: Path, *extra: str, profile: str = P030) -> Path:
     out = tmp_path / "out"
-    result = CliRunner().invoke(app, ["neuronx", "--model", str(model), "--tp", "2", "--n-positions", "1024",
-                                      "--profile", profile, *extra, "--output", str(out), "--quiet"])
-    assert result.exit_code == 0, result.output
+    result = run_lmi_build("neuronx", "--model", str(model), "--tp", "2", "--n-positions", "1024",
+                                      "--profile", profile, *extra, "--output", str(out), "--quiet")
+    assert result.returncode == 0, (result.stdout + result.stderr)
     return out
 
 
@@ -110,8 +109,8 @@ def test_plan_and_verify_evaluate_the_same_startup(extra: tuple[str, ...], tmp_p
     assert planned.model_dump(exclude={"loads"}) == verified.model_dump(exclude={"loads"})
     assert planned.outcome == verified.outcome == "loads" and verified.loads
     # verify prints the outcome (every corpus artifact's is checked in test_neuronx_corpus.py, from --json)
-    human = CliRunner().invoke(app, ["verify", str(out), "--for-container", P030])
-    assert f"container start-up on {P030}: loads (loader tnx, {len(verified.loads)} NEFFs)" in human.output
+    human = run_lmi_build("verify", str(out), "--for-container", P030)
+    assert f"container start-up on {P030}: loads (loader tnx, {len(verified.loads)} NEFFs)" in (human.stdout + human.stderr)
 
 
 def test_plan_is_invalid_where_the_model_says_rejected_or_recompiles(tmp_path: Path) -> None:
@@ -149,8 +148,8 @@ def test_vllm_loader_under_vllm_rolling_batch_compiles_at_startup(tmp_path: Path
     plan = plan_for("neuronx", model=str(model), tp="2", n_positions="1024", profile=P030, max_batch_size=4,
                     option=("option.rolling_batch=vllm", "option.model_loader=vllm"))
     assert [e.code for e in plan.errors] == ["neuron_loader_compiles"]
-    built = CliRunner().invoke(app, ["neuronx", "--model", str(model), "--tp", "2", "--n-positions", "1024",
+    built = run_lmi_build("neuronx", "--model", str(model), "--tp", "2", "--n-positions", "1024",
                                      "--max-batch-size", "4", "--option", "option.rolling_batch=vllm", "--option",
-                                     "option.model_loader=vllm", "--output", str(tmp_path / "vllm"), "--quiet"])
-    assert built.exit_code == 2 and "error: [neuron_loader_compiles]" in built.output
+                                     "option.model_loader=vllm", "--output", str(tmp_path / "vllm"), "--quiet")
+    assert built.returncode == 2 and "error: [neuron_loader_compiles]" in (built.stdout + built.stderr)
     assert not (tmp_path / "vllm").exists()

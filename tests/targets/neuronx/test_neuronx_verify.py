@@ -8,15 +8,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from lmi_build.artifact.manifest import load_manifest
 from lmi_build.artifact.verify import check_compatibility, serving_target
-from lmi_build.cli import app
 from lmi_build.options.properties import read_properties
 from lmi_build.targets import TARGETS
 from lmi_build.targets.neuronx.cache_tree import check_tree, remove_unusable
 from lmi_build.targets.neuronx.layouts import TnxPrecompiledLayout, _block_vs_properties
+from tests.cli_process import run_lmi_build
 from tests.fixtures_neuronx import write_neuron_model
 
 P030, P033 = "lmi-0.30.0-neuronx-sdk2.20.1", "lmi-0.33.0-neuronx-sdk2.21.1"
@@ -25,9 +24,9 @@ P030, P033 = "lmi-0.30.0-neuronx-sdk2.20.1", "lmi-0.33.0-neuronx-sdk2.21.1"
 def _build(tmp_path: Path, *extra: str) -> Path:
     out = tmp_path / "out"
     model = write_neuron_model(tmp_path / "llama")
-    result = CliRunner().invoke(app, ["neuronx", "--model", str(model), "--tp", "2", "--n-positions", "2048",
-                                      *extra, "--output", str(out), "--quiet"])
-    assert result.exit_code == 0, result.output
+    result = run_lmi_build("neuronx", "--model", str(model), "--tp", "2", "--n-positions", "2048",
+                                      *extra, "--output", str(out), "--quiet")
+    assert result.returncode == 0, (result.stdout + result.stderr)
     return out
 
 
@@ -112,8 +111,8 @@ def test_stand_in_artifact_is_inspectable_but_never_published(tmp_path: Path,
                                                                 neuron_standin: Callable[..., None]) -> None:
     neuron_standin()
     artifact = _build(tmp_path)
-    inspected = CliRunner().invoke(app, ["inspect", str(artifact), "--json"])
-    assert inspected.exit_code == 0, inspected.output
+    inspected = run_lmi_build("inspect", str(artifact), "--json")
+    assert inspected.returncode == 0, (inspected.stdout + inspected.stderr)
     assert '"neuronx-tnx"' in inspected.stdout and "2.15.141.0" in inspected.stdout
     from lmi_build.errors import PublishError
     from lmi_build.storage.publish import publish

@@ -9,13 +9,11 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from typer.testing import CliRunner
-
 from lmi_build.artifact.manifest import Manifest, load_manifest
 from lmi_build.artifact.verify import check_compatibility, serving_target
-from lmi_build.cli import app
 from lmi_build.targets import TARGETS
 from lmi_build.types import PlanMessage
+from tests.cli_process import run_lmi_build
 from tests.fixtures_neuronx import write_neuron_model
 from tests.fixtures_planning import plan_for
 
@@ -37,9 +35,9 @@ def _llama3(tmp_path: Path) -> Path:
 
 def _build(tmp_path: Path, model: Path, profile: str) -> Manifest:
     out = tmp_path / "out"
-    result = CliRunner().invoke(app, ["neuronx", "--model", str(model), "--tp", "2", "--n-positions", "1024",
-                                      "--profile", profile, "--output", str(out), "--quiet"])
-    assert result.exit_code == 0, result.output
+    result = run_lmi_build("neuronx", "--model", str(model), "--tp", "2", "--n-positions", "1024",
+                                      "--profile", profile, "--output", str(out), "--quiet")
+    assert result.returncode == 0, (result.stdout + result.stderr)
     return load_manifest(out)
 
 

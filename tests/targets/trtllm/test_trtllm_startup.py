@@ -12,12 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 from lmi_build.artifact.manifest import BuildRecord, Manifest, load_manifest
 from lmi_build.artifact.packager import package
 from lmi_build.artifact.verify import serving_target
-from lmi_build.cli import app
 from lmi_build.output import Mode, set_mode
 from lmi_build.planning.startup import StartupOutcome
 from lmi_build.runners import LocalRunner, run_steps
@@ -26,6 +24,7 @@ from lmi_build.targets.trtllm.layouts import layout_for
 from lmi_build.targets.trtllm.profiles import get_profile
 from lmi_build.targets.trtllm.startup import evaluate, from_planned
 from lmi_build.targets.trtllm.steps import plan_steps, trtllm_paths
+from tests.cli_process import run_lmi_build
 from tests.fixtures_trtllm import TrtllmPlanner, write_checkpoint, write_model_dir
 
 P027, P030, P033 = "lmi-0.27.0-trtllm-0.8.0", "lmi-0.30.0-trtllm-0.12.0", "lmi-0.33.0-trtllm-0.21.0"
@@ -78,7 +77,7 @@ def _rule(outcome: StartupOutcome, rule: str) -> Any:
 def test_artifact_loads_on_its_own_release(profile_name: str, trtllm_plan: TrtllmPlanner, tmp_path: Path,
                                            standin_path: Callable[..., None]) -> None:
     out = _artifact(profile_name, trtllm_plan, tmp_path, standin_path)
-    served = json.loads(CliRunner().invoke(app, ["verify", str(out), "--for-container", profile_name, "--json"]).stdout)
+    served = json.loads(run_lmi_build("verify", str(out), "--for-container", profile_name, "--json").stdout)
     startup: dict[str, Any] = served["startup"]
     engines = sorted(p.relative_to(out).as_posix() for p in out.rglob("rank*.engine"))
     assert startup["outcome"] == "loads" and startup["loads"] == engines and len(engines) == 2
@@ -92,9 +91,9 @@ def test_artifact_loads_on_its_own_release(profile_name: str, trtllm_plan: Trtll
     # The start-up model adds no error to an artifact built for the release (packaged without the
     # build's record, so no stand-in error either).
     assert served["errors"] == [] and served["valid"]
-    human = CliRunner().invoke(app, ["verify", str(out), "--for-container", profile_name])
-    assert f"container start-up on {profile_name}: loads (loader " in human.output
-    assert "2 engine files)" in human.output
+    human = run_lmi_build("verify", str(out), "--for-container", profile_name)
+    assert f"container start-up on {profile_name}: loads (loader " in (human.stdout + human.stderr)
+    assert "2 engine files)" in (human.stdout + human.stderr)
 
 
 def test_toolkit_mismatches_give_the_release_outcome_with_its_rule(trtllm_plan: TrtllmPlanner, tmp_path: Path,
@@ -180,8 +179,8 @@ def test_layout_of_another_release_rebuilds(trtllm_plan: TrtllmPlanner, tmp_path
     assert on_toolkit.outcome == "rejected" and on_toolkit.deciding()[0].rule == "trtllm_path"
     trtllm = _startup(_edited(flat, option__rolling_batch="trtllm"), P030)
     assert trtllm.outcome == "rebuilds" and "config.pbtxt and tokenizer_config.json" in trtllm.deciding()[0].message
-    verified = json.loads(CliRunner().invoke(app, ["verify", str(tmp_path / "toolkit" / "artifact"), "--for-container",
-                                                   P033, "--json"]).stdout)
+    verified = json.loads(run_lmi_build("verify", str(tmp_path / "toolkit" / "artifact"), "--for-container",
+                                                   P033, "--json").stdout)
     assert verified["startup"]["outcome"] == "rebuilds" and not verified["valid"]
     assert "trtllm_detection" in [e["code"] for e in verified["errors"]]
 
