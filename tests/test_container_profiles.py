@@ -5,16 +5,16 @@ profile that ``lmi-build profiles list`` and ``show`` know, with no code."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from lmi_build.cli import app
 from lmi_build.container_profiles import PROFILES_ENV, ProfileError
 from lmi_build.targets import TARGETS
+from tests.cli_process import run_lmi_build
 from tests.paths import REPO_ROOT
 
 PROFILE_DIRS = {name: REPO_ROOT / "lmi_build" / "targets" / name / "data" / "profiles" for name in TARGETS}
@@ -39,14 +39,13 @@ def test_a_copied_release_file_is_listed(target: str, path: Path, tmp_path: Path
     (releases / "lmi-9.9.9-scratch.toml").write_text(text.replace(f'name = "{path.stem}"', 'name = "lmi-9.9.9-scratch"'),
                                                    encoding="utf-8")
     monkeypatch.setenv(PROFILES_ENV, str(tmp_path))
-    runner = CliRunner()
-    listed = runner.invoke(app, ["profiles", "list", "--json"])
-    assert listed.exit_code == 0, listed.output
+    listed = run_lmi_build("profiles", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
     kinds = {row["name"]: row["kind"] for row in json.loads(listed.stdout)}
     assert kinds["lmi-9.9.9-scratch"] == kinds[path.stem] == target
-    assert "lmi-9.9.9-scratch" in runner.invoke(app, ["profiles", "list"], env={"COLUMNS": "200"}).stdout
-    shown = runner.invoke(app, ["profiles", "show", "lmi-9.9.9-scratch", "--json"])
-    assert shown.exit_code == 0, shown.output
+    assert "lmi-9.9.9-scratch" in run_lmi_build("profiles", "list", env={**os.environ, "COLUMNS": "200"}).stdout
+    shown = run_lmi_build("profiles", "show", "lmi-9.9.9-scratch", "--json")
+    assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["name"] == "lmi-9.9.9-scratch"
 
 
@@ -74,7 +73,7 @@ def test_the_design_checklist_names_files_that_exist() -> None:
 
 def test_a_release_is_shown_as_written() -> None:
     # A source's "[n_positions]" is text, not rich markup: it was swallowed from the human output.
-    shown = CliRunner().invoke(app, ["profiles", "show", "lmi-0.26.0-neuronx-sdk2.16.0"], env={"COLUMNS": "400"})
-    assert shown.exit_code == 0, shown.output
+    shown = run_lmi_build("profiles", "show", "lmi-0.26.0-neuronx-sdk2.16.0", env={**os.environ, "COLUMNS": "400"})
+    assert shown.returncode == 0, shown.stderr
     assert "contexts [n_positions])" in shown.stdout
     assert shown.stdout.startswith("lmi-0.26.0-neuronx-sdk2.16.0  763104351884.dkr.ecr")  # the heading beside the name

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import Any
 
 import pytest
 import typer.main
-from typer.testing import CliRunner
 
 from lmi_build.cli import app, flag_help
 from lmi_build.cli.flag_help import FLAG_DESCRIPTIONS, build_choices, help_text
 from lmi_build.options.spec import exact_spec, option_spec
 from lmi_build.targets import every_knob, request_for
+from tests.cli_process import run_lmi_build
 
 # Which flag sets which LMI option: every knob's, the targets' own included.
 FLAG_KEYS = {how.flag: how.option for _, how in every_knob() if how.option is not None}
@@ -50,10 +51,10 @@ def test_flag_help_and_bounds_are_the_table_entry(flag: str) -> None:
 
 
 def _plan_help() -> str:
-    result = CliRunner().invoke(app, ["plan", "--help"], env={"COLUMNS": "400"})  # wide: rich elides long help
-    assert result.exit_code == 0
+    result = run_lmi_build("plan", "--help", env={**os.environ, "COLUMNS": "400"})  # wide: rich elides long help
+    assert result.returncode == 0
     # Rich wraps the help column inside a box: drop the box and rejoin the words.
-    return " ".join(result.output.replace("│", " ").split())
+    return " ".join(result.stdout.replace("│", " ").split())
 
 
 def test_plan_help_shows_the_table_defaults_and_choices() -> None:
@@ -73,9 +74,9 @@ def test_plan_help_shows_the_table_defaults_and_choices() -> None:
 
 
 def test_the_bounds_are_enforced_by_the_flag() -> None:
-    result = CliRunner().invoke(app, ["plan", "hf", "--model", "demo:tiny-llama", "--max-input-len", "0"])
-    message = " ".join(result.output.replace("│", " ").split())
-    assert result.exit_code == 2 and "'--max-input-len': Input should be greater than or equal to 1" in message
+    result = run_lmi_build("plan", "hf", "--model", "demo:tiny-llama", "--max-input-len", "0")
+    message = " ".join(result.stderr.replace("│", " ").split())
+    assert result.returncode == 1 and "'--max-input-len': Input should be greater than or equal to 1" in message
 
 
 def test_dtype_takes_exactly_what_the_build_makes() -> None:
@@ -88,13 +89,12 @@ def test_dtype_takes_exactly_what_the_build_makes() -> None:
     assert flag_help.CHOICES["option.dtype"] == tuple(DTYPES)
     param = _plan_params()["--dtype"]
     assert param.help is not None and "int8" not in param.help and "auto" not in param.help
-    runner = CliRunner()
     for refused in ("int8", "auto"):
-        result = runner.invoke(app, ["plan", "hf", "--model", "demo:tiny-llama", "--dtype", refused])
-        assert result.exit_code == 2 and "'--dtype'" in result.output, result.output
+        result = run_lmi_build("plan", "hf", "--model", "demo:tiny-llama", "--dtype", refused)
+        assert result.returncode == 1 and "'--dtype'" in result.stderr, result.stderr
     for accepted in DTYPES:
-        result = runner.invoke(app, ["plan", "hf", "--model", "demo:tiny-llama", "--dtype", accepted, "--json"])
-        assert result.exit_code == 0, result.output
+        result = run_lmi_build("plan", "hf", "--model", "demo:tiny-llama", "--dtype", accepted, "--json")
+        assert result.returncode == 0, result.stderr
         assert json.loads(result.stdout)["options"]["option.dtype"] == accepted
 
 

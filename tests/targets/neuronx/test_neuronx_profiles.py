@@ -7,13 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from lmi_build.cli import app
 from lmi_build.errors import UnknownName
 from lmi_build.targets import TARGETS
 from lmi_build.targets.neuronx.profiles import get_profile, load_profiles
 from lmi_build.targets.neuronx.sdk import UnbuiltLoader, sdk
+from tests.cli_process import run_lmi_build
 from tests.fixtures_planning import ModelDirFactory, Planner
 
 LLAMA = "meta-llama--Llama-2-7b-hf"
@@ -66,9 +65,9 @@ def test_every_loader_a_profile_accepts_is_built_or_has_a_sourced_refusal() -> N
     assert any(s.startswith("aws-neuron/upstreaming-to-vllm v0.6.x-neuron 22c56ee") for s in nxdi.sources)
     assert any(s.startswith("aws-neuron/neuronx-distributed-inference v0.1.1") for s in nxdi.sources)
     assert "internal wheel" in nxdi.missing and "vllm_neuronx-0.6.2+neuron216" in nxdi.missing
-    shown = CliRunner().invoke(app, ["profiles", "show", "lmi-0.33.0-neuronx-sdk2.21.1", "--json"])
+    shown = run_lmi_build("profiles", "show", "lmi-0.33.0-neuronx-sdk2.21.1", "--json")
     assert set(json.loads(shown.stdout)["unbuilt_loaders"]) == {"vllm", "nxdi"}
-    shown = CliRunner().invoke(app, ["profiles", "show", "lmi-0.33.0-neuronx-sdk2.21.1"])
+    shown = run_lmi_build("profiles", "show", "lmi-0.33.0-neuronx-sdk2.21.1")
     assert "not built: option.model_loader=nxdi: DJL's nxdi partition only starts vLLM" in shown.stdout
 
 
@@ -89,14 +88,14 @@ def test_verify_knows_the_neuron_containers() -> None:
 
 
 def test_profiles_list_shows_every_kind() -> None:
-    listed = CliRunner().invoke(app, ["profiles", "list", "--json"])
-    assert listed.exit_code == 0, listed.output
+    listed = run_lmi_build("profiles", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
     rows = json.loads(listed.stdout)
     kinds = {row["kind"] for row in rows}
     assert kinds == {"trtllm", "neuronx", "hf"}  # hf: the vLLM/LMI-Dist containers (serving formats)
     defaults = {row["kind"]: row["name"] for row in rows if row["default"]}
     assert defaults["neuronx"] == "lmi-0.30.0-neuronx-sdk2.20.1"
-    shown = CliRunner().invoke(app, ["profiles", "show", "lmi-0.27.0-neuronx-sdk2.18.0", "--json"])
+    shown = run_lmi_build("profiles", "show", "lmi-0.27.0-neuronx-sdk2.18.0", "--json")
     assert json.loads(shown.stdout)["cache_dir"] == "neuronxcc-2.13.68.0+6dfecc895"
 
 

@@ -7,15 +7,14 @@ import re
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from lmi_build.cli import app
 from lmi_build.container_profiles import ProfileError, read_profile
 from lmi_build.errors import UnknownName
 from lmi_build.tables import read_table
 from lmi_build.targets.trtllm.flags import FlagError, FlagsFile, flag_table, series_for
 from lmi_build.targets.trtllm.profiles import PROFILES_DIR, ContainerProfile, get_profile, load_profiles
 from lmi_build.versions import parse_version, release
+from tests.cli_process import run_lmi_build
 
 IMAGE = re.compile(r"^(763104351884\.dkr\.ecr\.us-west-2\.amazonaws\.com/djl-inference:[0-9.]+-tensorrtllm[0-9.]+-cu\d{3}"
                    r"|deepjavalibrary/djl-serving:tensorrt-llm-nightly)$")
@@ -103,15 +102,14 @@ def test_value_forms() -> None:
 
 
 def test_cli_profiles_list_and_show() -> None:
-    runner = CliRunner()
-    listed = runner.invoke(app, ["profiles", "list", "--json"])
-    assert listed.exit_code == 0, listed.output
+    listed = run_lmi_build("profiles", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
     names = [p["name"] for p in json.loads(listed.stdout)]
     assert "lmi-0.26.0-trtllm-0.7.1" in names
-    shown = runner.invoke(app, ["profiles", "show", "lmi-0.30.0-trtllm-0.12.0", "--json"])
+    shown = run_lmi_build("profiles", "show", "lmi-0.30.0-trtllm-0.12.0", "--json")
     data = json.loads(shown.stdout)
     assert data["flag_series"] == "0.12" and "max_seq_len" in data["flags"]["trtllm_build"]
-    assert runner.invoke(app, ["profiles", "show", "nope"]).exit_code != 0
+    assert run_lmi_build("profiles", "show", "nope").returncode != 0
 
 
 def test_versions_order_pre_releases_before_their_release() -> None:
