@@ -132,7 +132,6 @@ def evaluate(profile: NeuronProfile, facts: StartupInputs) -> StartupOutcome:
 # -- the rules, in the order start-up meets them ---------------------------------------------------
 
 def _refused_options(facts: StartupInputs) -> list[RuleFinding]:
-
     found = []
     for key, refused in sdk().refused_options.items():
         if facts.properties.get(key):
@@ -144,7 +143,6 @@ def _refused_options(facts: StartupInputs) -> list[RuleFinding]:
 
 def _batching(profile: NeuronProfile, facts: StartupInputs, rules: list[RuleFinding],
               resolved: dict[str, str]) -> Any:
-
     reading = container_batching(facts.properties, profile)
     resolved.update(rolling_batch=reading.rolling_batch, server_batch_size=str(reading.server_batch),
                     neff_batch_size="chosen at start-up" if reading.neff_batch is None else str(reading.neff_batch))
@@ -264,7 +262,6 @@ def _compiled_graph_path(profile: NeuronProfile, facts: StartupInputs) -> list[R
 
 
 def _split_class(profile: NeuronProfile, facts: StartupInputs) -> list[RuleFinding]:
-
     if facts.layout != "neuronx-split" or facts.spec is None or facts.spec.model_type in sdk().split_classes:
         return []
     return [RuleFinding(rule="neuron_split_class", effect="rejected",
@@ -274,7 +271,6 @@ def _split_class(profile: NeuronProfile, facts: StartupInputs) -> list[RuleFindi
 
 
 def _rope(profile: NeuronProfile, facts: StartupInputs) -> list[RuleFinding]:
-
     if facts.spec is None:
         return []
     found = rope_outcome(profile, facts.spec)
