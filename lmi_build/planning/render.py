@@ -3,8 +3,10 @@ plan in the current output mode."""
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING, Any
 
+from lmi_build.options.resolve import option_spec
 from lmi_build.output import current, human_bytes, human_count, identifier
 from lmi_build.planning.instances import GIB
 from lmi_build.planning.plan import BuildPlan, MemoryEstimate
@@ -110,8 +112,6 @@ _GAP = 2  # spaces between a section's labels and its values
 def _wrap_words(value: str, width: int) -> list[str]:
     """``value`` in lines of at most ``width`` characters, broken at spaces only (a longer word is
     a line of its own, whole)."""
-    import textwrap
-
     return textwrap.wrap(value, max(width, 1), break_long_words=False, break_on_hyphens=False) or [""]
 
 
@@ -153,7 +153,6 @@ def _short(value: Any) -> str:
 def _options_table(plan: BuildPlan) -> RenderableType:
     from rich.table import Table
 
-    from lmi_build.options.resolve import option_spec
 
     rows: list[tuple[str, str, str]] = []
     for key, value in list(plan.options.items())[:SHOWN_OPTIONS]:

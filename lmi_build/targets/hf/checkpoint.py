@@ -14,7 +14,9 @@ from lmi_build import output
 from lmi_build.errors import StepError
 from lmi_build.fs import staged_directory
 from lmi_build.planning.plan import BuildPlan
+from lmi_build.quantize import awq_format, gptq_format
 from lmi_build.quantize.calibration import CalibrationSummary
+from lmi_build.quantize.convert import convert_checkpoint
 from lmi_build.quantize.export import (
     output_files,
     pass_through,
@@ -63,8 +65,6 @@ def _export_hf(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: Path
             pass_through(model_dir, staging)
             notes.append(f"pre-quantized ({quant.pre_quantized.method}) weights passed through unchanged")
         elif quant.method is None:
-            from lmi_build.quantize.convert import convert_checkpoint
-
             with output.current().watch_written("converting the checkpoint", staging,
                                                 total=plan.expected_weight_bytes()):
                 convert_checkpoint(model_dir, staging, build.dtype)  # one tensor at a time: no model in memory
@@ -86,6 +86,7 @@ def _export_hf(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: Path
                     export_hf_checkpoint(model, dtype=getattr(torch, build.dtype), export_dir=staging)
                 notes = _fix_missing_pre_quant_scale_hf(staging)
                 if build.export_format == "compressed_tensors":
+                    # loads safetensors, which the CLI's start-up does not
                     from lmi_build.quantize import compressed_tensors_format
 
                     notes += compressed_tensors_format.describe_modelopt_fp8(staging)
@@ -116,6 +117,7 @@ def _check_hf(staging: Path, plan: BuildPlan, build: HfBuild) -> None:
     if quant.method is not None and build.export_format in PACKED_WRITERS:
         problems += _packed_problems(staging, config, build.export_format, quant.group_size)
     elif quant.method is not None and build.export_format == "compressed_tensors":
+        # loads safetensors, which the CLI's start-up does not
         from lmi_build.quantize import compressed_tensors_format
 
         problems += compressed_tensors_format.problems(staging, config)
@@ -140,11 +142,7 @@ def _check_hf(staging: Path, plan: BuildPlan, build: HfBuild) -> None:
 def _packed_layout(export_format: str) -> ModuleType:
     """The module that writes and describes a packed format (``PACKED_WRITERS``)."""
     if export_format == "awq":
-        from lmi_build.quantize import awq_format
-
         return awq_format
-    from lmi_build.quantize import gptq_format
-
     return gptq_format
 
 
