@@ -31,6 +31,9 @@ from lmi_build.quantize.placement import Placement
 from lmi_build.quantize.result import CheckpointResult
 from lmi_build.targets.hf.knobs import HfBuild
 
+# safetensors (and compressed_tensors_format, which imports it) are imported where a checkpoint is read:
+# the CLI's start-up imports this module, and safetensors is not loaded there.
+
 # hf export formats written by lmi-build's own packers (module ``lmi_build.quantize.<name>_format``).
 PACKED_WRITERS = ("gptq", "awq")
 
@@ -86,7 +89,6 @@ def _export_hf(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: Path
                     export_hf_checkpoint(model, dtype=getattr(torch, build.dtype), export_dir=staging)
                 notes = _fix_missing_pre_quant_scale_hf(staging)
                 if build.export_format == "compressed_tensors":
-                    # loads safetensors, which the CLI's start-up does not
                     from lmi_build.quantize import compressed_tensors_format
 
                     notes += compressed_tensors_format.describe_modelopt_fp8(staging)
@@ -117,7 +119,6 @@ def _check_hf(staging: Path, plan: BuildPlan, build: HfBuild) -> None:
     if quant.method is not None and build.export_format in PACKED_WRITERS:
         problems += _packed_problems(staging, config, build.export_format, quant.group_size)
     elif quant.method is not None and build.export_format == "compressed_tensors":
-        # loads safetensors, which the CLI's start-up does not
         from lmi_build.quantize import compressed_tensors_format
 
         problems += compressed_tensors_format.problems(staging, config)

@@ -31,6 +31,9 @@ from lmi_build.quantize.trtllm_stream import LayoutMismatch, evict_layout, write
 from lmi_build.reading import BadFile, read_json_file
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
 
+# safetensors is imported where a checkpoint is read: the CLI's start-up imports this module, and
+# safetensors is not loaded there.
+
 
 def build_trtllm_checkpoint(plan: BuildPlan, model_dir: Path, out_dir: Path, *,
                             calib_file: Path | None = None, use_cache: bool = False,
@@ -293,7 +296,7 @@ def _fix_missing_pre_quant_scale(staging: Path, world_size: int) -> list[str]:
     """ModelOpt 0.47 labels every INT4 block export ``pre_quant_scale: true``, also for GPTQ and
     round-to-nearest INT4 where it writes no ``prequant_scaling_factor`` tensors; TensorRT-LLM
     would then look for tensors that do not exist. Say what was written."""
-    from safetensors import safe_open  # not loaded by the CLI's start-up, which imports this module
+    from safetensors import safe_open
 
     config_path = staging / "config.json"
     config = read_json(config_path)
