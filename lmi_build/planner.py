@@ -11,8 +11,11 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from lmi_build.errors import LmiBuildError, OptionError
+from lmi_build.artifact.hygiene import host_roots, iter_strings, starts_with_root
+from lmi_build.errors import InvalidPlan, LmiBuildError, OptionError
+from lmi_build.model.normalize import read_spec_file
 from lmi_build.model.spec import ModelSpec
+from lmi_build.options.resolve import OptionInputs, cli_option_pairs, resolve_options
 from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning import checks
 from lmi_build.planning.cache_key import compute_cache_key, config_digest
@@ -22,10 +25,15 @@ from lmi_build.planning.findings import Findings
 from lmi_build.planning.instances import get_instance
 from lmi_build.planning.memory import check_fit, estimate
 from lmi_build.planning.plan import BuildPlan, QuantizationPlan, TargetKnobs, ToolchainRef
+from lmi_build.planning.quantization import plan_quantization, split_messages, tp_group_problem
 from lmi_build.planning.request import PlanRequest
 from lmi_build.planning.saved import BuildInputs, SavedPlan
 from lmi_build.planning.target_api import PlanningTarget
+from lmi_build.reading import read_json_file
+from lmi_build.recipes.registry import infer_version_options, load_recipes
 from lmi_build.recipes.schema import Recipe
+from lmi_build.sources.identity import check_identity
+from lmi_build.sources.resolve import resolve_source
 from lmi_build.types import ModelIdentity
 
 _ACCELERATOR_WORDS = {"gpu": "NVIDIA GPUs", "neuron": "Neuron devices"}
@@ -38,8 +46,6 @@ VERSION_WARNINGS = frozenset({"model_version_mismatch"})
 def _check_tokenizer_code(model_dir: Path, trusted: bool | None, findings: Findings) -> None:
     """A tokenizer_config.json with ``auto_map`` makes transformers import the repository's own
     tokenizer code: refused at plan time unless trusted, not when the build loads the tokenizer."""
-    from lmi_build.reading import read_json_file
-
     path = model_dir / "tokenizer_config.json"
     try:
         config = read_json_file(path, what="tokenizer config") if path.exists() else {}
@@ -58,11 +64,6 @@ def plan_request(request: PlanRequest, target: PlanningTarget) -> SavedPlan:
     """The plan of a build for ``target`` and where its inputs are: what ``--save`` writes and every
     build executes. Raises ``LmiBuildError`` only when no plan can be made at all (unreadable model
     source, malformed properties); every other problem is a plan error."""
-    from lmi_build.model.normalize import read_spec_file
-    from lmi_build.options.resolve import OptionInputs, cli_option_pairs, resolve_options
-    from lmi_build.recipes.registry import load_recipes
-    from lmi_build.sources.resolve import resolve_source
-
     target_name = target.name
     instance = get_instance(request.instance_type) if request.instance_type else None
     findings = Findings()
@@ -171,8 +172,6 @@ def plan_request(request: PlanRequest, target: PlanningTarget) -> SavedPlan:
 def _check_tp_groups(quantization: QuantizationPlan, spec: ModelSpec, build: TargetKnobs,
                      findings: Findings) -> None:
     """Group-quantized (INT4) row-parallel layers need whole groups on every rank: known only once tp is."""
-    from lmi_build.planning.quantization import tp_group_problem
-
     tp = build.tp
     problem = tp_group_problem(quantization, spec, tp)
     if problem is not None:
@@ -183,8 +182,6 @@ def _check_portable(recorded: dict[str, object], findings: Findings) -> None:
     """What the manifest will record must hold no path of this host (home, tmp, the current
     directory): the packager refuses such a manifest, so it is a plan error, found before minutes
     of quantization or compilation rather than after them."""
-    from lmi_build.artifact.hygiene import host_roots, iter_strings, starts_with_root
-
     roots = host_roots()
     for where, text in iter_strings(recorded):
         if starts_with_root(text, roots):
@@ -204,7 +201,6 @@ def _plan_quantization(
     options: ResolvedOptions,
     findings: Findings,
 ) -> QuantizationPlan:
-    from lmi_build.planning.quantization import plan_quantization, split_messages
 
     support = recipe.targets[target.name]
     route = target.checkpoint_route(support, spec, options)
@@ -237,8 +233,6 @@ def _plan_quantization(
 
 
 def _version_options(ctx: PlanContext) -> None:
-    from lmi_build.recipes.registry import infer_version_options
-
     # A value that did not parse was reported by resolution: it counts as not given (no second error).
     given = {key: item.value for key, item in ctx.options.values.items() if item.typed is not None}
     values, messages = infer_version_options(ctx.recipe, ctx.spec, ctx.target, given)
@@ -297,9 +291,6 @@ def recheck_saved_plan(saved: SavedPlan, target: PlanningTarget, *, origin: str,
     build compared. A plan is the contract, not a proof that it was checked: a plan edited and
     re-digested (tp 3 on 8 heads, trust_remote_code turned on as a default) is refused here, before
     anything is fetched or built. Raises ``InvalidPlan`` with one line."""
-    from lmi_build.errors import InvalidPlan
-    from lmi_build.sources.identity import check_identity
-
     plan = saved.plan
     hint = ("plan it again (lmi-build plan <target> ... --save plan.json): a saved plan is built only as "
             "its inputs plan it")

@@ -13,14 +13,16 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from lmi_build.artifact.files import MANIFEST_NAME, verify_entries, walk_files
+from lmi_build.artifact.files import MANIFEST_NAME, inside_artifact, verify_entries, walk_files
 from lmi_build.artifact.manifest import Manifest, load_manifest
 from lmi_build.artifact.serving import ServingTarget
 from lmi_build.artifact.target_api import ArtifactTarget, TargetsByName, profile_owner
 from lmi_build.errors import LmiBuildError, OptionError, VerifyError
 from lmi_build.hashing import tree_digest
+from lmi_build.options.properties import read_properties_with_lines
 from lmi_build.planning.gpus import normalize_sm
 from lmi_build.planning.startup import StartupOutcome
+from lmi_build.reading import BadFile, read_regular_bytes
 from lmi_build.types import PlanMessage
 
 
@@ -109,8 +111,6 @@ _TRUE = frozenset({"true", "yes", "1"})
 
 def read_serving_record(root: Path) -> dict[str, str] | None:
     """The values of the artifact's serving.properties (None when it has none)."""
-    from lmi_build.options.properties import read_properties_with_lines
-
     path = root / SERVING_PROPERTIES
     return read_properties_with_lines(path).as_dict() if path.is_file() else None
 
@@ -153,9 +153,6 @@ def local_reader(root: Path, manifest: Manifest) -> Callable[[str], bytes | None
     """A listed file of the artifact under ``root`` as the target's record check reads it: only a
     path the manifest lists, only a regular file reached through real directories (never a link),
     bounded in size; None otherwise (the file checks report it)."""
-    from lmi_build.artifact.files import inside_artifact
-    from lmi_build.reading import BadFile, read_regular_bytes
-
     listed = {entry.path for entry in manifest.files}
 
     def read(rel: str) -> bytes | None:

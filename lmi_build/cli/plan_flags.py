@@ -24,8 +24,12 @@ import typer
 from lmi_build.cli.app import click_context
 from lmi_build.cli.flag_help import CHOICES, COMMAND_HELP, HELP, MAXIMUM, MINIMUM, TARGET_CHOICES
 from lmi_build.cli.user_config import profile_default
+from lmi_build.errors import OptionError
+from lmi_build.options.spec import exact_spec
+from lmi_build.output import current
+from lmi_build.planner import recheck_saved_plan
 from lmi_build.planning.request import INPUTS_PANEL, Knob, PlanRequest, ordered_knobs
-from lmi_build.targets import TARGETS, every_knob, get_target, request_for
+from lmi_build.targets import TARGETS, every_knob, get_target, load_saved_plan, request_for
 
 if TYPE_CHECKING:  # the planner's pydantic models load only when a command runs, not for --help
     from lmi_build.planning.saved import SavedPlan
@@ -114,7 +118,6 @@ def plan_request_from(knobs: Mapping[str, Any], *, target: str, endpoint_url: st
     if config_file is not None:
         _check_configured_profile(target, profile, config_file)
         values["profile"] = profile
-        from lmi_build.output import current
 
         current().info(f"profile {profile} from {config_file} ([{target}] profile; --profile overrides it)")
     return request_for(target, values, endpoint_url=endpoint_url, env=dict(env))
@@ -126,8 +129,6 @@ def check_flag_values(knobs: Mapping[str, Any], target: str) -> None:
     with the values it takes, before anything is planned or printed (issue 30 item 4). The option
     table's parser decides, as it does for the same value from serving.properties (a plan error there).
     typer has checked the flags it types itself (integers and their bounds, --dtype's choices)."""
-    from lmi_build.options.spec import exact_spec
-
     for declared, how in every_knob():
         value = knobs.get(declared.name)
         if how.option is None or value is None or isinstance(value, (bool, list, tuple, Path)):
@@ -153,9 +154,6 @@ def _check_profile_kind(target: str, profile: str | None) -> None:
     """``--profile`` naming another target's container (`plan trtllm --profile lmi-0.33.0-neuronx-...`)
     says so and lists this target's profiles; `unknown container profile` was untrue, as `profiles list`
     shows it (issue 30 item 6). A name no target knows is left to the target's own message."""
-    from lmi_build.errors import OptionError
-    from lmi_build.targets import TARGETS
-
     own = TARGETS[target].container_profiles()
     if profile is None or profile in own:
         return
@@ -166,9 +164,6 @@ def _check_profile_kind(target: str, profile: str | None) -> None:
 
 
 def _check_configured_profile(target: str, profile: str | None, config_file: Path) -> None:
-    from lmi_build.errors import OptionError
-    from lmi_build.targets import get_target
-
     known = get_target(target).container_profiles()
     if profile not in known:
         raise OptionError(f"{config_file}: [{target}] profile = {profile!r} is not a {target} profile",
@@ -185,10 +180,6 @@ def load_plan_for(target: str, plan_file: Path, knobs: Mapping[str, Any], *,
                   endpoint_url: str | None = None) -> SavedPlan[Any]:
     """The saved plan ``--plan`` names, for ``target``, refusing any knob that would shape the build,
     and refusing a plan that is not the plan its own inputs make now (``planner.recheck_saved_plan``)."""
-    from lmi_build.errors import OptionError
-    from lmi_build.planner import recheck_saved_plan
-    from lmi_build.targets import get_target, load_saved_plan
-
     shaping = [flag for flag, how in given_flags(knobs) if not how.location]
     if shaping:
         raise OptionError(f"{', '.join(shaping)} cannot be combined with --plan: the saved plan fixes every build knob",

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict
 
 from lmi_build.errors import LmiBuildError
 from lmi_build.model.spec import ModelSpec
+from lmi_build.planning import calibration_text
 from lmi_build.planning.instances import GIB
 from lmi_build.planning.plan import CheckpointStepEstimate, QuantizationPlan
 from lmi_build.tables import bundled_table
@@ -264,8 +265,6 @@ def _stream_estimate(table: RatesFile, spec: ModelSpec, dtype: str, basis: list[
 
 def _calibration_tokens(quantization: QuantizationPlan, calib_file: Path | None, chars_per_token: float) -> int:
     """Tokens of the planned samples: each sample's length / characters per token, at most max_seq_len."""
-    from lmi_build.planning import calibration_text
-
     plan = quantization.calibration
     if plan is None:
         return 0

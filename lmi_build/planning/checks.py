@@ -3,6 +3,7 @@ stable code, the numbers in the message and the fix in the hint."""
 
 from __future__ import annotations
 
+from lmi_build.options.resolve import option_spec
 from lmi_build.options.resolved import Source, _full_key
 from lmi_build.planning.context import PlanContext
 
@@ -151,8 +152,6 @@ def check_model_shape(ctx: PlanContext) -> None:
 
 
 def check_option_restrictions(ctx: PlanContext) -> None:
-    from lmi_build.options.resolve import option_spec
-
     allowed = {_full_key(key) for key in ctx.support.options_allowed}
     refused = {_full_key(key) for key in ctx.support.options_refused}
     for key, item in ctx.options.values.items():

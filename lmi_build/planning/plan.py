@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from lmi_build.errors import InvalidPlan
 from lmi_build.model.spec import ModelSpec, PreQuantization
+from lmi_build.redaction import environment_secrets, redact, redact_key, redact_text
 from lmi_build.types import ModelIdentity, PlanMessage, TargetName
 
 
@@ -171,8 +172,6 @@ class BuildPlan(BaseModel, Generic[KnobsT]):
         passwords and every value of a credential variable of the environment replaced by ``***``
         (``lmi_build.redaction``). A plan holding a credential can never be built (the packager
         refuses to write one into serving.properties), so hiding the values loses nothing."""
-        from lmi_build.redaction import environment_secrets, redact, redact_key, redact_text
-
         known = environment_secrets() if secrets is None else secrets
 
         def message(item: PlanMessage) -> PlanMessage:

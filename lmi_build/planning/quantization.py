@@ -25,7 +25,10 @@ from pydantic import BaseModel, ConfigDict
 from lmi_build.errors import LmiBuildError
 from lmi_build.model.spec import ModelSpec, PreQuantization
 from lmi_build.options.resolved import ResolvedOptions, Source
+from lmi_build.options.spec import exact_spec
+from lmi_build.planning import calibration_text
 from lmi_build.planning.plan import CalibrationPlan, QuantizationPlan
+from lmi_build.recipes.registry import load_recipes
 from lmi_build.types import PlanMessage
 
 Route = Literal["modelopt", "vendor"]
@@ -188,9 +191,6 @@ def flag_methods(target: str) -> tuple[str, ...]:
     recipe builds there (``recipes/*.toml`` ``[targets.<target>] quantize``) and their container
     spellings. The option table's other choices (bitsandbytes, squeezellm, ...) are the container's
     runtime quantizations, which no build of lmi-build makes."""
-    from lmi_build.options.spec import exact_spec
-    from lmi_build.recipes.registry import load_recipes
-
     built = {method for recipe in load_recipes() if target in recipe.targets
              for method in recipe.targets[target].quantize}
     spec = exact_spec("option.quantize")
@@ -394,7 +394,6 @@ def _plan_prequantized(
 def _plan_calibration(
     entry: QuantMethod, options: ResolvedOptions, calib_file: Path | None, messages: list[PlanMessage]
 ) -> CalibrationPlan | None:
-    from lmi_build.planning import calibration_text
 
     default_size = entry.default_calib_size or 64
     # awq_calib_size (LMI's key) wins over lmi-build's general calib_size for AWQ.

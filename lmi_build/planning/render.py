@@ -3,8 +3,14 @@ plan in the current output mode."""
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING, Any
 
+from rich.console import Console, ConsoleOptions, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from lmi_build.options.resolve import option_spec
 from lmi_build.output import current, human_bytes, human_count, identifier
 from lmi_build.planning.instances import GIB
 from lmi_build.planning.plan import BuildPlan, MemoryEstimate
@@ -12,9 +18,6 @@ from lmi_build.types import PlanMessage
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-
-    from rich.console import Console, ConsoleOptions, RenderableType
-    from rich.text import Text
 
 
 def report_plan(plan: BuildPlan) -> None:
@@ -44,8 +47,6 @@ def _line(message: PlanMessage) -> str:
 
 
 def render_plan(plan: BuildPlan) -> RenderableType:
-    from rich.console import Group
-
     parts: list[Any] = [_model_table(plan)]
     if plan.build is not None:
         parts.append(_mapping_table("Build knobs", plan.build.model_dump(exclude_defaults=False)))
@@ -69,8 +70,6 @@ class _Verdict:
         self.plan = plan
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Text]:
-        from rich.text import Text
-
         plan = self.plan
         status = "[green]valid[/green]" if plan.valid else f"[red]invalid[/red] ({len(plan.errors)} error(s))"
         line = f"plan: {status}   cache key: {plan.cache_key}"
@@ -93,8 +92,6 @@ class _Section:
         self.rows.append((label, value))
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Text]:
-        from rich.text import Text
-
         label_width = max((len(label) for label, _ in self.rows), default=0)
         indent = label_width + _GAP
         yield Text(self.title, style="table.title")
@@ -110,8 +107,6 @@ _GAP = 2  # spaces between a section's labels and its values
 def _wrap_words(value: str, width: int) -> list[str]:
     """``value`` in lines of at most ``width`` characters, broken at spaces only (a longer word is
     a line of its own, whole)."""
-    import textwrap
-
     return textwrap.wrap(value, max(width, 1), break_long_words=False, break_on_hyphens=False) or [""]
 
 
@@ -151,9 +146,7 @@ def _short(value: Any) -> str:
 
 
 def _options_table(plan: BuildPlan) -> RenderableType:
-    from rich.table import Table
 
-    from lmi_build.options.resolve import option_spec
 
     rows: list[tuple[str, str, str]] = []
     for key, value in list(plan.options.items())[:SHOWN_OPTIONS]:
@@ -180,9 +173,6 @@ def _options_table(plan: BuildPlan) -> RenderableType:
 
 
 def _narrow_options(rows: list[tuple[str, str]], more: int) -> RenderableType:
-    from rich.console import Group
-    from rich.text import Text
-
     width = current().out.width
     sources = max((len(source) for _, source in rows), default=0)
     column = min(max((len(pair) for pair, _ in rows), default=0), max(width - sources - _GAP, 1))

@@ -17,8 +17,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from lmi_build import __version__
 from lmi_build.errors import OptionError
+from lmi_build.fs import atomic_write_text
+from lmi_build.planning.cache_key import plan_cache_key
 from lmi_build.planning.plan import BuildPlan, KnobsT
 from lmi_build.reading import BadFile, parse_json, read_regular_text
+from lmi_build.redaction import REDACTED, redact_text
 
 SAVED_PLAN_FORMAT = "lmi-build-plan"
 SAVED_PLAN_SCHEMA = 3  # 2: the knobs carry their target and the file the digest of its content; 3: the memory
@@ -66,16 +69,12 @@ class SavedPlan(BaseModel, Generic[KnobsT]):
 
     def dumps(self) -> str:
         """The saved form, credentials redacted (a plan holding one cannot be built anyway)."""
-        from lmi_build.redaction import redact_text
-
         inputs = self.inputs.model_copy(update={"model": redact_text(self.inputs.model)})
         shown = self.model_copy(update={"plan": self.plan.redacted(), "inputs": inputs})
         content = shown.model_dump(mode="json")
         return json.dumps({**content, DIGEST_FIELD: content_digest(content)}, indent=2) + "\n"
 
     def save(self, path: Path) -> None:
-        from lmi_build.fs import atomic_write_text
-
         atomic_write_text(path, self.dumps())
 
 
@@ -135,8 +134,6 @@ def _check_as_written(path: str, saved: SavedPlan[Any], content: dict[str, Any])
     """A plan whose digest was recomputed after an edit still has to be one lmi-build writes: every
     field present with the value lmi-build would write (a field left out is not a default), its
     verdict its own errors', and its cache key the one its content gives."""
-    from lmi_build.planning.cache_key import plan_cache_key
-
     difference = _first_difference(saved.model_dump(mode="json"), content)
     if difference is not None:
         raise OptionError(f"plan file {path} is not as lmi-build writes it ({difference})", hint=_EDITED_HINT)
@@ -172,6 +169,4 @@ def _first_difference(written: Any, read: Any, where: str = "") -> str | None:
 def _redacted(plan: BuildPlan[Any]) -> bool:
     """Whether saving replaced a credential in the options (such a plan cannot be built anyway, and
     its cache key was computed before the value was hidden)."""
-    from lmi_build.redaction import REDACTED
-
     return any(REDACTED in value for value in plan.options.values())

@@ -44,6 +44,7 @@ from lmi_build.quantize.safetensors_files import (
     read_header,
 )
 from lmi_build.quantize.tensor_map import LAYER, Family, TensorRule, family_for
+from lmi_build.quantize.trtllm_model_check import model_problems
 from lmi_build.reading import BadFile, read_json_file, read_regular_bytes
 from lmi_build.versions import installed_versions
 
@@ -231,8 +232,6 @@ def _read_layout(entry: Path, key: str, model_config: dict[str, Any], *, dtype: 
 def _entry_problem(layouts: list[RankLayout], model_config: dict[str, Any], *, dtype: str, tp: int,
                    pp: int) -> str | None:
     """Why a parsed layout is not ModelOpt's layout of this model for these knobs (None: it is)."""
-    from lmi_build.quantize.trtllm_model_check import model_problems
-
     if [layout.rank for layout in layouts] != list(range(tp * pp)):
         return f"ranks {[layout.rank for layout in layouts][:8]}, not 0-{tp * pp - 1}"
     expected_mapping = {"world_size": tp * pp, "tp_size": tp, "pp_size": pp}

@@ -8,13 +8,13 @@ import pytest
 
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.targets.neuronx.plan import (
-    compiler_flags,
     continuous_batching_contexts,
     effective_gqa,
     half_buckets,
     sdk,
     token_buckets,
 )
+from lmi_build.targets.neuronx.serving import compiler_flags
 from tests.fixtures_planning import Planner
 
 CONTAINER = "--logfile /tmp/compile.log --temp-dir=/tmp"

@@ -14,7 +14,9 @@ from lmi_build import output
 from lmi_build.errors import StepError
 from lmi_build.fs import staged_directory
 from lmi_build.planning.plan import BuildPlan
+from lmi_build.quantize import awq_format, gptq_format
 from lmi_build.quantize.calibration import CalibrationSummary
+from lmi_build.quantize.convert import convert_checkpoint
 from lmi_build.quantize.export import (
     output_files,
     pass_through,
@@ -28,6 +30,9 @@ from lmi_build.quantize.export import (
 from lmi_build.quantize.placement import Placement
 from lmi_build.quantize.result import CheckpointResult
 from lmi_build.targets.hf.knobs import HfBuild
+
+# safetensors (and compressed_tensors_format, which imports it) are imported where a checkpoint is read:
+# the CLI's start-up imports this module, and safetensors is not loaded there.
 
 # hf export formats written by lmi-build's own packers (module ``lmi_build.quantize.<name>_format``).
 PACKED_WRITERS = ("gptq", "awq")
@@ -63,8 +68,6 @@ def _export_hf(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: Path
             pass_through(model_dir, staging)
             notes.append(f"pre-quantized ({quant.pre_quantized.method}) weights passed through unchanged")
         elif quant.method is None:
-            from lmi_build.quantize.convert import convert_checkpoint
-
             with output.current().watch_written("converting the checkpoint", staging,
                                                 total=plan.expected_weight_bytes()):
                 convert_checkpoint(model_dir, staging, build.dtype)  # one tensor at a time: no model in memory
@@ -140,11 +143,7 @@ def _check_hf(staging: Path, plan: BuildPlan, build: HfBuild) -> None:
 def _packed_layout(export_format: str) -> ModuleType:
     """The module that writes and describes a packed format (``PACKED_WRITERS``)."""
     if export_format == "awq":
-        from lmi_build.quantize import awq_format
-
         return awq_format
-    from lmi_build.quantize import gptq_format
-
     return gptq_format
 
 

@@ -17,6 +17,9 @@ from lmi_build.artifact.target_api import (
     read_json_fact,
     record_mismatch,
 )
+from lmi_build.targets.hf.loaders import architecture_problems
+from lmi_build.targets.hf.profiles import get_profile, load_profiles, loads_format
+from lmi_build.targets.hf.startup import startup_problems
 from lmi_build.types import PlanMessage
 
 if TYPE_CHECKING:
@@ -40,16 +43,12 @@ def check_compatibility(manifest: Manifest, serving: ServingTarget) -> Problems:
 
 def container_problems(manifest: Manifest, container: str, owner: str) -> Problems:
     """An hf checkpoint against container profile ``container`` of target ``owner``."""
-    from lmi_build.targets.hf.loaders import architecture_problems
-    from lmi_build.targets.hf.profiles import get_profile, load_profiles
-
     if owner != "hf":
         kind, serves = OTHER_KINDS.get(owner, (owner, "its own artifacts"))
         hf_profiles = ", ".join(p.name for p in load_profiles())
         return [message("container_target", f"artifact holds a Hugging Face checkpoint; {container} is a {kind} "
                         f"profile, which serves {serves}: check it against an hf profile ({hf_profiles})",
                         f"or build for this container: lmi-build {owner} --profile {container} ...")], []
-    from lmi_build.targets.hf.startup import startup_problems
 
     profile = get_profile(container)
     architectures = (manifest.plan.get("spec") or {}).get("architectures") or ()
@@ -61,8 +60,6 @@ def container_problems(manifest: Manifest, container: str, owner: str) -> Proble
 def format_problems(manifest: Manifest, profile: HfProfile) -> Problems:
     """Whether ``profile``'s engine loads the format of the checkpoint an hf artifact holds
     (``profiles.loads_format``, the rule the plan stated before the build)."""
-    from lmi_build.targets.hf.profiles import loads_format
-
     fmt, algo, what = artifact_format(manifest)
     where = f"{profile.name} ({profile.engine}, vLLM {profile.vllm})"
     rebuild = f"rebuild it for this container: lmi-build hf --profile {profile.name} ..."

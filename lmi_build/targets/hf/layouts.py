@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lmi_build.artifact.layout import Layout
+from lmi_build.artifact.packager import CARRIED_PATTERNS, carry_source_files, matches_any, trust_remote_code
 from lmi_build.errors import StepError
 from lmi_build.fs import link_or_copy
 from lmi_build.model.safetensors_header import read_checked_header
@@ -39,13 +40,6 @@ class HfLayout:
     name = "hf"
 
     def assemble(self, plan: BuildPlan, produced: Path, source_dir: Path, staging: Path) -> None:
-        from lmi_build.artifact.packager import (
-            CARRIED_PATTERNS,
-            carry_source_files,
-            matches_any,
-            trust_remote_code,
-        )
-
         weights = sorted(produced.glob("*.safetensors"))
         if not weights:
             found = ", ".join(sorted(p.name for p in produced.iterdir())[:8]) if produced.is_dir() else "nothing"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+from lmi_build.artifact.packager import written_properties
 from lmi_build.model.spec import ModelSpec
 from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning import checks
@@ -29,6 +30,7 @@ from lmi_build.targets.hf.profiles import (
     loads_format,
     serving_formats,
 )
+from lmi_build.targets.hf.startup import startup_problems
 from lmi_build.types import TargetName
 from lmi_build.versions import installed_versions
 
@@ -111,9 +113,6 @@ class HfPlanning:
     def _check_startup(ctx: PlanContext, profile: HfProfile) -> None:
         """The profile's handler at start-up on the serving.properties this plan writes
         (``startup.startup_problems``, which ``verify --for-container`` applies to the built one)."""
-        from lmi_build.artifact.packager import written_properties
-        from lmi_build.targets.hf.startup import startup_problems
-
         ctx.findings.add_errors(startup_problems(profile, written_properties(*ctx.written_properties(), "hf")))
 
 

@@ -15,8 +15,11 @@ from lmi_build.artifact.target_api import (
     read_json_fact,
     record_mismatch,
 )
-from lmi_build.planning.startup import StartupOutcome
-from lmi_build.targets.neuronx.sdk import sdk
+from lmi_build.planning.startup import StartupOutcome, outcome_messages
+from lmi_build.targets.neuronx.layouts import COMPILED_DIR
+from lmi_build.targets.neuronx.profiles import load_profiles
+from lmi_build.targets.neuronx.sdk import refused_option_messages, sdk
+from lmi_build.targets.neuronx.startup import PRECOMPILED, evaluate, from_manifest
 from lmi_build.types import PlanMessage
 
 BOUND_VERSIONS = ("neuronx_cc",)
@@ -52,9 +55,6 @@ def check_compatibility(manifest: Manifest, serving: ServingTarget) -> Problems:
 def container_startup(manifest: Manifest, serving: ServingTarget) -> StartupOutcome | None:
     """The serving release's start-up outcome for this artifact (``startup.evaluate``), when a
     Neuron container profile is given."""
-    from lmi_build.targets.neuronx.profiles import load_profiles
-    from lmi_build.targets.neuronx.startup import evaluate, from_manifest
-
     profile = next((p for p in load_profiles() if p.name == serving.container), None)
     if profile is None:
         return None
@@ -64,9 +64,6 @@ def container_startup(manifest: Manifest, serving: ServingTarget) -> StartupOutc
 def _startup_problems(manifest: Manifest, serving: ServingTarget) -> Problems:
     """The start-up model's errors and warnings on the serving release; without a release, the
     checks that need none: the options lmi-build refuses and a --neuron-cc-flags string."""
-    from lmi_build.planning.startup import outcome_messages
-    from lmi_build.targets.neuronx.sdk import refused_option_messages
-
     outcome = container_startup(manifest, serving)
     if outcome is not None:
         return outcome_messages(outcome)
@@ -108,9 +105,6 @@ def record_problems(manifest: Manifest, read: ReadFile) -> list[PlanMessage]:
     a precompiled layout loads (the manifest must list at least one: a NEFF left out of it is
     unverified, and "loads 0 NEFFs" is no verdict), the compiler version of compiled/VERSION and the
     neuron block's batch and core count."""
-    from lmi_build.targets.neuronx.layouts import COMPILED_DIR
-    from lmi_build.targets.neuronx.startup import PRECOMPILED
-
     problems: list[PlanMessage] = []
     listed = {entry.path for entry in manifest.files}
     if manifest.layout in (*PRECOMPILED, "neuronx-optimum") \

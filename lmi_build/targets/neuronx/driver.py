@@ -29,11 +29,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import os
 import sys
 from importlib import metadata
 from typing import Any
+
+# The Neuron SDK (neuronxcc, transformers_neuronx, optimum.neuron) is imported inside the functions:
+# --probe runs, and says what is missing, where it is not importable.
 
 
 def _neuronxcc_version() -> str:
@@ -107,8 +111,6 @@ def compile_model(spec: dict[str, Any], model_dir: str, output: str, cache: str)
     if layout == "neuronx-legacy":
         hf_model.save_pretrained(checkpoint)
     if layout == "neuronx-split":
-        import importlib
-
         from transformers import AutoConfig
         from transformers_neuronx.module import save_pretrained_split
 

@@ -56,10 +56,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lmi_build.artifact.layout import Layout
+from lmi_build.artifact.packager import carry_source_files, trust_remote_code
 from lmi_build.errors import StepError
 from lmi_build.fs import atomic_write_json, link_or_copy, link_tree
+from lmi_build.options.properties import read_properties
 from lmi_build.planning.plan import BuildPlan
+from lmi_build.reading import BadFile, read_json_file, read_regular_text
+from lmi_build.targets.neuronx.batching import batching_problems
+from lmi_build.targets.neuronx.cache_tree import check_tree, module_dirs
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
+from lmi_build.targets.neuronx.profiles import load_profiles
 from lmi_build.types import PlanMessage
 
 if TYPE_CHECKING:
@@ -101,8 +107,6 @@ def tnx_properties(build: NeuronxBuild, rolling: bool) -> dict[str, str]:
 def _read_json(path: Path) -> dict[str, Any] | None:
     """A JSON object of the artifact or the model, read bounded (``lmi_build.reading``: a config.json
     nested 100,000 deep is None here, not a RecursionError); None when absent or not one."""
-    from lmi_build.reading import BadFile, read_json_file
-
     try:
         loaded = read_json_file(path, what="JSON file")
     except (BadFile, OSError):
@@ -112,8 +116,6 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 def _read_version(path: Path) -> str | None:
     """compiled/VERSION (the neuronx-cc version), bounded; None when absent or unreadable."""
-    from lmi_build.reading import BadFile, read_regular_text
-
     try:
         return read_regular_text(path, limit=4096, what="compiled/VERSION").strip() if path.is_file() else None
     except (BadFile, OSError, UnicodeDecodeError):
@@ -123,8 +125,6 @@ def _read_version(path: Path) -> str | None:
 def _write_model_files(plan: BuildPlan, source_dir: Path, staging: Path, version_file: Path) -> None:
     """The artifact's top level DJL reads: the model's config.json with the ``neuron`` block for the
     compiler that wrote ``version_file``, and the tokenizer/source files."""
-    from lmi_build.artifact.packager import carry_source_files, trust_remote_code
-
     config = _read_json(source_dir / "config.json")
     if config is None:
         raise StepError(f"{source_dir}/config.json is missing or unreadable", hint="fetch the model again")
@@ -167,8 +167,6 @@ class TnxPrecompiledLayout:
     @staticmethod
     def check_as(artifact_dir: Path, layout: str) -> list[PlanMessage]:
         """The checks of a compiled/ + neuron block tree, its batching read by the releases of ``layout``."""
-        from lmi_build.options.properties import read_properties
-
         problems: list[PlanMessage] = []
 
         def problem(code: str, message: str, hint: str = "rebuild the artifact") -> None:
@@ -277,8 +275,6 @@ class OptimumExportLayout:
     name = "neuronx-optimum"
 
     def assemble(self, plan: BuildPlan, produced: Path, source_dir: Path, staging: Path) -> None:
-        from lmi_build.artifact.packager import carry_source_files, trust_remote_code
-
         config = _read_json(produced / "config.json")
         if config is None or not isinstance(config.get("neuron"), dict):
             raise StepError(f"{produced} has no config.json with a neuron block", hint="export first")
@@ -298,8 +294,6 @@ class OptimumExportLayout:
         return TnxPrecompiledLayout().properties(plan)
 
     def check(self, artifact_dir: Path) -> list[PlanMessage]:
-        from lmi_build.options.properties import read_properties
-
         problems: list[PlanMessage] = []
 
         def problem(code: str, message: str) -> None:
@@ -330,8 +324,6 @@ def _block_vs_properties(block: dict[str, Any], properties: dict[str, str], layo
     """DJL compares these before skipping the compile (ML:518-520, 623-649): each must agree. The batch
     is serving.properties' batching keys as every release that loads ``layout`` reads them
     (``batching``: an unset option.rolling_batch is auto, rolling batch, on 0.30+)."""
-    from lmi_build.targets.neuronx.batching import batching_problems
-
     pairs = (("num_cores", properties.get("option.tensor_parallel_degree"), "option.tensor_parallel_degree"),
              ("sequence_length", properties.get("option.n_positions"), "option.n_positions"))
     problems: list[PlanMessage] = []
@@ -359,8 +351,6 @@ def _block_vs_properties(block: dict[str, Any], properties: dict[str, str], layo
 def _releases_loading(layout: str) -> list[NeuronProfile]:
     """The releases whose own precompiled layout this is; every release for the optimum export (any
     release's optimum loader reads it)."""
-    from lmi_build.targets.neuronx.profiles import load_profiles
-
     profiles = load_profiles()
     return [p for p in profiles if p.layout == layout] or profiles
 
@@ -379,8 +369,6 @@ class CacheTreeLayout:
     name = "neuronx-cache"
 
     def assemble(self, plan: BuildPlan, produced: Path, source_dir: Path, staging: Path) -> None:
-        from lmi_build.targets.neuronx.cache_tree import check_tree, module_dirs
-
         problems = check_tree(produced)
         if problems:
             name, why = problems[0]
@@ -400,9 +388,6 @@ class CacheTreeLayout:
         return values
 
     def check(self, artifact_dir: Path) -> list[PlanMessage]:
-        from lmi_build.options.properties import read_properties
-        from lmi_build.targets.neuronx.cache_tree import check_tree
-
         problems = [PlanMessage(code="neuron_cache_entry", message=f"compile-cache entry {entry}: {why}",
                                 hint="rebuild the artifact") for entry, why in check_tree(artifact_dir)]
         properties_file = artifact_dir / "serving.properties"

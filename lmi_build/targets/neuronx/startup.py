@@ -9,7 +9,7 @@ still defined once, in its own module, and cited in the data it reads:
 
 - options lmi-build's driver does not build (``sdk.refused_options``, ``neuron_sdk.toml``);
 - the batching keys as the release reads them (``batching``; ``rolling_batch_sources``);
-- the loader DJL picks (``plan.choose_loader``; ``neuron_sdk.toml`` [startup] loader_sources);
+- the loader DJL picks (``serving.choose_loader``; ``neuron_sdk.toml`` [startup] loader_sources);
 - the context estimates DJL refuses under continuous batching (``continuous_batching_contexts_sources``);
 - an s3:// compiled_graph_path the release model.load()s (``compiled_graph_path_sources``);
 - 0.27's split layout without a TNX sampling class (``split_classes``);
@@ -28,10 +28,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lmi_build.artifact.packager import written_properties
 from lmi_build.model.spec import ModelSpec
+from lmi_build.options.resolve import written_options
 from lmi_build.planning.context import read_options
 from lmi_build.planning.startup import RuleFinding, StartupOutcome
+from lmi_build.targets.neuronx.batching import batching_problem, container_batching
+from lmi_build.targets.neuronx.layouts import tnx_properties
 from lmi_build.targets.neuronx.options import NeuronxOptions
+from lmi_build.targets.neuronx.rope import rope_message, rope_outcome
+from lmi_build.targets.neuronx.sdk import refused_option_message, sdk
+from lmi_build.targets.neuronx.serving import (
+    LoaderRefused,
+    choose_loader,
+    container_on_device_embedding,
+    contexts_refusal,
+    continuous_batching,
+    serving_compiler_flags,
+)
 
 if TYPE_CHECKING:
     from lmi_build.artifact.manifest import Manifest
@@ -85,9 +99,6 @@ def from_planned(options: Mapping[str, str], sources: Mapping[str, str], build: 
     """The inputs of the artifact a plan will write: the planned options that serving.properties
     carries (``packager.written_properties``) and the layout's keys (``layouts.tnx_properties``),
     with the knobs the NEFFs will be compiled with."""
-    from lmi_build.artifact.packager import written_properties
-    from lmi_build.targets.neuronx.layouts import tnx_properties
-
     properties = written_properties(options, sources, "neuronx")
     properties.update(tnx_properties(build, options.get("option.rolling_batch", "disable") != "disable"))
     return StartupInputs(properties=properties, layout=build.layout, spec=spec, batch_size=build.batch_size,
@@ -121,8 +132,6 @@ def evaluate(profile: NeuronProfile, facts: StartupInputs) -> StartupOutcome:
 # -- the rules, in the order start-up meets them ---------------------------------------------------
 
 def _refused_options(facts: StartupInputs) -> list[RuleFinding]:
-    from lmi_build.targets.neuronx.sdk import refused_option_message, sdk
-
     found = []
     for key, refused in sdk().refused_options.items():
         if facts.properties.get(key):
@@ -134,9 +143,6 @@ def _refused_options(facts: StartupInputs) -> list[RuleFinding]:
 
 def _batching(profile: NeuronProfile, facts: StartupInputs, rules: list[RuleFinding],
               resolved: dict[str, str]) -> Any:
-    from lmi_build.targets.neuronx.batching import batching_problem, container_batching
-    from lmi_build.targets.neuronx.sdk import sdk
-
     reading = container_batching(facts.properties, profile)
     resolved.update(rolling_batch=reading.rolling_batch, server_batch_size=str(reading.server_batch),
                     neff_batch_size="chosen at start-up" if reading.neff_batch is None else str(reading.neff_batch))
@@ -166,12 +172,9 @@ def _batching(profile: NeuronProfile, facts: StartupInputs, rules: list[RuleFind
 
 
 def _loader(profile: NeuronProfile, facts: StartupInputs, rolling_batch: str, rules: list[RuleFinding]) -> str | None:
-    """The loader DJL picks from serving.properties (``plan.choose_loader``); DJL's refusal of it, a
+    """The loader DJL picks from serving.properties (``serving.choose_loader``); DJL's refusal of it, a
     loader that compiles at start-up whatever the artifact holds (``neuron_sdk.toml`` [unbuilt_loaders]
     startup), or a loader that is not the one the artifact's layout was built for."""
-    from lmi_build.targets.neuronx.plan import LoaderRefused, choose_loader
-    from lmi_build.targets.neuronx.sdk import sdk
-
     if facts.spec is None:
         return None
     options = {key.removeprefix("option."): value for key, value in facts.properties.items()
@@ -207,15 +210,12 @@ def _loader(profile: NeuronProfile, facts: StartupInputs, rolling_batch: str, ru
 
 def _contexts(profile: NeuronProfile, facts: StartupInputs, reading: Any, rules: list[RuleFinding]) -> bool:
     """Continuous batching as the release decides it, and DJL's refusal of a given context estimate
-    under it (``NeuronxPlanning._contexts_refusal``, the rule plan applies)."""
-    from lmi_build.options.resolve import written_options
-    from lmi_build.targets.neuronx.plan import NeuronxPlanning
-
+    under it (``serving.contexts_refusal``, the rule plan applies)."""
     if facts.spec is None or reading.neff_batch is None:
         return False
-    continuous = NeuronxPlanning._continuous_batching(profile, rolling=reading.rolling, batch=reading.neff_batch,
-                                                      model_type=facts.spec.model_type,
-                                                      rolling_batch=reading.rolling_batch)
+    continuous = continuous_batching(profile, rolling=reading.rolling, batch=reading.neff_batch,
+                                     model_type=facts.spec.model_type,
+                                     rolling_batch=reading.rolling_batch)
     if facts.continuous_batching is not None and continuous != facts.continuous_batching:
         # Another NeuronConfig (continuous_batching) and other n_positions/context estimates: another HLO,
         # so TNX's lookup of the shipped NEFFs by hash fails (set_neff_bytes: FileNotFoundError).
@@ -239,7 +239,7 @@ def _contexts(profile: NeuronProfile, facts: StartupInputs, reading: Any, rules:
     except (TypeError, ValueError):
         return continuous
     bsh = facts.properties.get("option.cache_layout", "") == "BSH"
-    refusal = NeuronxPlanning._contexts_refusal(profile, list(given), int(top), bsh) if given else None
+    refusal = contexts_refusal(profile, list(given), int(top), bsh) if given else None
     if refusal is not None and given is not None:
         rules.append(RuleFinding(
             rule="context_length_estimate", effect="rejected",
@@ -262,8 +262,6 @@ def _compiled_graph_path(profile: NeuronProfile, facts: StartupInputs) -> list[R
 
 
 def _split_class(profile: NeuronProfile, facts: StartupInputs) -> list[RuleFinding]:
-    from lmi_build.targets.neuronx.sdk import sdk
-
     if facts.layout != "neuronx-split" or facts.spec is None or facts.spec.model_type in sdk().split_classes:
         return []
     return [RuleFinding(rule="neuron_split_class", effect="rejected",
@@ -273,8 +271,6 @@ def _split_class(profile: NeuronProfile, facts: StartupInputs) -> list[RuleFindi
 
 
 def _rope(profile: NeuronProfile, facts: StartupInputs) -> list[RuleFinding]:
-    from lmi_build.targets.neuronx.rope import rope_message, rope_outcome
-
     if facts.spec is None:
         return []
     found = rope_outcome(profile, facts.spec)
@@ -288,10 +284,8 @@ def _rope(profile: NeuronProfile, facts: StartupInputs) -> list[RuleFinding]:
 
 
 def _embedding(profile: NeuronProfile, facts: StartupInputs, resolved: dict[str, str]) -> list[RuleFinding]:
-    """on_device_embedding as the release passes it (``plan.container_on_device_embedding``) against
+    """on_device_embedding as the release passes it (``serving.container_on_device_embedding``) against
     the NEFFs': another value is another graph, and presharded weights assert without it."""
-    from lmi_build.targets.neuronx.plan import container_on_device_embedding
-
     options = {key.removeprefix("option."): value for key, value in facts.properties.items()
                if key.startswith("option.") and value != ""}
     served, why = container_on_device_embedding(profile, facts.layout, options)
@@ -315,9 +309,6 @@ def _flags(profile: NeuronProfile, facts: StartupInputs, resolved: dict[str, str
     """The flags string the container computes against the NEFFs': the compile cache's key (a miss
     compiles); transformers-neuronx finds precompiled NEFFs by HLO hash alone, so those load, compiled
     with other flags than the container's."""
-    from lmi_build.targets.neuronx.plan import serving_compiler_flags
-    from lmi_build.targets.neuronx.sdk import sdk
-
     served = facts.served_flags
     if served is None:
         base = facts.container_flags if facts.container_flags is not None else profile.neuron_cc_flags

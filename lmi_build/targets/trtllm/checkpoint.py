@@ -25,7 +25,14 @@ from lmi_build.quantize.export import (
 )
 from lmi_build.quantize.placement import Placement
 from lmi_build.quantize.result import CheckpointResult
+from lmi_build.quantize.safetensors_files import read_header
+from lmi_build.quantize.trtllm_model_check import model_problems
+from lmi_build.quantize.trtllm_stream import LayoutMismatch, evict_layout, write_streamed_checkpoint
+from lmi_build.reading import BadFile, read_json_file
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
+
+# safetensors is imported where a checkpoint is read: the CLI's start-up imports this module, and
+# safetensors is not loaded there.
 
 
 def build_trtllm_checkpoint(plan: BuildPlan, model_dir: Path, out_dir: Path, *,
@@ -126,8 +133,6 @@ def _stream_trtllm(plan: BuildPlan, build: TrtllmBuild, model_dir: Path, out_dir
     notes) when the tensor map does not reproduce ModelOpt's layout for this model. A checkpoint
     written from a cached layout that fails its checks evicts the entry and is written again from
     a layout computed now: only a fresh layout's failure is a failure of the build."""
-    from lmi_build.quantize.trtllm_stream import LayoutMismatch, evict_layout
-
     assert build.modelopt_decoder is not None  # checked by the caller
     try:
         try:
@@ -160,8 +165,6 @@ class _FromCachedLayout(Exception):
 
 def _write_streamed(plan: BuildPlan, build: TrtllmBuild, model_dir: Path, out_dir: Path, layout_cache: bool, *,
                     refresh: bool) -> tuple[list[str], dict[str, Any]]:
-    from lmi_build.quantize.trtllm_stream import write_streamed_checkpoint
-
     assert build.modelopt_decoder is not None  # checked by the caller
     with staged_directory(out_dir) as staging:
         with output.current().watch_written("writing the checkpoint", staging, total=plan.expected_weight_bytes()), \
@@ -182,8 +185,6 @@ def _write_streamed(plan: BuildPlan, build: TrtllmBuild, model_dir: Path, out_di
 def _check_trtllm(staging: Path, plan: BuildPlan, build: TrtllmBuild, model_dir: Path) -> dict[str, Any]:
     """What was written must match the plan and the model's own config.json, whichever writer
     wrote it and wherever its layout came from; a mismatch is never silent."""
-    from lmi_build.quantize.trtllm_model_check import model_problems
-
     config = read_json(staging / "config.json")
     problems: list[str] = []
     mapping = config.get("mapping", {})
@@ -221,8 +222,6 @@ def _check_trtllm(staging: Path, plan: BuildPlan, build: TrtllmBuild, model_dir:
 
 def _rank_tensors(staging: Path, world_size: int) -> dict[int, set[str]]:
     """Each rank file's tensor names, from its header alone."""
-    from lmi_build.quantize.safetensors_files import read_header
-
     tensors: dict[int, set[str]] = {}
     for rank in range(world_size):
         header, _ = read_header(staging / f"rank{rank}.safetensors")
@@ -231,8 +230,6 @@ def _rank_tensors(staging: Path, world_size: int) -> dict[int, set[str]]:
 
 
 def _model_config(model_dir: Path) -> dict[str, Any]:
-    from lmi_build.reading import BadFile, read_json_file
-
     try:
         config = read_json_file(model_dir / "config.json", what="model config")
     except BadFile as error:

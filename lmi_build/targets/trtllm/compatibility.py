@@ -16,7 +16,11 @@ from lmi_build.artifact.target_api import (
     record_mismatch,
 )
 from lmi_build.planning.gpus import normalize_sm
-from lmi_build.planning.startup import StartupOutcome
+from lmi_build.planning.startup import StartupOutcome, outcome_messages
+from lmi_build.targets.trtllm.engine_check import world_size_of
+from lmi_build.targets.trtllm.layouts import ENGINE_SUBDIR, TOOLKIT_DIR
+from lmi_build.targets.trtllm.profiles import load_profiles
+from lmi_build.targets.trtllm.startup import TOOLKIT_LAYOUT, evaluate, from_manifest
 from lmi_build.types import PlanMessage
 
 BOUND_VERSIONS = ("tensorrt_llm", "tensorrt")
@@ -60,9 +64,6 @@ def check_compatibility(manifest: Manifest, serving: ServingTarget) -> Problems:
 def container_startup(manifest: Manifest, serving: ServingTarget) -> StartupOutcome | None:
     """The serving release's start-up outcome for this artifact (``startup.evaluate``), when a
     TensorRT-LLM container profile is given and the artifact is of a layout the model knows."""
-    from lmi_build.targets.trtllm.profiles import load_profiles
-    from lmi_build.targets.trtllm.startup import evaluate, from_manifest
-
     profile = next((p for p in load_profiles() if p.name == serving.container), None)
     facts = from_manifest(manifest) if profile is not None else None
     if profile is None or facts is None:
@@ -73,8 +74,6 @@ def container_startup(manifest: Manifest, serving: ServingTarget) -> StartupOutc
 def _startup_problems(manifest: Manifest, serving: ServingTarget) -> Problems:
     """The start-up model's errors and warnings on the serving release, less the engine version
     (reported above, by ``bound_version_problems``)."""
-    from lmi_build.planning.startup import outcome_messages
-
     outcome = container_startup(manifest, serving)
     if outcome is None:
         return [], []
@@ -85,10 +84,6 @@ def _startup_problems(manifest: Manifest, serving: ServingTarget) -> Problems:
 def record_problems(manifest: Manifest, read: ReadFile) -> list[PlanMessage]:
     """The engine's TensorRT-LLM version, world size and architecture the container checks use, read
     from the engine's own config.json against the manifest's record of them."""
-    from lmi_build.targets.trtllm.engine_check import world_size_of
-    from lmi_build.targets.trtllm.layouts import ENGINE_SUBDIR, TOOLKIT_DIR
-    from lmi_build.targets.trtllm.startup import TOOLKIT_LAYOUT
-
     path = f"{TOOLKIT_DIR}/{ENGINE_SUBDIR}/config.json" if manifest.layout == TOOLKIT_LAYOUT else "config.json"
     listed = {entry.path for entry in manifest.files}
     engine = read_json_fact(read, path) if path in listed else None

@@ -15,6 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from lmi_build.errors import StepError
+from lmi_build.reading import BadFile, read_json_file
 from lmi_build.targets.trtllm.profiles import ContainerProfile
 from lmi_build.versions import release
 
@@ -32,8 +33,6 @@ class EngineInfo(BaseModel):
 
 
 def read_engine_config(engine_dir: Path) -> dict[str, object]:
-    from lmi_build.reading import BadFile, read_json_file
-
     path = engine_dir / "config.json"
     if not path.exists():
         raise StepError(f"engine directory {engine_dir} has no config.json",

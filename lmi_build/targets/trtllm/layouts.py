@@ -21,11 +21,14 @@ import re
 from pathlib import Path, PurePosixPath
 
 from lmi_build.artifact.layout import Layout
+from lmi_build.artifact.packager import carry_source_files, trust_remote_code
 from lmi_build.errors import LmiBuildError, StepError
 from lmi_build.fs import link_or_copy
+from lmi_build.options.properties import read_properties
 from lmi_build.planning.plan import BuildPlan
-from lmi_build.reading import read_json_file
+from lmi_build.reading import BadFile, read_json_file, read_regular_text
 from lmi_build.targets.trtllm.engine_check import RANK_FILE, world_size_of
+from lmi_build.targets.trtllm.engine_match import engine_mismatches, expectation_from_properties
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
 from lmi_build.targets.trtllm.triton import config_pbtxt
 from lmi_build.types import PlanMessage
@@ -103,9 +106,6 @@ def _check_engine_dir(engine_dir: Path, where: str, legacy_ok: bool) -> list[Pla
 
 def _check_engine_properties(artifact_dir: Path, engine_dir: Path) -> list[PlanMessage]:
     """verify: the engine is what the artifact's serving.properties says (engine_match)."""
-    from lmi_build.options.properties import read_properties
-    from lmi_build.targets.trtllm.engine_match import engine_mismatches, expectation_from_properties
-
     properties_file, config_file = artifact_dir / "serving.properties", engine_dir / "config.json"
     if not properties_file.is_file() or not config_file.is_file():
         return []  # reported by the other checks
@@ -140,8 +140,6 @@ class ToolkitLayout:
     name = "trtllm-toolkit"
 
     def assemble(self, plan: BuildPlan, produced: Path, source_dir: Path, staging: Path) -> None:
-        from lmi_build.artifact.packager import carry_source_files, trust_remote_code
-
         engines = _engine_files(produced)
         repo = staging / TOOLKIT_DIR
         for path in [produced / "config.json", *engines]:
@@ -189,8 +187,6 @@ class FlatLayout:
     name = "trtllm-flat"
 
     def assemble(self, plan: BuildPlan, produced: Path, source_dir: Path, staging: Path) -> None:
-        from lmi_build.artifact.packager import carry_source_files, trust_remote_code
-
         for path in [produced / "config.json", *_engine_files(produced)]:
             link_or_copy(path, staging / path.name)
         # carry_source_files never carries config.json: the engine config stays the only one.
@@ -207,8 +203,6 @@ class FlatLayout:
 
 def _read_pbtxt(path: Path) -> str:
     """config.pbtxt, bounded (an unreadable one names no gpt_model_path, which is reported)."""
-    from lmi_build.reading import BadFile, read_regular_text
-
     try:
         return read_regular_text(path, what="config.pbtxt")
     except (BadFile, UnicodeDecodeError):

@@ -7,20 +7,39 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
+from lmi_build.errors import LmiBuildError, OptionError
 from lmi_build.model.spec import ModelSpec
 from lmi_build.options.resolved import ResolvedOptions
+from lmi_build.options.spec import option_spec
 from lmi_build.planning import checks
 from lmi_build.planning.checkpoint_estimate import CheckpointWork
 from lmi_build.planning.context import PlanContext, read_options
+from lmi_build.planning.gpus import normalize_sm, sm_number, sm_requirements
 from lmi_build.planning.memory import Workload
 from lmi_build.planning.plan import QuantizationPlan, ToolchainRef
+from lmi_build.planning.startup import outcome_messages
 from lmi_build.planning.target_api import ContainerFacts, RecipeRoute, TargetPlan
 from lmi_build.quantize.tensor_map import streamable
 from lmi_build.recipes.schema import Recipe, TargetSupport
+from lmi_build.targets.trtllm.families import family_limits
+from lmi_build.targets.trtllm.flags import flag_table
 from lmi_build.targets.trtllm.knobs import TrtllmBuild, TrtllmRequest
+from lmi_build.targets.trtllm.kv_cache import paged_kv_cache
 from lmi_build.targets.trtllm.layouts import FLAT_ENGINE
+from lmi_build.targets.trtllm.lengths import resolve_lengths
 from lmi_build.targets.trtllm.options import TrtllmOptions, TrtllmServing, apply_release_defaults
 from lmi_build.targets.trtllm.prequantized import QUANTIZATION
+from lmi_build.targets.trtllm.profiles import get_profile, load_profiles
+from lmi_build.targets.trtllm.routes import recipe_route
+from lmi_build.targets.trtllm.since import (
+    checkpoint_architecture,
+    missing_architecture,
+    missing_scaling,
+    refusal,
+    written_otherwise,
+)
+from lmi_build.targets.trtllm.startup import evaluate, from_planned
+from lmi_build.targets.trtllm.steps import StepInputs, plan_steps
 from lmi_build.types import TargetName
 from lmi_build.versions import release
 
@@ -41,8 +60,6 @@ class TrtllmPlanning:
     quantization = QUANTIZATION
 
     def container_profiles(self) -> dict[str, ContainerFacts]:
-        from lmi_build.targets.trtllm.profiles import load_profiles
-
         return {profile.name: ContainerFacts(versions=profile.versions(), engine_capable=profile.engine_capable)
                 for profile in load_profiles()}
 
@@ -59,24 +76,13 @@ class TrtllmPlanning:
         return "modelopt"
 
     def recipe_route(self, recipe: Recipe, support: TargetSupport, profile: str) -> RecipeRoute:
-        from lmi_build.targets.trtllm.routes import recipe_route
-
         return recipe_route(recipe, support, profile)
 
     def toolchain(self, profile: str | None) -> ToolchainRef:
-        from lmi_build.targets.trtllm.profiles import get_profile
-
         found = get_profile(profile)
         return ToolchainRef(target="trtllm", profile=found.name, image=found.image, versions=found.versions())
 
     def plan(self, ctx: PlanContext) -> TargetPlan:
-        from lmi_build.targets.trtllm.families import family_limits
-        from lmi_build.targets.trtllm.flags import flag_table
-        from lmi_build.targets.trtllm.kv_cache import paged_kv_cache
-        from lmi_build.targets.trtllm.lengths import resolve_lengths
-        from lmi_build.targets.trtllm.profiles import get_profile
-        from lmi_build.targets.trtllm.since import checkpoint_architecture, written_otherwise
-
         profile = get_profile(ctx.request.profile)
         table = flag_table(profile.tensorrt_llm)
         spec = ctx.spec
@@ -201,9 +207,6 @@ class TrtllmPlanning:
         """The release's start-up on the artifact this plan writes (``startup.evaluate``, which
         ``verify --for-container`` evaluates on the built one): every rule that makes it rebuild,
         reject, or serve otherwise than built is an error, a belief read in a runtime a warning."""
-        from lmi_build.planning.startup import outcome_messages
-        from lmi_build.targets.trtllm.startup import evaluate, from_planned
-
         if ctx.findings.errors:
             return  # the plan is already refused; its knobs would only repeat it (as _check_steps)
         inputs = from_planned(*ctx.written_properties(), build, ctx.quantization, profile)
@@ -215,9 +218,6 @@ class TrtllmPlanning:
     def _check_steps(ctx: PlanContext, build: TrtllmBuild, profile: ContainerProfile) -> None:
         """A plan is valid only if its vendor steps can be generated for the profile's TensorRT-LLM:
         the same generator the build runs, so `valid` never names a route the tools lack."""
-        from lmi_build.errors import LmiBuildError
-        from lmi_build.targets.trtllm.steps import StepInputs, plan_steps
-
         if ctx.findings.errors:
             return  # the knobs are already wrong; the steps would only repeat it
         sources = {key: item.source.value for key, item in ctx.options.values.items()}
@@ -231,8 +231,6 @@ class TrtllmPlanning:
     def _check_since(ctx: PlanContext, scaling_type: str | None, profile: ContainerProfile) -> None:
         """A RoPE scaling the profile's TensorRT-LLM cannot read, or an architecture its model table lacks
         (``data/since.toml``), is refused, naming the oldest profile that has it."""
-        from lmi_build.targets.trtllm.since import missing_architecture, missing_scaling, refusal
-
         for code, entry in (("rope_scaling_version", missing_scaling(scaling_type, profile.tensorrt_llm)),
                             ("architecture_version",
                              missing_architecture(ctx.support.trtllm_architecture, profile.tensorrt_llm))):
@@ -302,9 +300,6 @@ class TrtllmPlanning:
         kernels need a minimum SM (``data/families.toml``). Refuse a known GPU without it (--gpu, or
         --instance-type's GPU), say what is needed when the GPU is unknown (``planning.gpus``, the table
         verify uses too)."""
-        from lmi_build.errors import OptionError
-        from lmi_build.planning.gpus import normalize_sm, sm_number, sm_requirements
-
         quant = ctx.quantization
         # (code of the refusal, what needs it, the oldest SM)
         needs = [("gpu_quant", f"{what} quantization", minimum)
@@ -350,8 +345,6 @@ class TrtllmPlanning:
 
 def _table_default_int(key: str) -> int:
     """The option table's (``data/options.toml``) default of an int option the trtllm target always sets."""
-    from lmi_build.options.spec import option_spec
-
     spec = option_spec(key)
     default = spec.default_for("trtllm") if spec is not None else None
     if default is None:

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 from lmi_build.planning.target_api import RecipeRoute
 from lmi_build.recipes.schema import Recipe, TargetSupport
+from lmi_build.targets.trtllm.flags import flag_table
+from lmi_build.targets.trtllm.profiles import get_profile
+from lmi_build.targets.trtllm.since import missing_architecture, refusal, written_otherwise
+from lmi_build.targets.trtllm.steps import ENCODER_DECODER_EXAMPLES, LEGACY_EXAMPLES
 
 
 def recipe_route(recipe: Recipe, support: TargetSupport, profile_name: str) -> RecipeRoute:
-    from lmi_build.targets.trtllm.flags import flag_table
-    from lmi_build.targets.trtllm.profiles import get_profile
-    from lmi_build.targets.trtllm.since import missing_architecture, refusal, written_otherwise
-    from lmi_build.targets.trtllm.steps import ENCODER_DECODER_EXAMPLES, LEGACY_EXAMPLES
-
     profile = get_profile(profile_name)
     version = profile.tensorrt_llm
     if not profile.engine_capable:

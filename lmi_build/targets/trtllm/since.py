@@ -11,6 +11,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from lmi_build.tables import load_table
+from lmi_build.targets.trtllm.profiles import load_profiles
 from lmi_build.versions import parse_version, release
 
 SINCE_FILE = Path(__file__).with_name("data") / "since.toml"
@@ -95,8 +96,6 @@ def checkpoint_architecture(architecture: str | None, tensorrt_llm: str) -> str 
 def refusal(entry: Since, profile: str, tensorrt_llm: str) -> tuple[str, str]:
     """The one-line refusal (and its hint) of a profile whose TensorRT-LLM lacks ``entry``, naming the
     oldest released profile that has it: the plan's error and ``recipes list --profile``'s reason."""
-    from lmi_build.targets.trtllm.profiles import load_profiles
-
     newer = [p.name for p in load_profiles() if p.released and p.engine_capable and not entry.missing_in(p.tensorrt_llm)]
     where = f"; profile {newer[0]} is the oldest that has it" if newer else "; no installed profile has it"
     message = f"{entry.what} needs TensorRT-LLM {entry.since} or newer, profile {profile} has {tensorrt_llm}{where}"

@@ -14,6 +14,7 @@ from typing import cast
 from pydantic import BaseModel, ConfigDict
 
 from lmi_build.errors import UnsupportedTarget
+from lmi_build.output import current
 from lmi_build.planning.plan import BuildPlan, QuantizationPlan
 from lmi_build.runners.bundle import (
     BundleSpec,
@@ -109,8 +110,6 @@ def plan_steps(plan: BuildPlan | StepInputs, profile: ContainerProfile) -> StepP
 
 def engine_steps(plan: BuildPlan | StepInputs, profile: ContainerProfile) -> list[Step]:
     """The steps, with each dropped-flag warning printed once (``lmi_build.output``)."""
-    from lmi_build.output import current
-
     result = plan_steps(plan, profile)
     for warning in result.warnings:
         current().warn(warning)

@@ -18,8 +18,8 @@ from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets.neuronx.batching import container_batching
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.targets.neuronx.layouts import LAYOUTS
-from lmi_build.targets.neuronx.plan import choose_loader
 from lmi_build.targets.neuronx.profiles import get_profile, load_profiles
+from lmi_build.targets.neuronx.serving import choose_loader
 from tests.fixtures_planning import Planner, valid_unless_unbuilt
 
 LLAMA = "meta-llama--Llama-2-7b-hf"

@@ -13,8 +13,8 @@ from lmi_build.artifact.manifest import load_manifest
 from lmi_build.artifact.verify import check_compatibility, serving_target
 from lmi_build.targets import TARGETS
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
-from lmi_build.targets.neuronx.plan import container_on_device_embedding
 from lmi_build.targets.neuronx.profiles import get_profile, load_profiles
+from lmi_build.targets.neuronx.serving import container_on_device_embedding
 from tests.cli_process import run_lmi_build
 from tests.fixtures_neuronx import write_neuron_model
 from tests.fixtures_planning import Planner, codes, warning_codes

@@ -8,8 +8,8 @@ import hashlib
 import pytest
 
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
-from lmi_build.targets.neuronx.plan import LoaderRefused, choose_loader, compiler_flags
 from lmi_build.targets.neuronx.profiles import get_profile, load_profiles
+from lmi_build.targets.neuronx.serving import LoaderRefused, choose_loader, compiler_flags
 from tests.fixtures_planning import Planner, codes, valid_unless_unbuilt
 
 LLAMA = "meta-llama--Llama-2-7b-hf"
