@@ -21,16 +21,25 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO, cast
+from typing import Any, TextIO, cast
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+from rich.text import Text
 
 from lmi_build.errors import with_hint
 from lmi_build.redaction import environment_secrets, redact_text, redact_tree
-
-# rich is imported inside the methods that draw: a --json or --quiet run (plan --json) never loads it.
-if TYPE_CHECKING:
-    from rich.console import Console
-    from rich.progress import Progress
-    from rich.text import Text
 
 # Width of tables written to a pipe or a file when $COLUMNS does not say one: wide enough that most
 # rows stay on one line. $COLUMNS, when set, is honoured in a pipe too (COLUMNS=80 lmi-build ... | less).
@@ -64,7 +73,6 @@ class Output:
     @property
     def out(self) -> Console:
         if self._out is None:
-            from rich.console import Console
 
             # The stream resolves sys.stdout at write time (pytest capture, redirections).
             console = Console(file=_redacting("stdout"), soft_wrap=True)
@@ -76,7 +84,6 @@ class Output:
     @property
     def err(self) -> Console:
         if self._err is None:
-            from rich.console import Console
 
             self._err = Console(file=_redacting("stderr"), soft_wrap=True)
         return self._err
@@ -113,7 +120,6 @@ class Output:
         ``{"error": {code, message, hint}}`` on stdout, so a pipeline reading stdout sees it too.
         ``details`` (several problems) follow that line one per line, and are the error's
         ``details`` list in JSON."""
-        from rich.text import Text
 
         if self.mode is Mode.JSON:
             error: dict[str, Any] = {"code": code, "message": message, "hint": hint}
@@ -130,14 +136,12 @@ class Output:
     def debug(self, message: str) -> None:
         """A line for the debug log (library chatter, internals): shown only with --debug."""
         if debugging():
-            from rich.text import Text
 
             self.err.print(Text(f"debug: {message}", style="dim"), highlight=False)
 
     def log_line(self, prefix: str, line: str) -> None:
         """One streamed line of a vendor tool's output (shown live unless quiet/json)."""
         if self.mode is Mode.HUMAN:
-            from rich.text import Text
 
             # Text, not markup: vendor lines such as "[TensorRT-LLM][INFO] ..." must print verbatim.
             text = Text(f"{prefix} ", style="dim")
@@ -158,7 +162,6 @@ class Output:
         loggers = [logging.getLogger(), *(logger for logger in logging.root.manager.loggerDict.values()
                                           if isinstance(logger, logging.Logger) and logger.handlers)]
         saved = [(logger, logger.handlers[:]) for logger in loggers]
-        from rich.console import Console
 
         self._err = Console(file=_redacting("stderr", real_err), soft_wrap=True)
         self._capturing = True
@@ -184,7 +187,6 @@ class Output:
         if self.mode is not Mode.HUMAN or not self.err.is_terminal:
             yield lambda _line: None
             return
-        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
         with Progress(SpinnerColumn(), TimeElapsedColumn(), TextColumn("{task.description}"), console=self.err,
                       transient=True, refresh_per_second=REDRAWS_PER_SECOND, redirect_stdout=False,
@@ -276,16 +278,6 @@ class Output:
         if self.mode is not Mode.HUMAN:
             yield None
             return
-        from rich.progress import (
-            BarColumn,
-            DownloadColumn,
-            MofNCompleteColumn,
-            Progress,
-            ProgressColumn,
-            TextColumn,
-            TimeRemainingColumn,
-            TransferSpeedColumn,
-        )
 
         columns: list[ProgressColumn | str] = [TextColumn("{task.description}"), BarColumn()]
         if unit == "bytes":
@@ -401,7 +393,6 @@ def identifier(value: str, style: str = "") -> Text:
     """A table cell that must never be cut (profile name, image URI, option key). In a column with
     ``no_wrap=True`` it stays on one line while the table can narrow other columns; past that it
     folds onto more lines. (A plain ``no_wrap`` cell would be cropped there, silently.)"""
-    from rich.text import Text
 
     return Text(value, style=style, no_wrap=False, overflow="fold")
 
@@ -460,7 +451,6 @@ def reset() -> Output:
 
 
 def _plain(label: str, style: str, message: str) -> Text:
-    from rich.text import Text
 
     line = Text(label, style=style)
     line.append(f" {message}" if label else message)

@@ -10,11 +10,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from safetensors import safe_open
+
 from lmi_build import output
 from lmi_build.errors import StepError
 from lmi_build.fs import staged_directory
 from lmi_build.planning.plan import BuildPlan
-from lmi_build.quantize import awq_format, gptq_format
+from lmi_build.quantize import awq_format, compressed_tensors_format, gptq_format
 from lmi_build.quantize.calibration import CalibrationSummary
 from lmi_build.quantize.convert import convert_checkpoint
 from lmi_build.quantize.export import (
@@ -30,9 +32,6 @@ from lmi_build.quantize.export import (
 from lmi_build.quantize.placement import Placement
 from lmi_build.quantize.result import CheckpointResult
 from lmi_build.targets.hf.knobs import HfBuild
-
-# safetensors (and compressed_tensors_format, which imports it) are imported where a checkpoint is read:
-# the CLI's start-up imports this module, and safetensors is not loaded there.
 
 # hf export formats written by lmi-build's own packers (module ``lmi_build.quantize.<name>_format``).
 PACKED_WRITERS = ("gptq", "awq")
@@ -89,7 +88,6 @@ def _export_hf(plan: BuildPlan, model_dir: Path, out_dir: Path, calib_file: Path
                     export_hf_checkpoint(model, dtype=getattr(torch, build.dtype), export_dir=staging)
                 notes = _fix_missing_pre_quant_scale_hf(staging)
                 if build.export_format == "compressed_tensors":
-                    from lmi_build.quantize import compressed_tensors_format
 
                     notes += compressed_tensors_format.describe_modelopt_fp8(staging)
         _check_hf(staging, plan, build)
@@ -119,7 +117,6 @@ def _check_hf(staging: Path, plan: BuildPlan, build: HfBuild) -> None:
     if quant.method is not None and build.export_format in PACKED_WRITERS:
         problems += _packed_problems(staging, config, build.export_format, quant.group_size)
     elif quant.method is not None and build.export_format == "compressed_tensors":
-        from lmi_build.quantize import compressed_tensors_format
 
         problems += compressed_tensors_format.problems(staging, config)
     elif quant.method is not None:
@@ -149,7 +146,6 @@ def _packed_layout(export_format: str) -> ModuleType:
 
 def _packed_problems(staging: Path, config: dict[str, Any], export_format: str, group_size: int | None) -> list[str]:
     """The config says what the engine's loader expects, and every packed linear has its tensors."""
-    from safetensors import safe_open
 
     layout = _packed_layout(export_format)
     problems = []
@@ -175,7 +171,6 @@ def _packed_problems(staging: Path, config: dict[str, Any], export_format: str, 
 
 
 def _fix_missing_pre_quant_scale_hf(staging: Path) -> list[str]:
-    from safetensors import safe_open
 
     path = staging / "hf_quant_config.json"
     data = read_json(path)

@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from safetensors import safe_open
+
 from lmi_build import output
 from lmi_build.errors import StepError, UnsupportedTarget
 from lmi_build.fs import staged_directory
@@ -30,9 +32,6 @@ from lmi_build.quantize.trtllm_model_check import model_problems
 from lmi_build.quantize.trtllm_stream import LayoutMismatch, evict_layout, write_streamed_checkpoint
 from lmi_build.reading import BadFile, read_json_file
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
-
-# safetensors is imported where a checkpoint is read: the CLI's start-up imports this module, and
-# safetensors is not loaded there.
 
 
 def build_trtllm_checkpoint(plan: BuildPlan, model_dir: Path, out_dir: Path, *,
@@ -296,7 +295,6 @@ def _fix_missing_pre_quant_scale(staging: Path, world_size: int) -> list[str]:
     """ModelOpt 0.47 labels every INT4 block export ``pre_quant_scale: true``, also for GPTQ and
     round-to-nearest INT4 where it writes no ``prequant_scaling_factor`` tensors; TensorRT-LLM
     would then look for tensors that do not exist. Say what was written."""
-    from safetensors import safe_open
 
     config_path = staging / "config.json"
     config = read_json(config_path)
