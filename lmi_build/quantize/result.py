@@ -10,12 +10,13 @@ from pydantic import BaseModel, ConfigDict
 
 from lmi_build.quantize.calibration import CalibrationSummary
 from lmi_build.quantize.placement import Placement
+from lmi_build.target_names import TargetName
 
 
 class CheckpointResult(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    format: Literal["trtllm", "hf"]
+    format: TargetName  # the target whose checkpoint layout it is
     out_dir: Path
     files: list[str]  # relative paths, sorted
     quant_algo: str | None = None
