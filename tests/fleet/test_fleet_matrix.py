@@ -86,12 +86,14 @@ def fleet_bucket(s3_server: S3Server) -> str:
 
 
 def test_matrix_on_ray_then_rerun_is_cached(ray_cluster: RayCluster, fleet_bucket: str, tmp_path: Path) -> None:
-    matrix = write_matrix(tmp_path, SIX_BUILDS + LABELLED_BUILD, fleet_bucket)
+    # Two models (one dtype: the matrix's expansion is tested without a cluster below), two engine
+    # builds that need the GPU node, and one build sent there by label: five Ray tasks a run.
+    builds = SIX_BUILDS.replace('dtype = ["fp16", "bf16"]', 'dtype = ["fp16"]')
+    matrix = write_matrix(tmp_path, builds + LABELLED_BUILD, fleet_bucket)
     cache = f"s3://{fleet_bucket}/lmi-build-cache"
     first = run_matrix(matrix, cache=cache, executor="ray", ray_address=ray_cluster.address).to_json()
     assert statuses(first) == {
-        "hf-tiny-llama-float16": "built", "hf-tiny-llama-bfloat16": "built",
-        "hf-tiny-mistral-float16": "built", "hf-tiny-mistral-bfloat16": "built",
+        "hf-tiny-llama-float16": "built", "hf-tiny-mistral-float16": "built",
         "trtllm-tiny-llama-tp1": "stand_in", "trtllm-tiny-llama-tp2": "stand_in", "hf-tiny-llama": "built",
     }, first
     assert first["succeeded"] is False, "stand-in engines are not a successful build"
@@ -166,6 +168,8 @@ publish = "s3://{bucket}/{modle}/"
 def test_plan_resources_follow_the_plan(s3_env: S3Server, tmp_path: Path) -> None:
     matrix = write_matrix(tmp_path, SIX_BUILDS, "any-bucket")
     jobs = {job.name: job for job in plan_matrix(matrix, cache=None)}
+    assert set(jobs) == {"hf-tiny-llama-float16", "hf-tiny-llama-bfloat16", "hf-tiny-mistral-float16",
+                         "hf-tiny-mistral-bfloat16", "trtllm-tiny-llama-tp1", "trtllm-tiny-llama-tp2"}
     assert jobs["trtllm-tiny-llama-tp2"].resources.num_gpus == 2
     assert jobs["trtllm-tiny-llama-tp1"].resources.num_gpus == 1
     assert jobs["hf-tiny-llama-float16"].resources.num_gpus == 0
