@@ -78,10 +78,6 @@ REFUSED_AHEAD_OF_TIME: dict[str, tuple[str, str]] = {
     "neuron_refused_option": ("option.speculative_draft_model", "speculative decoding: DJL's handler loads the "
                               "draft model and compiles the speculation kernels at start-up; lmi-build's compile "
                               "driver builds neither (cited in the message)"),
-    "context_length_estimate": ("is larger than n_positions", "OPEN, not cited: lmi-build refuses a context "
-                                "bucket above n_positions (targets/neuronx/plan.py), DJL's properties take it "
-                                "(0.26 llama-7b-split: 256, 512, 1024 with n_positions 512); whether "
-                                "transformers-neuronx drops or refuses that bucket at compile time is not read yet"),
     "compiled_graph_path_model": ("", "option.compiled_graph_path is DJL's S3 compile cache of the original "
                                   "weights; the fixture stands in for them and is no model the container can "
                                   "fetch: a limit of the fixture, not a rule"),

@@ -238,10 +238,13 @@ class NeuronxPlanning:
                                f"{profile.name} refuses context_length_estimate {list(given_contexts)} under "
                                f"continuous batching: {refusal} ({'; '.join(profile.continuous_batching_contexts_sources)})",
                                hint="drop --context-length-estimate, or turn rolling batch off")
-        elif max(contexts) > top:
-            ctx.findings.error("context_length_estimate",
-                               f"context_length_estimate {max(contexts)} is larger than n_positions {top}",
-                               hint=f"keep every --context-length-estimate <= {top}, or raise --n-positions")
+        elif unused := [size for size in contexts if size > top]:
+            ctx.findings.warn("context_bucket_unused",
+                              f"context_length_estimate {unused} above n_positions {top}: transformers-neuronx "
+                              f"compiles and loads it as given, and no prompt that fits n_positions runs it "
+                              f"({'; '.join(defaults.context_buckets_sources)})",
+                              hint=f"keep every --context-length-estimate <= {top} (less to compile and load), "
+                              "or raise --n-positions")
         self._check_io_lengths(ctx, top)
 
         requested = given.group_query_attention

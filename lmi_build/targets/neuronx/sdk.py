@@ -36,6 +36,7 @@ class NeuronDefaults(BaseModel):
 
     max_n_positions: int = Field(gt=0)
     first_bucket: int = Field(gt=0)
+    context_buckets_sources: tuple[str, ...] = Field(min_length=1)  # a given estimate list is compiled as given
     continuous_batching_model_types: tuple[str, ...]
     continuous_batching_first_large_bucket: int = Field(gt=0)
 

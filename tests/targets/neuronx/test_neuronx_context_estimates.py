@@ -10,7 +10,7 @@ import pytest
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.targets.neuronx.profiles import NeuronProfile, load_profiles
-from tests.fixtures_planning import Planner, codes
+from tests.fixtures_planning import Planner, codes, valid_unless_unbuilt
 
 LLAMA = "meta-llama--Llama-2-7b-hf"
 P028, P029, P030 = "lmi-0.28.0-neuronx-sdk2.18.2", "lmi-0.29.0-neuronx-sdk2.19.1", "lmi-0.30.0-neuronx-sdk2.20.1"
@@ -55,3 +55,16 @@ def test_030_bsh_without_estimates_compiles_n_positions_only(plan_model: Planner
 @pytest.mark.parametrize("profile", load_profiles(), ids=lambda p: p.name)
 def test_every_release_cites_its_rule(profile: NeuronProfile) -> None:
     assert profile.continuous_batching_contexts_sources
+
+
+@pytest.mark.parametrize("profile", ["lmi-0.26.0-neuronx-sdk2.16.0", P030])
+def test_a_bucket_above_n_positions_is_compiled_not_refused(plan_model: Planner, profile: str) -> None:
+    """DJL's own 0.26 integration test (llama-7b-split) serves context buckets 256, 512, 1024 with
+    n_positions 512: transformers-neuronx takes the list as given, so the plan keeps it and warns."""
+    plan = plan_model("neuronx", LLAMA, profile=profile, n_positions="512", tp=4, context_length_estimate="256,512,1024",
+                      option=("option.load_split_model=true", "option.rolling_batch=disable"))
+    assert "context_length_estimate" not in codes(plan) and valid_unless_unbuilt(plan)
+    warning = next(w for w in plan.warnings if w.code == "context_bucket_unused")
+    assert "1024" in warning.message and "8b01968 src/transformers_neuronx/bucket.py:65-66" in warning.message
+    if plan.build is not None:
+        assert isinstance(plan.build, NeuronxBuild) and plan.build.context_length_estimate == (256, 512, 1024)

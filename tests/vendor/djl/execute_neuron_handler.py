@@ -53,10 +53,11 @@ from tests.vendor.djl.execute_properties import BRANCHES, RECORDED, _message, co
 HANDLED = ("transformers_neuronx", "tensorrt_llm", "vllm", "lmi_dist", "optimum", "neuronx_distributed",
            "neuronxcc", "PIL", "diffusers")  # PIL, diffusers: the stable-diffusion handler the module imports
 # branch -> (profile, the rolling batch the image's recommender picks: "" where lmi-build writes it): the
-# Neuron branches of execute_properties from 0.28 (0.28/0.29/0.30, 0.32/0.33/0.34-dlc); 0.26/0.27's
-# handlers (optimum first, neuronx-split checkpoints) are not executed here, only their properties.
+# Neuron branches of execute_properties from 0.27 (0.27 to 0.30, 0.32/0.33/0.34-dlc). 0.26's handler is
+# not executed: lmi-build builds no 0.26 artifact (every corpus plan is neuron_unbuilt: its split layout
+# is not built), so there is nothing for it to load; its properties are executed (verdicts.json).
 NEURON_BRANCHES: dict[str, tuple[str, str]] = {key: (value[0], value[4]) for key, value in BRANCHES.items()
-                                               if value[1] == "neuronx" and key not in ("0.26.0-dlc", "0.27.0-dlc")}
+                                               if value[1] == "neuronx" and key != "0.26.0-dlc"}
 STANDIN = Path(__file__).resolve().parents[2] / "standins" / "neuron-python"
 ADAPTERS = ("NeuronXModelAdapter", "NeuronXRollingBatchModelAdapter", "NeuronXDynamicBatchModelAdapter")
 ROOT: list[str] = [""]  # the artifact directory of the entry being executed (paths are recorded relative to it)
@@ -172,7 +173,10 @@ def execute(setup: Path, rolling_batch: str, entries: list[dict[str, Any]]) -> l
             deferred = config.rolling_batch == "vllm" and config.model_loader == "vllm"
             record["loader"] = "vllm (deferred to vLLM)" if deferred else service._model_loader_class.__name__
             service.set_model_loader()
-            service.load_model()
+            if hasattr(service, "load_model"):
+                service.load_model()
+            else:  # 0.26/0.27: initialize calls the loader itself (transformers_neuronx.py@0.27.0-dlc:123-127)
+                service.model = service.model_loader.load_model()
             record["outcome"] = "loaded"
         except Exception as error:  # the release's own refusal is the fact recorded
             record["outcome"] = "raised"
@@ -230,8 +234,9 @@ def build(entry: dict[str, Any], profile: str, work: Path) -> Path | None:
         command += ["-o", option]
     from lmi_build.targets.neuronx.profiles import get_profile
 
+    pinned = get_profile(profile)  # the stand-in reports the release's own SDK versions, as its image has them
     env = {**os.environ, "LMI_BUILD_NEURON_PYTHON": str(STANDIN), "STANDIN_MODE": "ok",
-           "STANDIN_NEURONX_CC": get_profile(profile).neuronx_cc, "STANDIN_OPTIMUM_NEURON": "0.0.24"}
+           "STANDIN_NEURONX_CC": pinned.neuronx_cc, "STANDIN_OPTIMUM_NEURON": pinned.optimum_neuron}
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     return out if done.returncode == 0 else None
 

@@ -78,7 +78,7 @@ BRANCHES: dict[str, tuple[str, str, str, str, str]] = {
     # the older releases (0.26-0.28: tensorrt_llm.py initialize builds TensorRtLlmProperties, 0.26.0-dlc:31,
     # 0.28.0-dlc:36; 0.26's Java sets rolling_batch trtllm itself, LmiUtils.java@0.26.0-dlc:107-109) and 0.29,
     # whose trt_properties.py is 0.30.0-dlc's but whose profile writes other properties; then the Neuron
-    # releases before 0.28 (properties only: execute_neuron_handler.py does not run their handlers)
+    # releases before 0.28 (execute_neuron_handler.py runs 0.27's handler too; 0.26: properties only)
     "0.26.0-dlc#trtllm": ("lmi-0.26.0-trtllm-0.7.1", "trtllm", "TensorRtLlmProperties", "trt_properties", "trtllm"),
     "0.27.0-dlc#trtllm": ("lmi-0.27.0-trtllm-0.8.0", "trtllm", "TensorRtLlmProperties", "trt_properties", "trtllm"),
     "0.28.0-dlc#trtllm": ("lmi-0.28.0-trtllm-0.9.0", "trtllm", "TensorRtLlmProperties", "trt_properties", "trtllm"),
