@@ -57,6 +57,18 @@ class TargetRequest:
 
 
 @dataclass(frozen=True)
+class PipelineAndLengthsRequest(TargetRequest):
+    """The knobs of a target whose build fixes a pipeline split and the sequence lengths: declared once
+    here, taken by each target whose ``TargetRequest`` derives from this one."""
+
+    pp: int | None = knob(flag="--pp", option="option.pipeline_parallel_degree", panel=KNOBS_PANEL, follows="--tp")
+    max_input_len: int | None = knob(flag="--max-input-len", option="option.max_input_len", panel=KNOBS_PANEL,
+                                     follows="--quantize")
+    max_output_len: int | None = knob(flag="--max-output-len", option="option.max_output_len", panel=KNOBS_PANEL,
+                                      follows="--max-input-len")
+
+
+@dataclass(frozen=True)
 class PlanRequest:
     """Inputs of ``planner.plan_request``. ``None`` means "not given here": the value then comes from the
     properties file, the environment, the recipe or the LMI default, in that order."""

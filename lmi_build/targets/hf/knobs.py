@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from lmi_build.planning.plan import TargetKnobs
-from lmi_build.planning.request import KNOBS_PANEL, TargetRequest, knob
+from lmi_build.planning.request import PipelineAndLengthsRequest
 
 
 class HfBuild(TargetKnobs):
@@ -24,11 +24,7 @@ class HfBuild(TargetKnobs):
 
 
 @dataclass(frozen=True)
-class HfRequest(TargetRequest):
-    """The knobs only hf's build (and trtllm's, which declares the same) takes, beside ``PlanRequest``'s."""
+class HfRequest(PipelineAndLengthsRequest):
+    """hf's own knobs, beside ``PlanRequest``'s: the pipeline split and the lengths (the engine that
+    serves the checkpoint is started with them)."""
 
-    pp: int | None = knob(flag="--pp", option="option.pipeline_parallel_degree", panel=KNOBS_PANEL, follows="--tp")
-    max_input_len: int | None = knob(flag="--max-input-len", option="option.max_input_len", panel=KNOBS_PANEL,
-                                     follows="--quantize")
-    max_output_len: int | None = knob(flag="--max-output-len", option="option.max_output_len", panel=KNOBS_PANEL,
-                                      follows="--max-input-len")

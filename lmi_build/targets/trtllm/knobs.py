@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from lmi_build.planning.plan import TargetKnobs
-from lmi_build.planning.request import KNOBS_PANEL, TargetRequest, knob
+from lmi_build.planning.request import KNOBS_PANEL, PipelineAndLengthsRequest, knob
 
 
 class TrtllmBuild(TargetKnobs):
@@ -54,14 +54,10 @@ class TrtllmBuild(TargetKnobs):
 
 
 @dataclass(frozen=True)
-class TrtllmRequest(TargetRequest):
-    """The knobs only trtllm's build (and hf's, which declares the same) takes, beside ``PlanRequest``'s."""
+class TrtllmRequest(PipelineAndLengthsRequest):
+    """trtllm's own knobs, beside ``PlanRequest``'s: the pipeline split and lengths the engines are built
+    for, and the serving GPU."""
 
-    pp: int | None = knob(flag="--pp", option="option.pipeline_parallel_degree", panel=KNOBS_PANEL, follows="--tp")
-    max_input_len: int | None = knob(flag="--max-input-len", option="option.max_input_len", panel=KNOBS_PANEL,
-                                     follows="--quantize")
-    max_output_len: int | None = knob(flag="--max-output-len", option="option.max_output_len", panel=KNOBS_PANEL,
-                                      follows="--max-input-len")
     gpu: str | None = knob(
         flag="--gpu", panel=KNOBS_PANEL, follows="--instance-type",
         help="trtllm: the serving GPU (a10g, a100, l4, h100, or an SM such as sm90): FP8 needs sm89+.")
