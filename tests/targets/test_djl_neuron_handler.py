@@ -45,9 +45,12 @@ LOADERS = {"TNXModelLoader": "tnx", "OptimumModelLoader": "optimum", "vllm (defe
 REVIEWED: dict[tuple[str, str, str, str], str] = {}
 # Entries lmi-build plans but does not build (so DJL's handler had no artifact): (branch, option) -> why.
 UNBUILT_REVIEWED: dict[tuple[str, str], str] = {
-    ("0.27.0-dlc", "option.rolling_batch=lmi-dist"): "OPEN (issue 31 finding 4, at 0.27): the plan is valid, the "
-    "build's own verify --for-container refuses it (the recommender's MPI mode counts GPUs an inf2 host has none "
-    "of); plan should refuse it as verify does",
+    ("0.27.0-dlc", "option.rolling_batch=lmi-dist"): "OPEN (issue 31 finding 4, at 0.27): the 0.27 plan is valid "
+    "and 0.27 itself agrees (its recommender sets mpi_mode inside setEngine, which returns early because lmi-build "
+    "writes engine=Python: LmiConfigRecommender.java@049a929b:95-113; DJL 0.27 loaded the gpt-j entry that did "
+    "build). The build refuses the others because its verify also checks the artifact against the later releases "
+    "whose layout it shares, where setMpiMode applies (0.28.0-dlc LmiConfigRecommender.java:118-126): the "
+    "artifact should drop those releases from its claim instead of failing",
 }
 
 
