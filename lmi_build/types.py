@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 from lmi_build.target_names import TARGET_NAMES, TargetName
 
-__all__ = ["TARGET_NAMES", "ModelIdentity", "PlanMessage", "TargetName"]
+__all__ = ["TARGET_NAMES", "ModelIdentity", "PlanMessage", "RunnerKind", "TargetName"]
 
 
 
@@ -22,6 +22,10 @@ class PlanMessage(BaseModel):
     code: str  # stable, e.g. "tp_heads", "max_len_positions", "quantize_unsupported"
     message: str  # one line, with the numbers
     hint: str | None = None  # what to do
+
+
+# Where a build's vendor steps run (a runner of lmi_build.runners; --runner of the build commands).
+RunnerKind = Literal["local", "docker", "script"]
 
 
 class ModelIdentity(BaseModel):

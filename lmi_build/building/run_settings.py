@@ -10,7 +10,8 @@ from dataclasses import Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-RunnerKind = Literal["local", "docker", "script"]
+from lmi_build.types import RunnerKind
+
 Until = Literal["checkpoint", "artifact"]
 
 

@@ -13,14 +13,14 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Protocol
 
 from lmi_build.errors import StepError
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.runners.process import stream_process
 from lmi_build.runners.step import Paths, Step, StepResult, bind
+from lmi_build.types import RunnerKind
 
-RunnerKind = Literal["local", "docker", "script"]
 LOG_DIR = "build-logs"
 # How a container gets its accelerators: every GPU by default; a Neuron build passes its devices.
 GPU_DEVICE_ARGS: tuple[str, ...] = ("--gpus", "all")
