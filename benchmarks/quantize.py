@@ -40,12 +40,13 @@ CASES: dict[str, tuple[str | None, str, int, str]] = {
     "smoothquant-fp16": ("smoothquant", "float16", 1, "trtllm"),
     "fp8": ("fp8", "bfloat16", 1, "trtllm"),
     "awq": ("awq", "bfloat16", 1, "trtllm"),
-    "gptq": ("gptq", "bfloat16", 1, "trtllm"),
     # The hf target: an unquantized dtype conversion (streamed) and its quantized checkpoints.
     "hf-bf16": (None, "bfloat16", 1, "hf"),
     "hf-bf16-tp2": (None, "bfloat16", 2, "hf"),
     "hf-fp8": ("fp8", "float16", 1, "hf"),
     "hf-awq": ("awq", "float16", 1, "hf"),
+    # GPTQ only here: the trtllm target refuses it (TensorRT-LLM converts GPTQ checkpoints, never makes them).
+    "hf-gptq": ("gptq", "float16", 1, "hf"),
     # The peer of "awq": a direct ModelOpt script (load, mtq.quantize with INT4_AWQ_CFG on the same
     # samples, export_tensorrt_llm_checkpoint), with none of lmi-build's planning, staging or manifest.
     "awq-direct": ("awq", "bfloat16", 1, "trtllm"),

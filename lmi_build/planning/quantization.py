@@ -4,19 +4,23 @@ Each method says what TensorRT-LLM ``quant_algo`` string the checkpoint will car
 checkpoint routes:
 
 - ``modelopt`` (ours, runs on CPU): what ``modelopt.torch.export`` 0.47 actually writes. ModelOpt
-  names every INT4 block-quantized weight ``W4A16_AWQ`` (AWQ, GPTQ and plain round-to-nearest
-  INT4 alike: same packed layout, group scales and ``pre_quant_scale`` flag) and exports its
+  names every INT4 block-quantized weight ``W4A16_AWQ`` (AWQ and plain round-to-nearest INT4
+  alike: same packed layout, group scales and ``pre_quant_scale`` flag) and exports its
   SmoothQuant (per-channel weights, per-tensor static activations) as ``W8A8_SQ_PER_CHANNEL``;
   it never writes the ``*_PLUGIN`` SmoothQuant variants.
 - ``vendor`` (TensorRT-LLM ``convert_checkpoint.py`` inside the container): its own mapping,
   e.g. SmoothQuant + per_channel + per_token -> ``W8A8_SQ_PER_CHANNEL_PER_TOKEN_PLUGIN``. It
   cannot run AWQ, GPTQ or FP8 calibration itself (those need ModelOpt).
+
+GPTQ is ``W4A16_GPTQ`` (TensorRT-LLM's name for the AutoGPTQ layout) wherever it is built: the hf
+target writes that layout; the trtllm target refuses to quantize it (``targets/trtllm/prequantized.py``
+says why) and converts only a GPTQ model given as input.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -90,7 +94,7 @@ METHODS: dict[str, QuantMethod] = {
         QuantMethod(
             name="gptq",
             description="INT4 weights in groups of 128, GPTQ Hessian-corrected rounding",
-            quant_algo="W4A16_AWQ",  # ModelOpt 0.47 exports GPTQ'd INT4 blocks in the AWQ layout
+            quant_algo="W4A16_GPTQ",
             vendor_quant_algo=None,
             modelopt_config="INT4_BLOCKWISE_WEIGHT_ONLY_CFG",
             algorithm="gptq",
@@ -242,8 +246,8 @@ class QuantizationRules:
     prequantized_problem: Callable[[PreQuantization], PlanMessage | None] = _none
     # The quant_algo the artifact of an already-quantized input has (None: none recorded).
     prequantized_algo: Callable[[PreQuantization], str | None] = _none
-    # The quant_algo its GPTQ build writes, where not ModelOpt's INT4 layout (None: ModelOpt's).
-    gptq_quant_algo: str | None = None
+    # METHODS it never builds, each with the one-line error that says why and what to do instead.
+    refused_methods: Mapping[str, PlanMessage] = field(default_factory=dict)
 
 
 def plan_quantization(
@@ -298,6 +302,10 @@ def plan_quantization(
         ))
         return QuantizationPlan(), messages
 
+    if entry.name in rules.refused_methods:
+        messages.append(rules.refused_methods[entry.name])
+        return QuantizationPlan(), messages
+
     quant_algo: str | None = entry.quant_algo
     alpha = per_token = per_channel = mqa = None
     if entry.name == "smoothquant":
@@ -324,8 +332,6 @@ def plan_quantization(
                         "TensorRT-LLM's convert_checkpoint.py",
                 hint="use smoothquant, int8_wo or int4_wo for this architecture",
             ))
-    if entry.name == "gptq" and rules.gptq_quant_algo is not None:
-        quant_algo = rules.gptq_quant_algo
     _warn_ignored(options, entry.name, messages)
     if entry.name == "gptq" and spec.num_parameters > GPTQ_CPU_PARAMS:
         # Measured: GPTQ on a 0.5 B-parameter Llama did not finish in 22 min on 2 CPU cores

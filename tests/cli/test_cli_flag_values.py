@@ -25,8 +25,8 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 BAD_VALUES = [
     ("trtllm", "--tp", "two", '"max"'),
     ("hf", "--tp", "0", "a positive integer"),
-    ("trtllm", "--quantize", "awk", "awq, gptq, smoothquant, fp8, int8_wo, int4_wo"),
-    ("trtllm", "--quantize", "bitsandbytes", "awq, gptq, smoothquant, fp8, int8_wo, int4_wo"),
+    ("trtllm", "--quantize", "awk", "awq, smoothquant, fp8, int8_wo, int4_wo"),
+    ("trtllm", "--quantize", "bitsandbytes", "awq, smoothquant, fp8, int8_wo, int4_wo"),
     ("trtllm", "--quantize", "squeezellm", "int4_wo"),
     ("hf", "--quantize", "int8", "awq, gptq, fp8"),
     ("neuronx", "--quantize", "awq", "int8"),
@@ -64,7 +64,7 @@ def test_a_build_command_refuses_a_method_its_target_does_not_build(tmp_path: Pa
 
 
 @pytest.mark.parametrize(("command", "offered", "not_offered"), [
-    ("trtllm", "awq, gptq, smoothquant, fp8, int8_wo, int4_wo", ("bitsandbytes", "squeezellm", "static_int8")),
+    ("trtllm", "awq, smoothquant, fp8, int8_wo, int4_wo", ("bitsandbytes", "squeezellm", "static_int8")),
     ("neuronx", "int8, static_int8", ("bitsandbytes", "squeezellm", "awq")),
     ("hf", "awq, gptq, fp8", ("bitsandbytes", "squeezellm", "smoothquant")),
 ])
@@ -79,7 +79,7 @@ def test_quantize_help_offers_what_the_target_builds(command: str, offered: str,
 def test_plan_help_lists_each_target_s_methods() -> None:
     result = run_lmi_build("plan", "--help", env={**os.environ, "COLUMNS": "400"})
     text = " ".join((result.stdout + result.stderr).replace("│", " ").split())
-    assert ("One of: trtllm: awq, gptq, smoothquant, fp8, int8_wo, int4_wo; neuronx: int8, static_int8; "
+    assert ("One of: trtllm: awq, smoothquant, fp8, int8_wo, int4_wo; neuronx: int8, static_int8; "
             "hf: awq, gptq, fp8.") in text
 
 

@@ -244,6 +244,18 @@ def test_every_problem_is_collected(plan_model: Planner) -> None:
     assert {"tp_heads", "max_len_positions", "option_not_allowed"} <= codes(plan)
 
 
+@pytest.mark.parametrize("profile", [None, "lmi-0.27.0-trtllm-0.8.0", "djl-nightly-trtllm-1.0.0"])
+def test_trtllm_gptq_is_refused_with_what_to_do(plan_model: Planner, profile: str | None) -> None:
+    """No TensorRT-LLM release quantizes to GPTQ (its W4A16_GPTQ comes from converting a GPTQ
+    checkpoint): trtllm --quantize gptq is one error that names awq and the GPTQ-checkpoint route,
+    not a W4A16_AWQ engine that contradicts its own option.quantize=gptq."""
+    plan = plan_model("trtllm", LLAMA, quantize="gptq", profile=profile)
+    errors = [e for e in plan.errors if e.code != "tp_default"]
+    assert [e.code for e in errors] == ["quantize_target"], errors
+    assert "\n" not in errors[0].message and errors[0].hint and "--quantize awq" in errors[0].hint
+    assert plan.quantization.quant_algo is None and "W4A16_AWQ" not in plan.model_dump_json()
+
+
 HF_PROFILES = ("lmi-0.29.0-lmi-dist-11.0.0", "lmi-0.35.0-vllm-0.11.1", "lmi-0.36.0-vllm-0.17.0")
 
 

@@ -53,14 +53,12 @@ EXPECTED_QKV: dict[str | None, dict[str, tuple[str, tuple[int, ...]]]] = {  # hi
                     "activation_scaling_factor": ("float32", (1,)), "prequant_scaling_factor": ("model", (256,))},
     "awq": {"weight": ("int8", (256, 256)), "weights_scaling_factor": ("float32", (512, 2)),
             "prequant_scaling_factor": ("model", (256,))},
-    # GPTQ runs on narrow_llama3: hidden 128 -> qkv out 256 (8 x 16 + 2 x 4 x 16), in 128.
-    "gptq": {"weight": ("int8", (128, 128)), "weights_scaling_factor": ("float32", (256, 1))},
     "int4_wo": {"weight": ("int8", (256, 256)), "weights_scaling_factor": ("float32", (512, 2))},
     "fp8": {"weight": ("float8_e4m3fn", (512, 256)), "weights_scaling_factor": ("float32", (1,)),
             "activation_scaling_factor": ("float32", (1,))},
     "int8_wo": {"weight": ("int8", (512, 256)), "weights_scaling_factor": ("float32", (512,))},
 }
-EXPECTED_ALGO = {None: None, "smoothquant": "W8A8_SQ_PER_CHANNEL", "awq": "W4A16_AWQ", "gptq": "W4A16_AWQ",
+EXPECTED_ALGO = {None: None, "smoothquant": "W8A8_SQ_PER_CHANNEL", "awq": "W4A16_AWQ",
                  "int4_wo": "W4A16_AWQ", "fp8": "FP8", "int8_wo": "W8A16"}
 
 
@@ -71,6 +69,11 @@ NARROW = {"gptq"}
 
 def _model_for(method: str | None, request: pytest.FixtureRequest) -> Path:
     return Path(request.getfixturevalue("narrow_llama3" if method in NARROW else "tiny_llama3"))
+
+
+def _target_for(method: str) -> str:
+    """The target whose plan carries ``method``'s quantization (only hf builds GPTQ)."""
+    return "hf" if method == "gptq" else "trtllm"
 
 
 @pytest.fixture(autouse=True)
@@ -88,7 +91,9 @@ def _tensors(path: Path) -> dict[str, Any]:
     return load_file(str(path))
 
 
-@pytest.mark.parametrize("method", [None, "smoothquant", "awq", "gptq", "fp8", "int8_wo", "int4_wo"])
+# No gptq: the trtllm target refuses it (TensorRT-LLM only converts GPTQ checkpoints; the hf test below
+# writes one).
+@pytest.mark.parametrize("method", [None, "smoothquant", "awq", "fp8", "int8_wo", "int4_wo"])
 def test_trtllm_checkpoint_per_method(request: pytest.FixtureRequest, tmp_path: Path, method: str | None,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     from lmi_build.targets.trtllm.checkpoint import build_trtllm_checkpoint
@@ -109,13 +114,13 @@ def test_trtllm_checkpoint_per_method(request: pytest.FixtureRequest, tmp_path: 
     assert config["quantization"]["quant_algo"] == EXPECTED_ALGO[method] == result.quant_algo
     assert config["rotary_base"] == 500000.0
     assert config["rotary_scaling"] == LLAMA3_ROPE
-    if method in ("awq", "gptq", "int4_wo"):
+    if method in ("awq", "int4_wo"):
         assert config["quantization"]["group_size"] == 128
         # Only AWQ exports pre-quant scales; the flag must say so or TRT-LLM looks for missing tensors.
         assert config["quantization"]["pre_quant_scale"] is (method == "awq")
     assert not list(tmp_path.glob(".ckpt.*"))  # the staging directory was renamed into place
     assert "rank0.safetensors" in result.files
-    assert (result.calibration is not None) == (method in ("smoothquant", "awq", "gptq", "fp8"))
+    assert (result.calibration is not None) == (method in ("smoothquant", "awq", "fp8"))
 
     tensors = _tensors(tmp_path / "ckpt" / "rank0.safetensors")
     for suffix, (dtype_name, shape) in EXPECTED_QKV[method].items():
@@ -123,9 +128,8 @@ def test_trtllm_checkpoint_per_method(request: pytest.FixtureRequest, tmp_path: 
         assert str(tensor.dtype) == f"torch.{dtype if dtype_name == 'model' else dtype_name}", suffix
         assert tuple(tensor.shape) == shape, suffix
     # down_proj (mlp.proj) has 512 inputs (narrow: 256): 4 (2) groups of 128 per output channel.
-    if method in ("awq", "gptq", "int4_wo"):
-        expected = (128, 2) if method in NARROW else (256, 4)
-        assert tuple(tensors["transformer.layers.0.mlp.proj.weights_scaling_factor"].shape) == expected
+    if method in ("awq", "int4_wo"):
+        assert tuple(tensors["transformer.layers.0.mlp.proj.weights_scaling_factor"].shape) == (256, 4)
     norm = tensors["transformer.layers.0.input_layernorm.weight"]
     assert str(norm.dtype) == f"torch.{dtype}"  # calibrated in the target dtype: nothing left in fp32
 
@@ -147,7 +151,7 @@ def test_fake_quantized_logits_stay_close(request: pytest.FixtureRequest, method
     samples = set(calibration_text.load_builtin().samples)
     assert not any(prompt in sample for prompt in HELD_OUT for sample in samples)
 
-    plan = make_build_plan(tiny_llama3, method=method, options=FAST_CALIB, dtype="bfloat16")
+    plan = make_build_plan(tiny_llama3, target=_target_for(method), method=method, options=FAST_CALIB, dtype="bfloat16")
     model = modelopt_quant.load_model(tiny_llama3, "bfloat16", trust_remote_code=False)
     tokenizer = calibration.load_tokenizer(tiny_llama3, trust_remote_code=False)
     reference = _logits(model, tokenizer)
@@ -172,7 +176,7 @@ def test_cpu_calibration_in_fp32_keeps_the_logit_bounds(request: pytest.FixtureR
 
     tiny_llama3 = _model_for(method, request)
 
-    plan = make_build_plan(tiny_llama3, method=method, options=FAST_CALIB, dtype="bfloat16")
+    plan = make_build_plan(tiny_llama3, target=_target_for(method), method=method, options=FAST_CALIB, dtype="bfloat16")
     where = choose_placement("bfloat16", runs_forward=True, cuda_devices=0)
     assert (where.device, where.load_dtype, where.export_dtype) == ("cpu", "float32", "bfloat16")
     tokenizer = calibration.load_tokenizer(tiny_llama3, trust_remote_code=False)

@@ -70,7 +70,6 @@ def _resolution_errors(options: dict[str, str]) -> list[PlanMessage]:
 @pytest.mark.parametrize(("method", "algo", "calib_size", "group"), [
     ("smoothquant", "W8A8_SQ_PER_CHANNEL", 64, None),
     ("awq", "W4A16_AWQ", 32, 128),
-    ("gptq", "W4A16_AWQ", 64, 128),
     ("fp8", "FP8", 64, None),
     ("int8_wo", "W8A16", None, None),
     ("int4_wo", "W4A16_AWQ", None, 128),
@@ -78,7 +77,7 @@ def _resolution_errors(options: dict[str, str]) -> list[PlanMessage]:
 def test_each_method_plans_its_algo_and_calibration(method: str, algo: str, calib_size: int | None,
                                                      group: int | None) -> None:
     plan, errors, warnings = _plan(method)
-    assert errors == [] and [w.code for w in warnings] == (["gptq_cpu_slow"] if method == "gptq" else [])
+    assert errors == [] and warnings == []
     assert plan.method == method and plan.quant_algo == algo and plan.group_size == group
     if calib_size is None:
         assert plan.calibration is None
@@ -150,7 +149,7 @@ def test_vendor_route_smoothquant_plugin_variants(per_channel: bool, per_token: 
 
 def test_vendor_route_refuses_modelopt_only_methods() -> None:
     assert _plan("int4_wo", route="vendor")[0].quant_algo == "W4A16"
-    for method in ("awq", "gptq", "fp8"):
+    for method in ("awq", "fp8"):
         assert _codes(_plan(method, route="vendor")[1]) == ["quantize_route_unsupported"]
 
 
@@ -359,12 +358,26 @@ def test_planning_imports_no_torch() -> None:
 
 
 def test_gptq_on_a_large_model_warns_about_cpu_time() -> None:
-    _, errors, warnings = _plan("gptq")
+    plan, errors, warnings = _plan("gptq", target="hf")
     assert not errors and [w.code for w in warnings] == ["gptq_cpu_slow"]
+    assert (plan.quant_algo, plan.group_size, plan.calibration and plan.calibration.size) == ("W4A16_GPTQ", 128, 64)
     tiny = _spec(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=8,
                  num_key_value_heads=8, vocab_size=1024)
-    assert not _plan("gptq", spec=tiny)[2]
+    assert not _plan("gptq", spec=tiny, target="hf")[2]
     assert not _plan("awq")[2]
+
+
+@pytest.mark.parametrize("route", ["modelopt", "vendor"])
+def test_trtllm_refuses_to_quantize_gptq(route: str) -> None:
+    """TensorRT-LLM makes W4A16_GPTQ only by converting a GPTQ checkpoint; ModelOpt's GPTQ export is
+    labelled W4A16_AWQ, which option.quantize=gptq contradicts: one line that says what to do instead."""
+    plan, errors, warnings = _plan("gptq", route=route)
+    assert plan == QuantizationPlan() and warnings == [] and _codes(errors) == ["quantize_target"]
+    assert "\n" not in errors[0].message and "W4A16_GPTQ" in errors[0].message
+    assert errors[0].hint is not None and "--quantize awq" in errors[0].hint
+    # a GPTQ model given as input still converts (to W4A16_GPTQ)
+    converted, errors, _ = _plan(None, spec=_spec(quantization_config=GPTQ_CONFIG))
+    assert not errors and converted.quant_algo == "W4A16_GPTQ"
 
 
 def test_hf_gptq_is_planned_in_the_gptq_format_not_the_awq_label() -> None:
@@ -372,7 +385,6 @@ def test_hf_gptq_is_planned_in_the_gptq_format_not_the_awq_label() -> None:
 
     hf, errors, _ = _plan("gptq", target="hf")
     assert not errors and hf.quant_algo == "W4A16_GPTQ" and export_format(hf) == "gptq"
-    assert _plan("gptq")[0].quant_algo == "W4A16_AWQ"  # trtllm: TensorRT-LLM's name for ModelOpt's layout
     # without --profile: the AutoAWQ format every hf profile loads, where ModelOpt can fold the AWQ
     # scales for the model type; ModelOpt's own format elsewhere (issue 30 item 8)
     assert export_format(_plan("awq", target="hf")[0], model_type="llama") == "awq"

@@ -21,7 +21,7 @@ def test_list_json_has_every_recipe_and_support_matrix() -> None:
     data = json.loads(result.stdout)
     by_name = {r["name"]: r for r in data["recipes"]}
     assert {"llama", "qwen", "chatglm", "t5"} <= set(by_name)
-    assert by_name["llama"]["targets"]["trtllm"]["quantize"] == ["smoothquant", "awq", "fp8", "gptq", "int8_wo", "int4_wo"]
+    assert by_name["llama"]["targets"]["trtllm"]["quantize"] == ["smoothquant", "awq", "fp8", "int8_wo", "int4_wo"]
     assert "neuronx" not in by_name["qwen"]["targets"]
     assert by_name["qwen"]["targets"]["trtllm"]["options_refused"] == ["multi_block_mode"]
 

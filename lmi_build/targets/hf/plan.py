@@ -47,9 +47,8 @@ class HfPlanning:
     engine = "Python"
     accelerator: Literal["gpu", "neuron"] = "gpu"
     # An hf artifact keeps a pre-quantized input's own quant_algo; its GPTQ is written in the GPTQ layout
-    # (quant_method gptq), not ModelOpt's INT4 one: TensorRT-LLM's QuantAlgo name for it.
-    quantization = QuantizationRules(target="hf", prequantized_algo=lambda pre: pre.quant_algo,
-                                     gptq_quant_algo="W4A16_GPTQ")
+    # (quant_method gptq, W4A16_GPTQ as METHODS says), not ModelOpt's INT4 one.
+    quantization = QuantizationRules(target="hf", prequantized_algo=lambda pre: pre.quant_algo)
 
     def container_profiles(self) -> dict[str, ContainerFacts]:
         return {p.name: ContainerFacts(versions=p.versions(), engine_capable=False) for p in load_profiles()}

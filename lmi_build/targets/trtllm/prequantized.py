@@ -15,7 +15,7 @@ def prequantized_problem(pre: PreQuantization) -> PlanMessage | None:
         return PlanMessage(
             code="gptq_desc_act",
             message="this GPTQ checkpoint uses desc_act=true (act-order), which TensorRT-LLM cannot load",
-            hint="use a GPTQ export made with desc_act=false, or the unquantized model with --quantize gptq",
+            hint="use a GPTQ export made with desc_act=false, or the unquantized model with --quantize awq",
         )
     if method in ("awq", "gptq") and pre.bits not in (None, 4, 8):
         return PlanMessage(
@@ -43,5 +43,23 @@ def prequantized_algo(pre: PreQuantization) -> str | None:
     return pre.quant_algo
 
 
+# TensorRT-LLM makes W4A16_GPTQ only by converting a GPTQ checkpoint, in no release by quantizing:
+# - examples/quantization/quantize.py --qformat has no GPTQ choice at 0.7.1 (80bc0751:100) to 0.12
+#   (a681853d:53; tests/vendor/trtllm/script_flags.json), nor in the stored later copy (059c97c1:66-80,
+#   nvfp4|fp8|int8_sq|int4_awq|w4a8_awq|int8_wo|int4_wo|full_prec); tensorrt_llm/quantization/
+#   quantize_by_modelopt.py quant_cfg_choices() (585c7565:113-127) has no GPTQ config either;
+# - tensorrt_llm/models/modeling_utils.py (01ea6d79) QuantConfig._get_modelopt_qformat maps no W4A16_GPTQ
+#   ("We don't use Modelopt for quantization algorithm ..."): W4A16_GPTQ comes from convert_checkpoint.py
+#   --use_weight_only --weight_only_precision int4_gptq --per_group (steps._prequantized_args).
+# ModelOpt 0.47's own GPTQ exports as W4A16_AWQ (modelopt/torch/export/quant_utils.py:521-526 every 4-bit
+# block quantizer is int4_awq, :711-717 int4_awq -> W4A16_AWQ), which contradicts option.quantize=gptq.
+GPTQ_REFUSED = PlanMessage(
+    code="quantize_target",
+    message="--quantize gptq is not available for trtllm: TensorRT-LLM's quantize.py has no GPTQ format; it makes "
+            "W4A16_GPTQ engines only by converting a GPTQ checkpoint",
+    hint="use --quantize awq (the same INT4 W4A16 engine), or start from a GPTQ model (desc_act=false), "
+         "which convert_checkpoint.py converts",
+)
+
 QUANTIZATION = QuantizationRules(target="trtllm", prequantized_problem=prequantized_problem,
-                                 prequantized_algo=prequantized_algo)
+                                 prequantized_algo=prequantized_algo, refused_methods={"gptq": GPTQ_REFUSED})

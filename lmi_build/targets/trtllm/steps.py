@@ -182,7 +182,7 @@ def _checkpoint_steps(plan: StepInputs, build: TrtllmBuild, table: FlagTable) ->
                                 f"{table.series} asserts pp_size == 1; the plan has pp {build.pp}",
                                 hint="plan with --pp 1 (tensor parallelism only)")
     method = quant.method
-    if method in ("awq", "fp8", "gptq") and quant.pre_quantized is None:
+    if method in ("awq", "fp8") and quant.pre_quantized is None:
         return [_quantize_script_step(build, table, method, quant.group_size,
                                       quant.calibration.size if quant.calibration else None)]
     spelling = table.spelling(example)
@@ -275,7 +275,7 @@ def _prequantized_args(args: _Args, method: str, table: FlagTable, group_size: i
 
 def _quantize_script_step(build: TrtllmBuild, table: FlagTable, method: str, group_size: int | None,
                           calib_size: int | None) -> Step:
-    qformat = {"awq": "int4_awq", "fp8": "fp8", "gptq": "int4_awq"}[method]
+    qformat = {"awq": "int4_awq", "fp8": "fp8"}[method]
     args = _Args(table, "quantize", ["python3", "{examples}/quantization/quantize.py"])
     args.add("model_dir", "{model}")
     args.add("dtype", build.dtype)
