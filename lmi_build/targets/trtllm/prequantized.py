@@ -55,7 +55,7 @@ def prequantized_algo(pre: PreQuantization) -> str | None:
 # block quantizer is int4_awq, :711-717 int4_awq -> W4A16_AWQ), which contradicts option.quantize=gptq.
 GPTQ_REFUSED = PlanMessage(
     code="quantize_target",
-    message="--quantize gptq is not available for trtllm: TensorRT-LLM's quantize.py has no GPTQ format; it makes "
+    message="GPTQ quantization is not available for trtllm: TensorRT-LLM's quantize.py has no GPTQ format; it makes "
             "W4A16_GPTQ engines only by converting a GPTQ checkpoint",
     hint="use --quantize awq (the same INT4 W4A16 engine), or start from a GPTQ model (desc_act=false), "
          "which convert_checkpoint.py converts",
