@@ -57,7 +57,7 @@ GPTQ_REFUSED = PlanMessage(
     code="quantize_target",
     message="GPTQ quantization is not available for trtllm: TensorRT-LLM's quantize.py has no GPTQ format; it makes "
             "W4A16_GPTQ engines only by converting a GPTQ checkpoint",
-    hint="use --quantize awq (the same INT4 W4A16 engine), or start from a GPTQ model (desc_act=false), "
+    hint="use --quantize awq (INT4 weights in groups of 128 too: W4A16_AWQ), or start from a GPTQ model (desc_act=false), "
          "which convert_checkpoint.py converts",
 )
 
