@@ -4,6 +4,7 @@ and the repository refers to nothing outside itself."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 import subprocess
@@ -156,3 +157,41 @@ def test_a_target_build_flag_is_one_declaration(tmp_path: Path) -> None:
     done = CliRunner().invoke(app, ["hf", "--model", "demo:tiny-llama", "--shard-size", "1024",
                                     "--output", str(tmp_path / "out")])
     assert isinstance(done.exception, LmiBuildError) and "shard size 1024" in done.exception.message
+
+
+# Libraries a module may import inside a function: the heavy ones (DEVELOPERS: only these are lazy).
+LAZY_LIBRARIES = ("torch", "transformers", "modelopt", "boto3", "botocore", "s3transfer", "ray", "awscrt")
+# Any other import inside a function, by (file, module): each says why where it is.
+REVIEWED_FUNCTION_IMPORTS = {
+    ("lmi_build/cli/app.py", "lmi_build.cli.help_layout"),  # typer's rich_utils, only for a --help
+    ("lmi_build/sources/demo.py", "tokenizers"),  # an optional extra
+    ("lmi_build/sources/resolve.py", "lmi_build.sources.hf"),  # huggingface_hub + requests, only for a Hub id
+    ("lmi_build/storage/client.py", "lmi_build.storage"),  # the watched client imports botocore
+    ("lmi_build/storage/transfer.py", "urllib3.exceptions"),  # botocore's transport
+    # The Neuron driver runs standalone where the SDK may be missing (its --probe says so).
+    ("lmi_build/targets/neuronx/driver.py", "neuronxcc"),
+    ("lmi_build/targets/neuronx/driver.py", "transformers_neuronx"),
+    ("lmi_build/targets/neuronx/driver.py", "transformers_neuronx.config"),
+    ("lmi_build/targets/neuronx/driver.py", "transformers_neuronx.module"),
+    ("lmi_build/targets/neuronx/driver.py", "optimum.neuron"),
+}
+
+
+def test_imports_are_at_the_top_of_the_file() -> None:
+    """An import inside a function hides an edge from import-linter (a cycle formed unseen that way,
+    issue 33): only the heavy libraries, and the reviewed few above, are imported there."""
+    found = set()
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.ImportFrom) and inner.module:
+                    modules = [inner.module]
+                elif isinstance(inner, ast.Import):
+                    modules = [alias.name for alias in inner.names]
+                else:
+                    continue
+                found |= {(str(path.relative_to(REPO)), module) for module in modules
+                          if module.split(".")[0] not in LAZY_LIBRARIES}
+    assert found == REVIEWED_FUNCTION_IMPORTS

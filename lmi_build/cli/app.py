@@ -20,7 +20,6 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from lmi_build import __version__
-from lmi_build.cli.help_layout import install
 from lmi_build.cli.user_config import endpoint_default
 from lmi_build.output import Mode, current, reset, set_debugging, set_mode
 
@@ -82,10 +81,34 @@ def with_output_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+def _lay_out_help() -> None:
+    """Load ``help_layout`` (it draws typer's option panels; see there) before typer draws a help.
+    Imported here, not at the top, as typer itself imports its ``rich_utils`` inside ``format_help``:
+    rich_utils and the rich modules it loads (markdown, syntax) are 330 M of the 1,120 M instructions
+    ``hf --help`` costs, and only a --help needs them (benchmarks/startup.py)."""
+    from lmi_build.cli.help_layout import install
+
+    install()
+
+
+class _Command(typer.core.TyperCommand):
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _lay_out_help()
+        super().format_help(ctx, formatter)
+
+
+class _Group(typer.core.TyperGroup):
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _lay_out_help()
+        super().format_help(ctx, formatter)
+
+
 class _App(typer.Typer):
-    """A Typer whose every command gets the output options, so none can miss or redeclare them."""
+    """A Typer whose every command gets the output options, so none can miss or redeclare them,
+    and whose --help lays the option panels out to cut nothing (``help_layout``)."""
 
     def command(self, *args: Any, **kwargs: Any) -> Callable[[CommandFunction], CommandFunction]:
+        kwargs.setdefault("cls", _Command)
         register = super().command(*args, **kwargs)
 
         def decorator(function: CommandFunction) -> CommandFunction:
@@ -104,8 +127,8 @@ def new_app(help: str | None = None, *, completion: bool = False) -> typer.Typer
     """A command group (or, with ``completion``, the root app, which offers typer's
     --install-completion/--show-completion for bash, zsh, fish and PowerShell). Its --help lays the
     option panels out to cut nothing (``help_layout``)."""
-    install()
     app = _App(
+        cls=_Group,
         help=help,
         no_args_is_help=True,
         add_completion=completion,

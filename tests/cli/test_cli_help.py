@@ -54,3 +54,27 @@ def test_top_level_help_lists_every_command(args: list[str]) -> None:
     assert "[OPTIONS] COMMAND [ARGS]..." in done.stdout
     assert "Run 'lmi-build COMMAND --help' for a command's options and examples." in done.stdout
     assert done.returncode == (0 if args else 1)
+
+
+HELP_MODULES_PROBE = """
+import json, sys
+from lmi_build.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print(json.dumps(sorted(m for m in ("typer.rich_utils", "lmi_build.cli.help_layout", "rich.markdown")
+                        if m in sys.modules)), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize(("args", "loaded"), [
+    (["plan", "hf", "--model", "demo:tiny-llama", "--json"], []),
+    (["plan", "--help"], ["lmi_build.cli.help_layout", "rich.markdown", "typer.rich_utils"]),
+], ids=["plan", "plan --help"])
+def test_only_a_help_loads_the_help_layout(args: list[str], loaded: list[str]) -> None:
+    """typer's rich_utils (and the rich modules it loads) are about 30 % of `hf --help`'s start-up
+    (benchmarks/startup.py): a command that draws no help does not load them."""
+    done = subprocess.run([sys.executable, "-c", HELP_MODULES_PROBE, *args], capture_output=True, text=True,
+                          check=True)
+    assert json.loads(done.stderr.strip().splitlines()[-1]) == loaded
