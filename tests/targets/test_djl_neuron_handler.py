@@ -44,14 +44,8 @@ LOADERS = {"TNXModelLoader": "tnx", "OptimumModelLoader": "optimum", "vllm (defe
 # of lmi-build's output. Empty: every recorded entry agrees.
 REVIEWED: dict[tuple[str, str, str, str], str] = {}
 # Entries lmi-build plans but does not build (so DJL's handler had no artifact): (branch, option) -> why.
-UNBUILT_REVIEWED: dict[tuple[str, str], str] = {
-    ("0.27.0-dlc", "option.rolling_batch=lmi-dist"): "OPEN (issue 31 finding 4, at 0.27): the 0.27 plan is valid "
-    "and 0.27 itself agrees (its recommender sets mpi_mode inside setEngine, which returns early because lmi-build "
-    "writes engine=Python: LmiConfigRecommender.java@049a929b:95-113; DJL 0.27 loaded the gpt-j entry that did "
-    "build). The build refuses the others because its verify also checks the artifact against the later releases "
-    "whose layout it shares, where setMpiMode applies (0.28.0-dlc LmiConfigRecommender.java:118-126): the "
-    "artifact should drop those releases from its claim instead of failing",
-}
+# Empty: every entry lmi-build plans is built and executed.
+UNBUILT_REVIEWED: dict[tuple[str, str], str] = {}
 
 
 @cache
