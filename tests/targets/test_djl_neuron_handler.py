@@ -14,6 +14,8 @@ same entries again and, for a sample, builds and verifies them (``verify --for-c
   recorder stands in for it);
 - DJL looks the NEFFs up in the directory that holds them (``load(<artifact>/compiled)`` before
   ``to_neuron``): a valid plan is "loads"; no ``load`` means DJL compiles at start-up;
+- for the optimum loader (0.27), the batch DJL passes to optimum-neuron and its rolling-batch strategy are
+  the batch and continuous batching the plan compiled (optimum-neuron builds the NeuronConfig: not recorded);
 - the handler did not raise.
 
 Every difference is fixed in lmi-build or listed in ``REVIEWED`` with its reason.
@@ -44,14 +46,8 @@ LOADERS = {"TNXModelLoader": "tnx", "OptimumModelLoader": "optimum", "vllm (defe
 # of lmi-build's output. Empty: every recorded entry agrees.
 REVIEWED: dict[tuple[str, str, str, str], str] = {}
 # Entries lmi-build plans but does not build (so DJL's handler had no artifact): (branch, option) -> why.
-UNBUILT_REVIEWED: dict[tuple[str, str], str] = {
-    ("0.27.0-dlc", "option.rolling_batch=lmi-dist"): "OPEN (issue 31 finding 4, at 0.27): the 0.27 plan is valid "
-    "and 0.27 itself agrees (its recommender sets mpi_mode inside setEngine, which returns early because lmi-build "
-    "writes engine=Python: LmiConfigRecommender.java@049a929b:95-113; DJL 0.27 loaded the gpt-j entry that did "
-    "build). The build refuses the others because its verify also checks the artifact against the later releases "
-    "whose layout it shares, where setMpiMode applies (0.28.0-dlc LmiConfigRecommender.java:118-126): the "
-    "artifact should drop those releases from its claim instead of failing",
-}
+# Empty: every entry lmi-build plans is built and executed.
+UNBUILT_REVIEWED: dict[tuple[str, str], str] = {}
 
 
 @cache
@@ -87,6 +83,18 @@ def differences(branch: dict[str, Any], entry: dict[str, Any], plan: BuildPlan) 
     loader = LOADERS.get(handler["loader"], handler["loader"])
     if loader != build.loader:
         found.append(f"loader: DJL {loader}, the plan built for {build.loader}")
+    if loader == "optimum":
+        # DJL builds no NeuronConfig here: optimum-neuron does, with continuous batching for llama/mistral at a
+        # batch > 1 (optimum-neuron v0.0.20 modeling_decoder.py:141-149, exporters/neuron/model_configs.py:448-451,
+        # 551-554), the batch DJL passes and checks against the neuron block (model_loader.py@0.27.0-dlc:457-461,
+        # 536-540), and DJL's scheduler runs continuous batching for those model types (transformers_neuronx.py
+        # @0.27.0-dlc:90-94): its resolved batch and strategy are what the plan compiled.
+        resolved = handler["resolved"]
+        if resolved["batch_size"] != build.batch_size:
+            found.append(f"batch size: DJL {resolved['batch_size']}, compiled {build.batch_size}")
+        if (resolved["rolling_batch_strategy"] == "continuous_batching") != build.continuous_batching:
+            found.append(f"continuous batching: DJL {resolved['rolling_batch_strategy']}, "
+                         f"compiled {build.continuous_batching}")
     if loader != "tnx":
         return found
     called = (handler["from_pretrained"] or {}).get("kwargs")

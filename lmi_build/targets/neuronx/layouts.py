@@ -52,6 +52,7 @@ Neuron SDK to build, so ``check`` scans ``compiled/`` for well-named NEFFs inste
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,7 +63,7 @@ from lmi_build.fs import atomic_write_json, link_or_copy, link_tree
 from lmi_build.options.properties import read_properties
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.reading import BadFile, read_json_file, read_regular_text
-from lmi_build.targets.neuronx.batching import batching_problems
+from lmi_build.targets.neuronx.batching import batching_problems, container_batching
 from lmi_build.targets.neuronx.cache_tree import check_tree, module_dirs
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.targets.neuronx.profiles import load_profiles
@@ -341,18 +342,22 @@ def _block_vs_properties(block: dict[str, Any], properties: dict[str, str], layo
         problems += [PlanMessage(code="neuron_batching", message=message,
                                  hint="serve with the batching the NEFFs were compiled for (option.rolling_batch "
                                       "written out), or rebuild")
-                     for message in batching_problems(properties, built, _releases_loading(layout))]
+                     for message in batching_problems(properties, built, _releases_claimed(layout, properties))]
     else:
         problems.append(PlanMessage(code="neuron_block", message=f"the neuron block's batch_size is {built!r}",
                                     hint="rebuild the artifact"))
     return problems
 
 
-def _releases_loading(layout: str) -> list[NeuronProfile]:
-    """The releases whose own precompiled layout this is; every release for the optimum export (any
-    release's optimum loader reads it)."""
+def _releases_claimed(layout: str, properties: Mapping[str, str]) -> list[NeuronProfile]:
+    """The releases the artifact is for: those whose own precompiled layout this is (every release for
+    the optimum export: any release's optimum loader reads it), less those whose DJL refuses its
+    serving.properties outright at start-up (0.28-0.32 turn on MPI mode for option.rolling_batch=lmi-dist,
+    which 0.27 does not for engine=Python): a loud refusal that ``verify --for-container`` names, not
+    NEFFs served otherwise than built. Every one of them when each refuses: such an artifact is no one's."""
     profiles = load_profiles()
-    return [p for p in profiles if p.layout == layout] or profiles
+    loading = [p for p in profiles if p.layout == layout] or profiles
+    return [p for p in loading if container_batching(properties, p).refusal is None] or loading
 
 
 class CacheTreeLayout:

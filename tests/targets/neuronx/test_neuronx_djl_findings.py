@@ -5,12 +5,15 @@
 - 3: ``option.model_loader=vllm`` is vLLM's loader only under ``option.rolling_batch=vllm``; otherwise DJL
   sets no loader class and keeps transformers-neuronx (transformers_neuronx.py@0.30.0-dlc:65, 134-139).
 - 4: ``option.rolling_batch=lmi-dist`` (or trtllm) makes the 0.28-0.32 recommender turn on MPI mode, which
-  finds no GPU on a Neuron host (LmiConfigRecommender.java@0.30.0-dlc:84-89, PyModel.java:216-240).
+  finds no GPU on a Neuron host (LmiConfigRecommender.java@0.30.0-dlc:84-89, PyModel.java:216-240). 0.27 sets
+  none for the engine=Python lmi-build writes (LmiConfigRecommender.java@049a929b:95-113): its artifact builds,
+  for 0.27, and the later releases that share its layout (the optimum export) refuse it by verify.
 - 5: on 0.28/0.29 ``option.rolling_batch=vllm`` compiles for continuous batching whatever the model type
   (model_loader.py@0.29.0-dlc:157-168): Mixtral included; an artifact compiled without it is not loaded."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,7 +26,8 @@ from tests.cli_process import run_lmi_build
 from tests.fixtures_neuronx import write_neuron_model
 from tests.fixtures_planning import plan_for
 
-P026, P029, P030 = "lmi-0.26.0-neuronx-sdk2.16.0", "lmi-0.29.0-neuronx-sdk2.19.1", "lmi-0.30.0-neuronx-sdk2.20.1"
+P026, P027 = "lmi-0.26.0-neuronx-sdk2.16.0", "lmi-0.27.0-neuronx-sdk2.18.0"
+P028, P029, P030 = "lmi-0.28.0-neuronx-sdk2.18.2", "lmi-0.29.0-neuronx-sdk2.19.1", "lmi-0.30.0-neuronx-sdk2.20.1"
 P032, P033 = "lmi-0.32.0-neuronx-sdk2.21.1", "lmi-0.33.0-neuronx-sdk2.21.1"
 
 
@@ -81,6 +85,28 @@ def test_lmi_dist_rolling_batch_refused_on_neuron(tmp_path: Path) -> None:
     rewritten = _plan(model, P033, "option.rolling_batch=lmi-dist", max_batch_size=4)
     assert rewritten.options["option.rolling_batch"] == "vllm"
     assert "neuron_batching" not in {e.code for e in rewritten.errors}
+
+
+def test_lmi_dist_artifact_of_027_is_for_027_and_refused_by_the_later_releases_sharing_its_layout(
+        tmp_path: Path, neuron_standin: Callable[..., None]) -> None:
+    """The build's own verify read the optimum export's batching for every release that loads it and
+    failed on 0.28's MPI mode: the artifact is 0.27's, the releases that refuse it outright are not claimed."""
+    neuron_standin(neuronx_cc="2.13.68.0", optimum_neuron="0.0.20")  # 0.27's SDK
+    model = write_neuron_model(tmp_path / "llama")
+    out = tmp_path / "out"
+    built = run_lmi_build("neuronx", "--model", str(model), "--tp", "2", "--max-batch-size", "4", "--option",
+                          "option.rolling_batch=lmi-dist", "--profile", P027, "--output", str(out), "--quiet")
+    assert built.returncode == 0, (built.stdout + built.stderr)
+    manifest = load_manifest(out)
+    assert manifest.toolchain.profile == P027 and manifest.layout == "neuronx-optimum"
+    own = TARGETS["neuronx"].container_startup(manifest, serving_target(TARGETS, container=P027))
+    assert own is not None and own.outcome == "loads" and own.loader == "optimum"
+    verified = run_lmi_build("verify", str(out), "--for-container", P028, "--json")
+    report = json.loads(verified.stdout)
+    assert verified.returncode != 0 and report["startup"]["outcome"] == "rejected"
+    refusal = next(e["message"] for e in report["errors"] if e["code"] == "neuron_batching")
+    assert "option.mpi_mode=true" in refusal and "0.28.0-dlc wlm/src/main/java/ai/djl/serving/wlm/" \
+        "LmiConfigRecommender.java:118-126" in refusal
 
 
 def test_mixtral_vllm_rolling_batch_compiles_continuous_batching_on_029(tmp_path: Path,

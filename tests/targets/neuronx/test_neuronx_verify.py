@@ -165,3 +165,17 @@ def test_an_unset_rolling_batch_is_static_where_the_release_says_so() -> None:
     problems = _block_vs_properties({**block, "batch_size": 4}, static, "neuronx-tnx")
     assert len(problems) == 1 and "DJL hands the model 1 request(s) at once" in problems[0].message
     assert _block_vs_properties({**block, "batch_size": 4}, {**static, "batch_size": "4"}, "neuronx-tnx") == []
+
+
+def test_the_releases_that_refuse_the_keys_outright_are_not_claimed_unless_every_one_does() -> None:
+    """The optimum export is read by every release; those whose DJL refuses its serving.properties at
+    start-up (0.28-0.32: MPI mode for lmi-dist) are not the artifact's, and ``verify --for-container``
+    names their refusal. Keys every release of the layout refuses still fail the layout check."""
+    block = {"batch_size": 4, "num_cores": 2, "sequence_length": 128}
+    base = {"engine": "Python", "option.tensor_parallel_degree": "2", "option.n_positions": "128",
+            "option.max_rolling_batch_size": "4"}
+    assert _block_vs_properties(block, {**base, "option.rolling_batch": "lmi-dist"}, "neuronx-optimum") == []
+    refused = {**base, "option.rolling_batch": "tnx", "option.batch_size": "4"}
+    problems = _block_vs_properties(block, refused, "neuronx-tnx")
+    assert [p.code for p in problems] == ["neuron_batching"]
+    assert "option.batch_size=4 with rolling batch" in problems[0].message and "0.30.0" in problems[0].message
