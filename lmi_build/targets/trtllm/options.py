@@ -3,21 +3,26 @@
 A field of ``TrtllmOptions`` is an option the planner reads, named as its key (``option.<field>``) and
 typed as the option table parses it (``planning.context.read_options``, ``PlanContext.user_options``); a
 field of ``TrtllmServing`` is a value the plan writes into serving.properties (``PlanContext.write_options``),
-named as its key too. Nothing else in the target reads or writes an option by its key
+named as its key too. serving.properties text read back (an artifact's, a saved plan's) is typed by the same
+fields (``read_written``). Nothing else in the target reads or writes an option by its key
 (tests/targets/trtllm/test_trtllm_typed_knobs.py), so mypy catches a mistyped one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pydantic import BaseModel, ConfigDict, Field
 
-from lmi_build.options.resolved import Source
-from lmi_build.planning.context import PlanContext
+from lmi_build.options.resolved import OptionValue, Source, TypedReader
+from lmi_build.options.spec import exact_spec, full_key
+from lmi_build.planning.context import PlanContext, read_options
 from lmi_build.targets.trtllm.profiles import ContainerProfile
 
 
 class TrtllmOptions(BaseModel):
-    """The options the trtllm planner reads; None: unset (or unparsable: resolution made that a plan error)."""
+    """The options the trtllm target reads (its planner, its engine check of serving.properties); None: unset
+    (or unparsable: resolution made that a plan error)."""
 
     model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
 
@@ -27,6 +32,7 @@ class TrtllmOptions(BaseModel):
     smoothquant_per_channel: bool | None = None
     pipeline_parallel_degree: int | None = None
     pipeline_parallel_size: int | None = None
+    tensor_parallel_degree: int | str | None = None  # an int, or "max"
     max_input_len: int | None = None
     max_output_len: int | None = None
     max_rolling_batch_size: int | None = None
@@ -43,6 +49,9 @@ class TrtllmOptions(BaseModel):
     rotary_scaling_type: str | None = None
     rotary_scaling_factor: float | None = None
     mpi_mode: bool | None = None
+    kv_cache_dtype: str | None = None
+    kv_cache_free_gpu_mem_fraction: float | None = None
+    free_gpu_memory_fraction: float | None = None
 
 
 class TrtllmServing(BaseModel):
@@ -74,3 +83,30 @@ def apply_release_defaults(ctx: PlanContext, profile: ContainerProfile) -> None:
         release_default = profile.defaults.get(key)
         if ctx.options.source_of(key) in (None, Source.DEFAULT) and release_default:
             ctx.derive(key, release_default, f"profile {profile.name} default")
+
+
+def read_written(properties: Mapping[str, str]) -> TrtllmOptions:
+    """The options serving.properties text sets (an artifact's, a saved plan's), typed as resolution types them.
+    Leniently: the file may come from another release or a user's editor, so a key no field names is not read,
+    and a missing one, or one whose value does not parse, is None."""
+    return read_options(_WrittenText(properties), TrtllmOptions)
+
+
+def given_options(options: Mapping[str, str], sources: Mapping[str, str]) -> TrtllmOptions:
+    """A saved plan's options (serving.properties text, key -> ``Source`` value) that neither the option table
+    nor the recipe defaulted, typed: only dropping one of those from a vendor argv is news."""
+    defaulted = (Source.DEFAULT.value, Source.RECIPE.value)
+    return read_written({key: text for key, text in options.items()
+                         if sources.get(key, Source.DEFAULT.value) not in defaulted})
+
+
+class _WrittenText(TypedReader):
+    """serving.properties text typed by the option table; a value that does not parse reads as unset."""
+
+    def __init__(self, properties: Mapping[str, str]) -> None:
+        self.properties = properties
+
+    def value(self, key: str) -> OptionValue | None:
+        key = full_key(key)
+        text, spec = self.properties.get(key, ""), exact_spec(key)
+        return spec.read(text)[0] if spec is not None and text.strip() else None
