@@ -14,10 +14,11 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict
 
+from lmi_build.planning.context import read_written
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets.trtllm.engine_check import world_size_of
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
-from lmi_build.targets.trtllm.options import read_written
+from lmi_build.targets.trtllm.options import TrtllmOptions
 
 # option.quantize -> how the engine's quant_algo starts (TensorRT-LLM QuantAlgo names, docs/VENDOR-FACTS.md §3).
 QUANT_ALGO_PREFIX = {"smoothquant": "W8A8_SQ", "awq": "W4A16_AWQ", "gptq": "W4A16_GPTQ", "fp8": "FP8",
@@ -67,7 +68,7 @@ def expectation_from_plan(plan: BuildPlan) -> EngineExpectation:
 
 
 def expectation_from_properties(properties: Mapping[str, str]) -> EngineExpectation:
-    given = read_written(properties)
+    given = read_written(properties, TrtllmOptions)
     # The flat layout's service reads pipeline_parallel_size (djl-serving 0.33.0-dlc trt_properties.py:42).
     pp = given.pipeline_parallel_degree or given.pipeline_parallel_size or 1
     tp = given.tensor_parallel_degree if isinstance(given.tensor_parallel_degree, int) else None  # "max": unstated

@@ -3,9 +3,9 @@
 A field of ``TrtllmOptions`` is an option the planner reads, named as its key (``option.<field>``) and
 typed as the option table parses it (``planning.context.read_options``, ``PlanContext.user_options``); a
 field of ``TrtllmServing`` is a value the plan writes into serving.properties (``PlanContext.write_options``),
-named as its key too. serving.properties text read back (an artifact's, a saved plan's) is typed by the same
-fields (``read_written``). Nothing else in the target reads or writes an option by its key
-(tests/targets/trtllm/test_trtllm_typed_knobs.py), so mypy catches a mistyped one.
+named as its key too. serving.properties text read back (an artifact's, a saved plan's) is read by the same
+fields (``planning.context.read_written``), or as text (``TrtllmText``, ``read_text``). Nothing else in the target
+reads or writes an option by its key (tests/targets/trtllm/test_trtllm_typed_knobs.py), so mypy catches a mistyped one.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lmi_build.options.resolved import OptionValue, Source, TypedReader
-from lmi_build.options.spec import exact_spec, full_key
-from lmi_build.planning.context import PlanContext, read_options
+from lmi_build.options.resolved import Source
+from lmi_build.planning.context import PlanContext, read_written
 from lmi_build.targets.trtllm.profiles import ContainerProfile
 
 
@@ -75,6 +74,35 @@ class TrtllmServing(BaseModel):
     smoothquant_per_channel: bool | None = None
 
 
+class TrtllmText(BaseModel):
+    """serving.properties text as a release's start-up reads it (``startup.py``) and config.pbtxt copies it
+    (``triton.py``), before any typing (``planning.context.read_text``); None: absent."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rolling_batch: str | None = None
+    backend: str | None = None
+    max_rolling_batch_size: str | None = None
+    max_num_tokens: str | None = None
+    tensor_parallel_degree: str | None = None
+    pipeline_parallel_degree: str | None = None
+    pipeline_parallel_size: str | None = None
+    dtype: str | None = None
+    batch_scheduler_policy: str | None = None
+    kv_cache_free_gpu_mem_fraction: str | None = None
+    enable_trt_overlap: str | None = None
+    max_tokens_in_paged_kv_cache: str | None = None
+    max_num_sequences: str | None = None
+    max_attention_window_size: str | None = None
+    enable_chunked_context: str | None = None
+    normalize_log_probs: str | None = None
+
+
+def written_or(text: str | None, default: str) -> str:
+    """A ``TrtllmText`` value as written (an empty one too), else the reader's own default."""
+    return default if text is None else text
+
+
 def apply_release_defaults(ctx: PlanContext, profile: ContainerProfile) -> None:
     """The profile's ``[defaults]`` (cited there) for the options whose default changed between releases,
     where the user set none: a plain build equals the container's own JIT build, and serving.properties
@@ -85,28 +113,10 @@ def apply_release_defaults(ctx: PlanContext, profile: ContainerProfile) -> None:
             ctx.derive(key, release_default, f"profile {profile.name} default")
 
 
-def read_written(properties: Mapping[str, str]) -> TrtllmOptions:
-    """The options serving.properties text sets (an artifact's, a saved plan's), typed as resolution types them.
-    Leniently: the file may come from another release or a user's editor, so a key no field names is not read,
-    and a missing one, or one whose value does not parse, is None."""
-    return read_options(_WrittenText(properties), TrtllmOptions)
-
-
 def given_options(options: Mapping[str, str], sources: Mapping[str, str]) -> TrtllmOptions:
     """A saved plan's options (serving.properties text, key -> ``Source`` value) that neither the option table
     nor the recipe defaulted, typed: only dropping one of those from a vendor argv is news."""
     defaulted = (Source.DEFAULT.value, Source.RECIPE.value)
     return read_written({key: text for key, text in options.items()
-                         if sources.get(key, Source.DEFAULT.value) not in defaulted})
+                         if sources.get(key, Source.DEFAULT.value) not in defaulted}, TrtllmOptions)
 
-
-class _WrittenText(TypedReader):
-    """serving.properties text typed by the option table; a value that does not parse reads as unset."""
-
-    def __init__(self, properties: Mapping[str, str]) -> None:
-        self.properties = properties
-
-    def value(self, key: str) -> OptionValue | None:
-        key = full_key(key)
-        text, spec = self.properties.get(key, ""), exact_spec(key)
-        return spec.read(text)[0] if spec is not None and text.strip() else None
