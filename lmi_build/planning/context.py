@@ -3,6 +3,7 @@ the instance, the quantization plan, and the findings every check appends to."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -19,6 +20,7 @@ from lmi_build.options.resolved import (
     TypedReader,
     _full_key,
 )
+from lmi_build.options.spec import exact_spec
 from lmi_build.planning.findings import Findings
 from lmi_build.planning.instances import InstanceType
 from lmi_build.planning.plan import QuantizationPlan
@@ -43,6 +45,31 @@ def read_options(options: TypedReader, kind: type[Typed]) -> Typed:
     the field's alias), typed as the option table parses them (strict: a reader and the table disagreeing is
     a bug). The one place a target's options are read by key; None: unset (or unparsable: already an error)."""
     return kind.model_validate({key: options.value(key) for key in _keys(kind)})
+
+
+def read_written(properties: Mapping[str, str], kind: type[Typed]) -> Typed:
+    """``read_options`` of serving.properties text (full keys: an artifact's, a saved plan's), typed as resolution
+    types it. Leniently: the file may come from another release or a user's editor, so a key no field names is
+    not read, and a missing one, or one whose value does not parse, is None."""
+    return read_options(_WrittenText(properties), kind)
+
+
+class _WrittenText(TypedReader):
+    """serving.properties text typed by the option table; a value that does not parse reads as unset."""
+
+    def __init__(self, properties: Mapping[str, str]) -> None:
+        self.properties = properties
+
+    def value(self, key: str) -> OptionValue | None:
+        key = _full_key(key)
+        text, spec = self.properties.get(key, ""), exact_spec(key)
+        return spec.read(text)[0] if spec is not None and text.strip() else None
+
+
+def read_text(properties: Mapping[str, str], kind: type[Typed]) -> Typed:
+    """The serving.properties text (full keys) of the keys ``kind`` names (fields ``str | None``, as in
+    ``read_options``), as written: what a container reads before typing it its own way; None: absent."""
+    return kind.model_validate({key: properties.get(_full_key(key)) for key in _keys(kind)})
 
 
 def _keys(kind: type[BaseModel]) -> list[str]:

@@ -63,7 +63,7 @@ class VersionOption(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     key: str  # e.g. "option.baichuan_model_version"
-    targets: tuple[TargetName, ...] = ("trtllm",)
+    targets: tuple[TargetName, ...]  # the targets that read it; no default: the shared schema names no target
     choices: tuple[str, ...]
     infer: tuple[InferRule, ...] = ()
     required: bool = True  # no rule matched and not given by the user -> plan error

@@ -284,7 +284,7 @@ def test_unknown_quantization_method_is_rejected(tmp_path: Path) -> None:
 def test_infer_value_outside_choices_is_rejected(tmp_path: Path) -> None:
     directory = _copy_recipes(tmp_path)
     (directory / "x.toml").write_text(
-        'name = "x"\nversion = 1\n[[version_options]]\nkey = "option.x_version"\nchoices = ["a"]\n'
+        'name = "x"\nversion = 1\n[[version_options]]\nkey = "option.x_version"\ntargets = ["trtllm"]\nchoices = ["a"]\n'
         '[[version_options.infer]]\nwhen = { hidden_size = 1 }\nvalue = "b"\n')
     with pytest.raises(RecipeError, match=r"x\.toml: field version_options\.0.*'b'.*not among the choices"):
         load_recipes(directory)

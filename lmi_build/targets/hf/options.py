@@ -1,6 +1,7 @@
 """The one mapping between serving.properties and the hf target's typed options, each way: the options
 its planner reads (``HfOptions``, ``planning.context.read_options``) and the values it writes
-(``HfServing``, ``PlanContext.write_options``), each field named as its key (``option.<field>``)."""
+(``HfServing``, ``PlanContext.write_options``), each field named as its key (``option.<field>``); and the text a
+release's start-up reads (``HfText``, ``planning.context.read_text``)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,18 @@ class HfServing(BaseModel):
     engine: str | None = None
     tensor_parallel_degree: int | None = None
     dtype: str | None = None
+
+
+class HfText(BaseModel):
+    """serving.properties text as a release's DJL handler reads it at start-up (``startup.py``); None: absent.
+    The vLLM spellings are the keys a profile's ``engine_arg_conflicts`` names."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    pipeline_parallel_degree: str | None = None
+    max_num_seqs: str | None = None
+    tensor_parallel_size: str | None = None
+    pipeline_parallel_size: str | None = None
 
 
 def withhold_quantize(ctx: PlanContext) -> None:

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from lmi_build.artifact.target_api import message
+from lmi_build.planning.context import read_text
+from lmi_build.targets.hf.options import HfText
 from lmi_build.types import PlanMessage
 
 if TYPE_CHECKING:
@@ -24,15 +26,17 @@ def startup_problems(profile: HfProfile, properties: Mapping[str, str]) -> list[
     where = f"{profile.name} ({profile.engine})"
     cited = "; ".join(profile.startup_sources)
     errors: list[PlanMessage] = []
-    pp = properties.get("option.pipeline_parallel_degree", "").strip()
+    text = read_text(properties, HfText)
+    pp = (text.pipeline_parallel_degree or "").strip()
     if not profile.pipeline_parallel and pp and pp != "1":
         errors.append(message("hf_pipeline_parallel",
                               f"{where} refuses option.pipeline_parallel_degree={pp}: DJL raises \"Pipeline "
                               f"parallelism is not supported in vLLM's LLMEngine\" at start-up ({cited})",
                               "drop --pp / option.pipeline_parallel_degree (shard with --tp), or serve with a "
                               "profile whose engine takes pipeline parallelism (lmi-build profiles list)"))
+    written = text.model_dump()  # field (its key) -> text: the profile's engine_arg_conflicts names fields
     for vllm_name, lmi_key in profile.engine_arg_conflicts.items():
-        given = properties.get(f"option.{vllm_name}")
+        given = written[vllm_name]
         if given is None:
             continue
         # DJL compares the raw serving.properties string with its own parsed int, which the Java

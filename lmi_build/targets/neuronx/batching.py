@@ -22,6 +22,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from lmi_build.planning.context import read_text
+from lmi_build.targets.neuronx.options import NeuronxText
+
 if TYPE_CHECKING:
     from lmi_build.targets.neuronx.profiles import NeuronProfile
 
@@ -55,9 +58,10 @@ def _int(value: str | None, default: int) -> int:
 def container_batching(properties: Mapping[str, str], profile: NeuronProfile) -> ContainerBatching:
     """The batching ``profile``'s release resolves from ``properties`` (full serving.properties keys)."""
     rule = profile.rolling_batch_recommender
-    given = properties.get("option.rolling_batch")
-    server_batch = _int(properties.get("batch_size"), 1)
-    recommender = rule in ("tnx_disable", "auto") or (rule == "without_engine" and not properties.get("engine"))
+    text = read_text(properties, NeuronxText)
+    given = text.rolling_batch
+    server_batch = _int(text.batch_size, 1)
+    recommender = rule in ("tnx_disable", "auto") or (rule == "without_engine" and not text.engine)
     if not recommender:
         rolling = given or "disable"
         why = f"option.rolling_batch={given}" if given else "no option.rolling_batch: the Python default, disable"
@@ -72,19 +76,19 @@ def container_batching(properties: Mapping[str, str], profile: NeuronProfile) ->
             rolling = profile.rolling_batch_renamed[rolling]
             why += f", which it rewrites to {rolling}"
         if rolling == "auto" and rule in ("tnx_disable", "auto"):
-            written = _int(properties.get("option.max_rolling_batch_size"), 1)
+            written = _int(text.max_rolling_batch_size, 1)
             vllm_from = profile.auto_rolling_batch_vllm_from
             rolling = "vllm" if vllm_from is not None and written >= vllm_from else "tnx"
             why += f", which it resolves to {rolling}" + (
                 f" (option.max_rolling_batch_size {written} >= {vllm_from})" if rolling == "vllm" else "")
-    option_batch = _int(properties.get("option.batch_size"), 1)
+    option_batch = _int(text.option_batch_size, 1)
     refusal = None
     if recommender and rolling in profile.mpi_rolling_batch:
         refusal = (f"the LmiConfigRecommender sets option.mpi_mode=true for option.rolling_batch={rolling}, and the "
                    "MPI path counts GPUs, of which a Neuron host has none: \"GPU devices are not enough to run N "
                    f"partitions\" ({'; '.join(profile.mpi_sources)})")
     if rolling != "disable":
-        max_rolling = properties.get("option.max_rolling_batch_size")
+        max_rolling = text.max_rolling_batch_size
         if max_rolling is not None:
             neff_batch: int | None = _int(max_rolling, PYTHON_MAX_ROLLING_BATCH)
         elif rule == "auto":

@@ -61,11 +61,13 @@ from lmi_build.artifact.packager import carry_source_files, trust_remote_code
 from lmi_build.errors import StepError
 from lmi_build.fs import atomic_write_json, link_or_copy, link_tree
 from lmi_build.options.properties import read_properties
+from lmi_build.planning.context import read_text
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.reading import BadFile, read_json_file, read_regular_text
 from lmi_build.targets.neuronx.batching import batching_problems, container_batching
 from lmi_build.targets.neuronx.cache_tree import check_tree, module_dirs
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
+from lmi_build.targets.neuronx.options import NeuronxText
 from lmi_build.targets.neuronx.profiles import load_profiles
 from lmi_build.types import PlanMessage
 
@@ -160,7 +162,7 @@ class TnxPrecompiledLayout:
         rolling batch only option.max_rolling_batch_size (DJL sets TNX's batch from it and refuses an
         option.batch_size > 1 beside it); static: rolling batch written off (unset is auto on 0.30+),
         the batch as option.batch_size (TNX) and as the top-level batch_size (DJL's request batching)."""
-        return tnx_properties(_build(plan), plan.options.get("option.rolling_batch", "disable") != "disable")
+        return tnx_properties(_build(plan), (read_text(plan.options, NeuronxText).rolling_batch or "disable") != "disable")
 
     def check(self, artifact_dir: Path) -> list[PlanMessage]:
         return self.check_as(artifact_dir, self.name)
@@ -325,8 +327,9 @@ def _block_vs_properties(block: dict[str, Any], properties: dict[str, str], layo
     """DJL compares these before skipping the compile (ML:518-520, 623-649): each must agree. The batch
     is serving.properties' batching keys as every release that loads ``layout`` reads them
     (``batching``: an unset option.rolling_batch is auto, rolling batch, on 0.30+)."""
-    pairs = (("num_cores", properties.get("option.tensor_parallel_degree"), "option.tensor_parallel_degree"),
-             ("sequence_length", properties.get("option.n_positions"), "option.n_positions"))
+    text = read_text(properties, NeuronxText)
+    pairs = (("num_cores", text.tensor_parallel_degree, "option.tensor_parallel_degree"),
+             ("sequence_length", text.n_positions, "option.n_positions"))
     problems: list[PlanMessage] = []
     for key, served, where in pairs:
         if served is None:
@@ -397,12 +400,13 @@ class CacheTreeLayout:
                                 hint="rebuild the artifact") for entry, why in check_tree(artifact_dir)]
         properties_file = artifact_dir / "serving.properties"
         properties = read_properties(properties_file) if properties_file.is_file() else {}
-        graph = properties.get("option.compiled_graph_path", "")
+        text = read_text(properties, NeuronxText)
+        graph = text.compiled_graph_path or ""
         if not graph.startswith("s3://"):
             problems.append(PlanMessage(code="neuron_graph_path",
                                         message=f"option.compiled_graph_path is '{graph}', not an s3:// URL",
                                         hint="a cache tree is read only through an s3:// compiled_graph_path"))
-        if not properties.get("option.model_id"):
+        if not text.model_id:
             problems.append(PlanMessage(code="neuron_model_id", message="serving.properties has no option.model_id",
                                         hint="the cache tree is served next to the original weights: name them"))
         return problems

@@ -1,7 +1,8 @@
 """The one mapping between serving.properties and the neuronx target's typed options, each way: the options
 its planner reads (``NeuronxOptions``, ``planning.context.read_options``) and the values it writes
 (``NeuronxServing``, ``PlanContext.write_options``), each field named as its key (``option.<field>``), or
-aliased where the key is top-level's twin (``batch_size`` is DJL's server batch, ``option.batch_size`` TNX's)."""
+aliased where the key is top-level's twin (``batch_size`` is DJL's server batch, ``option.batch_size`` TNX's); and
+the text a release's start-up and verify read (``NeuronxText``, ``planning.context.read_text``)."""
 
 from __future__ import annotations
 
@@ -49,6 +50,29 @@ class NeuronxServing(BaseModel):
     max_rolling_batch_size: int | None = None
     option_batch_size: int | None = Field(None, alias="option.batch_size")
     batch_size: int | None = None
+
+
+class NeuronxText(BaseModel):
+    """serving.properties text as a release reads it at start-up (``batching``, ``serving``, ``startup``) and
+    verify compares it with the NEFFs (``layouts``), before any typing; None: absent."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    engine: str | None = None
+    batch_size: str | None = None  # top-level: DJL's server batch
+    option_batch_size: str | None = Field(None, alias="option.batch_size")  # TNX's
+    rolling_batch: str | None = None
+    max_rolling_batch_size: str | None = None
+    tensor_parallel_degree: str | None = None
+    n_positions: str | None = None
+    context_length_estimate: str | None = None
+    cache_layout: str | None = None
+    neuron_optimize_level: str | None = None
+    enable_mixed_precision_accumulation: str | None = None
+    enable_saturate_infinity: str | None = None
+    speculative_draft_model: str | None = None
+    compiled_graph_path: str | None = None
+    model_id: str | None = None
 
 
 def withhold_static_batch(ctx: PlanContext) -> None:

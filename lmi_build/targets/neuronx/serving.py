@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from lmi_build.options.booleans import parse_bool
+from lmi_build.planning.context import read_text
+from lmi_build.targets.neuronx.options import NeuronxText
 from lmi_build.targets.neuronx.sdk import sdk
 
 if TYPE_CHECKING:
@@ -42,11 +44,12 @@ def compiler_flags(base: str, optimize_level: int | None, mixed_precision: bool,
 def serving_compiler_flags(container_flags: str, properties: Mapping[str, str]) -> str:
     """The flags string a container whose NEURON_CC_FLAGS is ``container_flags`` computes for these
     serving.properties (what verify compares an artifact's flags with)."""
-    level = properties.get("option.neuron_optimize_level")
+    text = read_text(properties, NeuronxText)
+    level = text.neuron_optimize_level
     return compiler_flags(container_flags, int(level) if level and level.isdigit() else None,
-                          "option.enable_mixed_precision_accumulation" in properties,
-                          "option.enable_saturate_infinity" in properties,
-                          properties_built=2 if properties.get("option.speculative_draft_model") else 1)
+                          text.enable_mixed_precision_accumulation is not None,  # present: DJL passes the flag
+                          text.enable_saturate_infinity is not None,
+                          properties_built=2 if text.speculative_draft_model else 1)
 
 
 class LoaderRefused(ValueError):

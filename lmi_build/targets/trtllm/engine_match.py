@@ -14,17 +14,18 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict
 
+from lmi_build.planning.context import read_written
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets.trtllm.engine_check import world_size_of
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
+from lmi_build.targets.trtllm.options import TrtllmOptions
 
 # option.quantize -> how the engine's quant_algo starts (TensorRT-LLM QuantAlgo names, docs/VENDOR-FACTS.md §3).
 QUANT_ALGO_PREFIX = {"smoothquant": "W8A8_SQ", "awq": "W4A16_AWQ", "gptq": "W4A16_GPTQ", "fp8": "FP8",
                      "int8_wo": "W8A16", "int4_wo": "W4A16"}
 KV_CACHE_ALGO = {"fp8": "FP8", "int8": "INT8"}
-# option.dtype -> the engine's pretrained_config.dtype ("auto": whatever the engine has).
-ENGINE_DTYPE = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "float16": "float16",
-                "bfloat16": "bfloat16", "float32": "float32"}
+# option.dtype -> the engine's pretrained_config.dtype (int8: whatever the engine has).
+ENGINE_DTYPE = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 
 
 class EngineExpectation(BaseModel):
@@ -67,23 +68,19 @@ def expectation_from_plan(plan: BuildPlan) -> EngineExpectation:
 
 
 def expectation_from_properties(properties: Mapping[str, str]) -> EngineExpectation:
-    def number(key: str) -> int | None:
-        value = properties.get(f"option.{key}", "")
-        return int(value) if value.strip().isdigit() else None
-
-    quantize = properties.get("option.quantize")
+    given = read_written(properties, TrtllmOptions)
     # The flat layout's service reads pipeline_parallel_size (djl-serving 0.33.0-dlc trt_properties.py:42).
-    tp = number("tensor_parallel_degree")
-    pp = number("pipeline_parallel_degree") or number("pipeline_parallel_size") or 1
-    kv = properties.get("option.kv_cache_dtype")
+    pp = given.pipeline_parallel_degree or given.pipeline_parallel_size or 1
+    tp = given.tensor_parallel_degree if isinstance(given.tensor_parallel_degree, int) else None  # "max": unstated
     return EngineExpectation(
-        side="serving.properties", max_batch_size_at_least=number("max_rolling_batch_size"),
-        max_input_len=number("max_input_len"), tokens_per_block=number("tokens_per_block"),
+        side="serving.properties", max_batch_size_at_least=given.max_rolling_batch_size,
+        max_input_len=given.max_input_len, tokens_per_block=given.tokens_per_block,
         # Unset says nothing (a pre-quantized model's engine needs no option.quantize to serve).
-        quant_algo_prefix=QUANT_ALGO_PREFIX.get(quantize) if quantize else None,
-        kv_cache_quant_algo=KV_CACHE_ALGO.get(kv, "") if kv else None,  # "auto", "fp16": not quantized
-        world_size=tp * pp if tp is not None else None,
-        dtype=ENGINE_DTYPE.get(properties.get("option.dtype", "").lower()))
+        quant_algo_prefix=QUANT_ALGO_PREFIX.get(given.quantize) if given.quantize else None,
+        # "auto", "fp16": not quantized
+        kv_cache_quant_algo=KV_CACHE_ALGO.get(given.kv_cache_dtype, "") if given.kv_cache_dtype else None,
+        world_size=tp * pp if tp is not None and tp > 0 else None,
+        dtype=ENGINE_DTYPE.get(given.dtype or ""))
 
 
 def _int(value: object) -> int | None:

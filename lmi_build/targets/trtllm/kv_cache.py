@@ -4,12 +4,12 @@ value serving.properties sets under the key that release reads."""
 
 from __future__ import annotations
 
-import math
-
+from lmi_build.options.spec import full_key
 from lmi_build.planning.context import PlanContext
 from lmi_build.planning.memory import PagedKvCache
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
-from lmi_build.targets.trtllm.profiles import ContainerProfile
+from lmi_build.targets.trtllm.options import TrtllmOptions
+from lmi_build.targets.trtllm.profiles import ContainerProfile, load_profiles
 
 # The option table's tokens_per_block default (data/options.toml), for a plan whose knob is left to the toolchain.
 _DEFAULT_TOKENS_PER_BLOCK = 64
@@ -18,21 +18,18 @@ _DEFAULT_TOKENS_PER_BLOCK = 64
 def paged_kv_cache(ctx: PlanContext, profile: ContainerProfile, build: TrtllmBuild) -> PagedKvCache:
     release = profile.kv_cache
     fraction, source = release.free_fraction, f"the {profile.name} default, cited in its profile's kv_cache table"
-    key = f"option.{release.option}"
-    item = ctx.options.values.get(key)
-    if item is not None and item.value != "" and ctx.user_set(key):
-        parsed = _fraction(item.value)
-        if parsed is None:
-            ctx.findings.error("kv_cache_fraction", f"{key}={item.value} is not a fraction in (0, 1]",
-                               hint=f"set {key} to a number above 0 and at most 1")
-        else:
-            fraction, source = parsed, f"{key} as set"
+    key = full_key(release.option)
+    # Each field of the typed options is its key: the profile's [kv_cache] option names one of them. A value
+    # outside (0, 1] is already refused by the option table (data/options.toml), so only a valid one reads here.
+    given = ctx.user_options(TrtllmOptions).model_dump()
+    if given[release.option] is not None:
+        fraction, source = given[release.option], f"{key} as set"
     # the key of the other releases (0.26-0.30 read one, the 0.33+ LLM API service the other)
-    for other in ("option.kv_cache_free_gpu_mem_fraction", "option.free_gpu_memory_fraction"):
-        if key != other and ctx.user_set(other):
+    for other in sorted({each.kv_cache.option for each in load_profiles()} - {release.option}):
+        if given[other] is not None:
             ctx.findings.warn("kv_cache_fraction_unread",
-                              f"{other} is not read by {profile.name}: its runtime takes the KV cache's share of the "
-                              f"free GPU memory from {key} ({release.source.split(':')[0]})",
+                              f"{full_key(other)} is not read by {profile.name}: its runtime takes the KV cache's share "
+                              f"of the free GPU memory from {key} ({release.source.split(':')[0]})",
                               hint=f"set {key} instead")
     # Unset, one forward pass's tokens are bounded by the packed input of max_batch_size sequences of
     # max_input_len (TensorRT-LLM docs/source/reference/memory.md "Activation size").
@@ -41,10 +38,3 @@ def paged_kv_cache(ctx: PlanContext, profile: ContainerProfile, build: TrtllmBui
                         tokens_per_block=build.tokens_per_block or _DEFAULT_TOKENS_PER_BLOCK,
                         max_num_tokens=max_num_tokens)
 
-
-def _fraction(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) and 0.0 < value <= 1.0 else None

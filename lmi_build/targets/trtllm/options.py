@@ -3,21 +3,25 @@
 A field of ``TrtllmOptions`` is an option the planner reads, named as its key (``option.<field>``) and
 typed as the option table parses it (``planning.context.read_options``, ``PlanContext.user_options``); a
 field of ``TrtllmServing`` is a value the plan writes into serving.properties (``PlanContext.write_options``),
-named as its key too. Nothing else in the target reads or writes an option by its key
-(tests/targets/trtllm/test_trtllm_typed_knobs.py), so mypy catches a mistyped one.
+named as its key too. serving.properties text read back (an artifact's, a saved plan's) is read by the same
+fields (``planning.context.read_written``), or as text (``TrtllmText``, ``read_text``). Nothing else in the target
+reads or writes an option by its key (tests/targets/trtllm/test_trtllm_typed_knobs.py), so mypy catches a mistyped one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from lmi_build.options.resolved import Source
-from lmi_build.planning.context import PlanContext
+from lmi_build.planning.context import PlanContext, read_written
 from lmi_build.targets.trtllm.profiles import ContainerProfile
 
 
 class TrtllmOptions(BaseModel):
-    """The options the trtllm planner reads; None: unset (or unparsable: resolution made that a plan error)."""
+    """The options the trtllm target reads (its planner, its engine check of serving.properties); None: unset
+    (or unparsable: resolution made that a plan error)."""
 
     model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
 
@@ -27,6 +31,7 @@ class TrtllmOptions(BaseModel):
     smoothquant_per_channel: bool | None = None
     pipeline_parallel_degree: int | None = None
     pipeline_parallel_size: int | None = None
+    tensor_parallel_degree: int | str | None = None  # an int, or "max"
     max_input_len: int | None = None
     max_output_len: int | None = None
     max_rolling_batch_size: int | None = None
@@ -43,6 +48,9 @@ class TrtllmOptions(BaseModel):
     rotary_scaling_type: str | None = None
     rotary_scaling_factor: float | None = None
     mpi_mode: bool | None = None
+    kv_cache_dtype: str | None = None
+    kv_cache_free_gpu_mem_fraction: float | None = None
+    free_gpu_memory_fraction: float | None = None
 
 
 class TrtllmServing(BaseModel):
@@ -66,6 +74,35 @@ class TrtllmServing(BaseModel):
     smoothquant_per_channel: bool | None = None
 
 
+class TrtllmText(BaseModel):
+    """serving.properties text as a release's start-up reads it (``startup.py``) and config.pbtxt copies it
+    (``triton.py``), before any typing (``planning.context.read_text``); None: absent."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rolling_batch: str | None = None
+    backend: str | None = None
+    max_rolling_batch_size: str | None = None
+    max_num_tokens: str | None = None
+    tensor_parallel_degree: str | None = None
+    pipeline_parallel_degree: str | None = None
+    pipeline_parallel_size: str | None = None
+    dtype: str | None = None
+    batch_scheduler_policy: str | None = None
+    kv_cache_free_gpu_mem_fraction: str | None = None
+    enable_trt_overlap: str | None = None
+    max_tokens_in_paged_kv_cache: str | None = None
+    max_num_sequences: str | None = None
+    max_attention_window_size: str | None = None
+    enable_chunked_context: str | None = None
+    normalize_log_probs: str | None = None
+
+
+def written_or(text: str | None, default: str) -> str:
+    """A ``TrtllmText`` value as written (an empty one too), else the reader's own default."""
+    return default if text is None else text
+
+
 def apply_release_defaults(ctx: PlanContext, profile: ContainerProfile) -> None:
     """The profile's ``[defaults]`` (cited there) for the options whose default changed between releases,
     where the user set none: a plain build equals the container's own JIT build, and serving.properties
@@ -74,3 +111,12 @@ def apply_release_defaults(ctx: PlanContext, profile: ContainerProfile) -> None:
         release_default = profile.defaults.get(key)
         if ctx.options.source_of(key) in (None, Source.DEFAULT) and release_default:
             ctx.derive(key, release_default, f"profile {profile.name} default")
+
+
+def given_options(options: Mapping[str, str], sources: Mapping[str, str]) -> TrtllmOptions:
+    """A saved plan's options (serving.properties text, key -> ``Source`` value) that neither the option table
+    nor the recipe defaulted, typed: only dropping one of those from a vendor argv is news."""
+    defaulted = (Source.DEFAULT.value, Source.RECIPE.value)
+    return read_written({key: text for key, text in options.items()
+                         if sources.get(key, Source.DEFAULT.value) not in defaulted}, TrtllmOptions)
+

@@ -220,10 +220,9 @@ class TrtllmPlanning:
         the same generator the build runs, so `valid` never names a route the tools lack."""
         if ctx.findings.errors:
             return  # the knobs are already wrong; the steps would only repeat it
-        sources = {key: item.source.value for key, item in ctx.options.values.items()}
         try:
             plan_steps(StepInputs(build=build, quantization=ctx.quantization, recipe=ctx.recipe.name,
-                                  option_sources=sources), profile)
+                                  given=ctx.user_options(TrtllmOptions)), profile)
         except LmiBuildError as error:
             ctx.findings.error("trtllm_route", error.message, hint=error.hint)
 

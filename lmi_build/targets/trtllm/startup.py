@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from lmi_build.artifact.manifest import Manifest
 from lmi_build.artifact.packager import written_properties
+from lmi_build.planning.context import read_text
 from lmi_build.planning.plan import QuantizationPlan
 from lmi_build.planning.startup import RuleFinding, StartupOutcome
 from lmi_build.tables import load_table
@@ -44,6 +45,7 @@ from lmi_build.targets.trtllm.engine_check import RANK_FILE, world_size_of
 from lmi_build.targets.trtllm.engine_match import engine_differences, expectation_from_properties
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
 from lmi_build.targets.trtllm.layouts import ENGINE_SUBDIR, TOOLKIT_DIR, flat_properties, toolkit_properties
+from lmi_build.targets.trtllm.options import TrtllmText, written_or
 from lmi_build.targets.trtllm.profiles import ContainerProfile, StartupRules
 
 TOOLKIT_LAYOUT = "trtllm-toolkit"
@@ -180,9 +182,9 @@ def _path(profile: ContainerProfile, release: StartupRules, facts: StartupInputs
     """Whether DJL takes its TensorRT-LLM path: toolkit releases for option.rolling_batch trtllm (or
     unset/auto, with the image's SERVING_FEATURES=trtllm) and put rolling_batch=trtllm; the flat
     releases unless option.backend=pytorch."""
-    properties = facts.properties
+    text = read_text(facts.properties, TrtllmText)
     if profile.layout == "toolkit":
-        given = properties.get("option.rolling_batch", "")
+        given = text.rolling_batch or ""
         if given.lower() not in ("", "auto", "trtllm"):
             rules.append(RuleFinding(
                 rule="trtllm_path", effect="rejected",
@@ -197,9 +199,8 @@ def _path(profile: ContainerProfile, release: StartupRules, facts: StartupInputs
                                  message=f"option.rolling_batch {given or 'unset'} -> trtllm (convertTrtLLM)",
                                  sources=release.path))
         return
-    resolved["rolling_batch"] = properties.get("option.rolling_batch", "auto")
-    backend = properties.get("option.backend", "")
-    if backend.lower() == "pytorch":
+    resolved["rolling_batch"] = written_or(text.rolling_batch, "auto")
+    if (text.backend or "").lower() == "pytorch":
         rules.append(RuleFinding(
             rule="trtllm_path", effect="rejected",
             message=f"option.backend=pytorch: {profile.name} does not take its engine path, and its PyTorch backend "
@@ -215,8 +216,8 @@ def _recommender(profile: ContainerProfile, release: StartupRules, facts: Startu
                  resolved: dict[str, str]) -> None:
     """LmiConfigRecommender's batch defaults: for rolling_batch=trtllm the profile's [defaults]
     (what ``plan`` writes too), otherwise the release's 32."""
-    properties = facts.properties
-    given = properties.get("option.max_rolling_batch_size", "")
+    text = read_text(facts.properties, TrtllmText)
+    given = text.max_rolling_batch_size or ""
     trtllm = resolved.get("rolling_batch") == "trtllm"
     if given:
         resolved["max_rolling_batch_size"] = given
@@ -226,11 +227,11 @@ def _recommender(profile: ContainerProfile, release: StartupRules, facts: Startu
         resolved["max_rolling_batch_size"] = filled or str(release.unset_batch)
         why = f"option.max_rolling_batch_size unset -> {resolved['max_rolling_batch_size']} (the recommender)"
         tokens = profile.defaults.get("max_num_tokens")
-        if trtllm and profile.layout == "toolkit" and tokens and filled and not properties.get("option.max_num_tokens"):
+        if trtllm and profile.layout == "toolkit" and tokens and filled and not text.max_num_tokens:
             resolved["max_num_tokens"] = tokens
             why += f", option.max_num_tokens -> {tokens}"
-    if "max_num_tokens" not in resolved and properties.get("option.max_num_tokens"):
-        resolved["max_num_tokens"] = properties["option.max_num_tokens"]
+    if "max_num_tokens" not in resolved and text.max_num_tokens:
+        resolved["max_num_tokens"] = text.max_num_tokens
     rules.append(RuleFinding(rule="trtllm_recommender", effect="resolves", message=why, sources=release.recommender))
 
 
@@ -238,13 +239,14 @@ def _parallel(profile: ContainerProfile, facts: StartupInputs, resolved: dict[st
     """The parallel degrees as the release reads them: the toolkit's MPI engine starts
     tensor_parallel_degree x pipeline_parallel_degree ranks; the flat service passes
     tensor_parallel_degree and pipeline_parallel_size to LLM() (layouts.flat_properties)."""
-    properties = facts.properties
-    resolved["tensor_parallel_degree"] = properties.get("option.tensor_parallel_degree", "max")
+    text = read_text(facts.properties, TrtllmText)
+    resolved["tensor_parallel_degree"] = written_or(text.tensor_parallel_degree, "max")
     if profile.layout == "toolkit":
-        resolved["pipeline_parallel_degree"] = properties.get("option.pipeline_parallel_degree", "1")
+        resolved["pipeline_parallel_degree"] = written_or(text.pipeline_parallel_degree, "1")
     else:
-        resolved["pipeline_parallel_size"] = properties.get("option.pipeline_parallel_size", "1")
-        resolved["dtype"] = properties.get("option.dtype", "auto")
+        resolved["pipeline_parallel_size"] = written_or(text.pipeline_parallel_size, "1")
+        resolved["dtype"] = written_or(text.dtype, "auto")
+
 
 
 def _detect(profile: ContainerProfile, release: StartupRules, facts: StartupInputs,
@@ -346,9 +348,11 @@ def _llm_parallel(profile: ContainerProfile, facts: StartupInputs, layout_rules:
     if not isinstance(mapping, Mapping):
         return []
     found = []
-    for name, key, engine_key in (("tp_size", "option.tensor_parallel_degree", "tp_size"),
-                                  ("pp_size", "option.pipeline_parallel_size", "pp_size")):
-        given = facts.properties.get(key, "")
+    text = read_text(facts.properties, TrtllmText)
+    for name, key, written, engine_key in (
+            ("tp_size", "option.tensor_parallel_degree", text.tensor_parallel_degree, "tp_size"),
+            ("pp_size", "option.pipeline_parallel_size", text.pipeline_parallel_size, "pp_size")):
+        given = written or ""
         built = mapping.get(engine_key, 1)
         if given.isdigit() and int(given) not in (1, built):
             found.append(RuleFinding(

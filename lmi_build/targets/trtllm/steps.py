@@ -14,6 +14,7 @@ from typing import cast
 from pydantic import BaseModel, ConfigDict
 
 from lmi_build.errors import UnsupportedTarget
+from lmi_build.options.spec import full_key
 from lmi_build.output import current
 from lmi_build.planning.plan import BuildPlan, QuantizationPlan
 from lmi_build.runners.bundle import (
@@ -27,6 +28,7 @@ from lmi_build.runners.script import ScriptRunner
 from lmi_build.runners.step import Dir, Paths, Step
 from lmi_build.targets.trtllm.flags import FlagError, FlagTable, Tool, flag_table
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
+from lmi_build.targets.trtllm.options import TrtllmOptions, given_options
 from lmi_build.targets.trtllm.profiles import ContainerProfile
 
 # The directories TensorRT-LLM steps use: their container mounts and the variables build-engines.sh reads.
@@ -72,12 +74,13 @@ class StepInputs(BaseModel):
     build: TrtllmBuild
     quantization: QuantizationPlan
     recipe: str
-    option_sources: dict[str, str] = {}  # "option.<key>" -> Source value ("cli", "default", ...)
+    # The options the user gave (not the option table's or the recipe's default): only dropping one is news.
+    given: TrtllmOptions
 
     @classmethod
     def of(cls, plan: BuildPlan) -> StepInputs:
         return cls(build=plan.knobs(TrtllmBuild), quantization=plan.quantization, recipe=plan.recipe,
-                   option_sources=plan.option_sources)
+                   given=given_options(plan.options, plan.option_sources))
 
 
 def plan_steps(plan: BuildPlan | StepInputs, profile: ContainerProfile) -> StepPlan:
@@ -211,7 +214,7 @@ def _checkpoint_steps(plan: StepInputs, build: TrtllmBuild, table: FlagTable) ->
     elif build.model_version:
         # Without its variant flag a converter guesses the variant from the model directory's name
         # (examples/chatglm load_chatglm_config, examples/gpt load_gpt_config): a local directory's path.
-        options = ", ".join(f"option.{key}" for key in sorted(build.model_version))
+        options = ", ".join(full_key(key) for key in sorted(build.model_version))
         raise UnsupportedTarget(f"examples/{table.example_dir(example)}/convert_checkpoint.py of TensorRT-LLM "
                                 f"{table.series} has no flag lmi-build knows for {options} (flags.toml [variants])",
                                 hint="plan with a profile of a newer TensorRT-LLM (lmi-build profiles list)")
@@ -292,11 +295,6 @@ def _quantize_script_step(build: TrtllmBuild, table: FlagTable, method: str, gro
 
 # ---- >= 0.8: trtllm-build ----
 
-def _user_set(plan: StepInputs, flag: str) -> bool:
-    """Whether the value came from the user (not an LMI/recipe default): only then is dropping it news."""
-    return plan.option_sources.get(f"option.{flag}", "default") not in ("default", "recipe")
-
-
 def _trtllm_build_step(plan: StepInputs, build: TrtllmBuild, table: FlagTable, warnings: list[str]) -> Step:
     args = _Args(table, "trtllm_build", ["trtllm-build"])
     args.add("checkpoint_dir", "{checkpoint}")
@@ -324,13 +322,13 @@ def _trtllm_build_step(plan: StepInputs, build: TrtllmBuild, table: FlagTable, w
         args.switch("use_paged_context_fmha", True)
     if build.use_fused_mlp is not None:
         args.switch("use_fused_mlp", build.use_fused_mlp)
-    for flag, value in (("multi_block_mode", build.multi_block_mode),
-                        ("use_custom_all_reduce", build.use_custom_all_reduce)):
+    for flag, value, given in (("multi_block_mode", build.multi_block_mode, plan.given.multi_block_mode),
+                               ("use_custom_all_reduce", build.use_custom_all_reduce, plan.given.use_custom_all_reduce)):
         if value is None:
             continue
         if args.has(flag):
             args.switch(flag, value)
-        elif _user_set(plan, flag):
+        elif given is not None:
             removal = table.removed.get(flag)
             why = removal.message if removal else f"not a trtllm-build flag in {table.series}"
             warnings.append(f"{flag}={str(value).lower()} dropped from trtllm-build: {why}")

@@ -16,9 +16,11 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from lmi_build.errors import StepError
+from lmi_build.planning.context import read_text
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.tables import load_table
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
+from lmi_build.targets.trtllm.options import TrtllmText, written_or
 from lmi_build.targets.trtllm.profiles import get_profile
 
 TRITON_FILE = Path(__file__).with_name("data") / "triton_config.toml"
@@ -69,26 +71,28 @@ def backend_config(version: str) -> BackendConfig:
 
 
 def _parameters(plan: BuildPlan, build: TrtllmBuild, gpt_model_path: str, known: tuple[str, ...]) -> dict[str, str]:
-    options = plan.options
+    given = read_text(plan.options, TrtllmText)
     wanted = {
         "max_beam_width": str(build.max_beam_width),
         "FORCE_CPU_ONLY_INPUT_TENSORS": "no",
         "gpt_model_type": "inflight_fused_batching",
         "gpt_model_path": gpt_model_path,
-        "batch_scheduler_policy": options.get("option.batch_scheduler_policy", "max_utilization"),
+        "batch_scheduler_policy": written_or(given.batch_scheduler_policy, "max_utilization"),
         # The profile's default when unset: the share the plan sized the KV cache with (planning/memory.py).
-        "kv_cache_free_gpu_mem_fraction": options.get("option.kv_cache_free_gpu_mem_fraction",
-                                                      str(get_profile(plan.toolchain.profile).kv_cache.free_fraction)),
+        "kv_cache_free_gpu_mem_fraction": written_or(given.kv_cache_free_gpu_mem_fraction,
+                                              str(get_profile(plan.toolchain.profile).kv_cache.free_fraction)),
         "enable_kv_cache_reuse": "true" if build.enable_kv_cache_reuse else "false",
         "exclude_input_in_output": "true",
-        "enable_trt_overlap": options.get("option.enable_trt_overlap", ENABLE_TRT_OVERLAP_DEFAULT),
+        "enable_trt_overlap": written_or(given.enable_trt_overlap, ENABLE_TRT_OVERLAP_DEFAULT),
     }
-    for key in ("max_tokens_in_paged_kv_cache", "max_num_sequences", "max_attention_window_size",
-                "enable_chunked_context", "normalize_log_probs"):
-        if f"option.{key}" in options:
-            wanted[key] = options[f"option.{key}"]
+    optional = {"max_tokens_in_paged_kv_cache": given.max_tokens_in_paged_kv_cache,
+                "max_num_sequences": given.max_num_sequences,
+                "max_attention_window_size": given.max_attention_window_size,
+                "enable_chunked_context": given.enable_chunked_context, "normalize_log_probs": given.normalize_log_probs}
+    wanted.update({key: value for key, value in optional.items() if value is not None})  # only where set
     # Only what this release's template has: an unknown parameter is at best ignored.
     return {key: value for key, value in wanted.items() if key in known}
+
 
 
 def _shape(values: tuple[int, ...]) -> str:
