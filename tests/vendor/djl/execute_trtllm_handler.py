@@ -1,30 +1,39 @@
 """Execute DJL Serving's TensorRT-LLM start-up (issue 31) on the artifacts lmi-build builds, and record
-what each release does with them: tests/vendor/djl/trtllm_handler.json. The releases: 0.27.0-dlc to
-0.30.0-dlc and 0.33.0-dlc, each with its lmi-build profile (0.26.0-dlc is not: its Python needs
-pydantic 1, and its profile's legacy build.py route is not run here; its properties are in verdicts.json).
+what each release does with them: tests/vendor/djl/trtllm_handler.json. The releases: 0.26.0-dlc to
+0.30.0-dlc and 0.33.0-dlc, each with its lmi-build profile. 0.26.0-dlc's Python is written for pydantic 1
+(``execute_properties.PYDANTIC_1``): its handler runs with the interpreter of a pydantic<2 virtualenv
+outside the repository (pydantic and numpy only; recorded with pydantic 1.10.27), the others with this one:
 
+    python3 -m venv /tmp/venv-pyd1 && /tmp/venv-pyd1/bin/pip install 'pydantic<2' numpy
     .venv/bin/python tests/vendor/djl/execute_trtllm_handler.py /path/to/djl-serving.git \\
-        --gson ~/.m2/repository/com/google/code/gson/gson/2.11.0/gson-2.11.0.jar > tests/vendor/djl/trtllm_handler.json
+        --gson ~/.m2/repository/com/google/code/gson/gson/2.11.0/gson-2.11.0.jar \\
+        --pydantic1-python /tmp/venv-pyd1/bin/python > tests/vendor/djl/trtllm_handler.json
 
 The corpus is ``execute_properties.corpus("trtllm", profile)`` (every fixture config.json x option set);
 each entry lmi-build plans valid is BUILT here as tests/targets/trtllm/test_trtllm_startup.py builds
 one: the real plan, its engine step run with the trtllm-build stand-in (tests/standins/trtllm-build:
 the layout's real engine directory - config.json, one rank<i>.engine per rank - with placeholder
-engines) on a checkpoint of the plan's dtype, mapping and quantization, and the real packager. Each
+engines) on a checkpoint of the plan's dtype, mapping and quantization, and the real packager. A
+profile of the legacy workflow (TensorRT-LLM 0.7.x: 0.26.0-dlc's) runs every step the plan has,
+examples/llama/build.py and its converters being the example-script stand-in
+(tests/standins/trtllm-example-script, in a tree of ``fixtures_trtllm.standin_examples``), as
+tests/targets/trtllm/test_trtllm_routes.py builds one. Each
 release branch's start-up is then executed on the artifact directory, in two parts, in the order the
 container runs them:
 
-1. The front-end's decision to load the artifact or build one (``convertTrtLLM``: a repository that
-   ``LmiUtils.isValidTrtLlmModelRepo`` accepts is served, else ``trt_llm_partition.py`` builds another):
+1. The front-end's decision to load the artifact or build one (``convertTrtLLM``; ``convertIfNeed`` at
+   0.26.0-dlc, LmiUtils.java:107-134: a repository that ``LmiUtils.isValidTrtLlmModelRepo`` accepts is
+   served, else ``trt_llm_partition.py`` builds another):
    that method's own Java, cut from the branch's LmiUtils.java at run time (nothing is copied into the
    repository), compiled with javac into a class that gives it a logger that prints nothing and
    ``JsonUtils.GSON`` a plain Gson (the jar: ``--gson``), and run on the artifact directory.
 2. The Python handler's ``initialize`` with the artifact's serving.properties as the Java front-end
-   passes them (``execute_properties.java_fills``, and ``option.mpi_mode=true`` for ``engine=MPI``,
-   ModelInfo.java@0.27.0-dlc:830-831, @0.28.0-dlc:881-882, @0.29.0-dlc/@0.30.0-dlc:899-900) and the
-   artifact directory as ``model_dir``: 0.27.0-dlc-0.30.0-dlc's ``TRTLLMService`` (tensorrt_llm.py@0.30.0-dlc:38-45:
-   TensorRtLlmProperties, TRTLLMRollingBatch, which refuses a start without MPI and hands the directory
-   and the properties to ``tensorrt_llm_toolkit.init_inference``),
+   passes them (``execute_properties.java_fills`` with the branch's rules, and ``option.mpi_mode=true`` for
+   ``engine=MPI``, ModelInfo.java@0.26.0-dlc:747-748, @0.27.0-dlc:830-831, @0.28.0-dlc:881-882,
+   @0.29.0-dlc/@0.30.0-dlc:899-900) and the artifact directory as ``model_dir``: 0.26.0-dlc-0.30.0-dlc's
+   ``TRTLLMService`` (tensorrt_llm.py@0.30.0-dlc:38-45, @0.26.0-dlc:30-35: TensorRtLlmProperties,
+   TRTLLMRollingBatch, which refuses a start without MPI and hands the directory and the properties to
+   ``tensorrt_llm_toolkit.init_inference``, trtllm_rolling_batch.py@0.26.0-dlc:27-31),
    0.33.0-dlc's ``TensorRTLlmAsyncService`` (the entry point lmi-build's flat layout names;
    trtllm_async_service.py:92-104: TensorRtLlmProperties, then ``LLM(model_dir, **get_llm_kwargs())``).
    Recorders (every attribute a recorder, every call recorded with its arguments): tensorrt_llm,
@@ -58,12 +67,13 @@ from typing import Any, ClassVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from tests.vendor.djl.execute_properties import _message, corpus, java_fills
+from tests.vendor.djl.execute_properties import PYDANTIC_1, _message, corpus, java_fills
 
 RECORDED = ("torch", "tensorrt_llm", "tensorrt_llm_toolkit", "vllm", "lmi_dist", "transformers_neuronx", "optimum",
             "neuronx_distributed", "openai", "PIL")
 # branch -> (profile, the handler module, its service class)
 BRANCHES: dict[str, tuple[str, str, str]] = {
+    "0.26.0-dlc": ("lmi-0.26.0-trtllm-0.7.1", "djl_python.tensorrt_llm", "TRTLLMService"),
     "0.27.0-dlc": ("lmi-0.27.0-trtllm-0.8.0", "djl_python.tensorrt_llm", "TRTLLMService"),
     "0.28.0-dlc": ("lmi-0.28.0-trtllm-0.9.0", "djl_python.tensorrt_llm", "TRTLLMService"),
     "0.29.0-dlc": ("lmi-0.29.0-trtllm-0.11.0", "djl_python.tensorrt_llm", "TRTLLMService"),
@@ -135,7 +145,8 @@ def install_recorders() -> None:
 
 
 # ------------------------------------------------------------------ the release's side
-def execute(setup: Path, module: str, service_class: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def execute(setup: Path, module: str, service_class: str, entries: list[dict[str, Any]],
+            release: str) -> list[dict[str, Any]]:
     sys.path.insert(0, str(setup))
     install_recorders()
     import importlib
@@ -146,7 +157,7 @@ def execute(setup: Path, module: str, service_class: str, entries: list[dict[str
     results = []
     for entry in entries:
         ROOT[0] = entry["dir"]
-        given = java_fills(entry["properties"], "trtllm")
+        given = java_fills(entry["properties"], "trtllm", release)
         if entry["properties"].get("engine") == "MPI":
             given["mpi_mode"] = "true"
         given["model_dir"] = entry["dir"]
@@ -208,7 +219,7 @@ def build(entry: dict[str, Any], profile_name: str, work: Path) -> Path | None:
     from lmi_build.targets.trtllm.profiles import get_profile
     from lmi_build.targets.trtllm.startup import engine_config
     from lmi_build.targets.trtllm.steps import plan_steps, trtllm_paths
-    from tests.fixtures_trtllm import write_model_dir
+    from tests.fixtures_trtllm import standin_examples, write_model_dir
     from tests.paths import FIXTURES_DIR
 
     fields: dict[str, Any] = {key: tuple(value) if isinstance(value, list) else value
@@ -220,17 +231,22 @@ def build(entry: dict[str, Any], profile_name: str, work: Path) -> Path | None:
         return None
     profile = get_profile(profile_name)
     here = work / f"entry-{len(list(work.glob('entry-*')))}"
-    # the checkpoint the plan's conversion writes, as the engine reads it: dtype, mapping, quantization
-    checkpoint = here / "ckpt"
-    checkpoint.mkdir(parents=True)
-    assert isinstance(plan.build, TrtllmBuild)
-    pretrained = engine_config(plan.build, plan.quantization)["pretrained_config"]
-    (checkpoint / "config.json").write_text(json.dumps(pretrained))
-    for rank in range(pretrained["mapping"]["world_size"]):
-        (checkpoint / f"rank{rank}.safetensors").write_bytes(b"{}")
-    model, engine = write_model_dir(here / "model"), here / "engine"
-    paths = trtllm_paths(model=model, checkpoint=checkpoint, engine=engine)
-    run_steps(plan_steps(plan, profile).steps[-1:], LocalRunner(gpus=1), here / "work", paths, plan)
+    model, engine, checkpoint = write_model_dir(here / "model"), here / "engine", here / "ckpt"
+    steps = plan_steps(plan, profile).steps
+    if profile.workflow == "legacy":
+        # 0.7.x: every step, examples/llama/build.py (and its converters) the example-script stand-in
+        examples = standin_examples(here / "examples", profile.tensorrt_llm)
+        paths = trtllm_paths(model=model, checkpoint=checkpoint, engine=engine, examples=examples)
+    else:
+        # the checkpoint the plan's conversion writes, as the engine reads it: dtype, mapping, quantization
+        checkpoint.mkdir(parents=True)
+        assert isinstance(plan.build, TrtllmBuild)
+        pretrained = engine_config(plan.build, plan.quantization)["pretrained_config"]
+        (checkpoint / "config.json").write_text(json.dumps(pretrained))
+        for rank in range(pretrained["mapping"]["world_size"]):
+            (checkpoint / f"rank{rank}.safetensors").write_bytes(b"{}")
+        paths, steps = trtllm_paths(model=model, checkpoint=checkpoint, engine=engine), steps[-1:]
+    run_steps(steps, LocalRunner(gpus=1), here / "work", paths, plan)
     return package(plan, target=TARGETS["trtllm"], layout=layout_for(profile.layout), produced=engine,
                    source_dir=model, output_dir=here / "artifact", record=BuildRecord())
 
@@ -239,14 +255,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("repo", nargs="?")
     parser.add_argument("--gson", help="a gson jar, for the front-end's detection (its JSON reading at 0.33)")
-    parser.add_argument("--execute", nargs=3, metavar=("SETUP_DIR", "MODULE", "CLASS"))
+    parser.add_argument("--pydantic1-python", help="the interpreter of a pydantic<2 venv, for PYDANTIC_1 branches")
+    parser.add_argument("--execute", nargs=4, metavar=("SETUP_DIR", "MODULE", "CLASS", "BRANCH"))
     args = parser.parse_args()
     if args.execute:
-        setup, module, service_class = args.execute
-        json.dump(execute(Path(setup), module, service_class, json.load(sys.stdin)), sys.stdout)
+        setup, module, service_class, branch = args.execute
+        json.dump(execute(Path(setup), module, service_class, json.load(sys.stdin), branch), sys.stdout)
         return
-    if not args.repo or not args.gson:
-        parser.error("give the djl-serving repository and --gson")
+    if not args.repo or not args.gson or not args.pydantic1_python:
+        parser.error("give the djl-serving repository, --gson and --pydantic1-python")
     from lmi_build.options.properties import read_properties
     from lmi_build.output import Mode, set_mode
     from lmi_build.targets.trtllm.profiles import get_profile
@@ -276,8 +293,10 @@ def main() -> None:
             archive = subprocess.run([*git, "archive", branch, "engines/python/setup"], capture_output=True,
                                      check=True).stdout
             subprocess.run(["tar", "-x", "-C", work], input=archive, check=True)
-            done = subprocess.run([sys.executable, __file__, "--execute", f"{work}/engines/python/setup", module,
-                                   service_class], input=json.dumps(built[branch]), capture_output=True, text=True)
+            python = args.pydantic1_python if branch in PYDANTIC_1 else sys.executable
+            done = subprocess.run([python, __file__, "--execute", f"{work}/engines/python/setup", module,
+                                   service_class, branch], input=json.dumps(built[branch]), capture_output=True,
+                                  text=True)
             if done.returncode != 0:
                 sys.exit(f"{branch}: the handler's execution failed:\n{done.stderr}")
             handled = {(r["model"], json.dumps(r["fields"], sort_keys=True)): r["handler"]
