@@ -3,7 +3,9 @@ properties managers, executed.
 
 ``tests/vendor/djl/integration_verdicts.json`` (``tests/vendor/djl/execute_integration_configs.py``)
 holds what each release's properties manager did with the serving.properties its own integration tests
-write (tests/integration/llm/prepare.py: the TensorRT-LLM and transformers-neuronx handler lists). Here
+write (tests/integration/llm/prepare.py: the TensorRT-LLM and transformers-neuronx handler lists, and from
+0.29 the SageMaker Neo lists, trtllm_neo_list and transformers_neuronx_neo_list: the ahead-of-time
+compilation DJL's own CI runs, AWQ, FP8 and SmoothQuant at tp 4 and 8 among them). Here
 lmi-build plans each configuration (``plan --properties``, the configuration's file) for a fixture model
 of the family the configuration names (its model is on DJL's S3 bucket or the Hub, not here), on the
 profile of that release, and:
@@ -15,7 +17,8 @@ profile of that release, and:
   what plan and ``verify --for-container`` evaluate, on the planned engine; Neuron: the release's reading
   of the batching keys, ``targets/neuronx/batching.container_batching``) accepts it, and every value both
   sides compute agrees (the plan's options for the keys the configuration gives, the start-up model's
-  resolved values) with what DJL resolved.
+  resolved values) with what DJL resolved, but for the values lmi-build writes otherwise on purpose
+  (``WRITTEN_OTHERWISE``, reviewed).
 """
 
 from __future__ import annotations
@@ -59,6 +62,25 @@ FIXTURE_FOR = {
     "mixtral-8x7b-rb": "mistralai--Mixtral-8x7B-v0.1", "falcon-7b": "tiiuae--falcon-7b",
     "flan-t5-xxl": "google--flan-t5-large", "open-llama-7b": "huggyllama--llama-7b",
     "llama-7b-split": "meta-llama--Llama-2-7b-hf",
+    # SageMaker Neo's lists (trtllm_neo_list, transformers_neuronx_neo_list): Llama 3 and 3.1 8B/70B stand
+    # on the Llama 3.1 8B config (its GQA, 8 KV heads as the 70B's, divides tp 8; no Llama 3 config among the
+    # fixtures, so on 0.29, TensorRT-LLM 0.11, the fixture's rope_scaling llama3, which Llama 3 has not, is
+    # refused: ELSEWHERE's rope_scaling_version, and those plans are compared for no other refusal); Llama 2 13B
+    # on Orca 2 13B (a Llama-2-13B fine-tune, its shape); CodeLlama 34B on CodeFuse-CodeLlama-34B (a
+    # CodeLlama-34B fine-tune); CodeLlama 7B and the tiny Llama 2 on Llama 2 7B; Mixtral 8x22B and the random
+    # tiny Mixtral on 8x7B
+    "llama3-8b-tp1-fp16": "meta-llama--Llama-3.1-8B-Instruct", "llama3-8b-tp4-awq": "meta-llama--Llama-3.1-8B-Instruct",
+    "llama3-8b-tp4-fp8": "meta-llama--Llama-3.1-8B-Instruct",
+    "llama3-8b-tp4-smoothquant": "meta-llama--Llama-3.1-8B-Instruct",
+    "llama3-70b-tp8-fp16": "meta-llama--Llama-3.1-8B-Instruct",
+    "llama3-70b-tp8-awq": "meta-llama--Llama-3.1-8B-Instruct",
+    "llama3-70b-tp8-fp8": "meta-llama--Llama-3.1-8B-Instruct",
+    "llama3-70b-tp8-smoothquant": "meta-llama--Llama-3.1-8B-Instruct",
+    "llama-2-13b-rb": "microsoft--Orca-2-13b", "llama-3.1-8b-rb": "meta-llama--Llama-3.1-8B-Instruct",
+    "mixtral-8x22b": "mistralai--Mixtral-8x7B-v0.1", "mixtral-random-tiny": "mistralai--Mixtral-8x7B-v0.1",
+    "codellama-34b": "codefuse-ai--CodeFuse-CodeLlama-34B", "codellama-7b-instruct": "meta-llama--Llama-2-7b-hf",
+    "llama-3-8b": "meta-llama--Llama-3.1-8B-Instruct", "llama-3.1-8b": "meta-llama--Llama-3.1-8B-Instruct",
+    "llama-2-tiny-speculative": "meta-llama--Llama-2-7b-hf",
 }
 # configurations no fixture stands for (reviewed): name -> why
 NOT_PLANNED = {
@@ -81,6 +103,18 @@ REFUSED_AHEAD_OF_TIME: dict[str, tuple[str, str]] = {
     "compiled_graph_path_model": ("", "option.compiled_graph_path is DJL's S3 compile cache of the original "
                                   "weights; the fixture stands in for them and is no model the container can "
                                   "fetch: a limit of the fixture, not a rule"),
+}
+# The reviewed table of values lmi-build writes otherwise than DJL resolves the configuration, on purpose:
+# (profile, key, DJL's value) -> (lmi-build's value, the reason).
+FLAT_LAYOUT = ("LMI 0.33 serves TensorRT-LLM 0.21 engines two ways: lmi-build builds the flat LLM API layout, served "
+               "by trtllm_async_service with option.rolling_batch=disable (option_rewritten warns of the rewrite; "
+               "targets/trtllm/layouts.py flat_properties), whose recommender batch is 32 "
+               "(LmiConfigRecommender.java@0.33.0-dlc:125-143); DJL's Neo builds the toolkit's model repository "
+               "(sm_neo_trt_llm_partition.py@0.33.0-dlc:49 create_model_repo, :64 engine=MPI) and serves it with "
+               "rolling_batch=trtllm (tensorrt_llm.py@0.33.0-dlc:36-40 TRTLLMRollingBatch), whose batch is 256")
+WRITTEN_OTHERWISE: dict[tuple[str, str, str], tuple[str, str]] = {
+    ("lmi-0.33.0-trtllm-0.21.0", "rolling_batch", "trtllm"): ("disable", FLAT_LAYOUT),
+    ("lmi-0.33.0-trtllm-0.21.0", "max_rolling_batch_size", "256"): ("32", FLAT_LAYOUT),
 }
 # the option keys whose values both compare, where the configuration gives the key (a key it does not give
 # is lmi-build's own choice for what it writes, compared through the start-up models instead)
@@ -107,6 +141,10 @@ def test_the_facts_name_branch_commit_and_source_line() -> None:
     branches = _facts()["branches"]
     assert {(b["branch"], b["target"]) for b in branches} >= {
         ("0.30.0-dlc", "trtllm"), ("0.33.0-dlc", "trtllm"), ("0.30.0-dlc", "neuronx"), ("0.33.0-dlc", "neuronx")}
+    neo = {(b["branch"], b["configurations"].split()[1].rstrip(",")) for b in branches if "_neo_list" in b["configurations"]}
+    assert neo >= {(branch, "trtllm_neo_list") for branch in ("0.29.0-dlc", "0.30.0-dlc", "0.33.0-dlc")} | {
+        (branch, "transformers_neuronx_neo_list") for branch in ("0.29.0-dlc", "0.30.0-dlc", "0.34.0-dlc")}, \
+        "SageMaker Neo's configurations executed where prepare.py has them"
     for branch in branches:
         assert len(branch["commit"]) == 40 and branch["entries"], branch["branch"]
         for entry in branch["entries"]:
@@ -143,7 +181,8 @@ def _differences(target: str, profile: str, entry: dict[str, Any], plan: BuildPl
             theirs = djl.get(key)
             if value is None or theirs is None:
                 continue  # a value only one side computes (the other leaves it to the engine's default)
-            if str(value).lower() != str(theirs).lower():
+            reviewed = WRITTEN_OTHERWISE.get((profile, key, str(theirs).lower()))
+            if str(value).lower() != str(theirs).lower() and (reviewed is None or reviewed[0] != str(value)):
                 found.append(f"{key}: {side} resolves {value}, DJL {theirs}")
     return found
 

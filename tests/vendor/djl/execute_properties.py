@@ -106,6 +106,10 @@ OPTION_SETS: dict[str, list[dict[str, Any]]] = {
 # 0.26.0-dlc has no LmiConfigRecommender: its LmiUtils only names rolling batch trtllm in the TRT-LLM image
 # (LmiUtils.java@0.26.0-dlc:94-109) and the Python default max_rolling_batch_size 32 stays
 RECOMMENDER_BEFORE = ("0.26.0-dlc",)
+# the Neuron releases whose recommender reads an unset option.rolling_batch as "disable" and sets nothing
+# (only "auto" becomes tnx: LmiConfigRecommender.java@0.28.0-dlc:91-98, @0.29.0-dlc:105-112); from 0.30 unset
+# is "auto"
+TNX_UNSET_DISABLE = ("0.28.0-dlc", "0.29.0-dlc")
 # the releases whose recommender leaves trtllm at 32 (0.27 fills 256 only with option.max_num_tokens,
 # LmiConfigRecommender.java@0.27.0-dlc:147-165; 256 from 0.28.0-dlc:163-181)
 TRTLLM_ROLLING_BATCH_32 = ("0.26.0-dlc", "0.27.0-dlc")
@@ -247,16 +251,18 @@ def java_fills(properties: dict[str, str], rolling_batch: str = "", release: str
     keys the Java recommender always fills (module docstring). With the image's ``rolling_batch``, as its
     setRollingBatch does (0.30.0-dlc LmiConfigRecommender.java:52-69, 0.35.0-dlc:51-64): "disable" under
     dynamic batching (batch_size, or max_dynamic_batch_size, above 1: ModelInfo.java:863-868), the
-    image's in place of none or "auto" (Neuron's tnx becomes vllm at max_rolling_batch_size 12 or more),
+    image's in place of none (0.28/0.29 Neuron: none stays the Python default, TNX_UNSET_DISABLE) or "auto"
+    (Neuron's tnx becomes vllm at max_rolling_batch_size 12 or more),
     and its MPI mode for lmi-dist (setMpiMode, 0.29.0-dlc LmiConfigRecommender.java:132-140). ``release``
     (the branch; "" for any from 0.28) picks the older rules, RECOMMENDER_BEFORE."""
     given = {key.removeprefix("option."): value for key, value in properties.items()
              if key.startswith("option.") or key == "engine"}
     recommender = release not in RECOMMENDER_BEFORE
+    unset_disables = rolling_batch == "tnx" and release in TNX_UNSET_DISABLE
     if rolling_batch and (recommender or rolling_batch == "trtllm"):
         if recommender and int(properties.get("batch_size", properties.get("max_dynamic_batch_size", "1"))) > 1:
             given["rolling_batch"] = "disable"
-        elif given.get("rolling_batch", "auto") == "auto":
+        elif given.get("rolling_batch", "disable" if unset_disables else "auto") == "auto":
             large = int(given.get("max_rolling_batch_size", "1")) >= 12
             given["rolling_batch"] = "vllm" if rolling_batch == "tnx" and large else rolling_batch
     if given.get("rolling_batch") == "lmi-dist" and rolling_batch == "lmi-dist":
