@@ -67,9 +67,6 @@ class TypedReader:
         """A str or enum option (or the "max" of an int_or_max one)."""
         return _typed_as(key, self.value(key), str)
 
-    def int_list_value(self, key: str) -> tuple[int, ...] | None:
-        return _typed_as(key, self.value(key), tuple)
-
 
 def _typed_as(key: str, value: OptionValue | None, kind: type[_T], *not_kinds: type) -> _T | None:
     """``value`` when it is a ``kind``: a mismatch means the reader and the option table disagree

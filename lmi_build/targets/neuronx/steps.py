@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lmi_build.planning.plan import BuildPlan
-from lmi_build.runners.bundle import BundleSpec, Requirement, bundle_script
-from lmi_build.runners.script import ScriptRunner
+from lmi_build.runners.bundle import BundleSpec, Requirement
 from lmi_build.runners.step import Dir, Paths, Step
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.targets.neuronx.profiles import NeuronProfile
@@ -92,11 +91,6 @@ def neff_bundle(image: str | None, *, header: str = "", profile: NeuronProfile |
             test=f"devices_present {SCRIPT_DEVICES[0]}",
             fix="run on an inf2/trn1 host with the Neuron driver; set NEURON_DOCKER_DEVICES to its "
                 "--device=/dev/neuronN arguments (one per device the compile uses)"),))
-
-
-def neff_script(runner: ScriptRunner, paths: Paths, *, header: str, profile: NeuronProfile | None = None) -> str:
-    """build-neffs.sh from the step ``runner`` has collected."""
-    return bundle_script(runner, neff_bundle(runner.image, header=header, profile=profile), paths)
 
 
 def _build(plan: BuildPlan) -> NeuronxBuild:

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 from lmi_build.runners import ScriptRunner
+from lmi_build.runners.bundle import bundle_script
 from lmi_build.targets.neuronx.profiles import get_profile, load_profiles
 from lmi_build.targets.neuronx.steps import (
     SCRIPT_DEVICES,
     compile_spec,
     compile_step,
-    neff_script,
+    neff_bundle,
     neuronx_paths,
 )
 from tests.fixtures_planning import Planner, fixture_names, valid_unless_unbuilt
@@ -65,4 +66,5 @@ def test_golden_bundle_script(profile_name: str, plan_model: Planner) -> None:
     paths = neuronx_paths(driver=Path("driver"), model=Path("model"), compiled=Path("compiled"),
                           cache=Path("neuron-cache"))
     runner.run(compile_step("python3"), paths, Path("."), plan)
-    _golden(f"{profile_name}.build-neffs.sh", neff_script(runner, paths, header=f"profile {profile.name}", profile=profile))
+    spec = neff_bundle(runner.image, header=f"profile {profile.name}", profile=profile)
+    _golden(f"{profile_name}.build-neffs.sh", bundle_script(runner, spec, paths))
