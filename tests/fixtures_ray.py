@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,15 @@ def fleet_env(s3: S3Server, cache_dir: Path) -> dict[str, str]:
             "STANDIN_TRTLLM_VERSION": standin_trtllm_version(), "LMI_BUILD_CACHE": str(cache_dir)}
 
 
+def fleet_cache(directory: Path, session_cache: Path) -> Path:
+    """A new lmi-build cache for the builds' processes, holding this session's demo models: each
+    build process otherwise generated demo:tiny-llama again (torch's import and a tokenizer's
+    training, ~5 s of CPU), several at once on the cluster. Generation has its own tests
+    (tests/sources/test_sources_demo.py; the concurrent publish, tests/test_fs.py)."""
+    shutil.copytree(session_cache / "demo", directory / "demo")
+    return directory
+
+
 @dataclass
 class RayCluster:
     cluster: Any  # ray.cluster_utils.Cluster
@@ -65,11 +75,12 @@ class RayCluster:
 
 
 @pytest.fixture(scope="module")
-def ray_cluster(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
+def ray_cluster(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory,
+                _session_cache: Path) -> Iterator[RayCluster]:
     pytest.importorskip("ray", reason="the fleet extra is not installed: pip install -e '.[fleet]'")
     from ray.cluster_utils import Cluster
 
-    env = fleet_env(s3_server, tmp_path_factory.mktemp("fleet-lmi-build-cache"))
+    env = fleet_env(s3_server, fleet_cache(tmp_path_factory.mktemp("fleet-lmi-build-cache"), _session_cache))
     with pytest.MonkeyPatch.context() as patch:
         for key, value in env.items():
             patch.setenv(key, value)
