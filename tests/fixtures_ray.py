@@ -47,12 +47,14 @@ def fleet_env(s3: S3Server, cache_dir: Path) -> dict[str, str]:
             "STANDIN_TRTLLM_VERSION": standin_trtllm_version(), "LMI_BUILD_CACHE": str(cache_dir)}
 
 
-def fleet_cache(directory: Path, session_cache: Path) -> Path:
-    """A new lmi-build cache for the builds' processes, holding this session's demo models: each
-    build process otherwise generated demo:tiny-llama again (torch's import and a tokenizer's
-    training, ~5 s of CPU), several at once on the cluster. Generation has its own tests
-    (tests/sources/test_sources_demo.py; the concurrent publish, tests/test_fs.py)."""
-    shutil.copytree(session_cache / "demo", directory / "demo")
+def fleet_cache(directory: Path, demo_models_from: Path) -> Path:
+    """A new lmi-build cache for the builds' processes, holding the demo models of the cache
+    ``demo_models_from``: each build process otherwise generated demo:tiny-llama again (torch's
+    import and a tokenizer's training, ~5 s of CPU), several at once on the cluster. Generation has
+    its own tests (tests/sources/test_sources_demo.py; the concurrent publish, tests/test_fs.py)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if (demo_models_from / "demo").is_dir():
+        shutil.copytree(demo_models_from / "demo", directory / "demo")
     return directory
 
 
