@@ -16,14 +16,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.cli_process import run_lmi_build
+from tests.cli_process import run_command_line
 from tests.fixtures_hub import OfflineHub
 from tests.fixtures_s3 import S3Server
 from tests.paths import REPO_ROOT
@@ -102,16 +101,6 @@ def _run_in_shell(line: str, cwd: Path, env: dict[str, str]) -> subprocess.Compl
                           check=False)
 
 
-def _run(line: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """A plain ``lmi-build ...`` line runs through the console script's entry point in this process
-    (``run_lmi_build``: torch, transformers and ModelOpt are imported once, not by each of the five
-    lines that build); a line with shell syntax or another program runs in bash."""
-    words = shlex.split(line)
-    if words[0] == "lmi-build" and not set(line) & set("&|;()<>$`"):
-        return run_lmi_build(*words[1:], env=env, cwd=cwd, timeout=900)
-    return _run_in_shell(line, cwd, env)
-
-
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPTION_", "AWS_", "HF_TOKEN"))}
     # Small calibration: the lines are the README's, the cost is a test's.
@@ -140,7 +129,7 @@ def test_every_readme_line_does_what_the_readme_says(workdir: Path, s3_server: S
     env = _env(**s3_server.env(), LMI_BUILD_CACHE=str(tmp_path_factory.mktemp("readme-cache")))
     for line in readme_commands():
         code, says = EXPECTED[line]
-        result = _run(_local_copy(line, bucket), workdir, env)
+        result = run_command_line(_local_copy(line, bucket), cwd=workdir, env=env, timeout=900)
         shown = result.stdout + result.stderr
         assert result.returncode == code and says in shown, f"{line}\nexit {result.returncode}\n{shown[-3000:]}"
         assert "Traceback" not in shown, shown[-3000:]
@@ -149,7 +138,8 @@ def test_every_readme_line_does_what_the_readme_says(workdir: Path, s3_server: S
         if line.startswith(("lmi-build inspect", "lmi-build publish", "lmi-build pull")):
             for unfinished, finished in FINISHED_STAND_IN.items():
                 line = line.replace(unfinished, finished)
-            result = _run(_local_copy(line, bucket).replace("./serving-copy", "./serving-copy-2"), workdir, env)
+            line = _local_copy(line, bucket).replace("./serving-copy", "./serving-copy-2")
+            result = run_command_line(line, cwd=workdir, env=env, timeout=900)
             assert result.returncode == 0, f"{line}\n{result.stderr[-3000:]}"
     pulled = workdir / "serving-copy-2"
     assert (pulled / "lmi-build.json").is_file() and (pulled / "serving.properties").is_file()
