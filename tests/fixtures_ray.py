@@ -31,6 +31,12 @@ OBJECT_STORE_BYTES = 80 * 1024**2  # the builds pass only small JSON through Ray
 # beside the suite's other workers (two fleet tests were killed by Ray's out-of-memory monitor on a
 # host with 8 GiB free); now the peak is the four running builds, ~3.8 GiB (README).
 NODE_ARGS: dict[str, Any] = {"num_cpus": 2, "object_store_memory": OBJECT_STORE_BYTES}
+# How soon the head declares a killed node dead and re-runs its tasks: a health check each second,
+# dead after 3 failed ones (Ray 2.60's defaults, a check each 3 s and dead after 5, kept the lost-node
+# test waiting ~14 s). A check fails only when the node does not answer within
+# health_check_timeout_ms, left at Ray's default: a busy node is not declared dead. The names and
+# defaults are RayConfig's (src/ray/common/ray_config_def.h).
+LOST_NODE_CHECKS = {"health_check_period_ms": 1000, "health_check_failure_threshold": 3}
 # The GPU node says which LMI image (profile) it runs, as a real node group would (docs/FLEETS.md).
 GPU_LABELS = {"lmi-build/profile": PROFILE}
 
@@ -88,7 +94,8 @@ def ray_cluster(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory,
             patch.setenv(key, value)
         for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "RAY_ADDRESS"):
             patch.delenv(key, raising=False)
-        cluster = Cluster(initialize_head=True, head_node_args={**NODE_ARGS, "include_dashboard": False})
+        cluster = Cluster(initialize_head=True, head_node_args={**NODE_ARGS, "include_dashboard": False,
+                                                                "_system_config": LOST_NODE_CHECKS})
         try:
             gpu_node = cluster.add_node(num_gpus=2, labels=GPU_LABELS, **NODE_ARGS)
             cluster.wait_for_nodes()
