@@ -86,16 +86,16 @@ def fleet_bucket(s3_server: S3Server) -> str:
 
 
 def test_matrix_on_ray_then_rerun_is_cached(ray_cluster: RayCluster, fleet_bucket: str, tmp_path: Path) -> None:
-    # Two models (one dtype: the matrix's expansion is tested without a cluster below), an engine
-    # build that needs the GPU node (tp 2 there: test_lost_worker_node_loses_nothing), and one build
-    # sent there by label: four Ray tasks a run.
-    builds = SIX_BUILDS.replace('dtype = ["fp16", "bf16"]', 'dtype = ["fp16"]').replace("tp = [1, 2]", "tp = [1]")
+    # One published hf build (the matrix's expansion over models and dtypes is tested without a
+    # cluster below), an engine build that needs the GPU node (tp 2 there:
+    # test_lost_worker_node_loses_nothing), and an hf build sent there by label: three Ray tasks a run.
+    builds = (SIX_BUILDS.replace('"demo:tiny-llama", "demo:tiny-mistral"', '"demo:tiny-llama"')
+              .replace('dtype = ["fp16", "bf16"]', 'dtype = ["fp16"]').replace("tp = [1, 2]", "tp = [1]"))
     matrix = write_matrix(tmp_path, builds + LABELLED_BUILD, fleet_bucket)
     cache = f"s3://{fleet_bucket}/lmi-build-cache"
     first = run_matrix(matrix, cache=cache, executor="ray", ray_address=ray_cluster.address).to_json()
     assert statuses(first) == {
-        "hf-tiny-llama-float16": "built", "hf-tiny-mistral-float16": "built",
-        "trtllm-tiny-llama-tp1": "stand_in", "hf-tiny-llama": "built",
+        "hf-tiny-llama-float16": "built", "trtllm-tiny-llama-tp1": "stand_in", "hf-tiny-llama": "built",
     }, first
     assert first["succeeded"] is False, "stand-in engines are not a successful build"
     gpu_node = str(ray_cluster.gpu_node.node_id)[:8]
