@@ -13,8 +13,9 @@ against a local SeaweedFS:
     python benchmarks/fleet.py
     python benchmarks/fleet.py --models demo:tiny-llama --dtypes fp16 --tps 1    # 2 builds: a smoke run
 
-The demo models are generated before anything is timed. The machine's cores bound the
-parallelism: on 2 shared cores the Ray run cannot be 2x faster than the sequential one.
+The demo models are generated (or copied from this host's lmi-build cache) before anything is
+timed. The machine's cores bound the parallelism: on 2 shared cores the Ray run cannot be 2x faster
+than the sequential one.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import record_comparison
 from lmi_build.fleet.matrix import plan_matrix
 from lmi_build.fleet.run import run_matrix
+from lmi_build.paths import cache_root
 from lmi_build.sources.resolve import resolve_source
-from tests.fixtures_ray import NODE_ARGS, PROFILE, fleet_env
+from tests.fixtures_ray import NODE_ARGS, PROFILE, fleet_cache, fleet_env
 from tests.fixtures_s3 import start_seaweedfs
 
 LENGTHS = ("--max-input-len", "256", "--max-output-len", "128")
@@ -91,7 +93,8 @@ def main() -> None:
     server = start_seaweedfs(work / "seaweedfs")
     cluster: Cluster | None = None
     try:
-        os.environ.update(fleet_env(server, work / "lmi-build-cache"))
+        # The demo models this host already generated (LMI_BUILD_CACHE) are copied, not generated again.
+        os.environ.update(fleet_env(server, fleet_cache(work / "lmi-build-cache", cache_root())))
         os.environ.pop("RAY_ADDRESS", None)
         bucket = server.new_bucket("bench")
         for model in models:  # generate the demo models once, before any timing

@@ -5,6 +5,7 @@
   file descriptors 0, 1 and 2 pointing at temporary files (so what the command's child processes
   write is collected too). ``main()`` starts every command line from a reset output state; the
   libraries it imports stay imported for the next call, as in a long-lived worker. For behaviour.
+- ``run_command_line``: a README line as a user types it (plain ``lmi-build`` lines in this process).
 - ``run_lmi_build_process``: a separate ``python -m lmi_build`` (``subprocess.run``). For what only
   a process shows: signals, the exit of the interpreter, resource limits, what is imported at
   start-up, and the environment read when an interpreter or a library starts (locale,
@@ -17,6 +18,7 @@ import contextlib
 import io
 import locale
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -56,6 +58,18 @@ def run_lmi_build_process(*args: str, env: Mapping[str, str] | None = None, cwd:
     return subprocess.run(_command(list(args)), cwd=cwd, env=None if env is None else dict(env),
                           input=input if input is not None else "", capture_output=True, text=True,
                           timeout=timeout, check=False, preexec_fn=limit if file_size_limit is not None else None)
+
+
+def run_command_line(line: str, *, cwd: str | Path, env: Mapping[str, str],
+                     timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """A line as a user types it: a plain ``lmi-build ...`` (no shell syntax; a trailing ``# comment``
+    is dropped) through ``run_lmi_build``, in this process, where torch, transformers and ModelOpt
+    stay imported from one line to the next; any other line in bash."""
+    words = shlex.split(line, comments=True)
+    if words and words[0] == "lmi-build" and not set(line.split(" #")[0]) & set("&|;()<>$`"):
+        return run_lmi_build(*words[1:], env=env, cwd=cwd, timeout=timeout)
+    return subprocess.run(["bash", "-c", line], cwd=cwd, env=dict(env), capture_output=True, text=True,
+                          timeout=timeout, check=False)
 
 
 def _command(args: list[str]) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,12 @@ OBJECT_STORE_BYTES = 80 * 1024**2  # the builds pass only small JSON through Ray
 # beside the suite's other workers (two fleet tests were killed by Ray's out-of-memory monitor on a
 # host with 8 GiB free); now the peak is the four running builds, ~3.8 GiB (README).
 NODE_ARGS: dict[str, Any] = {"num_cpus": 2, "object_store_memory": OBJECT_STORE_BYTES}
+# How soon the head declares a killed node dead and re-runs its tasks: a health check each second,
+# dead after 3 failed ones (Ray 2.60's defaults, a check each 3 s and dead after 5, kept the lost-node
+# test waiting ~14 s). A check fails only when the node does not answer within
+# health_check_timeout_ms, left at Ray's default: a busy node is not declared dead. The names and
+# defaults are RayConfig's (src/ray/common/ray_config_def.h).
+LOST_NODE_CHECKS = {"health_check_period_ms": 1000, "health_check_failure_threshold": 3}
 # The GPU node says which LMI image (profile) it runs, as a real node group would (docs/FLEETS.md).
 GPU_LABELS = {"lmi-build/profile": PROFILE}
 
@@ -44,6 +51,17 @@ def fleet_env(s3: S3Server, cache_dir: Path) -> dict[str, str]:
     """What every Ray node (and the local pool) needs: S3, the stand-ins, one lmi-build cache."""
     return {**s3.env(), "PATH": f"{STANDINS}{os.pathsep}{os.environ['PATH']}",
             "STANDIN_TRTLLM_VERSION": standin_trtllm_version(), "LMI_BUILD_CACHE": str(cache_dir)}
+
+
+def fleet_cache(directory: Path, demo_models_from: Path) -> Path:
+    """A new lmi-build cache for the builds' processes, holding the demo models of the cache
+    ``demo_models_from``: each build process otherwise generated demo:tiny-llama again (torch's
+    import and a tokenizer's training, ~5 s of CPU), several at once on the cluster. Generation has
+    its own tests (tests/sources/test_sources_demo.py; the concurrent publish, tests/test_fs.py)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if (demo_models_from / "demo").is_dir():
+        shutil.copytree(demo_models_from / "demo", directory / "demo")
+    return directory
 
 
 @dataclass
@@ -65,17 +83,19 @@ class RayCluster:
 
 
 @pytest.fixture(scope="module")
-def ray_cluster(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
+def ray_cluster(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory,
+                _session_cache: Path) -> Iterator[RayCluster]:
     pytest.importorskip("ray", reason="the fleet extra is not installed: pip install -e '.[fleet]'")
     from ray.cluster_utils import Cluster
 
-    env = fleet_env(s3_server, tmp_path_factory.mktemp("fleet-lmi-build-cache"))
+    env = fleet_env(s3_server, fleet_cache(tmp_path_factory.mktemp("fleet-lmi-build-cache"), _session_cache))
     with pytest.MonkeyPatch.context() as patch:
         for key, value in env.items():
             patch.setenv(key, value)
         for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "RAY_ADDRESS"):
             patch.delenv(key, raising=False)
-        cluster = Cluster(initialize_head=True, head_node_args={**NODE_ARGS, "include_dashboard": False})
+        cluster = Cluster(initialize_head=True, head_node_args={**NODE_ARGS, "include_dashboard": False,
+                                                                "_system_config": LOST_NODE_CHECKS})
         try:
             gpu_node = cluster.add_node(num_gpus=2, labels=GPU_LABELS, **NODE_ARGS)
             cluster.wait_for_nodes()

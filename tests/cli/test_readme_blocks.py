@@ -6,7 +6,9 @@ Llama shaped as Llama-2-7B's config (4,096 positions) and ``s3://bucket`` by a b
 SeaweedFS. Each line has its expected outcome on this host in ``EXPECTED``: 0, or the documented
 stop (exit 3 without a TensorRT-LLM toolchain, exit 2 for an unfinished build, the bundle's check
 naming what is missing). A README line with no entry fails the test, so a new line gets an
-expectation, and a line that stops working fails it too.
+expectation, and a line that stops working fails it too. A plain ``lmi-build`` line runs through the
+console script's entry point in this process, as the CLI tests do; the offline Hub lines (the
+environment huggingface_hub reads at import) and the lines with shell syntax run in bash.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_process import run_command_line
+from tests.fixtures_hub import OfflineHub
 from tests.fixtures_s3 import S3Server
 from tests.paths import REPO_ROOT
 
@@ -92,7 +96,7 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _run(line: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _run_in_shell(line: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["bash", "-c", line], cwd=cwd, env=env, capture_output=True, text=True, timeout=900,
                           check=False)
 
@@ -111,20 +115,21 @@ def test_every_readme_command_has_an_expectation() -> None:
 
 
 def test_hub_lines_say_so_offline(tmp_path: Path) -> None:
+    # Each in a process of its own: huggingface_hub reads HF_HUB_OFFLINE when it is imported.
     for line in (line for line in readme_commands() if HUB_MODEL in line):
-        result = _run(line, tmp_path, _env())
+        result = _run_in_shell(line, tmp_path, _env())
         assert result.returncode == 1, f"{line}\n{result.stderr[-2000:]}"
         assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr, result.stderr
         assert "local cache" in result.stderr and "HF_HUB_OFFLINE" in result.stderr, result.stderr
 
 
-def test_every_readme_line_does_what_the_readme_says(workdir: Path, s3_server: S3Server,
+def test_every_readme_line_does_what_the_readme_says(workdir: Path, s3_server: S3Server, offline_hub: OfflineHub,
                                                      tmp_path_factory: pytest.TempPathFactory) -> None:
     bucket = s3_server.new_bucket("readme")
     env = _env(**s3_server.env(), LMI_BUILD_CACHE=str(tmp_path_factory.mktemp("readme-cache")))
     for line in readme_commands():
         code, says = EXPECTED[line]
-        result = _run(_local_copy(line, bucket), workdir, env)
+        result = run_command_line(_local_copy(line, bucket), cwd=workdir, env=env, timeout=900)
         shown = result.stdout + result.stderr
         assert result.returncode == code and says in shown, f"{line}\nexit {result.returncode}\n{shown[-3000:]}"
         assert "Traceback" not in shown, shown[-3000:]
@@ -133,7 +138,8 @@ def test_every_readme_line_does_what_the_readme_says(workdir: Path, s3_server: S
         if line.startswith(("lmi-build inspect", "lmi-build publish", "lmi-build pull")):
             for unfinished, finished in FINISHED_STAND_IN.items():
                 line = line.replace(unfinished, finished)
-            result = _run(_local_copy(line, bucket).replace("./serving-copy", "./serving-copy-2"), workdir, env)
+            line = _local_copy(line, bucket).replace("./serving-copy", "./serving-copy-2")
+            result = run_command_line(line, cwd=workdir, env=env, timeout=900)
             assert result.returncode == 0, f"{line}\n{result.stderr[-3000:]}"
     pulled = workdir / "serving-copy-2"
     assert (pulled / "lmi-build.json").is_file() and (pulled / "serving.properties").is_file()

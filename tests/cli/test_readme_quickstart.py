@@ -1,14 +1,16 @@
-"""The README's offline Quick start block runs as written, line by line, on demo models only."""
+"""The README's offline Quick start block runs as written, line by line, on demo models only (a plain
+``lmi-build`` line in this process, the others in bash: ``tests/cli_process.run_command_line``)."""
 
 from __future__ import annotations
 
 import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.cli_process import run_command_line
+from tests.fixtures_hub import OfflineHub
 from tests.paths import REPO_ROOT
 
 README = REPO_ROOT / "README.md"
@@ -29,9 +31,8 @@ def test_the_offline_block_names_only_demo_models() -> None:
             assert model.startswith("demo:"), line
 
 
-def test_the_offline_block_runs_as_written(tmp_path: Path) -> None:
+def test_the_offline_block_runs_as_written(tmp_path: Path, offline_hub: OfflineHub) -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "LMI_BUILD_CACHE": str(tmp_path / "cache")}
     for line in offline_block():
-        result = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True,
-                                timeout=600, check=False)
+        result = run_command_line(line, cwd=tmp_path, env=env, timeout=600)
         assert result.returncode == 0, f"{line}\n{result.stderr[-2000:]}"

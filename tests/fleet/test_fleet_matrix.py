@@ -26,7 +26,7 @@ from lmi_build.fleet.run import run_matrix
 from lmi_build.storage.remote import verify_remote
 from lmi_build.targets import parse_plan_text
 from tests.cli_process import run_lmi_build
-from tests.fixtures_ray import PROFILE, RayCluster, fleet_env
+from tests.fixtures_ray import PROFILE, RayCluster, fleet_cache, fleet_env
 from tests.fixtures_s3 import S3Server
 
 pytestmark = [pytest.mark.slow, pytest.mark.s3]
@@ -86,15 +86,16 @@ def fleet_bucket(s3_server: S3Server) -> str:
 
 
 def test_matrix_on_ray_then_rerun_is_cached(ray_cluster: RayCluster, fleet_bucket: str, tmp_path: Path) -> None:
-    # Two models (one dtype: the matrix's expansion is tested without a cluster below), two engine
-    # builds that need the GPU node, and one build sent there by label: five Ray tasks a run.
-    builds = SIX_BUILDS.replace('dtype = ["fp16", "bf16"]', 'dtype = ["fp16"]')
+    # One published hf build (the matrix's expansion over models and dtypes is tested without a
+    # cluster below), an engine build that needs the GPU node (tp 2 there:
+    # test_lost_worker_node_loses_nothing), and an hf build sent there by label: three Ray tasks a run.
+    builds = (SIX_BUILDS.replace('"demo:tiny-llama", "demo:tiny-mistral"', '"demo:tiny-llama"')
+              .replace('dtype = ["fp16", "bf16"]', 'dtype = ["fp16"]').replace("tp = [1, 2]", "tp = [1]"))
     matrix = write_matrix(tmp_path, builds + LABELLED_BUILD, fleet_bucket)
     cache = f"s3://{fleet_bucket}/lmi-build-cache"
     first = run_matrix(matrix, cache=cache, executor="ray", ray_address=ray_cluster.address).to_json()
     assert statuses(first) == {
-        "hf-tiny-llama-float16": "built", "hf-tiny-mistral-float16": "built",
-        "trtllm-tiny-llama-tp1": "stand_in", "trtllm-tiny-llama-tp2": "stand_in", "hf-tiny-llama": "built",
+        "hf-tiny-llama-float16": "built", "trtllm-tiny-llama-tp1": "stand_in", "hf-tiny-llama": "built",
     }, first
     assert first["succeeded"] is False, "stand-in engines are not a successful build"
     gpu_node = str(ray_cluster.gpu_node.node_id)[:8]
@@ -115,7 +116,7 @@ def test_matrix_on_ray_then_rerun_is_cached(ray_cluster: RayCluster, fleet_bucke
     assert {b["status"] for b in hf.values()} == {"cached"}
     assert {b["artifact_url"] for b in hf.values()} == {b["artifact_url"] for b in first["builds"] if b["target"] == "hf"}
     # Stand-in engines are never cached: they are built again, and say so.
-    assert [b["status"] for b in again["builds"] if b["target"] == "trtllm"] == ["stand_in", "stand_in"]
+    assert [b["status"] for b in again["builds"] if b["target"] == "trtllm"] == ["stand_in"]
 
 
 def test_lost_worker_node_loses_nothing(ray_cluster: RayCluster, fleet_bucket: str, tmp_path: Path) -> None:
@@ -187,7 +188,8 @@ def test_plan_resources_follow_the_plan(s3_env: S3Server, tmp_path: Path) -> Non
     assert ray_task_options(labelled, max_retries=0)["label_selector"] == {"lmi-build/profile": PROFILE}
 
 
-def test_cli_local_executor_json_and_exit_status(s3_env: S3Server, s3_bucket: str, tmp_path: Path) -> None:
+def test_cli_local_executor_json_and_exit_status(s3_env: S3Server, s3_bucket: str, tmp_path: Path,
+                                                 _session_cache: Path) -> None:
     text = """
 [[build]]
 target = "hf"
@@ -196,7 +198,7 @@ model = "demo:tiny-llama"
 dtype = ["fp16", "bf16"]
 """
     matrix = write_matrix(tmp_path, text, s3_bucket)
-    env = {**os.environ, **fleet_env(s3_env, tmp_path / "local-cache")}
+    env = {**os.environ, **fleet_env(s3_env, fleet_cache(tmp_path / "local-cache", _session_cache))}
 
     def run() -> subprocess.CompletedProcess[str]:
         return run_lmi_build("matrix", str(matrix), "--cache", f"s3://{s3_bucket}/cache", "--json", env=env,
@@ -213,9 +215,10 @@ dtype = ["fp16", "bf16"]
 
 
 def test_build_failure_is_reported_not_retried(s3_env: S3Server, s3_bucket: str, tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+                                              monkeypatch: pytest.MonkeyPatch, _session_cache: Path) -> None:
     matrix = write_matrix(tmp_path, ENGINE_BUILD, s3_bucket)
-    for key, value in {**fleet_env(s3_env, tmp_path / "cache"), "STANDIN_MODE": "fail"}.items():
+    cache = fleet_cache(tmp_path / "cache", _session_cache)
+    for key, value in {**fleet_env(s3_env, cache), "STANDIN_MODE": "fail"}.items():
         monkeypatch.setenv(key, value)  # the spawned pool processes inherit it
     results: list[BuildResult] = []
     progress = run_matrix(matrix, cache=f"s3://{s3_bucket}/cache", on_result=results.append)
