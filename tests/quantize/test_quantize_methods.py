@@ -29,6 +29,7 @@ from lmi_build.planning.quantization import (
 from lmi_build.targets import get_target
 from lmi_build.types import PlanMessage
 from tests.fixtures_quantize import resolved_options
+from tests.paths import REPO_ROOT
 
 TRTLLM_RULES = get_target("trtllm").quantization
 
@@ -378,6 +379,17 @@ def test_trtllm_refuses_to_quantize_gptq(route: str) -> None:
     # a GPTQ model given as input still converts (to W4A16_GPTQ)
     converted, errors, _ = _plan(None, spec=_spec(quantization_config=GPTQ_CONFIG))
     assert not errors and converted.quant_algo == "W4A16_GPTQ"
+
+
+def test_the_gptq_refusal_holds_against_the_vendor_quantize_script() -> None:
+    """The refusal's premise, in the table extracted from TensorRT-LLM itself (not written by lmi-build):
+    no release's examples/quantization/quantize.py offers a GPTQ --qformat."""
+    facts = json.loads((REPO_ROOT / "tests" / "vendor" / "trtllm" / "script_flags.json").read_text())
+    qformats = {release: facts["releases"][release]["scripts"]["examples/quantization/quantize.py"]["flags"]
+                ["qformat"]["choices"] for release in facts["releases"]
+                if "examples/quantization/quantize.py" in facts["releases"][release].get("scripts", {})}
+    assert {"0.7.1", "0.12.0"} <= set(qformats) and all("int4_awq" in choices for choices in qformats.values())
+    assert not [(release, c) for release, choices in qformats.items() for c in choices if "gptq" in c]
 
 
 def test_hf_gptq_is_planned_in_the_gptq_format_not_the_awq_label() -> None:

@@ -44,8 +44,9 @@ def prequantized_algo(pre: PreQuantization) -> str | None:
 
 
 # TensorRT-LLM makes W4A16_GPTQ only by converting a GPTQ checkpoint, in no release by quantizing:
-# - examples/quantization/quantize.py --qformat has no GPTQ choice at 0.7.1 (80bc0751:100) to 0.12
-#   (a681853d:53; tests/vendor/trtllm/script_flags.json), nor in the stored later copy (059c97c1:66-80,
+# - examples/quantization/quantize.py --qformat has no GPTQ choice at 0.7.1 (80bc0751:100) to the 0.12-era
+#   main a681853d:53 (tests/vendor/trtllm/script_flags.json; the 0.12.0 tag 28fb9aac is not stored: inferred),
+#   nor in the stored later copy (059c97c1:66-80,
 #   nvfp4|fp8|int8_sq|int4_awq|w4a8_awq|int8_wo|int4_wo|full_prec); tensorrt_llm/quantization/
 #   quantize_by_modelopt.py quant_cfg_choices() (585c7565:113-127) has no GPTQ config either;
 # - tensorrt_llm/models/modeling_utils.py (01ea6d79) QuantConfig._get_modelopt_qformat maps no W4A16_GPTQ
