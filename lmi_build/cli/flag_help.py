@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cache
 
 from lmi_build.options.spec import TARGETS, OptionSpec, exact_spec
 from lmi_build.planning.checks import DTYPES
@@ -38,6 +39,7 @@ def build_choices() -> dict[str, tuple[str, ...]]:
     return {"option.dtype": tuple(DTYPES)}
 
 
+@cache  # every flag's facts and help ask; the recipes it reads do not change
 def target_choices() -> dict[str, dict[str, tuple[str, ...]]]:
     """The values each flag narrowed per target accepts, by option key, then target: what the
     target's builds make (--quantize: the container's runtime-only quantizations are refused)."""
