@@ -7,8 +7,6 @@ carry their sources. ``$LMI_BUILD_PROFILES_DIR/<target>/``, where it exists, rep
 packaged profiles (a release tried without reinstalling, a test's own set).
 """
 
-from __future__ import annotations
-
 import os
 from dataclasses import dataclass
 from functools import cache

@@ -4,8 +4,6 @@ They sit at the bottom of the layer order (see ``docs/DESIGN.md``) so that optio
 sources and storage can report problems and name models without importing the planner.
 """
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict

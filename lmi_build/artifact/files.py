@@ -1,7 +1,5 @@
 """The file list of an artifact: what the manifest records and what verify/publish/pull check."""
 
-from __future__ import annotations
-
 import errno
 import os
 import stat

@@ -6,8 +6,6 @@ from :class:`Manifest`; a test keeps the checked-in file equal to the model. Rea
 the pydantic model, which enforces the same schema without a jsonschema dependency.
 """
 
-from __future__ import annotations
-
 import json
 import platform
 import sys

@@ -1,8 +1,6 @@
 """Where an artifact will be served, as ``verify`` is told it: every field optional, only the given
 facts are checked. The container profile's own facts come from the target that owns the profile."""
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict

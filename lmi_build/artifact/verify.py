@@ -5,8 +5,6 @@ Engines and NEFFs fail late and obscurely on the wrong TensorRT/neuronx-cc versi
 every mismatch is refused here with a message naming both sides. No torch import.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any

@@ -6,8 +6,6 @@ driver. A build failure is a result, never an exception: Ray retries only tasks 
 node was lost, not builds that failed.
 """
 
-from __future__ import annotations
-
 import os
 import socket
 import tempfile

@@ -5,8 +5,6 @@ one ``Job`` per build, carrying its saved plan: the same contract a single ``--p
 A matrix with any error fails as a whole, listing every error, not only the first.
 """
 
-from __future__ import annotations
-
 import itertools
 import os
 import re
@@ -69,7 +67,7 @@ class BuildEntry(BaseModel):
     knobs: dict[str, Any] = {}  # the PlanRequest fields the table set, already validated
 
     @classmethod
-    def from_table(cls, table: dict[str, Any]) -> BuildEntry:
+    def from_table(cls, table: dict[str, Any]) -> "BuildEntry":
         """Validate a flat TOML table: its own keys here, every other key as a plan knob."""
         own = {key: value for key, value in table.items() if key in cls.model_fields and key != "knobs"}
         given = {key: value for key, value in table.items() if key not in own}

@@ -4,8 +4,6 @@ Read by ``lmi_build.model.normalize.read_spec`` (no torch, no transformers, no w
 Every later stage (recipes, planner, memory estimate) reads only this, never the raw config.
 """
 
-from __future__ import annotations
-
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict

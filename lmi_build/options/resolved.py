@@ -4,8 +4,6 @@ This is the contract between option resolution (CLI > serving.properties > env >
 everything downstream (planner, serving.properties writer, manifest).
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterator, Mapping
 from enum import Enum
 from typing import TypeVar
@@ -104,7 +102,7 @@ class ResolvedOptions(TypedReader, BaseModel):
     def __iter__(self) -> Iterator[str]:  # type: ignore[override]
         return iter(self.values)
 
-    def with_values(self, updates: Mapping[str, ResolvedValue]) -> ResolvedOptions:
+    def with_values(self, updates: Mapping[str, ResolvedValue]) -> "ResolvedOptions":
         merged = dict(self.values)
         merged.update({_full_key(k): v for k, v in updates.items()})
         return ResolvedOptions(values=merged)

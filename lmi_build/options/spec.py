@@ -6,8 +6,6 @@ Every entry is checked when the table loads, so a malformed entry fails at impor
 not when a user happens to set that option.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -91,7 +89,7 @@ class OptionSpec(BaseModel):
     folds_case: bool = False
 
     @model_validator(mode="after")
-    def _well_formed(self) -> OptionSpec:
+    def _well_formed(self) -> "OptionSpec":
         if self.key != self.key.strip() or not self.key:
             raise ValueError(f"bad key {self.key!r}")
         if not self.key.startswith("option.") and self.key not in TOP_LEVEL_KEYS:
@@ -268,7 +266,7 @@ class OptionTable(BaseModel):
     alias: tuple[Alias, ...] = ()
 
     @model_validator(mode="after")
-    def _unique(self) -> OptionTable:
+    def _unique(self) -> "OptionTable":
         seen: set[str] = set()
         for spec in self.option:
             if spec.key in seen:

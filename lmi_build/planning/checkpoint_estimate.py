@@ -17,8 +17,6 @@ has been measured, so on a GPU host the time is unknown (None) and the GPU memor
 factor; each number's ``basis`` line says which it is.
 """
 
-from __future__ import annotations
-
 import functools
 import math
 import os

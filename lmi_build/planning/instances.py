@@ -1,8 +1,6 @@
 """Instance types (``lmi_build/data/instances.toml``): how many devices, how much memory, which
 hardware. Used to resolve ``tp=max`` and to refuse plans that cannot fit."""
 
-from __future__ import annotations
-
 from functools import cache
 from typing import Literal
 
@@ -58,7 +56,7 @@ class InstancesFile(BaseModel):
     instances: dict[str, InstanceRow]
 
     @model_validator(mode="after")
-    def _known_names(self) -> InstancesFile:
+    def _known_names(self) -> "InstancesFile":
         for name, row in self.instances.items():
             if row.accelerator not in self.accelerators:
                 raise ValueError(f"instance {name} names unknown accelerator {row.accelerator}")

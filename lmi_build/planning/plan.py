@@ -4,8 +4,6 @@ A plan is computed without heavy imports and without touching weights; steps onl
 ``plan --json`` prints ``BuildPlan.model_dump(mode="json")`` (the output contract CI relies on).
 """
 
-from __future__ import annotations
-
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -149,7 +147,7 @@ class BuildPlan(BaseModel, Generic[KnobsT]):
     warnings: list[PlanMessage] = []
 
     @model_validator(mode="after")
-    def _knobs_of_this_target(self) -> BuildPlan[KnobsT]:
+    def _knobs_of_this_target(self) -> "BuildPlan[KnobsT]":
         if self.build is not None and self.build.target != self.target:
             raise ValueError(f"the build knobs are {self.build.target}'s, the plan is for {self.target}")
         return self
@@ -167,7 +165,7 @@ class BuildPlan(BaseModel, Generic[KnobsT]):
         step's progress bar shows (None when the plan has no memory estimate)."""
         return self.memory.weight_bytes if self.memory is not None else None
 
-    def redacted(self, secrets: list[str] | None = None) -> BuildPlan[KnobsT]:
+    def redacted(self, secrets: list[str] | None = None) -> "BuildPlan[KnobsT]":
         """This plan as it may be shown or saved: secret-named option values, token-like values, URL
         passwords and every value of a credential variable of the environment replaced by ``***``
         (``lmi_build.redaction``). A plan holding a credential can never be built (the packager

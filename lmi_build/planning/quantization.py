@@ -17,8 +17,6 @@ target writes that layout; the trtllm target refuses to quantize it (``targets/t
 says why) and converts only a GPTQ model given as input.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path

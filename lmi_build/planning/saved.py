@@ -6,8 +6,6 @@ It holds the frozen ``BuildPlan`` (what to build) and the ``BuildInputs`` (where
 the model reference and the calibration file, both checked against the plan's digests when used).
 """
 
-from __future__ import annotations
-
 import hashlib
 import json
 from pathlib import Path
@@ -58,7 +56,7 @@ class SavedPlan(BaseModel, Generic[KnobsT]):
     inputs: BuildInputs
     plan: BuildPlan[KnobsT]
 
-    def with_inputs(self, *, model: str | None = None, calib_data: Path | None = None) -> SavedPlan[KnobsT]:
+    def with_inputs(self, *, model: str | None = None, calib_data: Path | None = None) -> "SavedPlan[KnobsT]":
         """The same plan with its inputs found elsewhere (checked against the plan when fetched)."""
         update: dict[str, object] = {}
         if model is not None:

@@ -12,8 +12,6 @@ made from a manifest (verify) or from a plan (the artifact the build will write)
 evaluate the same rules on the same kind of input.
 """
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict

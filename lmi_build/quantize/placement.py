@@ -11,8 +11,6 @@ Steps that run no forward pass (conversion, weight-only methods without KV-cache
 the target dtype directly: float32 would only double the host memory.
 """
 
-from __future__ import annotations
-
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict

@@ -1,8 +1,6 @@
 """What a checkpoint step (conversion or quantization on the build host) produced: read by the
 manifest's step record and kept with a checkpoint cache entry."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Literal
 

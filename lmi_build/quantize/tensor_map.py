@@ -2,8 +2,6 @@
 unquantized checkpoint streams for, and how each TensorRT-LLM tensor is made. Plain data: the
 planner reads it without torch."""
 
-from __future__ import annotations
-
 import re
 from functools import cache
 from typing import Literal

@@ -15,8 +15,6 @@ It is ModelOpt's checkpoint, not a second opinion of it:
   exports with ModelOpt instead.
 """
 
-from __future__ import annotations
-
 import contextlib
 import copy
 import hashlib

@@ -5,8 +5,6 @@ each target can apply, which architecture-restricted options it allows, its per-
 and how to infer version options (``baichuan_model_version`` ...) from the config.
 """
 
-from __future__ import annotations
-
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -53,7 +51,7 @@ class InferRule(BaseModel):
     value: str
 
     @model_validator(mode="after")
-    def _has_condition(self) -> InferRule:
+    def _has_condition(self) -> "InferRule":
         if not (self.when or self.contains or self.absent):
             raise ValueError("an infer rule needs at least one of when, contains, absent")
         return self
@@ -70,7 +68,7 @@ class VersionOption(BaseModel):
     default: str | None = None  # used when not required, not given and no rule matched
 
     @model_validator(mode="after")
-    def _values_are_choices(self) -> VersionOption:
+    def _values_are_choices(self) -> "VersionOption":
         unknown = sorted({rule.value for rule in self.infer} - set(self.choices))
         if self.default is not None and self.default not in self.choices:
             unknown.append(self.default)
@@ -98,7 +96,7 @@ class Recipe(BaseModel):
     version_options: tuple[VersionOption, ...] = ()
 
     @model_validator(mode="after")
-    def _unsupported_targets_have_no_route(self) -> Recipe:
+    def _unsupported_targets_have_no_route(self) -> "Recipe":
         both = sorted(set(self.unsupported) & set(self.targets))
         if both:
             raise ValueError(f"targets {both} are both supported and unsupported")

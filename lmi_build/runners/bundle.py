@@ -11,8 +11,6 @@ for the image's registry (``RUNNER=docker``), the steps' programs on PATH (``RUN
 directories the steps read. The fixes are facts in ``lmi_build/data/bundle_host.toml``.
 """
 
-from __future__ import annotations
-
 import re
 import shlex
 from collections.abc import Mapping, Sequence

@@ -1,8 +1,6 @@
 """What a runner executes: a ``Step`` (an argv with directory placeholders), the host ``Paths``
 those placeholders bind to, and the ``StepResult`` it reports. Every target's steps use these."""
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,7 +74,7 @@ class Paths:
     def dir(self, name: str) -> Dir:
         return self._dirs.get(name) or default_dir(name)
 
-    def replace(self, **paths: Path | None) -> Paths:
+    def replace(self, **paths: Path | None) -> "Paths":
         return Paths(self._dirs, **{**self._paths, **paths})
 
 

@@ -2,8 +2,6 @@
 the model registry of the profile's vLLM, and what an engine such as LMI-Dist adds to it, every list cited).
 ``plan --profile`` and ``verify --for-container`` use it; read without heavy imports."""
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 from pathlib import Path
 

@@ -3,8 +3,6 @@ its planner reads (``HfOptions``, ``planning.context.read_options``) and the val
 (``HfServing``, ``PlanContext.write_options``), each field named as its key (``option.<field>``); and the text a
 release's start-up reads (``HfText``, ``planning.context.read_text``)."""
 
-from __future__ import annotations
-
 from pydantic import BaseModel, ConfigDict
 
 from lmi_build.planning.context import PlanContext

@@ -2,8 +2,6 @@
 the quantized formats their engines load (``data/serving_formats.toml``), every fact with its source.
 Read without heavy imports (``plan``, ``profiles list``)."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Any, Literal
 

@@ -1,7 +1,5 @@
 """The neuronx target's build knobs: what a plan fixes for its build (``BuildPlan[NeuronxBuild]``)."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 

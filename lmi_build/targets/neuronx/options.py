@@ -4,8 +4,6 @@ its planner reads (``NeuronxOptions``, ``planning.context.read_options``) and th
 aliased where the key is top-level's twin (``batch_size`` is DJL's server batch, ``option.batch_size`` TNX's); and
 the text a release's start-up and verify read (``NeuronxText``, ``planning.context.read_text``)."""
 
-from __future__ import annotations
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from lmi_build.planning.context import PlanContext

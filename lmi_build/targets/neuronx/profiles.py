@@ -10,8 +10,6 @@ serving/docker/pytorch-inf2.Dockerfile on the <version>-dlc branches. A field na
 not checked against a source; its value is the nearest checked one.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Literal
 

@@ -1,7 +1,5 @@
 """The Neuron SDK pin of the LMI Neuron container (``data/neuron_sdk.toml``) as a model."""
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
@@ -82,7 +80,7 @@ class UnbuiltLoader(BaseModel):
     startup_sources: tuple[str, ...] = ()
 
     @model_validator(mode="after")
-    def _startup_cited(self) -> UnbuiltLoader:
+    def _startup_cited(self) -> "UnbuiltLoader":
         if self.startup and not (self.startup_sources and self.startup_rolling_batch and self.startup_hint):
             raise ValueError("an unbuilt loader's start-up behaviour needs startup_rolling_batch, startup_hint "
                              "and startup_sources")

@@ -5,8 +5,6 @@ TensorRT does not refuse early with a clear message; so the build records both a
 directory whose files do not match the plan (rank count, TensorRT-LLM version).
 """
 
-from __future__ import annotations
-
 import re
 import shutil
 import subprocess

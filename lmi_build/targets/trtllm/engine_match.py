@@ -8,8 +8,6 @@ block size or quantization the runtime does not expect). Each mismatch names bot
 engine config does not record (older releases, or fields this version lacks) is not compared.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict

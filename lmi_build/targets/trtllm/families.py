@@ -2,8 +2,6 @@
 support matrix lists and the oldest GPU SM its kernels run on. The plan builds a listed dtype (a default
 outside the list becomes the first listed; one the user set is refused) and refuses a GPU below the SM."""
 
-from __future__ import annotations
-
 from functools import lru_cache
 from pathlib import Path
 

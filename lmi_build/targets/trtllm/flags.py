@@ -6,8 +6,6 @@ form does it take, and what happened to it if it was removed. ``validate_argv`` 
 argv against the table (used by the step generator and by the test stand-in).
 """
 
-from __future__ import annotations
-
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -73,7 +71,7 @@ class Limits(BaseModel):
     # The values a "dtype" flag's argparse choices allow at this release (plugin dtypes); unset: DTYPE_VALUES.
     plugin_dtypes: tuple[str, ...] | None = None
 
-    def merged(self, newer: Limits) -> Limits:
+    def merged(self, newer: "Limits") -> "Limits":
         return Limits(**{**self.model_dump(), **newer.model_dump(exclude_unset=True)})
 
 
@@ -232,7 +230,7 @@ class FlagsFile(BaseModel):
     series: dict[str, Series]
 
     @model_validator(mode="after")
-    def _inherits_an_older_series(self) -> FlagsFile:
+    def _inherits_an_older_series(self) -> "FlagsFile":
         for name, entry in self.series.items():
             parent = self.series.get(entry.inherit) if entry.inherit is not None else None
             if entry.inherit is not None and parent is None:

@@ -1,7 +1,5 @@
 """The trtllm target's build knobs: what a plan fixes for its build (``BuildPlan[TrtllmBuild]``)."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from typing import Literal
 

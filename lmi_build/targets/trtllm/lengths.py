@@ -6,8 +6,6 @@ itself would serve it. So defaults are shrunk to the model with a warning; only 
 are errors (``checks.check_total_length``).
 """
 
-from __future__ import annotations
-
 from pydantic import BaseModel, ConfigDict
 
 from lmi_build.planning import checks

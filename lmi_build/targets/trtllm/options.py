@@ -8,8 +8,6 @@ fields (``planning.context.read_written``), or as text (``TrtllmText``, ``read_t
 reads or writes an option by its key (tests/targets/trtllm/test_trtllm_typed_knobs.py), so mypy catches a mistyped one.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field

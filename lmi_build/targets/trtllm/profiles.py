@@ -6,8 +6,6 @@ read without heavy imports (``plan`` and ``--help`` call this) by ``lmi_build.co
 and validated against ``ContainerProfile``; a malformed file is a clear error naming the file.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Literal
 

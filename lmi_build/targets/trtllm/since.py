@@ -3,8 +3,6 @@ its attention layer reads, architectures in its model table. A plan for an older
 naming the oldest profile that has it, instead of the vendor tool stopping mid-build.
 """
 
-from __future__ import annotations
-
 from functools import lru_cache
 from pathlib import Path
 

@@ -6,8 +6,6 @@ paths (host directories, container mounts, or shell variables). Every vendor arg
 against the flag table of the profile's TensorRT-LLM version before it is returned.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import cast
 
@@ -78,7 +76,7 @@ class StepInputs(BaseModel):
     given: TrtllmOptions
 
     @classmethod
-    def of(cls, plan: BuildPlan) -> StepInputs:
+    def of(cls, plan: BuildPlan) -> "StepInputs":
         return cls(build=plan.knobs(TrtllmBuild), quantization=plan.quantization, recipe=plan.recipe,
                    given=given_options(plan.options, plan.option_sources))
 

@@ -8,8 +8,6 @@ backend template of that release declares is written (DJL's runtime sends ``stre
 come from ``data/triton_config.toml``, extracted per tag with its source lines.
 """
 
-from __future__ import annotations
-
 from functools import lru_cache
 from pathlib import Path
 
