@@ -3,8 +3,6 @@ command lives in its own module, and heavy libraries are imported inside the com
 ``app`` is the typer app with every command registered; typer draws every --help.
 """
 
-from __future__ import annotations
-
 import difflib
 import errno
 import gc

@@ -8,8 +8,6 @@ name too (``lmi-build --json plan ...``, ``lmi-build profiles --json list``): by
 and by every command group's callback.
 """
 
-from __future__ import annotations
-
 import functools
 import importlib
 import inspect

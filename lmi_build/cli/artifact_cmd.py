@@ -1,7 +1,5 @@
 """`lmi-build verify` and `lmi-build inspect`: check and describe a built artifact (local or s3://)."""
 
-from __future__ import annotations
-
 from collections.abc import Callable, Sequence
 from typing import Annotated
 

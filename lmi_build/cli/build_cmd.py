@@ -6,8 +6,6 @@ settings, ``Target.command``) and the knobs declared for it (``PlanRequest``'s f
 ``with_knobs``), so a plan that ``lmi-build plan`` accepts is the plan that gets built.
 """
 
-from __future__ import annotations
-
 import inspect
 import typing
 from collections.abc import Callable

@@ -1,7 +1,5 @@
 """Registration of every command module, in the order ``lmi-build --help`` lists their commands."""
 
-from __future__ import annotations
-
 import os
 import sys
 

@@ -1,7 +1,5 @@
 """``lmi-build config show`` and ``lmi-build config options``: resolved options and the table."""
 
-from __future__ import annotations
-
 import os
 from pathlib import Path
 from typing import Annotated, Any

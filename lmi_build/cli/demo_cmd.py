@@ -1,8 +1,6 @@
 """``lmi-build demo list``: the tiny models lmi-build generates itself (``--model demo:NAME``), so every
 command can be tried offline, with no download and no token."""
 
-from __future__ import annotations
-
 import typer
 from rich.table import Table
 

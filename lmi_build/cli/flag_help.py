@@ -3,8 +3,6 @@ entries (``lmi_build/data/options.toml``), read when the CLI starts. The options
 ``PlanRequest`` knob sets; ``plan_flags`` makes the flags from ``HELP`` and the other tables below.
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache

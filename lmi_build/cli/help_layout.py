@@ -17,8 +17,6 @@ and pull at 80 columns (rich's Table also hands spare width to the flag column),
 (``~/.config/lmi-`` / ``build/config.toml``). tests/cli/test_cli_80_columns.py checks every --help.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from typing import Any
 

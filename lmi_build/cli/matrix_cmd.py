@@ -1,8 +1,6 @@
 """``lmi-build matrix``: plan every build of a matrix file, then run them on this host or on Ray,
 sharing one S3 build cache. Ray is imported only when ``--executor ray`` runs."""
 
-from __future__ import annotations
-
 from enum import Enum
 from pathlib import Path
 from typing import Annotated

@@ -1,7 +1,5 @@
 """``lmi-build plan``: resolve and validate a build without running it."""
 
-from __future__ import annotations
-
 from enum import Enum
 from typing import Any
 

@@ -8,8 +8,6 @@ values come back as ``knobs`` and become a ``PlanRequest`` with ``plan_request_f
 spelled once and help, spelling, bounds and meaning never drift apart.
 """
 
-from __future__ import annotations
-
 import functools
 import inspect
 import os
@@ -177,7 +175,7 @@ def given_flags(knobs: Mapping[str, Any]) -> list[tuple[str, Knob]]:
 
 
 def load_plan_for(target: str, plan_file: Path, knobs: Mapping[str, Any], *,
-                  endpoint_url: str | None = None) -> SavedPlan[Any]:
+                  endpoint_url: str | None = None) -> "SavedPlan[Any]":
     """The saved plan ``--plan`` names, for ``target``, refusing any knob that would shape the build,
     and refusing a plan that is not the plan its own inputs make now (``planner.recheck_saved_plan``)."""
     shaping = [flag for flag, how in given_flags(knobs) if not how.location]

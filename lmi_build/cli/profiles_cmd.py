@@ -1,8 +1,6 @@
 """`lmi-build profiles list|show`: the LMI containers lmi-build can build for, each target's in the
 registry's order, as the target describes them (``Target.profile_rows``, ``Target.profile_view``)."""
 
-from __future__ import annotations
-
 import difflib
 from typing import Annotated
 

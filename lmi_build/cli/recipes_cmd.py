@@ -1,7 +1,5 @@
 """``lmi-build recipes``: which architectures lmi-build can build, for which target, how."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 import typer

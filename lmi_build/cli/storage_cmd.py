@@ -1,7 +1,5 @@
 """``lmi-build publish`` and ``lmi-build pull``: move a verified artifact to and from S3."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

@@ -3,8 +3,6 @@ with plan.json, or a `--runner script` bundle): not an artifact, what it lacks, 
 finishes it (the plan's target says both: ``Target.unfinished``), the same command the build printed as
 ``next:``."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 from lmi_build.artifact.manifest import MANIFEST_NAME

@@ -16,8 +16,6 @@ lmi-build's own default. Only the command line reads it: the plan records the pr
 so a saved plan, a script bundle or a Ray task never depends on the file of the host that planned it.
 """
 
-from __future__ import annotations
-
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
