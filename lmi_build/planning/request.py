@@ -11,8 +11,6 @@ keys of a matrix build (``lmi_build.fleet.matrix``) and the flag -> option mappi
 No pydantic and no option table here: the CLI reads these declarations when it starts.
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import Field, dataclass, field, fields
 from pathlib import Path
@@ -54,6 +52,9 @@ class TargetRequest:
     # Whether its build command takes --allow-pickle and --calib-data: its build reads the weights on
     # this host (converts, quantizes, calibrates).
     weight_inputs: ClassVar[bool] = True
+
+
+Requested = TypeVar("Requested", bound=TargetRequest)
 
 
 @dataclass(frozen=True)
@@ -129,9 +130,6 @@ class PlanRequest:
         if not isinstance(self.target_knobs, kind):
             raise TypeError(f"the request carries {type(self.target_knobs).__name__}, not {kind.__name__}")
         return self.target_knobs
-
-
-Requested = TypeVar("Requested", bound=TargetRequest)
 
 
 def _flag_options(request: object) -> dict[str, tuple[str, str]]:
