@@ -13,20 +13,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
-
 from lmi_build import output
 from lmi_build.errors import StepError
 from lmi_build.planning import calibration_text
 from lmi_build.planning.plan import CalibrationPlan
+from lmi_build.types import FrozenModel
 
 if TYPE_CHECKING:
     import torch
 
 
-class CalibrationSummary(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class CalibrationSummary(FrozenModel):
     dataset: str
     dataset_digest: str
     samples: int
