@@ -152,21 +152,6 @@ DEFAULT_SMOOTHQUANT_ALPHA = 0.8
 DEFAULT_CALIB_MAX_SEQ_LEN = 512
 DEFAULT_CALIB_SEED = 1234
 
-# The option keys this module reads (for the option table).
-OPTION_KEYS = (
-    "option.quantize",
-    "option.smoothquant_alpha",
-    "option.smoothquant_per_token",
-    "option.smoothquant_per_channel",
-    "option.multi_query_mode",
-    "option.awq_format",
-    "option.awq_calib_size",
-    "option.calib_size",
-    "option.calib_max_seq_len",
-    "option.calib_batch_size",
-    "option.calib_seed",
-    "option.kv_cache_dtype",
-)
 _SMOOTHQUANT_ONLY = ("smoothquant_alpha", "smoothquant_per_token", "smoothquant_per_channel",
                      "multi_query_mode")
 

@@ -9,7 +9,6 @@ float32 on CPU, cast to the target dtype before export so norms and config are t
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -155,6 +154,3 @@ def load_tokenizer(model_dir: Path, trust_remote_code: bool) -> Any:
             f"calibration needs the model's tokenizer, which cannot be loaded from {model_dir.name}: {exc}",
             hint="make sure the model directory holds its tokenizer files (tokenizer.json or tokenizer.model)",
         ) from exc
-
-
-ForwardLoop = Callable[[Any], None]

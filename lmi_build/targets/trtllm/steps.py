@@ -45,7 +45,6 @@ def trtllm_paths(*, model: Path, checkpoint: Path, engine: Path, examples: Path 
     return Paths(DIRS, model=model, checkpoint=checkpoint, engine=engine, examples=examples)
 
 
-PLACEHOLDERS = ("model", "checkpoint", "engine", "examples", "workers")
 MODELOPT_EXPORT = "the ModelOpt checkpoint export"
 CHECKPOINT_TIMEOUT_S = 3 * 3600
 BUILD_TIMEOUT_S = 4 * 3600
