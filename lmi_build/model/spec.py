@@ -8,15 +8,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from lmi_build.types import FrozenModel
 
 PositionEmbedding = Literal["rope", "alibi", "learned", "relative", "none"]
 
 
-class PreQuantization(BaseModel):
+class PreQuantization(FrozenModel):
     """A checkpoint that is already quantized (``quantization_config`` in config.json)."""
-
-    model_config = ConfigDict(frozen=True)
 
     method: str  # quant_method: "awq", "gptq", "fp8", "modelopt", "bitsandbytes", "compressed-tensors", ...
     bits: int | None = None
@@ -28,9 +26,7 @@ class PreQuantization(BaseModel):
     raw: dict[str, Any] = {}
 
 
-class RopeSpec(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class RopeSpec(FrozenModel):
     theta: float = 10000.0
     scaling_type: str | None = None  # "linear", "dynamic", "llama3", "yarn", "longrope", ...
     scaling_factor: float | None = None
@@ -39,9 +35,7 @@ class RopeSpec(BaseModel):
     raw_scaling: dict[str, Any] | None = None
 
 
-class ModelSpec(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class ModelSpec(FrozenModel):
     model_type: str
     architectures: tuple[str, ...] = ()
     hidden_size: int
