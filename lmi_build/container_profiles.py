@@ -13,19 +13,16 @@ from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from pydantic import BaseModel, ConfigDict
-
 from lmi_build.errors import LmiBuildError
 from lmi_build.tables import read_table
+from lmi_build.types import Record
 from lmi_build.versions import LmiVersionText, parse_lmi_version
 
 PROFILES_ENV = "LMI_BUILD_PROFILES_DIR"
 
 
-class ContainerRelease(BaseModel):
+class ContainerRelease(Record):
     """The fields every target's profile starts with."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str  # the file name without .toml: what --profile takes
     lmi_version: LmiVersionText  # DJL Serving / LMI release, e.g. "0.27.0"

@@ -1,4 +1,4 @@
-"""Value types shared by every layer: plan messages, model identity, target names.
+"""Value types shared by every layer: plan messages, model identity, target names, the model bases.
 
 They sit at the bottom of the layer order (see ``docs/DESIGN.md``) so that options, recipes,
 sources and storage can report problems and name models without importing the planner.
@@ -10,13 +10,22 @@ from pydantic import BaseModel, ConfigDict
 
 from lmi_build.target_names import TARGET_NAMES, TargetName
 
-__all__ = ["TARGET_NAMES", "ModelIdentity", "PlanMessage", "RunnerKind", "TargetName"]
+__all__ = ["TARGET_NAMES", "FrozenModel", "ModelIdentity", "PlanMessage", "Record", "RunnerKind", "TargetName"]
 
 
+class FrozenModel(BaseModel):
+    """A pydantic model whose instances never change; unknown fields are ignored (pydantic's default)."""
 
-class PlanMessage(BaseModel):
     model_config = ConfigDict(frozen=True)
 
+
+class Record(BaseModel):
+    """A frozen pydantic model that refuses unknown fields: a misspelt key is an error, not a default."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PlanMessage(FrozenModel):
     code: str  # stable, e.g. "tp_heads", "max_len_positions", "quantize_unsupported"
     message: str  # one line, with the numbers
     hint: str | None = None  # what to do
@@ -26,10 +35,8 @@ class PlanMessage(BaseModel):
 RunnerKind = Literal["local", "docker", "script"]
 
 
-class ModelIdentity(BaseModel):
+class ModelIdentity(FrozenModel):
     """Who the model is: part of the cache key and of the manifest. Never a host path."""
-
-    model_config = ConfigDict(frozen=True)
 
     kind: Literal["local", "hf", "s3", "demo"]
     id: str  # HF id, s3:// URL, demo:<name>, or the local directory's name (not its path)

@@ -6,9 +6,10 @@ import stat
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import field_validator
 
 from lmi_build.hashing import sha256_files
+from lmi_build.types import FrozenModel
 
 MANIFEST_NAME = "lmi-build.json"
 
@@ -27,9 +28,7 @@ def escaping_path(rel: str) -> str | None:
     return None
 
 
-class FileEntry(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class FileEntry(FrozenModel):
     path: str  # relative, POSIX separators, never absolute, never ".."
     size: int
     sha256: str  # hex
@@ -73,10 +72,8 @@ def list_files(root: Path) -> list[FileEntry]:
     ]
 
 
-class EntryProblem(BaseModel):
+class EntryProblem(FrozenModel):
     """One manifest entry that the files on disk do not match."""
-
-    model_config = ConfigDict(frozen=True)
 
     entry: FileEntry
     kind: Literal["missing", "size", "sha256"]

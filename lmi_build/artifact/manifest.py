@@ -32,7 +32,7 @@ from lmi_build.fs import atomic_write_text
 from lmi_build.hashing import tree_digest
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.reading import BadFile, parse_json
-from lmi_build.types import ModelIdentity, TargetName
+from lmi_build.types import FrozenModel, ModelIdentity, TargetName
 from lmi_build.versions import installed_versions
 
 SCHEMA_VERSION = 1
@@ -49,9 +49,7 @@ BUILD_ONLY_KEYS = frozenset({"option.model_id", "option.save_mp_checkpoint_path"
                              "upload_checkpoints_s3url", "properties_dir"})
 
 
-class StepTiming(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class StepTiming(FrozenModel):
     name: str  # "resolve", "quantize", "convert", "engine_build", "package", ...
     seconds: float = Field(ge=0)
     detail: str | None = None  # one line, e.g. "W8A8_SQ_PER_CHANNEL, 32 samples"
@@ -61,11 +59,9 @@ class StepTiming(BaseModel):
     peak_rss_bytes: int | None = Field(default=None, ge=0)
 
 
-class HardwareTarget(BaseModel):
+class HardwareTarget(FrozenModel):
     """What the produced files are bound to: the GPU SM the engines were built on, the Neuron
     platform the NEFFs were compiled for. None when the artifact is not bound (hf layout)."""
-
-    model_config = ConfigDict(frozen=True)
 
     gpu_sm: str | None = None  # "sm90"
     gpu_name: str | None = None  # "NVIDIA H100 80GB HBM3", informative
@@ -114,9 +110,7 @@ class BuildRecord(BaseModel):
             return
 
 
-class ToolchainRecord(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class ToolchainRecord(FrozenModel):
     profile: str | None = None  # container profile (trtllm) or SDK pin (neuronx)
     image: str | None = None  # the serving container image the artifact is built for
     expected: dict[str, str] = {}  # versions the plan targeted (from the profile)
@@ -127,9 +121,7 @@ class ToolchainRecord(BaseModel):
         return self.found.get(name) or self.expected.get(name)
 
 
-class BuildEnvironment(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class BuildEnvironment(FrozenModel):
     python: str
     os: str  # "Linux 6.8.0-1019-aws"
     arch: str  # "x86_64"

@@ -3,15 +3,13 @@ facts are checked. The container profile's own facts come from the target that o
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from lmi_build.types import FrozenModel
 
 NeuronPlatformName = Literal["inf2", "trn1"]
 
 
-class ServingTarget(BaseModel):
+class ServingTarget(FrozenModel):
     """Where the artifact is meant to run. Every field is optional: only given facts are checked."""
-
-    model_config = ConfigDict(frozen=True)
 
     container: str | None = None  # container profile name
     container_target: str | None = None  # the target whose profiles name the container (trtllm, neuronx, hf)

@@ -63,6 +63,6 @@ class Target(PlanningTarget, ArtifactTarget, Protocol):
         """Its container profiles as ``profiles list`` shows them, oldest first."""
         ...
 
-    def profile_view(self, name: str) -> ProfileView | None:
-        """``profiles show`` of its container profile ``name``; None when it has none of that name."""
+    def profile_view(self, name: str) -> ProfileView:
+        """``profiles show`` of its container profile ``name`` (one of ``container_profiles()``)."""
         ...

@@ -56,8 +56,8 @@ def show_command(
     Example: lmi-build profiles show lmi-0.27.0-trtllm-0.8.0
     """
     for target in TARGETS.values():
-        view = target.profile_view(name)
-        if view is not None:
+        if name in target.container_profiles():
+            view = target.profile_view(name)
             lines = [f"[bold]{escape(name)}[/bold]  {escape(view.heading)}", *(escape(line) for line in view.lines)]
             current().result(view.data, "\n".join(lines))
             return

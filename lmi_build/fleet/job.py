@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from lmi_build.building.context import BuildSettings
 from lmi_build.errors import LmiBuildError
@@ -24,6 +24,7 @@ from lmi_build.planning.saved import SavedPlan
 from lmi_build.storage.build_cache import CacheEntry, RemoteBuildCache
 from lmi_build.storage.publish import publish
 from lmi_build.targets import get_target, parse_plan_text
+from lmi_build.types import FrozenModel
 
 # cached: a verified shared-cache entry was reused; built: built here, stored and published;
 # stand_in: built with a test stand-in compiler (never cached or published); incomplete: the build
@@ -32,10 +33,8 @@ ResultStatus = Literal["cached", "built", "stand_in", "incomplete", "failed"]
 SUCCESSFUL: frozenset[str] = frozenset({"cached", "built"})
 
 
-class Resources(BaseModel):
+class Resources(FrozenModel):
     """What a build asks the scheduler for, from its plan."""
-
-    model_config = ConfigDict(frozen=True)
 
     num_cpus: float = 1
     num_gpus: float = 0
@@ -43,9 +42,7 @@ class Resources(BaseModel):
     memory_bytes: int | None = None  # the plan's host-RAM estimate for the convert/quantize steps
 
 
-class Job(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Job(FrozenModel):
     name: str
     target: str
     cache_key: str

@@ -23,7 +23,7 @@ from lmi_build.planning.saved import SavedPlan
 from lmi_build.reading import BadFile, parse_toml, read_regular_text
 from lmi_build.storage.s3url import parse_s3_url
 from lmi_build.targets import TARGETS, every_knob, get_target, load_saved_plan, request_for
-from lmi_build.types import TargetName
+from lmi_build.types import Record, TargetName
 
 # A matrix file is a page of TOML; a megabyte is far beyond any real one.
 MAX_MATRIX_BYTES = 1024 * 1024
@@ -46,12 +46,10 @@ def _knobs_model() -> type[BaseModel]:
 _PLAN_KNOBS_MODEL = _knobs_model()
 
 
-class BuildEntry(BaseModel):
+class BuildEntry(Record):
     """One ``[[build]]`` table (or ``[defaults]``): a target with the build commands' flags
     (``knobs``, validated as PlanRequest's fields), or a saved plan, plus how to run and publish it.
     ``matrix`` lists values to expand as a product."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str | None = None  # a template like publish; default: target, model and expanded values
     target: TargetName | None = None
@@ -75,9 +73,7 @@ class BuildEntry(BaseModel):
         return cls.model_validate({**own, "knobs": knobs})
 
 
-class Matrix(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class Matrix(Record):
     defaults: dict[str, Any] = {}
     build: list[dict[str, Any]] = []
 

@@ -6,15 +6,13 @@ Every later stage (recipes, planner, memory estimate) reads only this, never the
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from lmi_build.types import FrozenModel
 
 PositionEmbedding = Literal["rope", "alibi", "learned", "relative", "none"]
 
 
-class PreQuantization(BaseModel):
+class PreQuantization(FrozenModel):
     """A checkpoint that is already quantized (``quantization_config`` in config.json)."""
-
-    model_config = ConfigDict(frozen=True)
 
     method: str  # quant_method: "awq", "gptq", "fp8", "modelopt", "bitsandbytes", "compressed-tensors", ...
     bits: int | None = None
@@ -26,9 +24,7 @@ class PreQuantization(BaseModel):
     raw: dict[str, Any] = {}
 
 
-class RopeSpec(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class RopeSpec(FrozenModel):
     theta: float = 10000.0
     scaling_type: str | None = None  # "linear", "dynamic", "llama3", "yarn", "longrope", ...
     scaling_factor: float | None = None
@@ -37,9 +33,7 @@ class RopeSpec(BaseModel):
     raw_scaling: dict[str, Any] | None = None
 
 
-class ModelSpec(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class ModelSpec(FrozenModel):
     model_type: str
     architectures: tuple[str, ...] = ()
     hidden_size: int

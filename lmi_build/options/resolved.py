@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 from enum import Enum
 from typing import TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from lmi_build.types import FrozenModel
 
 
 class Source(str, Enum):
@@ -30,9 +30,7 @@ _T = TypeVar("_T")
 OptionValue = int | float | bool | str | tuple[int, ...]
 
 
-class ResolvedValue(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class ResolvedValue(FrozenModel):
     key: str  # the serving.properties key, e.g. "option.tensor_parallel_degree" or "engine"
     value: str  # the value exactly as it will be written to serving.properties
     # ``value`` read once by the key's table entry (see OptionSpec.read); the text itself for a key
@@ -77,10 +75,8 @@ def _typed_as(key: str, value: OptionValue | None, kind: type[_T], *not_kinds: t
     return value
 
 
-class ResolvedOptions(TypedReader, BaseModel):
+class ResolvedOptions(TypedReader, FrozenModel):
     """An ordered mapping of serving.properties key -> ResolvedValue."""
-
-    model_config = ConfigDict(frozen=True)
 
     values: dict[str, ResolvedValue] = {}
 

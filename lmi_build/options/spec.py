@@ -11,13 +11,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from lmi_build.options.booleans import SPELLING as BOOL_SPELLING
 from lmi_build.options.booleans import bool_text, parse_bool
 from lmi_build.options.resolved import TOP_LEVEL_KEYS, OptionValue
 from lmi_build.tables import DATA_DIR, read_table
 from lmi_build.target_names import TARGET_NAMES, TargetName
+from lmi_build.types import Record
 
 OptionType = Literal["str", "int", "float", "bool", "enum", "int_list", "int_or_max"]
 # "lmi-build": a build-time knob of this tool only; never written to the artifact's serving.properties.
@@ -27,11 +28,9 @@ TARGETS: tuple[TargetName, ...] = TARGET_NAMES
 TABLE_PATH = DATA_DIR / "options.toml"
 
 
-class KeyDeprecation(BaseModel):
+class KeyDeprecation(Record):
     """A deprecated key. With a ``replacement``, its value is carried over to that key
     (through ``values`` when the value changes, e.g. load_in_8bit=true -> quantize=bitsandbytes8)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     since: str | None = None
     replacement: str | None = None
@@ -43,27 +42,21 @@ class KeyDeprecation(BaseModel):
         return not self.targets or target in self.targets
 
 
-class ValueDeprecation(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class ValueDeprecation(Record):
     since: str | None = None
     replacement: str | None = None  # the value to use instead, carried over
     note: str | None = None
 
 
-class Alias(BaseModel):
+class Alias(Record):
     """``key=value`` stands for several settings (``engine=MPI`` = Python + mpi_mode + entryPoint)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     key: str
     value: str
     sets: dict[str, str]
 
 
-class OptionSpec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class OptionSpec(Record):
     key: str
     type: OptionType
     description: str = Field(min_length=1)
@@ -259,9 +252,7 @@ def _show(number: float) -> str:
     return str(int(number)) if number == int(number) else str(number)
 
 
-class OptionTable(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class OptionTable(Record):
     option: tuple[OptionSpec, ...]
     alias: tuple[Alias, ...] = ()
 

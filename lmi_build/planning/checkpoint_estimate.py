@@ -27,14 +27,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Literal, cast
 
-from pydantic import BaseModel, ConfigDict
-
 from lmi_build.errors import LmiBuildError
 from lmi_build.model.spec import ModelSpec
 from lmi_build.planning import calibration_text
 from lmi_build.planning.instances import GIB
 from lmi_build.planning.plan import CheckpointStepEstimate, QuantizationPlan
 from lmi_build.tables import bundled_table
+from lmi_build.types import Record
 
 CPU_CALIBRATION_DTYPE = "float32"
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
@@ -42,9 +41,7 @@ NVIDIA_PROC = Path("/proc/driver/nvidia/gpus")
 StepKind = Literal["quantize", "convert_hf", "convert_trtllm", "stream_trtllm"]
 
 
-class RateSource(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class RateSource(Record):
     command: str
     host: str  # the kind of host, in neutral words ("a 2-core x86-64 CPU host"): printed by `plan`
     libraries: str  # the versions the rates were measured with
@@ -52,51 +49,39 @@ class RateSource(BaseModel):
     notes: str = ""
 
 
-class StepRates(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class StepRates(Record):
     fixed_seconds: float  # whatever the size: imports, tokenizer, config, checks
     seconds_per_param: float  # loading, quantizer set-up and export, per parameter
 
 
-class CalibrationRate(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class CalibrationRate(Record):
     per_token: float  # seconds per calibration token, whatever the size (per-call overheads)
     per_token_param: float  # seconds per calibration token x parameter (the matmuls), fp32
     sizes: int  # model sizes it was fitted on (1: all of it in per_token_param, an over-estimate)
 
 
-class CpuRates(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class CpuRates(Record):
     chars_per_token: float  # of the calibration text, to estimate tokens at plan time
     load_average: str  # the host's load while measuring (the rates scale with it)
     steps: dict[StepKind, StepRates]
     calibration: dict[str, CalibrationRate]  # method -> rate
 
 
-class HostMemory(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class HostMemory(Record):
     baseline_gib: float  # python + torch + transformers + ModelOpt imported, nothing loaded
     factor: dict[str, float]  # "<target>.<method|none>" -> peak above baseline / loaded weight bytes
     # The streamed TensorRT-LLM writer: peak above baseline / the largest tensor group it reads at once.
     stream_group_factor: float
 
 
-class CudaMemory(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class CudaMemory(Record):
     status: str  # "inferred": nothing here was measured on a GPU
     gpu_factor: float  # GPU bytes per weight byte (in the target dtype), per device share
     gpu_activation_gib: float  # calibration activations, KV and workspace per device
     host_factor: float  # host RAM per target-dtype weight byte (the export gathers weights on the host)
 
 
-class RatesFile(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class RatesFile(Record):
     source: RateSource
     cpu: CpuRates
     host_memory: HostMemory

@@ -72,6 +72,23 @@ def read_text(properties: Mapping[str, str], kind: type[Typed]) -> Typed:
     return kind.model_validate({key: properties.get(_full_key(key)) for key in _keys(kind)})
 
 
+def written_text(values: BaseModel) -> dict[str, str]:
+    """The serving.properties text of the values ``values`` sets (a target's model whose fields are option keys,
+    as in ``read_options``), in field order; None: not written. The one way a target writes keys by name."""
+    return {_full_key(key): _text(value) for key, value in values.model_dump(by_alias=True, exclude_none=True).items()}
+
+
+def handler_options(properties: Mapping[str, str]) -> dict[str, str]:
+    """The set ``option.*`` keys of serving.properties text as DJL's Python handlers receive them: without the
+    prefix, as its properties managers name their fields."""
+    return {key.removeprefix("option."): value for key, value in properties.items()
+            if key.startswith("option.") and value != ""}
+
+
+def _text(value: object) -> str:
+    return bool_text(value) if isinstance(value, bool) else str(value)
+
+
 def _keys(kind: type[BaseModel]) -> list[str]:
     """The option keys of ``kind``'s fields: each field's alias (``option.batch_size`` beside the top-level
     ``batch_size``), else its name."""
@@ -149,8 +166,7 @@ class PlanContext(TypedReader):
 
     def derive(self, key: str, value: object, origin: str) -> None:
         """Record a value the planner computed (it goes into serving.properties)."""
-        full = _full_key(key)
-        text = bool_text(value) if isinstance(value, bool) else str(value)
+        full, text = _full_key(key), _text(value)
         current = self.options.values.get(full)
         derived = resolved_value(full, text, Source.DERIVED, origin)
         replaced = current is not None and current.typed is not None and self.user_set(full)

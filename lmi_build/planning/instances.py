@@ -4,20 +4,19 @@ hardware. Used to resolve ``tp=max`` and to refuse plans that cannot fit."""
 from functools import cache
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import model_validator
 
 from lmi_build.errors import OptionError
 from lmi_build.tables import bundled_table
+from lmi_build.types import Record
 
 GIB = 1024**3
 # SageMaker names the EC2 instance types with this prefix (ml.g5.12xlarge is g5.12xlarge).
 SAGEMAKER_PREFIX = "ml."
 
 
-class AcceleratorRow(BaseModel):
+class AcceleratorRow(Record):
     """``[accelerators.<name>]``: the per-device facts."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["gpu", "neuron"]
     description: str
@@ -34,10 +33,8 @@ class Accelerator(AcceleratorRow):
     name: str
 
 
-class InstanceRow(BaseModel):
+class InstanceRow(Record):
     """``[instances.<type>]``: which accelerator, how many devices, how much host memory."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     accelerator: str
     devices: int  # GPUs, or NeuronCores on Neuron instances
@@ -46,10 +43,8 @@ class InstanceRow(BaseModel):
     inferred: str | None = None  # what of the row its source does not state
 
 
-class InstancesFile(BaseModel):
+class InstancesFile(Record):
     """The whole of instances.toml."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     sources: dict[str, str]  # key -> the page the rows citing it were read from
     accelerators: dict[str, AcceleratorRow]
@@ -70,9 +65,7 @@ class InstancesFile(BaseModel):
         return self
 
 
-class InstanceType(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class InstanceType(Record):
     name: str
     accelerator: Accelerator
     devices: int  # GPUs, or NeuronCores on Neuron instances

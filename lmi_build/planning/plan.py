@@ -6,17 +6,15 @@ A plan is computed without heavy imports and without touching weights; steps onl
 
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import model_validator
 
 from lmi_build.errors import InvalidPlan
 from lmi_build.model.spec import ModelSpec, PreQuantization
 from lmi_build.redaction import environment_secrets, redact, redact_key, redact_text
-from lmi_build.types import ModelIdentity, PlanMessage, TargetName
+from lmi_build.types import FrozenModel, ModelIdentity, PlanMessage, Record, TargetName
 
 
-class CalibrationPlan(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class CalibrationPlan(FrozenModel):
     dataset: str  # "builtin:<name>" or "file:<basename>"
     dataset_digest: str  # sha256 of the calibration text, so a changed file changes the cache key
     size: int  # number of samples
@@ -25,9 +23,7 @@ class CalibrationPlan(BaseModel):
     seed: int = 1234
 
 
-class QuantizationPlan(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class QuantizationPlan(FrozenModel):
     method: str | None = None  # None: no quantization step (fp16/bf16 conversion only)
     quant_algo: str | None = None  # TensorRT-LLM / ModelOpt QuantAlgo string, e.g. "W4A16_AWQ"
     kv_cache_quant_algo: str | None = None  # "FP8" | "INT8" | None
@@ -40,12 +36,10 @@ class QuantizationPlan(BaseModel):
     pre_quantized: PreQuantization | None = None  # the input is already quantized: no re-quantization
 
 
-class TargetKnobs(BaseModel):
+class TargetKnobs(Record):
     """What every target's build knobs have. Each target package declares its own subclass (its
     ``knobs`` model, with ``target`` as the literal discriminator); shared layers read only these
     fields, never a target's own."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     target: TargetName
     tp: int
@@ -64,12 +58,10 @@ KnobsT = TypeVar("KnobsT", bound=TargetKnobs)
 K = TypeVar("K", bound=TargetKnobs)
 
 
-class MemoryEstimate(BaseModel):
+class MemoryEstimate(FrozenModel):
     """What the model needs on each device (``planning/memory.py`` has the rules). For a paged KV cache
     (TensorRT-LLM) ``per_device_bytes`` is what must fit to load (weights, activations, runtime) and the
     ``kv_cache_*`` fields say what the runtime then allocates; otherwise it includes the whole KV cache."""
-
-    model_config = ConfigDict(frozen=True)
 
     num_parameters: int
     weight_bytes: int  # after quantization, whole model
@@ -93,12 +85,10 @@ class MemoryEstimate(BaseModel):
     full_length_sequences: int | None = None  # kv_cache_tokens // max_seq_len
 
 
-class CheckpointStepEstimate(BaseModel):
+class CheckpointStepEstimate(FrozenModel):
     """Where the convert/quantize step is expected to run and what it costs, from the rates in
     ``lmi_build/data/quantize_rates.toml`` (measured; see its ``[source]``). Not part of the cache
     key: the build records the device it really used in the manifest's step entry."""
-
-    model_config = ConfigDict(frozen=True)
 
     device: Literal["cpu", "cuda"]  # what this host offers at plan time
     gpus: int  # visible CUDA devices (0 on CPU)
@@ -112,21 +102,17 @@ class CheckpointStepEstimate(BaseModel):
     basis: list[str] = []  # one line per number: which measured rate or factor it comes from
 
 
-class ToolchainRef(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class ToolchainRef(FrozenModel):
     target: TargetName
     profile: str | None = None  # container profile name (trtllm) or SDK pin (neuronx)
     image: str | None = None
     versions: dict[str, str] = {}  # {"tensorrt_llm": "0.8.0", "tensorrt": "9.2.0", "cuda": "12.2"}
 
 
-class BuildPlan(BaseModel, Generic[KnobsT]):
+class BuildPlan(Record, Generic[KnobsT]):
     """The plan of one build. Generic in its target's knobs: ``BuildPlan[TrtllmBuild]`` in the trtllm
     target; a saved plan is read as ``BuildPlan[PlanKnobs]``, the union of every target's knobs
     discriminated on ``target`` (``lmi_build.targets``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     schema_version: int = 1
     target: TargetName

@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict
-
 from lmi_build.errors import LmiBuildError
 from lmi_build.model.spec import ModelSpec, PreQuantization
 from lmi_build.options.resolved import ResolvedOptions, Source
@@ -31,15 +29,13 @@ from lmi_build.options.spec import exact_spec
 from lmi_build.planning import calibration_text
 from lmi_build.planning.plan import CalibrationPlan, QuantizationPlan
 from lmi_build.recipes.registry import load_recipes
-from lmi_build.types import PlanMessage
+from lmi_build.types import FrozenModel, PlanMessage
 
 Route = Literal["modelopt", "vendor"]
 _N = TypeVar("_N", int, float)
 
 
-class QuantMethod(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class QuantMethod(FrozenModel):
     name: str
     description: str
     quant_algo: str  # what the ModelOpt export writes into config.json "quantization.quant_algo"
@@ -154,21 +150,6 @@ DEFAULT_SMOOTHQUANT_ALPHA = 0.8
 DEFAULT_CALIB_MAX_SEQ_LEN = 512
 DEFAULT_CALIB_SEED = 1234
 
-# The option keys this module reads (for the option table).
-OPTION_KEYS = (
-    "option.quantize",
-    "option.smoothquant_alpha",
-    "option.smoothquant_per_token",
-    "option.smoothquant_per_channel",
-    "option.multi_query_mode",
-    "option.awq_format",
-    "option.awq_calib_size",
-    "option.calib_size",
-    "option.calib_max_seq_len",
-    "option.calib_batch_size",
-    "option.calib_seed",
-    "option.kv_cache_dtype",
-)
 _SMOOTHQUANT_ONLY = ("smoothquant_alpha", "smoothquant_per_token", "smoothquant_per_channel",
                      "multi_query_mode")
 

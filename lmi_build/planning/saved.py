@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from lmi_build import __version__
 from lmi_build.errors import OptionError
@@ -20,6 +20,7 @@ from lmi_build.planning.cache_key import plan_cache_key
 from lmi_build.planning.plan import BuildPlan, KnobsT
 from lmi_build.reading import BadFile, parse_json, read_regular_text
 from lmi_build.redaction import REDACTED, redact_text
+from lmi_build.types import FrozenModel, Record
 
 SAVED_PLAN_FORMAT = "lmi-build-plan"
 SAVED_PLAN_SCHEMA = 3  # 2: the knobs carry their target and the file the digest of its content; 3: the memory
@@ -31,12 +32,10 @@ _EDITED_HINT = ("plan it again with the change (lmi-build plan <target> ... --sa
                 "is built exactly as planned, never as edited")
 
 
-class BuildInputs(BaseModel):
+class BuildInputs(FrozenModel):
     """Where a plan's inputs are. Locations only: what they must contain is in the plan
     (model identity and digest, calibration digest), so a moved model or file still builds and a
     changed one is refused."""
-
-    model_config = ConfigDict(frozen=True)
 
     model: str  # local directory, org/name, s3://bucket/prefix or demo:NAME
     revision: str | None = None
@@ -44,11 +43,9 @@ class BuildInputs(BaseModel):
     calib_data: Path | None = None  # the user's calibration file (its digest is in the plan)
 
 
-class SavedPlan(BaseModel, Generic[KnobsT]):
+class SavedPlan(Record, Generic[KnobsT]):
     """A plan and where its inputs are. Generic in the knobs like ``BuildPlan``; a file is read with
     every target's knobs (``lmi_build.targets.load_saved_plan``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     format: Literal["lmi-build-plan"] = "lmi-build-plan"
     schema_version: int = SAVED_PLAN_SCHEMA

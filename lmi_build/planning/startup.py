@@ -14,17 +14,13 @@ evaluate the same rules on the same kind of input.
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
-from lmi_build.types import PlanMessage
+from lmi_build.types import FrozenModel, PlanMessage
 
 Outcome = Literal["loads", "recompiles", "rebuilds", "rejected"]
 
 
-class Citation(BaseModel):
+class Citation(FrozenModel):
     """Where a rule is written in the vendor's source: ``repo@ref path:lines``."""
-
-    model_config = ConfigDict(frozen=True)
 
     repo: str  # "deepjavalibrary/djl-serving"
     ref: str  # a release branch ("0.30.0-dlc"), tag or commit
@@ -37,10 +33,8 @@ class Citation(BaseModel):
         return f"{where} (inferred)" if self.inferred else where
 
 
-class RuleFinding(BaseModel):
+class RuleFinding(FrozenModel):
     """One rule of a release's start-up path that applied to this artifact."""
-
-    model_config = ConfigDict(frozen=True)
 
     rule: str  # stable id, e.g. "tnx.rolling_batch_auto"; a plan/verify message's code
     # "degrades": it loads, but serves otherwise than built (padded batches, unscaled RoPE, other flags)
@@ -51,10 +45,8 @@ class RuleFinding(BaseModel):
     hint: str | None = None  # the fix, as plan and verify print it
 
 
-class StartupOutcome(BaseModel):
+class StartupOutcome(FrozenModel):
     """The container release's verdict on an artifact, with every rule that led to it."""
-
-    model_config = ConfigDict(frozen=True)
 
     profile: str  # the container profile evaluated
     outcome: Outcome

@@ -9,24 +9,20 @@ float32 on CPU, cast to the target dtype before export so norms and config are t
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from pydantic import BaseModel, ConfigDict
 
 from lmi_build import output
 from lmi_build.errors import StepError
 from lmi_build.planning import calibration_text
 from lmi_build.planning.plan import CalibrationPlan
+from lmi_build.types import FrozenModel
 
 if TYPE_CHECKING:
     import torch
 
 
-class CalibrationSummary(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class CalibrationSummary(FrozenModel):
     dataset: str
     dataset_digest: str
     samples: int
@@ -158,6 +154,3 @@ def load_tokenizer(model_dir: Path, trust_remote_code: bool) -> Any:
             f"calibration needs the model's tokenizer, which cannot be loaded from {model_dir.name}: {exc}",
             hint="make sure the model directory holds its tokenizer files (tokenizer.json or tokenizer.model)",
         ) from exc
-
-
-ForwardLoop = Callable[[Any], None]

@@ -17,8 +17,6 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
-
 from lmi_build.artifact.files import FileEntry, list_files, verify_entries
 from lmi_build.fs import atomic_write_json, freeze_shared, link_tree, staged_directory
 from lmi_build.output import current
@@ -26,6 +24,7 @@ from lmi_build.paths import cache_root
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.quantize.result import CheckpointResult
 from lmi_build.reading import read_json_file
+from lmi_build.types import FrozenModel
 from lmi_build.versions import installed_versions
 
 if TYPE_CHECKING:
@@ -41,9 +40,7 @@ _INPUT_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "config.json", "
                    "*.py")  # *.py: remote code (trust_remote_code) changes the model too
 
 
-class CacheEntry(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class CacheEntry(FrozenModel):
     key: str
     material: dict[str, Any]  # what was hashed, for humans reading the cache
     result: dict[str, Any]  # CheckpointResult as JSON (out_dir is rewritten on restore)

@@ -16,8 +16,6 @@ from lmi_build.planning.plan import QuantizationPlan
 from lmi_build.planning.quantization import METHODS
 from lmi_build.quantize.calibration import CalibrationBatches
 
-TORCH_DTYPES = ("float16", "bfloat16", "float32")
-
 # ModelOpt preset for INT8 KV-cache scales (it ships only an FP8 one); same quantizer names.
 _INT8_KV_ENTRY: dict[str, Any] = {"quantizer_name": "*[kv]_bmm_quantizer", "cfg": {"num_bits": 8, "axis": None}}
 

@@ -13,16 +13,13 @@ the target dtype directly: float32 would only double the host memory.
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from lmi_build.planning.checkpoint_estimate import calibration_load_dtype
+from lmi_build.types import FrozenModel
 
 Device = Literal["cpu", "cuda"]
 
 
-class Placement(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Placement(FrozenModel):
     device: Device
     gpus: int  # visible CUDA devices (0 on CPU)
     load_dtype: str  # the dtype the model is loaded and calibrated in

@@ -4,16 +4,13 @@ manifest's step record and kept with a checkpoint cache entry."""
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from lmi_build.quantize.calibration import CalibrationSummary
 from lmi_build.quantize.placement import Placement
 from lmi_build.target_names import TargetName
+from lmi_build.types import FrozenModel
 
 
-class CheckpointResult(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class CheckpointResult(FrozenModel):
     format: TargetName  # the target whose checkpoint layout it is
     out_dir: Path
     files: list[str]  # relative paths, sorted

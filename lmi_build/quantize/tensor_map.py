@@ -6,17 +6,14 @@ import re
 from functools import cache
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from lmi_build.tables import bundled_table
+from lmi_build.types import Record
 
 Split = Literal["replicate", "rows", "columns", "rows_each"]
 LAYER = "{i}"
 
 
-class TensorRule(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class TensorRule(Record):
     trtllm: str
     hf: list[str]
     hf_else: list[str] = []
@@ -26,16 +23,12 @@ class TensorRule(BaseModel):
         return re.compile(re.escape(self.trtllm).replace(re.escape(LAYER), r"(\d+)") + "$")
 
 
-class Family(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Family(Record):
     architectures: list[str]
     tensors: list[TensorRule]
 
 
-class TensorMapFile(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class TensorMapFile(Record):
     families: dict[str, Family]
 
 

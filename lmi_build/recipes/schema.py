@@ -7,14 +7,13 @@ and how to infer version options (``baichuan_model_version`` ...) from the confi
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from lmi_build.target_names import TargetName
+from lmi_build.types import Record
 
 
-class TargetSupport(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class TargetSupport(Record):
     # Quantization methods lmi-build may apply for this family on this target
     # ("smoothquant", "awq", "gptq", "fp8", "int8_wo", "int4_wo" for trtllm/hf; "int8" for neuronx).
     quantize: tuple[str, ...] = ()
@@ -36,14 +35,12 @@ class TargetSupport(BaseModel):
     notes: str = ""
 
 
-class InferRule(BaseModel):
+class InferRule(Record):
     """``value`` applies when every ``when`` key of the raw config equals (or, for lists, is one of)
     the given value. Keys may be dotted paths into nested dicts (``attn_config.kv_n_heads``).
     ``contains``: the key's string value contains the text (case-insensitive, ``-`` equals ``_``),
     as TensorRT-LLM itself infers ChatGLM versions from ``_name_or_path``. ``absent``: keys that
     must not be in the config (TOML has no null). A rule needs at least one condition."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     when: dict[str, Any] = {}
     contains: dict[str, str] = {}
@@ -57,9 +54,7 @@ class InferRule(BaseModel):
         return self
 
 
-class VersionOption(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class VersionOption(Record):
     key: str  # e.g. "option.baichuan_model_version"
     targets: tuple[TargetName, ...]  # the targets that read it; no default: the shared schema names no target
     choices: tuple[str, ...]
@@ -82,9 +77,7 @@ class VersionOption(BaseModel):
         return self.key.removeprefix("option.")
 
 
-class Recipe(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Recipe(Record):
     name: str
     version: int  # bump when the recipe's build-relevant content changes (part of the cache key)
     description: str = ""

@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from lmi_build.artifact.packager import install_directory
 from lmi_build.fs import link_tree
 from lmi_build.planning.saved import PLAN_FILE, SavedPlan
@@ -27,37 +25,34 @@ from lmi_build.runners.executing import GPU_DEVICE_ARGS
 from lmi_build.runners.script import ScriptRunner
 from lmi_build.runners.step import Paths, Step, bind
 from lmi_build.tables import bundled_table
+from lmi_build.types import Record
 
 # A finishing command's output: "<stopped>-artifact", then "-artifact-2", "-artifact-3", ... for an
 # output already named so (never "x-artifact-artifact").
 _FINISHED = re.compile(r"^(?P<base>.+)-artifact(?:-(?P<n>[0-9]+))?$")
 
 
-class _Docker(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class _Docker(Record):
     source: str
     install: str
     daemon: str
 
 
-class _Fix(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class _Fix(Record):
     source: str
     fix: str
 
 
-class _Registry(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class _Registry(Record):
     source: str
     ecr_host: str
     ecr_login: str
     other_login: str
 
 
-class HostFacts(BaseModel):
+class HostFacts(Record):
     """``lmi_build/data/bundle_host.toml``."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
     sources: dict[str, str]
     docker: _Docker
     nvidia_runtime: _Fix

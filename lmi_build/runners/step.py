@@ -6,14 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from lmi_build.types import FrozenModel
 
 DEFAULT_TIMEOUT_S = 4 * 3600
 
 
-class Step(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Step(FrozenModel):
     name: str  # "checkpoint", "quantize", "engine", "compile"; also the log file name
     argv: list[str]  # placeholders in braces ({model}, {engine}, {workers}, ...)
     where: Literal["host", "container"]

@@ -19,7 +19,6 @@ from lmi_build.planning.plan import QuantizationPlan
 from lmi_build.planning.quantization import (
     KV_CACHE_ALGOS,
     METHODS,
-    OPTION_KEYS,
     canonical_method,
     plan_quantization,
     split_messages,
@@ -345,10 +344,6 @@ def test_selection_depends_on_the_seed_only() -> None:
     assert first == calibration_text.select(samples, 10, 1234)
     assert first != calibration_text.select(samples, 10, 99)
     assert len(set(first)) == 10 and calibration_text.select(samples, 500, 1) != []
-
-
-def test_option_keys_are_listed() -> None:
-    assert "option.calib_size" in OPTION_KEYS and "option.kv_cache_dtype" in OPTION_KEYS
 
 
 def test_planning_imports_no_torch() -> None:

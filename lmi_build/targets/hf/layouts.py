@@ -15,8 +15,10 @@ from lmi_build.artifact.packager import CARRIED_PATTERNS, carry_source_files, ma
 from lmi_build.errors import StepError
 from lmi_build.fs import link_or_copy
 from lmi_build.model.safetensors_header import read_checked_header
+from lmi_build.planning.context import written_text
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.reading import read_json_file
+from lmi_build.targets.hf.options import HfServing
 from lmi_build.types import PlanMessage
 
 INDEX_NAME = "model.safetensors.index.json"
@@ -55,7 +57,7 @@ class HfLayout:
         carry_source_files(source_dir, staging, trust_remote_code=trust_remote_code(plan))
 
     def properties(self, plan: BuildPlan) -> dict[str, str]:
-        return {"engine": "Python"}
+        return written_text(HfServing(engine="Python"))
 
     def check(self, artifact_dir: Path) -> list[PlanMessage]:
         problems: list[PlanMessage] = []

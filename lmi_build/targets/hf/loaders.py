@@ -5,18 +5,14 @@ the model registry of the profile's vLLM, and what an engine such as LMI-Dist ad
 from collections.abc import Sequence
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
 from lmi_build.tables import load_table
 from lmi_build.targets.hf.profiles import HfProfile, load_profiles
-from lmi_build.types import PlanMessage
+from lmi_build.types import PlanMessage, Record
 
 LOADERS_FILE = Path(__file__).resolve().parent / "data" / "loader_architectures.toml"
 
 
-class Loader(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Loader(Record):
     vllm: str
     commit: str
     # an architecture outside the registry is tried with vLLM's Transformers backend (model_impl auto)
@@ -26,18 +22,14 @@ class Loader(BaseModel):
     multimodal: tuple[str, ...] = ()  # the multimodal table (0.5.x keeps these in the table above)
 
 
-class EngineArchitectures(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class EngineArchitectures(Record):
     profile: str
     architectures: tuple[str, ...]
     sources: tuple[str, ...]
     inferred: tuple[str, ...] = ()
 
 
-class LoaderTable(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class LoaderTable(Record):
     loader: tuple[Loader, ...]
     engine: tuple[EngineArchitectures, ...] = ()
 

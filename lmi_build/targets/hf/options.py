@@ -6,6 +6,7 @@ release's start-up reads (``HfText``, ``planning.context.read_text``)."""
 from pydantic import BaseModel, ConfigDict
 
 from lmi_build.planning.context import PlanContext
+from lmi_build.types import Record
 
 
 class HfOptions(BaseModel):
@@ -19,21 +20,17 @@ class HfOptions(BaseModel):
     max_rolling_batch_size: int | None = None
 
 
-class HfServing(BaseModel):
+class HfServing(Record):
     """Values the plan writes into serving.properties, in the order written; None: not written here."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     engine: str | None = None
     tensor_parallel_degree: int | None = None
     dtype: str | None = None
 
 
-class HfText(BaseModel):
+class HfText(Record):
     """serving.properties text as a release's DJL handler reads it at start-up (``startup.py``); None: absent.
     The vLLM spellings are the keys a profile's ``engine_arg_conflicts`` names."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     pipeline_parallel_degree: str | None = None
     max_num_seqs: str | None = None

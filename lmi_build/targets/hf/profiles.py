@@ -5,21 +5,18 @@ Read without heavy imports (``plan``, ``profiles list``)."""
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from lmi_build import container_profiles
 from lmi_build.container_profiles import ContainerRelease
 from lmi_build.errors import UnknownName
 from lmi_build.tables import load_table
+from lmi_build.types import Record
 
 FORMATS_FILE = Path(__file__).resolve().parent / "data" / "serving_formats.toml"
 PROFILES_DIR = Path(__file__).resolve().parent / "data" / "profiles"
 ExportFormat = Literal["hf", "modelopt_hf", "gptq", "awq", "compressed_tensors"]
 
 
-class FormatFacts(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class FormatFacts(Record):
     name: ExportFormat
     quant_method: str  # config.json quantization_config.quant_method
     description: str
@@ -30,9 +27,7 @@ class FormatFacts(BaseModel):
     fold_model_types: tuple[str, ...] = ()  # awq: model types whose AWQ scales ModelOpt can fold
 
 
-class ServingRule(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class ServingRule(Record):
     withhold_quantize: bool  # quantized checkpoints declare their method: no option.quantize
     sources: tuple[str, ...]
 
@@ -57,9 +52,7 @@ class HfProfile(ContainerRelease):
         return {"lmi": self.lmi_version, "vllm": self.vllm, "transformers": self.transformers}
 
 
-class ServingFormats(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class ServingFormats(Record):
     format: tuple[FormatFacts, ...]
     serving: ServingRule
 

@@ -9,19 +9,16 @@ from typing import Literal
 from lmi_build.artifact.layout import Layout
 from lmi_build.artifact.manifest import Manifest
 from lmi_build.artifact.serving import ServingTarget
-from lmi_build.artifact.target_api import Problems, ReadFile
-from lmi_build.building.context import BuildContext, BuildSettings
 from lmi_build.building.target import Unfinished
 from lmi_build.container_profiles import ProfileRow, ProfileView
 from lmi_build.planning.plan import BuildPlan
-from lmi_build.planning.saved import PLAN_FILE, SavedPlan
+from lmi_build.planning.saved import PLAN_FILE
 from lmi_build.planning.startup import StartupOutcome
 from lmi_build.runners.bundle import finished_output
 from lmi_build.targets.hf import build, compatibility, layouts, profiles
 from lmi_build.targets.hf.command import COMMAND
 from lmi_build.targets.hf.knobs import HfBuild, HfRequest
 from lmi_build.targets.hf.plan import HfPlanning
-from lmi_build.types import PlanMessage
 
 
 class HfTarget(HfPlanning):
@@ -29,12 +26,11 @@ class HfTarget(HfPlanning):
     command = COMMAND
     artifact_label = "a Hugging Face checkpoint"
     request_knobs = HfRequest
-
-    def preflight(self, saved: SavedPlan, settings: BuildSettings) -> None:
-        build.preflight(saved, settings)
-
-    def build(self, ctx: BuildContext) -> None:
-        build.build(ctx)
+    # The build and the serving rules are its modules' functions (``build`` last: it hides the module).
+    preflight = staticmethod(build.preflight)
+    check_compatibility = staticmethod(compatibility.check_compatibility)
+    record_problems = staticmethod(compatibility.record_problems)
+    build = staticmethod(build.build)
 
     def layouts(self) -> Mapping[str, Layout]:
         return layouts.LAYOUTS
@@ -42,14 +38,8 @@ class HfTarget(HfPlanning):
     def build_devices(self, plan: BuildPlan) -> tuple[Literal["gpu", "neuron"], int] | None:
         return None  # conversion and calibration use a GPU when there is one, the CPU otherwise
 
-    def check_compatibility(self, manifest: Manifest, serving: ServingTarget) -> Problems:
-        return compatibility.check_compatibility(manifest, serving)
-
     def container_startup(self, manifest: Manifest, serving: ServingTarget) -> StartupOutcome | None:
         return None  # no start-up model of this target's containers yet
-
-    def record_problems(self, manifest: Manifest, read: ReadFile) -> list[PlanMessage]:
-        return compatibility.record_problems(manifest, read)
 
     def unfinished(self, output: Path, plan: BuildPlan) -> Unfinished:
         return Unfinished("the built model", build.finish_command(output / PLAN_FILE, output=finished_output(output)))
@@ -61,11 +51,9 @@ class HfTarget(HfPlanning):
                            h.model_dump(mode="json"))
                 for h in profiles.load_profiles()]
 
-    def profile_view(self, name: str) -> ProfileView | None:
+    def profile_view(self, name: str) -> ProfileView:
         """Versions, the format each --quantize method is loaded in, and sources."""
-        profile = next((h for h in profiles.load_profiles() if h.name == name), None)
-        if profile is None:
-            return None
+        profile = profiles.get_profile(name)
         lines = [f"  {key}: {value}" for key, value in profile.versions().items()]
         lines += [f"  --quantize {method}: " + (f"{fmt} checkpoint" if fmt else "not loadable (refused)")
                   for method, fmt in profile.formats.items()]

@@ -61,13 +61,13 @@ from lmi_build.artifact.packager import carry_source_files, trust_remote_code
 from lmi_build.errors import StepError
 from lmi_build.fs import atomic_write_json, link_or_copy, link_tree
 from lmi_build.options.properties import read_properties
-from lmi_build.planning.context import read_text
+from lmi_build.planning.context import read_text, written_text
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.reading import BadFile, read_json_file, read_regular_text
 from lmi_build.targets.neuronx.batching import batching_problems, container_batching
 from lmi_build.targets.neuronx.cache_tree import check_tree, module_dirs
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
-from lmi_build.targets.neuronx.options import NeuronxText
+from lmi_build.targets.neuronx.options import NeuronxServing, NeuronxText
 from lmi_build.targets.neuronx.profiles import load_profiles
 from lmi_build.types import PlanMessage
 
@@ -97,14 +97,11 @@ def neuron_block(plan: BuildPlan, compiler_version: str) -> dict[str, Any]:
 
 def tnx_properties(build: NeuronxBuild, rolling: bool) -> dict[str, str]:
     """The serving.properties keys the NEFFs depend on (``TnxPrecompiledLayout.properties``)."""
-    values = {"engine": "Python", "option.tensor_parallel_degree": str(build.tp),
-              "option.n_positions": str(max(build.n_positions))}
-    if rolling:
-        values["option.max_rolling_batch_size"] = str(build.batch_size)
-    else:
-        values.update({"option.rolling_batch": "disable", "option.batch_size": str(build.batch_size),
-                       "batch_size": str(build.batch_size)})
-    return values
+    static = None if rolling else build.batch_size
+    return written_text(NeuronxServing(engine="Python", tensor_parallel_degree=build.tp, n_positions=max(build.n_positions),
+                                       rolling_batch=None if rolling else "disable",
+                                       max_rolling_batch_size=build.batch_size if rolling else None,
+                                       option_batch_size=static, batch_size=static))
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -389,11 +386,9 @@ class CacheTreeLayout:
                     link_or_copy(file, target / file.name)
 
     def properties(self, plan: BuildPlan) -> dict[str, str]:
-        values = TnxPrecompiledLayout().properties(plan)
-        values["option.model_id"] = plan.model.id  # the container fetches the original weights
-        if plan.model.revision:
-            values["option.revision"] = plan.model.revision
-        return values
+        # The container fetches the original weights.
+        return {**TnxPrecompiledLayout().properties(plan),
+                **written_text(NeuronxServing(model_id=plan.model.id, revision=plan.model.revision or None))}
 
     def check(self, artifact_dir: Path) -> list[PlanMessage]:
         problems = [PlanMessage(code="neuron_cache_entry", message=f"compile-cache entry {entry}: {why}",

@@ -48,6 +48,8 @@ class NeuronxServing(BaseModel):
     max_rolling_batch_size: int | None = None
     option_batch_size: int | None = Field(None, alias="option.batch_size")
     batch_size: int | None = None
+    model_id: str | None = None  # only a compile-cache artifact names its model (the container fetches it)
+    revision: str | None = None
 
 
 class NeuronxText(BaseModel):

@@ -15,7 +15,7 @@ from lmi_build.model.spec import ModelSpec
 from lmi_build.options.booleans import parse_bool
 from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning import checks
-from lmi_build.planning.context import PlanContext, read_options
+from lmi_build.planning.context import PlanContext, handler_options, read_options, written_text
 from lmi_build.planning.memory import Workload
 from lmi_build.planning.plan import ToolchainRef
 from lmi_build.planning.quantization import QuantizationRules
@@ -323,8 +323,7 @@ class NeuronxPlanning:
         """on_device_embedding as the serving release will pass it (``container_on_device_embedding``),
         so the NEFFs are compiled with it; presharded weights (the 0.30+ precompiled layout) load only
         with it on (transformers-neuronx base.py asserts)."""
-        options = {key.removeprefix("option."): item.value for key, item in ctx.options.values.items()
-                   if key.startswith("option.") and item.value != ""}
+        options = handler_options({key: item.value for key, item in ctx.options.values.items()})
         value, why = container_on_device_embedding(profile, layout, options)
         written = options.get("on_device_embedding")
         if written is not None and parse_bool(written) is None:
@@ -357,8 +356,7 @@ class NeuronxPlanning:
     def _loader(ctx: PlanContext, profile: NeuronProfile, rolling: bool) -> Loader:
         """The loader from the options DJL will read: the user's, and those lmi-build writes to
         serving.properties that steer it (quantize=static_int8 for int8, which sets load_in_8bit)."""
-        options = {key.removeprefix("option."): item.value for key, item in ctx.options.values.items()
-                   if key.startswith("option.") and item.value != "" and ctx.user_set(key)}
+        options = handler_options({key: item.value for key, item in ctx.options.values.items() if ctx.user_set(key)})
         if ctx.quantization.method == "int8":
             options.update(quantize="static_int8", load_in_8bit="true")
         rolling_batch = read_options(ctx, NeuronxOptions).rolling_batch or "disable"
@@ -506,15 +504,13 @@ class NeuronxPlanning:
         option_batch = user.option_batch_size
         if requested not in (None, "disable"):
             max_rolling = given.max_rolling_batch_size or 1
-            written = {"engine": self.engine, "option.rolling_batch": requested}
-            if user.max_rolling_batch_size is not None:
-                # The recommender resolves auto from the size the user wrote, before it sets its own default
-                # (LmiConfigRecommender.java@0.30.0-dlc:36-44 order, 63-69 reads it; 0.32.0-dlc:38-43, 66-67):
-                # lmi-build's default size must not turn an unsized auto into vllm.
-                written["option.max_rolling_batch_size"] = str(max_rolling)
-            if server is not None:
-                written["batch_size"] = str(server)
-            reading = container_batching(written, profile)
+            # The recommender resolves auto from the size the user wrote, before it sets its own default
+            # (LmiConfigRecommender.java@0.30.0-dlc:36-44 order, 63-69 reads it; 0.32.0-dlc:38-43, 66-67):
+            # lmi-build's default size must not turn an unsized auto into vllm.
+            sized = max_rolling if user.max_rolling_batch_size is not None else None
+            written = NeuronxServing(engine=self.engine, rolling_batch=requested, max_rolling_batch_size=sized,
+                                     batch_size=server)
+            reading = container_batching(written_text(written), profile)
             if reading.rolling:
                 if option_batch is not None and option_batch > 1:
                     ctx.findings.error("neuron_batch_rolling",

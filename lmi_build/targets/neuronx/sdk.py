@@ -4,34 +4,28 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from lmi_build.tables import load_table
-from lmi_build.types import PlanMessage
+from lmi_build.types import PlanMessage, Record
 
 SDK_FILE = Path(__file__).resolve().parent / "data" / "neuron_sdk.toml"
 NeuronPlatform = Literal["inf2", "trn1"]
 
 
-class NeuronCompiler(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class NeuronCompiler(Record):
     container_flags: str  # the image's NEURON_CC_FLAGS
     required_flags: tuple[str, ...]  # appended by transformers-neuronx when their key is absent, in this order
     required_flags_sources: tuple[str, ...] = Field(min_length=1)
 
 
-class GqaRules(BaseModel):
+class GqaRules(Record):
     """Where transformers-neuronx's GQA configuration is read (the rules are ``plan.effective_gqa``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     sources: tuple[str, ...] = Field(min_length=1)
 
 
-class NeuronDefaults(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class NeuronDefaults(Record):
     max_n_positions: int = Field(gt=0)
     first_bucket: int = Field(gt=0)
     context_buckets_sources: tuple[str, ...] = Field(min_length=1)  # a given estimate list is compiled as given
@@ -39,9 +33,7 @@ class NeuronDefaults(BaseModel):
     continuous_batching_first_large_bucket: int = Field(gt=0)
 
 
-class LoaderRules(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class LoaderRules(Record):
     optimum_model_types: tuple[str, ...]
     optimum_needs_rolling_batch: tuple[str, ...]
     tnx_only_options: tuple[str, ...]
@@ -52,10 +44,8 @@ class LoaderRules(BaseModel):
     vllm_loader_sources: tuple[str, ...] = Field(min_length=1)
 
 
-class TpRules(BaseModel):
+class TpRules(Record):
     """What transformers-neuronx does when tp does not divide the attention heads or the experts."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     pad_heads_model_types: tuple[str, ...]  # heads padded up to a multiple of tp
     pad_heads_sources: tuple[str, ...] = Field(min_length=1)
@@ -63,10 +53,8 @@ class TpRules(BaseModel):
     experts_sources: tuple[str, ...] = Field(min_length=1)
 
 
-class UnbuiltLoader(BaseModel):
+class UnbuiltLoader(Record):
     """Why lmi-build refuses to build the artifact of one DJL model loader, with what was read."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     reason: str = Field(min_length=1, pattern=r"^[^\n]*$")  # shown as the refusal's one line
     sources: tuple[str, ...] = Field(min_length=1)  # repo, ref, path:lines of what was read
@@ -87,19 +75,15 @@ class UnbuiltLoader(BaseModel):
         return self
 
 
-class RefusedOption(BaseModel):
+class RefusedOption(Record):
     """An option the neuronx plan refuses, with why (one line) and what was read."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     reason: str = Field(min_length=1, pattern=r"^[^\n]*$")
     sources: tuple[str, ...] = Field(min_length=1)
 
 
-class StartupSources(BaseModel):
+class StartupSources(Record):
     """Citations of the start-up rules that are not a profile's own (``targets/neuronx/startup.py``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     neff_lookup_sources: tuple[str, ...] = Field(min_length=1)
     optimum_block_sources: tuple[str, ...] = Field(min_length=1)
@@ -108,9 +92,7 @@ class StartupSources(BaseModel):
     loader_sources: tuple[str, ...] = Field(min_length=1)
 
 
-class NeuronSdk(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class NeuronSdk(Record):
     name: str
     image: str  # empty while the exact LMI image tag is unknown
     versions: dict[str, str]

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from lmi_build.artifact.packager import written_properties
 from lmi_build.model.spec import ModelSpec
-from lmi_build.planning.context import read_text, read_written
+from lmi_build.planning.context import handler_options, read_text, read_written
 from lmi_build.planning.startup import RuleFinding, StartupOutcome
 from lmi_build.targets.neuronx.batching import batching_problem, container_batching
 from lmi_build.targets.neuronx.layouts import tnx_properties
@@ -176,8 +176,7 @@ def _loader(profile: NeuronProfile, facts: StartupInputs, rolling_batch: str, ru
     startup), or a loader that is not the one the artifact's layout was built for."""
     if facts.spec is None:
         return None
-    options = {key.removeprefix("option."): value for key, value in facts.properties.items()
-               if key.startswith("option.") and value != ""}
+    options = handler_options(facts.properties)
     if options.get("quantize") == "static_int8":
         options["load_in_8bit"] = "true"  # DJL's set_quantize validator (0.26.0-dlc tnx_properties.py:150-154)
     sources = sdk().startup.loader_sources
@@ -281,8 +280,7 @@ def _rope(profile: NeuronProfile, facts: StartupInputs) -> list[RuleFinding]:
 def _embedding(profile: NeuronProfile, facts: StartupInputs, resolved: dict[str, str]) -> list[RuleFinding]:
     """on_device_embedding as the release passes it (``serving.container_on_device_embedding``) against
     the NEFFs': another value is another graph, and presharded weights assert without it."""
-    options = {key.removeprefix("option."): value for key, value in facts.properties.items()
-               if key.startswith("option.") and value != ""}
+    options = handler_options(facts.properties)
     served, why = container_on_device_embedding(profile, facts.layout, options)
     resolved["on_device_embedding"] = str(served).lower()
     built = facts.on_device_embedding

@@ -10,19 +10,16 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
 from lmi_build.errors import StepError
 from lmi_build.reading import BadFile, read_json_file
 from lmi_build.targets.trtllm.profiles import ContainerProfile
+from lmi_build.types import FrozenModel
 from lmi_build.versions import release
 
 RANK_FILE = re.compile(r"^(?:.+_)?rank(\d+)\.engine$")
 
 
-class EngineInfo(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class EngineInfo(FrozenModel):
     version: str  # TensorRT-LLM version written into config.json
     world_size: int
     rank_files: tuple[str, ...]

@@ -10,13 +10,12 @@ engine config does not record (older releases, or fields this version lacks) is 
 
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict
-
 from lmi_build.planning.context import read_written
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets.trtllm.engine_check import world_size_of
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
 from lmi_build.targets.trtllm.options import TrtllmOptions
+from lmi_build.types import FrozenModel
 
 # option.quantize -> how the engine's quant_algo starts (TensorRT-LLM QuantAlgo names, docs/VENDOR-FACTS.md §3).
 QUANT_ALGO_PREFIX = {"smoothquant": "W8A8_SQ", "awq": "W4A16_AWQ", "gptq": "W4A16_GPTQ", "fp8": "FP8",
@@ -26,10 +25,8 @@ KV_CACHE_ALGO = {"fp8": "FP8", "int8": "INT8"}
 ENGINE_DTYPE = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 
 
-class EngineExpectation(BaseModel):
+class EngineExpectation(FrozenModel):
     """What the engine must have; ``None``: not stated by the side being compared."""
-
-    model_config = ConfigDict(frozen=True)
 
     side: str  # "the plan" or "serving.properties", named in every mismatch
     max_batch_size_at_least: int | None = None
@@ -44,10 +41,8 @@ class EngineExpectation(BaseModel):
     dtype: str | None = None  # the engine's pretrained_config.dtype ("float16", ...)
 
 
-class EngineDifference(BaseModel):
+class EngineDifference(FrozenModel):
     """One way an engine differs from what a side says: the field compared and the message."""
-
-    model_config = ConfigDict(frozen=True)
 
     key: str  # "max_batch_size", "world size", "dtype", ... (the field of ``_engine_facts``)
     message: str  # names both sides

@@ -5,17 +5,16 @@ outside the list becomes the first listed; one the user set is refused) and refu
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import field_validator
 
 from lmi_build.tables import load_table
+from lmi_build.types import Record
 from lmi_build.versions import parse_version, release
 
 FAMILIES_FILE = Path(__file__).with_name("data") / "families.toml"
 
 
-class FamilyLimits(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class FamilyLimits(Record):
     min: str  # the first TensorRT-LLM release these hold for (a pre-release counts)
     max: str | None = None  # exclusive
     dtypes: tuple[str, ...] | None = None  # torch dtype names ("bfloat16", ...)
@@ -36,15 +35,11 @@ class FamilyLimits(BaseModel):
         return release(self.min) <= version and (self.max is None or version < release(self.max))
 
 
-class Family(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Family(Record):
     releases: tuple[FamilyLimits, ...]
 
 
-class FamiliesFile(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class FamiliesFile(Record):
     families: dict[str, Family] = {}
 
 

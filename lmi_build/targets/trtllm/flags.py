@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Literal
 
 from packaging.version import InvalidVersion
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import field_validator, model_validator
 
 from lmi_build.errors import LmiBuildError
 from lmi_build.tables import load_table
+from lmi_build.types import FrozenModel, Record
 from lmi_build.versions import parse_version, release
 
 FlagKind = Literal["value", "int", "float", "store_true", "enable_disable", "dtype", "pair"]
@@ -30,10 +31,8 @@ class FlagError(LmiBuildError):
     code = "flag"
 
 
-class RemovalNote(BaseModel):
+class RemovalNote(Record):
     """What happened to a flag a series no longer has (``[series."X".removed]``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["runtime", "error"]
     message: str
@@ -45,10 +44,8 @@ class Removal(RemovalNote):
     since: str
 
 
-class Limits(BaseModel):
+class Limits(Record):
     """Constraints the version's tools assert on their values (``[series."X".limits]``); unset: none known."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     # examples/<model>/build.py asserts tokens_per_block >= this whenever --enable_context_fmha is set.
     context_fmha_min_tokens_per_block: int | None = None
@@ -75,12 +72,10 @@ class Limits(BaseModel):
         return Limits(**{**self.model_dump(), **newer.model_dump(exclude_unset=True)})
 
 
-class Variant(BaseModel):
+class Variant(Record):
     """The flag of one example's convert_checkpoint.py that takes a recipe's version option
     (``[series."X".variants.<example>]``): ``option`` (e.g. ``gpt_model_version``) is passed as
     ``--<flag>``, its value through ``values`` (LMI value -> converter value; one not listed as is)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     option: str
     flag: str
@@ -90,13 +85,11 @@ class Variant(BaseModel):
         return self.values.get(lmi_value, lmi_value)
 
 
-class Spelling(BaseModel):
+class Spelling(Record):
     """How one example's convert_checkpoint.py spells the arguments every conversion passes, where it
     differs from ``--model_dir --output_dir --tp_size --pp_size --workers`` (``[series."X".spellings.<example>]``):
     an empty name (``None`` here) is a flag the converter does not take (a plan that needs it, pp > 1, is
     refused); ``fixed`` flags are always passed (Gemma's ``--ckpt-type hf``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     model_dir: str = "model_dir"
     output_dir: str = "output_dir"
@@ -111,9 +104,7 @@ class Spelling(BaseModel):
         return value or None
 
 
-class FlagTable(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class FlagTable(FrozenModel):
     series: str
     tools: dict[str, dict[str, FlagKind]]
     removed: dict[str, Removal]
@@ -191,10 +182,8 @@ def _value_problem(kind: FlagKind, values: list[str], dtypes: tuple[str, ...] = 
     return None
 
 
-class Series(BaseModel):
+class Series(Record):
     """One ``[series."X"]`` of flags.toml: the flags of each tool from release ``min`` on."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     min: str
     inherit: str | None = None
@@ -222,10 +211,8 @@ class Series(BaseModel):
         return flags
 
 
-class FlagsFile(BaseModel):
+class FlagsFile(Record):
     """The whole of flags.toml."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     series: dict[str, Series]
 

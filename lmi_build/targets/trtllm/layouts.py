@@ -25,11 +25,13 @@ from lmi_build.artifact.packager import carry_source_files, trust_remote_code
 from lmi_build.errors import LmiBuildError, StepError
 from lmi_build.fs import link_or_copy
 from lmi_build.options.properties import read_properties
+from lmi_build.planning.context import written_text
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.reading import BadFile, read_json_file, read_regular_text
 from lmi_build.targets.trtllm.engine_check import RANK_FILE, world_size_of
 from lmi_build.targets.trtllm.engine_match import engine_mismatches, expectation_from_properties
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
+from lmi_build.targets.trtllm.options import TrtllmServing
 from lmi_build.targets.trtllm.triton import config_pbtxt
 from lmi_build.types import PlanMessage
 
@@ -61,22 +63,17 @@ def _engine_files(produced: Path) -> list[Path]:
 
 def toolkit_properties(build: TrtllmBuild) -> dict[str, str]:
     """The serving.properties keys the toolkit layout writes (the start-up model reads them at plan time too)."""
-    found = {"engine": "MPI", "option.rolling_batch": "trtllm", "option.tensor_parallel_degree": str(build.tp)}
-    if build.pp > 1:
-        found["option.pipeline_parallel_degree"] = str(build.pp)
-    return found
+    return written_text(TrtllmServing(engine="MPI", rolling_batch="trtllm", tensor_parallel_degree=build.tp,
+                                      pipeline_parallel_degree=build.pp if build.pp > 1 else None))
 
 
 def flat_properties(build: TrtllmBuild) -> dict[str, str]:
-    """The serving.properties keys the flat layout writes."""
-    found = {"engine": FLAT_ENGINE, "option.entryPoint": "djl_python.lmi_trtllm.trtllm_async_service",
-             "option.async_mode": "true", "option.rolling_batch": "disable",
-             "option.tensor_parallel_degree": str(build.tp)}
-    if build.pp > 1:
-        found["option.pipeline_parallel_degree"] = str(build.pp)
-        # What the 1.x service passes to LLM() (djl-serving 0.33.0-dlc trt_properties.py:42,138).
-        found["option.pipeline_parallel_size"] = str(build.pp)
-    return found
+    """The serving.properties keys the flat layout writes; with pp, pipeline_parallel_size too: what the 1.x
+    service passes to LLM() (djl-serving 0.33.0-dlc trt_properties.py:42,138)."""
+    pp = build.pp if build.pp > 1 else None
+    return written_text(TrtllmServing(engine=FLAT_ENGINE, entry_point="djl_python.lmi_trtllm.trtllm_async_service",
+                                      async_mode=True, rolling_batch="disable", tensor_parallel_degree=build.tp,
+                                      pipeline_parallel_degree=pp, pipeline_parallel_size=pp))
 
 
 def read_pbtxt_parameter(text: str, key: str) -> str | None:

@@ -6,12 +6,11 @@ itself would serve it. So defaults are shrunk to the model with a warning; only 
 are errors (``checks.check_total_length``).
 """
 
-from pydantic import BaseModel, ConfigDict
-
 from lmi_build.planning import checks
 from lmi_build.planning.context import PlanContext
 from lmi_build.targets.trtllm.options import TrtllmOptions
 from lmi_build.targets.trtllm.profiles import ContainerProfile
+from lmi_build.types import FrozenModel
 
 # LMI defaults of the TensorRT-LLM container (seed 000) when neither user nor recipe sets them.
 DEFAULT_MAX_INPUT_LEN = 1024
@@ -21,9 +20,7 @@ DEFAULT_MAX_OUTPUT_LEN = 512
 SEQ_LEN_FROM_MODEL = "model"
 
 
-class Lengths(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Lengths(FrozenModel):
     max_input_len: int
     max_output_len: int
     max_seq_len: int

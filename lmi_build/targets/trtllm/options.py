@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from lmi_build.options.resolved import Source
 from lmi_build.planning.context import PlanContext, read_written
 from lmi_build.targets.trtllm.profiles import ContainerProfile
+from lmi_build.types import Record
 
 
 class TrtllmOptions(BaseModel):
@@ -72,11 +73,9 @@ class TrtllmServing(BaseModel):
     smoothquant_per_channel: bool | None = None
 
 
-class TrtllmText(BaseModel):
+class TrtllmText(Record):
     """serving.properties text as a release's start-up reads it (``startup.py``) and config.pbtxt copies it
     (``triton.py``), before any typing (``planning.context.read_text``); None: absent."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     rolling_batch: str | None = None
     backend: str | None = None

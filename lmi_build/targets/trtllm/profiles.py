@@ -9,11 +9,12 @@ and validated against ``ContainerProfile``; a malformed file is a clear error na
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from lmi_build import container_profiles
 from lmi_build.container_profiles import ContainerRelease
 from lmi_build.errors import UnknownName, UnsupportedTarget
+from lmi_build.types import Record
 from lmi_build.versions import parse_lmi_version, parse_version
 
 PROFILES_DIR = Path(__file__).resolve().parent / "data" / "profiles"
@@ -22,11 +23,9 @@ DEFAULT_KEYS = frozenset({"tokens_per_block", "max_num_tokens", "max_rolling_bat
                           "max_seq_len"})
 
 
-class KvCacheDefault(BaseModel):
+class KvCacheDefault(Record):
     """How the release's runtime sizes its paged KV cache when serving.properties does not say: a
     fraction of the GPU memory free once the engine is loaded (weights and activations)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     free_fraction: float  # the release's default
     option: str  # the serving.properties key this release reads the fraction from
@@ -34,10 +33,8 @@ class KvCacheDefault(BaseModel):
     inferred: str | None = None  # what of it the source does not state
 
 
-class StartupRules(BaseModel):
+class StartupRules(Record):
     """How the release starts on a model directory (``startup.py``), each step cited."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     path: tuple[str, ...]  # when DJL takes its TensorRT-LLM path
     detection: tuple[str, ...]  # how it detects a prebuilt engine, else JIT-builds

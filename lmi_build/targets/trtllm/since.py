@@ -6,20 +6,19 @@ naming the oldest profile that has it, instead of the vendor tool stopping mid-b
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import field_validator
 
 from lmi_build.tables import load_table
 from lmi_build.targets.trtllm.profiles import load_profiles
+from lmi_build.types import Record
 from lmi_build.versions import parse_version, release
 
 SINCE_FILE = Path(__file__).with_name("data") / "since.toml"
 
 
-class WrittenAs(BaseModel):
+class WrittenAs(Record):
     """The checkpoint architecture a release's own converter writes for the family before ``until``
     (exclusive), while MODEL_MAP does not have the family's own name yet."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     architecture: str
     until: str
@@ -31,9 +30,7 @@ class WrittenAs(BaseModel):
         return value
 
 
-class Since(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Since(Record):
     what: str
     since: str  # the first TensorRT-LLM release that has it (a pre-release of it counts)
     sources: tuple[str, ...]
@@ -49,9 +46,7 @@ class Since(BaseModel):
         return release(tensorrt_llm) < release(self.since)
 
 
-class SinceFile(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class SinceFile(Record):
     # config.json rope_scaling.rope_type (or .type, or option.rotary_scaling_type), lower case.
     rope_scaling: dict[str, Since] = {}
     # The TensorRT-LLM checkpoint "architecture" (recipes' trtllm_architecture): MODEL_MAP keys.

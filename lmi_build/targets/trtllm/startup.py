@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from lmi_build.artifact.manifest import Manifest
 from lmi_build.artifact.packager import written_properties
-from lmi_build.planning.context import read_text
+from lmi_build.planning.context import read_text, written_text
 from lmi_build.planning.plan import QuantizationPlan
 from lmi_build.planning.startup import RuleFinding, StartupOutcome
 from lmi_build.tables import load_table
@@ -311,7 +311,8 @@ def _ranks(profile: ContainerProfile, facts: StartupInputs, engine_dir: str) -> 
 def _engine(profile: ContainerProfile, facts: StartupInputs, resolved: dict[str, str]) -> list[RuleFinding]:
     """The engine against serving.properties as the release resolved it (``engine_match``)."""
     layout_rules = engine_rules().toolkit if profile.layout == "toolkit" else engine_rules().flat
-    properties = {**facts.properties, "option.max_rolling_batch_size": resolved["max_rolling_batch_size"]}
+    properties = {**facts.properties,
+                  **written_text(TrtllmText(max_rolling_batch_size=resolved["max_rolling_batch_size"]))}
     found: list[RuleFinding] = []
     if profile.layout != "toolkit":
         found += _llm_parallel(profile, facts, layout_rules)

@@ -9,8 +9,6 @@ against the flag table of the profile's TensorRT-LLM version before it is return
 from pathlib import Path
 from typing import cast
 
-from pydantic import BaseModel, ConfigDict
-
 from lmi_build.errors import UnsupportedTarget
 from lmi_build.options.spec import full_key
 from lmi_build.output import current
@@ -28,6 +26,7 @@ from lmi_build.targets.trtllm.flags import FlagError, FlagTable, Tool, flag_tabl
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
 from lmi_build.targets.trtllm.options import TrtllmOptions, given_options
 from lmi_build.targets.trtllm.profiles import ContainerProfile
+from lmi_build.types import FrozenModel
 
 # The directories TensorRT-LLM steps use: their container mounts and the variables build-engines.sh reads.
 DIRS = {
@@ -44,7 +43,6 @@ def trtllm_paths(*, model: Path, checkpoint: Path, engine: Path, examples: Path 
     return Paths(DIRS, model=model, checkpoint=checkpoint, engine=engine, examples=examples)
 
 
-PLACEHOLDERS = ("model", "checkpoint", "engine", "examples", "workers")
 MODELOPT_EXPORT = "the ModelOpt checkpoint export"
 CHECKPOINT_TIMEOUT_S = 3 * 3600
 BUILD_TIMEOUT_S = 4 * 3600
@@ -55,19 +53,15 @@ LEGACY_EXAMPLES = ("llama",)
 ENCODER_DECODER_EXAMPLES = ("enc_dec",)
 
 
-class StepPlan(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class StepPlan(FrozenModel):
     steps: list[Step]
     warnings: list[str]
     flag_series: str
 
 
-class StepInputs(BaseModel):
+class StepInputs(FrozenModel):
     """What the steps are generated from: a saved plan's parts, or the planner's while it plans
     (so a plan is only valid when its steps can be generated)."""
-
-    model_config = ConfigDict(frozen=True)
 
     build: TrtllmBuild
     quantization: QuantizationPlan

@@ -7,21 +7,14 @@ from pathlib import Path
 from typing import Literal
 
 from lmi_build.artifact.layout import Layout
-from lmi_build.artifact.manifest import Manifest
-from lmi_build.artifact.serving import ServingTarget
-from lmi_build.artifact.target_api import Problems, ReadFile
-from lmi_build.building.context import BuildContext, BuildSettings
 from lmi_build.building.target import Unfinished
 from lmi_build.container_profiles import ProfileRow, ProfileView
 from lmi_build.planning.plan import BuildPlan
-from lmi_build.planning.saved import SavedPlan
-from lmi_build.planning.startup import StartupOutcome
 from lmi_build.targets.trtllm import build, compatibility, layouts, profiles
 from lmi_build.targets.trtllm.command import COMMAND
 from lmi_build.targets.trtllm.flags import flag_table
 from lmi_build.targets.trtllm.knobs import TrtllmBuild, TrtllmRequest
 from lmi_build.targets.trtllm.plan import TrtllmPlanning
-from lmi_build.types import PlanMessage
 
 
 class TrtllmTarget(TrtllmPlanning):
@@ -29,27 +22,18 @@ class TrtllmTarget(TrtllmPlanning):
     command = COMMAND
     artifact_label = "TensorRT-LLM engines"
     request_knobs = TrtllmRequest
-
-    def preflight(self, saved: SavedPlan, settings: BuildSettings) -> None:
-        build.preflight(saved, settings)
-
-    def build(self, ctx: BuildContext) -> None:
-        build.build(ctx)
+    # The build and the serving rules are its modules' functions (``build`` last: it hides the module).
+    preflight = staticmethod(build.preflight)
+    check_compatibility = staticmethod(compatibility.check_compatibility)
+    container_startup = staticmethod(compatibility.container_startup)
+    record_problems = staticmethod(compatibility.record_problems)
+    build = staticmethod(build.build)
 
     def layouts(self) -> Mapping[str, Layout]:
         return layouts.LAYOUTS
 
     def build_devices(self, plan: BuildPlan) -> tuple[Literal["gpu", "neuron"], int] | None:
         return "gpu", plan.knobs(TrtllmBuild).world_size  # trtllm-build times kernels on one GPU per rank
-
-    def check_compatibility(self, manifest: Manifest, serving: ServingTarget) -> Problems:
-        return compatibility.check_compatibility(manifest, serving)
-
-    def container_startup(self, manifest: Manifest, serving: ServingTarget) -> StartupOutcome | None:
-        return compatibility.container_startup(manifest, serving)
-
-    def record_problems(self, manifest: Manifest, read: ReadFile) -> list[PlanMessage]:
-        return compatibility.record_problems(manifest, read)
 
     def unfinished(self, output: Path, plan: BuildPlan) -> Unfinished:
         return build.unfinished(output)
@@ -60,11 +44,9 @@ class TrtllmTarget(TrtllmPlanning):
                            f"TensorRT {p.tensorrt}, CUDA {p.cuda}", p.layout, p.workflow, p.model_dump(mode="json"))
                 for p in profiles.load_profiles()]
 
-    def profile_view(self, name: str) -> ProfileView | None:
+    def profile_view(self, name: str) -> ProfileView:
         """Versions, defaults, the trtllm-build flags of its TensorRT-LLM, and sources."""
-        profile = next((p for p in profiles.load_profiles() if p.name == name), None)
-        if profile is None:
-            return None
+        profile = profiles.get_profile(name)
         table = flag_table(profile.tensorrt_llm)
         data = {**profile.model_dump(mode="json"), "flag_series": table.series,
                 "flags": {tool: dict(sorted(flags.items())) for tool, flags in table.tools.items()},

@@ -11,8 +11,6 @@ come from ``data/triton_config.toml``, extracted per tag with its source lines.
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
 from lmi_build.errors import StepError
 from lmi_build.planning.context import read_text
 from lmi_build.planning.plan import BuildPlan
@@ -20,15 +18,14 @@ from lmi_build.tables import load_table
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
 from lmi_build.targets.trtllm.options import TrtllmText, written_or
 from lmi_build.targets.trtllm.profiles import get_profile
+from lmi_build.types import Record
 
 TRITON_FILE = Path(__file__).with_name("data") / "triton_config.toml"
 # LMI's documented default; the 0.7.1 backend would turn it on when the parameter is absent.
 ENABLE_TRT_OVERLAP_DEFAULT = "false"
 
 
-class Tensor(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Tensor(Record):
     name: str
     data_type: str
     dims: tuple[int, ...]
@@ -37,10 +34,8 @@ class Tensor(BaseModel):
     allow_ragged_batch: bool = False
 
 
-class BackendConfig(BaseModel):
+class BackendConfig(Record):
     """One backend release's model config facts."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     source: str
     parameters: tuple[str, ...]
@@ -48,9 +43,7 @@ class BackendConfig(BaseModel):
     output: tuple[Tensor, ...]
 
 
-class TritonFile(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class TritonFile(Record):
     backend: dict[str, BackendConfig]
 
 

@@ -26,9 +26,10 @@ TARGETS_DIR = REPO_ROOT / "lmi_build" / "targets"
 # A read or write of an option by a literal key: ctx.int_value("max_input_len"), ctx.derive("dtype", ...).
 LITERAL_KEY = re.compile(r"\.(int_value|float_value|bool_value|text_value|value|user_set|is_set|"
                          r"source_of|derive|withhold)\(\s*f?\"")
-# A key looked up in serving.properties text or made by formatting: properties.get("option.dtype"),
-# sources.get(f"option.{flag}"), key = f"option.{name}".
-PROPERTIES_KEY = re.compile(r"\.get\(\s*f?\"option\.|f\"option\.\{")
+# A key looked up in serving.properties text, made by formatting or written by hand: properties.get("option.dtype"),
+# sources.get(f"option.{flag}"), key = f"option.{name}", {"option.tensor_parallel_degree": ...},
+# values["option.model_id"] = ... (the mapping's ``planning.context.written_text`` writes keys).
+PROPERTIES_KEY = re.compile(r"\.get\(\s*f?\"option\.|f\"option\.\{|\"option\.\w+\"\s*:\s|\[\s*\"option\.\w+\"\s*\]")
 
 
 def _engine_argv(build: TrtllmBuild, plan: BuildPlan, profile: str) -> list[str]:
