@@ -25,8 +25,6 @@ build refuses an engine that is not, ``build._check_engine_is_the_plans``). Each
 effect other than ``resolves`` is a plan/verify message whose code is the rule's id.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
