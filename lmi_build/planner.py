@@ -20,10 +20,11 @@ from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning import checks
 from lmi_build.planning.cache_key import compute_cache_key, config_digest
 from lmi_build.planning.checkpoint_estimate import estimate_checkpoint_step
-from lmi_build.planning.context import NOT_WRITTEN, PlanContext
+from lmi_build.planning.context import NOT_WRITTEN, PlanContext, read_options
 from lmi_build.planning.findings import Findings
 from lmi_build.planning.instances import get_instance
 from lmi_build.planning.memory import check_fit, estimate
+from lmi_build.planning.options import CommonOptions
 from lmi_build.planning.plan import BuildPlan, QuantizationPlan, TargetKnobs, ToolchainRef
 from lmi_build.planning.quantization import plan_quantization, split_messages, tp_group_problem
 from lmi_build.planning.request import PlanRequest
@@ -122,7 +123,7 @@ def plan_request(request: PlanRequest, target: PlanningTarget) -> SavedPlan:
                       options=options, instance=instance, quantization=quantization, findings=findings)
     _version_options(ctx)
     checks.check_common(ctx)
-    _check_tokenizer_code(source.path, options.bool_value("trust_remote_code"), findings)
+    _check_tokenizer_code(source.path, read_options(options, CommonOptions).trust_remote_code, findings)
     planned = target.plan(ctx)
     _check_tp_groups(quantization, spec, planned.build, findings)
 
@@ -212,7 +213,7 @@ def _plan_quantization(
     findings.add_warnings(warnings)
 
     # The planned method is the canonical name of the spelling given (static_int8 is int8's).
-    method = plan.method or options.text_value("quantize")
+    method = plan.method or read_options(options, CommonOptions).quantize
     reported = any(m.code in ("quantize_unknown", "quantize_target") for m in errors)
     if method is not None and spec.pre_quantization is None and method not in support.quantize and not reported:
         elsewhere = [name for name, other in recipe.targets.items() if method in other.quantize]

@@ -37,7 +37,9 @@ from lmi_build.fs import (
     users_files,
 )
 from lmi_build.options.properties import write_properties
-from lmi_build.options.resolve import option_spec, written_options
+from lmi_build.options.resolve import option_spec
+from lmi_build.planning.context import read_written
+from lmi_build.planning.options import CommonOptions
 from lmi_build.planning.plan import BuildPlan
 
 PROPERTIES_NAME = "serving.properties"
@@ -77,7 +79,7 @@ def carry_source_files(source_dir: Path, staging: Path, *, trust_remote_code: bo
 
 
 def trust_remote_code(plan: BuildPlan) -> bool:
-    return bool(written_options(plan.options).bool_value("trust_remote_code"))
+    return bool(read_written(plan.options, CommonOptions).trust_remote_code)
 
 
 def _property_order(key: str) -> tuple[int, str]:

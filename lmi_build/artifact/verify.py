@@ -18,7 +18,9 @@ from lmi_build.artifact.target_api import ArtifactTarget, TargetsByName, profile
 from lmi_build.errors import LmiBuildError, OptionError, VerifyError
 from lmi_build.hashing import tree_digest
 from lmi_build.options.properties import read_properties_with_lines
+from lmi_build.planning.context import read_text
 from lmi_build.planning.gpus import normalize_sm
+from lmi_build.planning.options import CommonText
 from lmi_build.planning.startup import StartupOutcome
 from lmi_build.reading import BadFile, read_regular_bytes
 from lmi_build.types import PlanMessage
@@ -129,9 +131,12 @@ def check_serving_record(found: dict[str, str] | None, manifest: Manifest) -> li
         errors.append(_msg("serving_properties_edited",
                            f"serving.properties differs from the manifest's record of it: {shown}",
                            "the file was edited after the build: rebuild or re-pull the artifact"))
-    planned = str((manifest.plan.get("options") or {}).get("option.trust_remote_code", "false"))
+    # The manifest's plan is JSON as read (``Manifest.plan``): its values typed as text, whatever an edit made them.
+    planned_options = {key: str(value) for key, value in (manifest.plan.get("options") or {}).items()}
+    planned = read_text(planned_options, CommonText).trust_remote_code or "false"
     for where, values in (("serving.properties", found), ("the manifest's record", recorded)):
-        if values.get("option.trust_remote_code", "false").lower() in _TRUE and planned.lower() not in _TRUE:
+        written = read_text(values, CommonText).trust_remote_code or "false"
+        if written.lower() in _TRUE and planned.lower() not in _TRUE:
             errors.append(_msg("trust_remote_code_edited",
                                f"{where} turns on option.trust_remote_code, which the plan the artifact was built "
                                "from does not", "rebuild with --trust-remote-code if the model's code is trusted"))

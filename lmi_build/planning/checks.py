@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from lmi_build.options.resolve import option_spec
 from lmi_build.options.resolved import Source, _full_key
-from lmi_build.planning.context import PlanContext
+from lmi_build.planning.context import PlanContext, read_options
+from lmi_build.planning.options import CommonOptions, CommonServing, CommonText
 
 # option.dtype (one of the option table's choices) -> the TensorRT-LLM / torch dtype name; the
 # table's int8 is LMI-Dist's alone.
@@ -16,7 +17,7 @@ _USER_SOURCES = (Source.CLI, Source.PROPERTIES, Source.ENV, Source.ALIAS)
 
 
 def resolve_dtype(ctx: PlanContext) -> str:
-    dtype = ctx.text_value("dtype") or "fp16"
+    dtype = read_options(ctx, CommonOptions).dtype or "fp16"
     found = DTYPES.get(dtype)
     if found is None:
         ctx.findings.error("dtype", f"option.dtype={dtype} is not a dtype lmi-build can build",
@@ -32,15 +33,15 @@ def lmi_dtype(dtype: str) -> str:
 
 def resolve_tp(ctx: PlanContext, *, pp: int = 1, unit: str = "GPU") -> int:
     """option.tensor_parallel_degree as an int; ``max`` = the instance's devices / pp."""
-    requested = ctx.value("tensor_parallel_degree")
+    requested = read_options(ctx, CommonOptions).tensor_parallel_degree
     if requested == "max":
-        if ctx.instance is None and not ctx.user_set("tensor_parallel_degree"):
+        if ctx.instance is None and ctx.user_options(CommonOptions).tensor_parallel_degree is None:
             # The container's own default is "max"; ahead of time the device count is unknown.
             ctx.findings.warn("tp_default",
                               "the container would use every device (tensor_parallel_degree=max); "
                               "planning tp=1 because no instance type was given",
                               hint="pass --tp <n> or --instance-type to build for more devices")
-            ctx.derive("tensor_parallel_degree", 1, "default max without --instance-type")
+            ctx.write_options(CommonServing(tensor_parallel_degree=1), "default max without --instance-type")
             return 1
         if ctx.instance is None:
             ctx.findings.error("tp_max_needs_instance",
@@ -48,7 +49,8 @@ def resolve_tp(ctx: PlanContext, *, pp: int = 1, unit: str = "GPU") -> int:
                                hint="pass --tp <n>, or --instance-type (e.g. g5.12xlarge) to resolve 'max'")
             return 1
         tp = max(1, ctx.instance.devices // max(1, pp))
-        ctx.derive("tensor_parallel_degree", tp, f"max on {ctx.instance.name} ({ctx.instance.devices} {unit}s)")
+        ctx.write_options(CommonServing(tensor_parallel_degree=tp),
+                          f"max on {ctx.instance.name} ({ctx.instance.devices} {unit}s)")
         return tp
     if requested == -1:
         ctx.findings.error("tp_all_devices",
@@ -87,8 +89,9 @@ def max_positions(ctx: PlanContext) -> int | None:
         return None
     base = spec.max_position_embeddings
     configured = (spec.rope.scaling_type or "").lower() if spec.rope else ""
-    scaling_type = ctx.text_value("rotary_scaling_type") or configured
-    factor = ctx.float_value("rotary_scaling_factor") or (spec.rope.scaling_factor if spec.rope else None)
+    given = read_options(ctx, CommonOptions)
+    scaling_type = given.rotary_scaling_type or configured
+    factor = given.rotary_scaling_factor or (spec.rope.scaling_factor if spec.rope else None)
     if scaling_type and factor and factor > 1 and scaling_type not in _PRE_EXTENDED_ROPE:
         return int(base * factor)
     return base
@@ -109,12 +112,12 @@ def check_total_length(ctx: PlanContext, total: int, what: str, hint: str) -> No
 def check_common(ctx: PlanContext) -> None:
     """Checks that do not depend on the target's knobs."""
     spec = ctx.spec
-    if spec.requires_remote_code and not ctx.bool_value("trust_remote_code"):
+    if spec.requires_remote_code and not read_options(ctx, CommonOptions).trust_remote_code:
         ctx.findings.error("remote_code",
                            f"{spec.architecture} needs the model's own Python code (auto_map), which is not trusted",
                            hint="review the repository's code, then pass --trust-remote-code")
-    has_type = ctx.is_set("rotary_scaling_type")
-    has_factor = ctx.is_set("rotary_scaling_factor")
+    text = ctx.text_options(CommonText)
+    has_type, has_factor = text.rotary_scaling_type is not None, text.rotary_scaling_factor is not None
     if has_type != has_factor:
         given, missing = ("rotary_scaling_type", "rotary_scaling_factor") if has_type else (
             "rotary_scaling_factor", "rotary_scaling_type")

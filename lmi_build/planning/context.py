@@ -132,6 +132,12 @@ class PlanContext(TypedReader):
         derived = self.derived.get(full)
         return derived if derived is not None else self.options.values.get(full)
 
+    def text_options(self, kind: type[Typed]) -> Typed:
+        """``read_text`` of the options as they stand, derived values applied; an empty value reads as absent."""
+        items = {key: self._item(key) for key in _keys(kind)}
+        return kind.model_validate({key: item.value if item is not None and item.value != "" else None
+                                    for key, item in items.items()})
+
     def user_set(self, key: str) -> bool:
         """True when the value came from the user (flag, properties, env), not a default."""
         return self.options.source_of(key) in (Source.CLI, Source.PROPERTIES, Source.ENV, Source.ALIAS)

@@ -27,6 +27,8 @@ from lmi_build.model.spec import ModelSpec, PreQuantization
 from lmi_build.options.resolved import ResolvedOptions, Source
 from lmi_build.options.spec import exact_spec
 from lmi_build.planning import calibration_text
+from lmi_build.planning.context import read_options
+from lmi_build.planning.options import CommonOptions
 from lmi_build.planning.plan import CalibrationPlan, QuantizationPlan
 from lmi_build.recipes.registry import load_recipes
 from lmi_build.types import FrozenModel, PlanMessage
@@ -245,7 +247,8 @@ def plan_quantization(
     ``prequantized_problem``; recipe support checks stay with the planner.
     """
     messages: list[PlanMessage] = []
-    requested = method if method is not None else options.text_value("quantize")
+    given = read_options(options, CommonOptions)
+    requested = method if method is not None else given.quantize
     name = canonical_method(requested)
 
     if spec.pre_quantization is not None:
@@ -256,7 +259,7 @@ def plan_quantization(
         if kv is not None:
             messages.append(PlanMessage(
                 code="kv_cache_needs_quantize",
-                message=f"option.kv_cache_dtype={options.get('kv_cache_dtype')} needs a calibrated quantization",
+                message=f"option.kv_cache_dtype={given.kv_cache_dtype} needs a calibrated quantization",
                 hint="also set option.quantize (fp8, smoothquant, awq, gptq), or drop option.kv_cache_dtype",
             ))
         _warn_ignored(options, None, messages)
@@ -288,10 +291,9 @@ def plan_quantization(
     quant_algo: str | None = entry.quant_algo
     alpha = per_token = per_channel = mqa = None
     if entry.name == "smoothquant":
-        alpha = _or(options.float_value("smoothquant_alpha"), DEFAULT_SMOOTHQUANT_ALPHA)
-        per_token = bool(options.bool_value("smoothquant_per_token"))
-        per_channel = bool(options.bool_value("smoothquant_per_channel"))
-        mqa = bool(options.bool_value("multi_query_mode"))
+        alpha = _or(given.smoothquant_alpha, DEFAULT_SMOOTHQUANT_ALPHA)
+        per_token, per_channel = bool(given.smoothquant_per_token), bool(given.smoothquant_per_channel)
+        mqa = bool(given.multi_query_mode)
         if checkpoint_route == "vendor":
             quant_algo = vendor_smoothquant_algo(per_channel, per_token)
         elif per_token or (_given(options, "smoothquant_per_channel") and not per_channel):
@@ -383,15 +385,14 @@ def _plan_calibration(
     default_size = entry.default_calib_size or 64
     # awq_calib_size (LMI's key) wins over lmi-build's general calib_size for AWQ.
     # A table default of awq_calib_size must not hide an explicit calib_size.
-    size_key = "calib_size"
-    if entry.name == "awq" and "awq_calib_size" in options and (_given(options, "awq_calib_size")
-                                                                 or not _given(options, "calib_size")):
-        size_key = "awq_calib_size"
+    given = read_options(options, CommonOptions)
+    awq_size = entry.name == "awq" and "awq_calib_size" in options and (_given(options, "awq_calib_size")
+                                                                        or not _given(options, "calib_size"))
     # The option table bounds each of these (sizes >= 1, calib_max_seq_len >= 8, calib_seed >= 0).
-    size = _or(options.int_value(size_key), default_size)
-    max_seq_len = _or(options.int_value("calib_max_seq_len"), DEFAULT_CALIB_MAX_SEQ_LEN)
-    batch_size = _or(options.int_value("calib_batch_size"), entry.default_calib_batch_size)
-    seed = _or(options.int_value("calib_seed"), DEFAULT_CALIB_SEED)
+    size = _or(given.awq_calib_size if awq_size else given.calib_size, default_size)
+    max_seq_len = _or(given.calib_max_seq_len, DEFAULT_CALIB_MAX_SEQ_LEN)
+    batch_size = _or(given.calib_batch_size, entry.default_calib_batch_size)
+    seed = _or(given.calib_seed, DEFAULT_CALIB_SEED)
     try:
         text = calibration_text.load(calib_file)
     except LmiBuildError as exc:
@@ -426,7 +427,7 @@ def _check_group_shapes(entry: QuantMethod, spec: ModelSpec, messages: list[Plan
 
 
 def _kv_cache_algo(options: ResolvedOptions) -> str | None:
-    dtype = options.text_value("kv_cache_dtype")
+    dtype = read_options(options, CommonOptions).kv_cache_dtype
     return KV_CACHE_ALGOS[dtype] if dtype is not None else None
 
 

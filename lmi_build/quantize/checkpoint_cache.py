@@ -21,6 +21,8 @@ from lmi_build.artifact.files import FileEntry, list_files, verify_entries
 from lmi_build.fs import atomic_write_json, freeze_shared, link_tree, staged_directory
 from lmi_build.output import current
 from lmi_build.paths import cache_root
+from lmi_build.planning.context import read_text
+from lmi_build.planning.options import CommonText
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.quantize.result import CheckpointResult
 from lmi_build.reading import read_json_file
@@ -62,7 +64,7 @@ def checkpoint_key(plan: BuildPlan, model_dir: Path, checkpoint_format: str, sha
         "build": shaping,
         "calibrated_on": None if calibrated_on is None else {"device": calibrated_on.device,
                                                              "load_dtype": calibrated_on.load_dtype},
-        "trust_remote_code": plan.options.get("option.trust_remote_code", "false"),
+        "trust_remote_code": read_text(plan.options, CommonText).trust_remote_code or "false",
         "versions": installed_versions(EXPORTER_PACKAGES),
     }
     canonical = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str)

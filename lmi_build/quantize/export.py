@@ -19,7 +19,8 @@ from typing import Any
 from lmi_build import output
 from lmi_build.errors import StepError
 from lmi_build.fs import link_or_copy
-from lmi_build.options.resolve import written_options
+from lmi_build.planning.context import read_written
+from lmi_build.planning.options import CommonOptions
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.quantize import calibration as calib
 from lmi_build.quantize import modelopt_quant
@@ -67,7 +68,7 @@ def prepare_model(plan: BuildPlan, model_dir: Path, dtype: str, calib_file: Path
     still in the calibration dtype, for an exporter that casts itself). Where it is calibrated (GPU
     in ``dtype``, or CPU in float32 then cast) is ``placement.choose_placement``'s choice: exported
     dtypes and norms are ``dtype`` either way."""
-    trust = bool(written_options(plan.options).bool_value("trust_remote_code"))
+    trust = bool(read_written(plan.options, CommonOptions).trust_remote_code)
     quant = plan.quantization
     where = placement_for(plan, dtype)
     modelopt_quant.set_deterministic(quant.calibration.seed if quant.calibration else 1234)
