@@ -255,7 +255,7 @@ def plan_quantization(
         return _plan_prequantized(spec.pre_quantization, rules, name, messages)
 
     if name is None:
-        kv = _kv_cache_algo(options)
+        kv = _kv_cache_algo(given)
         if kv is not None:
             messages.append(PlanMessage(
                 code="kv_cache_needs_quantize",
@@ -326,10 +326,10 @@ def plan_quantization(
     if entry.group_size is not None:
         _check_group_shapes(entry, spec, messages)
 
-    kv = _kv_cache_algo(options)
+    kv = _kv_cache_algo(given)
     calibration = None
     if entry.calibration or kv is not None:
-        calibration = _plan_calibration(entry, options, calib_file, messages)
+        calibration = _plan_calibration(entry, options, given, calib_file, messages)
 
     plan = QuantizationPlan(
         method=entry.name,
@@ -379,13 +379,13 @@ def _plan_prequantized(
 
 
 def _plan_calibration(
-    entry: QuantMethod, options: ResolvedOptions, calib_file: Path | None, messages: list[PlanMessage]
+    entry: QuantMethod, options: ResolvedOptions, given: CommonOptions, calib_file: Path | None,
+    messages: list[PlanMessage],
 ) -> CalibrationPlan | None:
 
     default_size = entry.default_calib_size or 64
     # awq_calib_size (LMI's key) wins over lmi-build's general calib_size for AWQ.
     # A table default of awq_calib_size must not hide an explicit calib_size.
-    given = read_options(options, CommonOptions)
     awq_size = entry.name == "awq" and "awq_calib_size" in options and (_given(options, "awq_calib_size")
                                                                         or not _given(options, "calib_size"))
     # The option table bounds each of these (sizes >= 1, calib_max_seq_len >= 8, calib_seed >= 0).
@@ -426,9 +426,8 @@ def _check_group_shapes(entry: QuantMethod, spec: ModelSpec, messages: list[Plan
         ))
 
 
-def _kv_cache_algo(options: ResolvedOptions) -> str | None:
-    dtype = read_options(options, CommonOptions).kv_cache_dtype
-    return KV_CACHE_ALGOS[dtype] if dtype is not None else None
+def _kv_cache_algo(given: CommonOptions) -> str | None:
+    return KV_CACHE_ALGOS[given.kv_cache_dtype] if given.kv_cache_dtype is not None else None
 
 
 def _warn_ignored(options: ResolvedOptions, method: str | None, messages: list[PlanMessage]) -> None:
