@@ -1,10 +1,15 @@
 """What the GPTQ and AutoAWQ checkpoint writers share: ModelOpt's INT4 integers, 4-bit packing
 into int32 words, the check against ModelOpt's own fake quantization, and the save.
 
-ModelOpt's INT4 block quantization (AWQ, GPTQ, RTN) is symmetric: ``q = round(w / (amax / 7))``
-clipped to [-8, 7]. The vLLM loaders' formats are unsigned with a zero point: ``(u - z) * scale``;
-``u = q + 8`` and ``z = 8`` represent every one of ModelOpt's values exactly. The layouts, with
-their sources in vLLM, are in ``lmi_build/targets/hf/data/serving_formats.toml``.
+ModelOpt's INT4 block quantization (AWQ, GPTQ, RTN) is symmetric: ``q = round(w * (7 / amax))``
+clipped to [-8, 7], in float32 (``modelopt/torch/quantization/tensor_quant.py``, ``_tensor_quant``,
+ModelOpt 0.47.0). The integers are computed with exactly that expression: ``w / (amax / 7)`` is
+the same number in exact arithmetic but not in float32, and a weight at exactly half a step
+(``w = amax / 2`` is common in bf16 weights) lands on 3.5 one way and 3.4999998 the other, so
+round-half-to-even picks different integers. The vLLM loaders' formats are unsigned with a zero
+point: ``(u - z) * scale``; ``u = q + 8`` and ``z = 8`` represent every one of ModelOpt's values
+exactly. The layouts, with their sources in vLLM, are in
+``lmi_build/targets/hf/data/serving_formats.toml``.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ BITS = 4
 PACK = 32 // BITS  # values per int32 word
 ZERO_POINT = 2 ** (BITS - 1)  # 8: symmetric INT4 as unsigned
 MAX_INT = ZERO_POINT - 1  # ModelOpt's scale is amax / 7
+AMAX_EPSILON = 1.0 / (1 << 24)  # ModelOpt's _tensor_quant: an amax at or below this quantizes to 0
 
 # (weight [out, in], amax, group size, export dtype) -> the tensors that replace ``weight``
 PackLinear = Callable[[Any, Any, int, Any], dict[str, Any]]
@@ -39,10 +45,16 @@ def integers(weight: Any, amax: Any, group_size: int) -> tuple[Any, Any]:
 
     out_features, in_features = weight.shape
     groups = in_features // group_size
-    scale = amax.detach().float().reshape(out_features, groups) / MAX_INT
+    group_amax = amax.detach().float().reshape(out_features, groups)
+    # ModelOpt's _tensor_quant: multiply by a tensor division max_bound / amax (a Python number
+    # over a tensor is computed as reciprocal times the number, one more rounding), and a group
+    # whose amax is at most 2^-24 quantizes to zeros.
+    max_bound = torch.tensor(float(MAX_INT), dtype=torch.float32)
+    zero_group = group_amax <= AMAX_EPSILON
+    inverse = torch.where(zero_group, 0.0, max_bound / group_amax.clamp_min(AMAX_EPSILON))
     blocks = weight.detach().float().reshape(out_features, groups, group_size)
-    ints = torch.round(blocks / scale.unsqueeze(-1)).clamp(-ZERO_POINT, MAX_INT)
-    return ints.reshape(out_features, in_features), scale
+    ints = torch.round(blocks * inverse.unsqueeze(-1)).clamp(-ZERO_POINT, MAX_INT)
+    return ints.reshape(out_features, in_features), group_amax / MAX_INT
 
 
 def pack_words(values: Any, order: Sequence[int] | None = None) -> Any:
@@ -66,10 +78,11 @@ def check_against_fake_quant(name: str, module: Any, quantizer: Any, ints: Any, 
         expected = quantizer(module.weight.detach().float()).float()
     per_column = scale.repeat_interleave(group_size, dim=1)
     rebuilt = ints * per_column
-    # Integers must agree exactly (a rounding tie may flip one value: allow one step per layer).
+    # The integers are computed with ModelOpt's own expression, so every one must agree (the
+    # dequantized values differ only in float32's last bit: amax / 7 versus 1 / (7 / amax)).
     step = per_column.clamp_min(torch.finfo(torch.float32).tiny)
     wrong = int(((rebuilt - expected).abs() > 0.5 * step).sum())
-    if wrong > 1:
+    if wrong:
         raise StepError(f"INT4 packing of {name} disagrees with ModelOpt's quantized weight in {wrong} values",
                         hint="this is a toolchain mismatch (ModelOpt version); report it with --debug output")
 
