@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import http.client
 import itertools
 import socket
@@ -80,7 +81,11 @@ class GarbageServer:
         self.socket.close()
 
 
-LieKind = Literal["trickle", "trickle_headers", "slow", "huge_length", "endless_listing", "repeating_listing"]
+LieKind = Literal["trickle", "trickle_headers", "slow", "huge_length", "endless_listing", "repeating_listing",
+                  "redirect_301", "redirect_307", "denied", "clock_skew"]
+REFUSALS = ("redirect_301", "redirect_307", "denied", "clock_skew")  # answered by the proxy, never forwarded
+SKEW_SECONDS = 3600  # clock_skew: the server's Date is an hour ahead of this machine's
+REDIRECT_REGION = "eu-west-3"  # the region a redirect names (S3's x-amz-bucket-region)
 HUGE = 10**15
 
 
@@ -107,6 +112,8 @@ class Lie:
         listing = "list-type" in parse_qs(parts.query)
         if self.kind in ("endless_listing", "repeating_listing"):
             return method == "GET" and listing
+        if self.kind in REFUSALS:  # the method's requests (any, with method "")
+            return (not self.method or method == self.method) and parts.path.endswith(self.key_suffix)
         if method != self.method or listing != self.listing:
             return False
         return listing or parts.path.endswith(self.key_suffix)
@@ -138,6 +145,10 @@ class LyingS3Proxy:
                 if lie is not None and lie.kind in ("endless_listing", "repeating_listing"):
                     proxy.served_lies += 1
                     self._endless_page(next(pages), fresh=lie.kind == "endless_listing")
+                    return
+                if lie is not None and lie.kind in REFUSALS:
+                    proxy.served_lies += 1
+                    self._refuse(lie.kind)
                     return
                 upstream_connection = http.client.HTTPConnection(upstream.hostname or "127.0.0.1", upstream.port,
                                                                  timeout=60)
@@ -234,6 +245,32 @@ class LyingS3Proxy:
                 self.send_header("Content-Length", str(len(page)))
                 self.end_headers()
                 self.wfile.write(page)
+
+            def _refuse(self, kind: LieKind) -> None:
+                """What S3 answers for a bucket of another region (301 PermanentRedirect without a
+                Location, or 307 TemporaryRedirect to the same URL: a redirect that goes round), for
+                credentials without the permission (403 AccessDenied), or for a request signed by a
+                clock an hour off the server's (403 RequestTimeTooSkewed; its Date says the server's
+                time). A HEAD answer has the status and headers only, as S3's."""
+                status, code = {"redirect_301": (301, "PermanentRedirect"), "redirect_307": (307, "TemporaryRedirect"),
+                                "denied": (403, "AccessDenied"), "clock_skew": (403, "RequestTimeTooSkewed")}[kind]
+                host = self.headers.get("Host", "")
+                bucket = urlsplit(self.path).path.lstrip("/").split("/", 1)[0]
+                body = ("" if self.command == "HEAD" else
+                        f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code><Message>refused by '
+                        f"the test proxy</Message><Bucket>{bucket}</Bucket><Endpoint>{host}</Endpoint></Error>").encode()
+                self.send_response_only(status)
+                self.send_header("Server", "hostile-proxy")
+                skew = SKEW_SECONDS if kind == "clock_skew" else 0
+                self.send_header("Date", email.utils.formatdate(time.time() + skew, usegmt=True))
+                if kind.startswith("redirect"):
+                    self.send_header("x-amz-bucket-region", REDIRECT_REGION)
+                if kind == "redirect_307":
+                    self.send_header("Location", f"http://{host}{self.path}")
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
 
             do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = _forward
 

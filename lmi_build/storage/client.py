@@ -5,9 +5,12 @@ boto3 is imported inside the functions so that ``--help`` and ``plan`` stay fast
 
 from __future__ import annotations
 
+import contextlib
+import email.utils
 import os
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -66,6 +69,44 @@ def s3_client(endpoint_url: str | None, *, workers: int = 8) -> Any:
     return client
 
 
+# A bucket in another region (S3 answers 301 PermanentRedirect, or 307 while a new bucket's DNS
+# spreads; a HEAD has no body, only the status). botocore follows AWS's own once, never a custom
+# endpoint's: each is one line naming where to go.
+_REDIRECT_CODES = {"PermanentRedirect", "TemporaryRedirect", "301", "307", "AuthorizationHeaderMalformed"}
+# S3 refuses a signature more than 15 minutes off its own clock (RequestTimeTooSkewed; a HEAD's
+# 403 has no code): the Date of its answer says whether that is why.
+_SKEW_SECONDS = 15 * 60
+
+
+def _redirected(response: Mapping[str, Any], where: S3Url | None, endpoint: str,
+                error: type[LmiBuildError]) -> LmiBuildError:
+    info = response.get("Error", {})
+    headers = response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+    region = str(info.get("Region") or headers.get("x-amz-bucket-region") or "")
+    target = str(info.get("Endpoint") or "")
+    bucket = f"bucket '{where.bucket}'" if where else "the bucket"
+    to = " and ".join(part for part in (f"region {region}" if region else "",
+                                         f"endpoint {redact_text(target)}" if target else "") if part)
+    return error(f"the S3 endpoint {endpoint} redirects {bucket} elsewhere" + (f" ({to})" if to else ""),
+                 hint=(f"set AWS_REGION={region}" if region else "give the bucket's region in AWS_REGION")
+                 + " or --endpoint-url to the bucket's own endpoint, and retry")
+
+
+def _clock_skew(response: Mapping[str, Any]) -> str:
+    """How far this machine's clock is off the server's, when S3 refused the request for it
+    (RequestTimeTooSkewed, or a 403 whose Date is more than 15 minutes away); else ''."""
+    code = str(response.get("Error", {}).get("Code", ""))
+    date = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+    skew: float | None = None
+    with contextlib.suppress(TypeError, ValueError, IndexError):
+        skew = time.time() - email.utils.parsedate_to_datetime(str(date)).timestamp()
+    if code != "RequestTimeTooSkewed" and (code not in _DENIED_CODES or skew is None or abs(skew) < _SKEW_SECONDS):
+        return ""
+    if skew is None:
+        return "more than 15 minutes off"
+    return f"{abs(skew) / 60:.0f} minutes {'ahead of' if skew > 0 else 'behind'}"
+
+
 def _safe(exc: BaseException) -> str:
     return redact_text(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
@@ -114,9 +155,18 @@ def translate(
         return error(f"the S3 endpoint {endpoint} {exc.what}", hint=exc.hint)
     if isinstance(exc, S3UploadFailedError):
         return error(f"upload to {where} failed: {exc}", hint="rerun the same command; it resumes")
+    if isinstance(exc, RecursionError):  # a redirect botocore followed round and round
+        return error(f"the S3 endpoint {endpoint} redirected {operation} without end",
+                     hint="give the bucket's own endpoint with --endpoint-url (or its region with AWS_REGION)")
     if isinstance(exc, ClientError):
         info = exc.response.get("Error", {})
         code = str(info.get("Code", ""))
+        if code in _REDIRECT_CODES:
+            return _redirected(exc.response, where, endpoint, error)
+        if skew := _clock_skew(exc.response):
+            return error(f"the S3 endpoint {endpoint} refused {operation}: this machine's clock is {skew} "
+                         "the server's (clock skew)",
+                         hint="set the clock right (NTP: timedatectl set-ntp true, chronyc makestep) and retry")
         if (code in _MISSING_BUCKET_CODES and operation == "head_bucket") or code == "NoSuchBucket":
             return error(
                 f"bucket '{where.bucket if where else '?'}' does not exist at {endpoint}",
