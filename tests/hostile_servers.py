@@ -101,6 +101,7 @@ class Lie:
     listing: bool = False
     seconds: float = 4.0  # slow: how long the answer takes in all
     skip: int = 0  # the first requests it matches that are answered truly
+    page_keys: int = 1  # endless_listing: keys on each page (S3 sends up to 1,000)
 
     def passes(self) -> bool:
         """True for the first ``skip`` requests it matches."""
@@ -144,7 +145,7 @@ class LyingS3Proxy:
                     lie = None
                 if lie is not None and lie.kind in ("endless_listing", "repeating_listing"):
                     proxy.served_lies += 1
-                    self._endless_page(next(pages), fresh=lie.kind == "endless_listing")
+                    self._endless_page(next(pages), fresh=lie.kind == "endless_listing", keys=lie.page_keys)
                     return
                 if lie is not None and lie.kind in REFUSALS:
                     proxy.served_lies += 1
@@ -227,19 +228,20 @@ class LyingS3Proxy:
                     self.wfile.write(data)
                     self.wfile.flush()
 
-            def _endless_page(self, number: int, *, fresh: bool) -> None:
-                """A truncated page with a new continuation token each time; ``fresh``: a new key
-                each time too, else the same key again."""
+            def _endless_page(self, number: int, *, fresh: bool, keys: int = 1) -> None:
+                """A truncated page with a new continuation token each time; ``fresh``: ``keys`` new
+                keys each time too, else the same key again."""
                 query = parse_qs(urlsplit(self.path).query)
                 prefix = query.get("prefix", [""])[0]
-                key = f"{prefix}endless-{number if fresh else 1:09d}"
+                contents = "".join(
+                    f"<Contents><Key>{prefix}endless-{number if fresh else 1:09d}-{index:04d}</Key><Size>1</Size>"
+                    '<LastModified>2024-01-01T00:00:00.000Z</LastModified><ETag>"0"</ETag>'
+                    "<StorageClass>STANDARD</StorageClass></Contents>" for index in range(keys if fresh else 1))
                 page = ('<?xml version="1.0" encoding="UTF-8"?>'
                         '<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
-                        f"<Name>bucket</Name><Prefix>{prefix}</Prefix><KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys>"
+                        f"<Name>bucket</Name><Prefix>{prefix}</Prefix><KeyCount>{keys}</KeyCount><MaxKeys>1000</MaxKeys>"
                         f"<IsTruncated>true</IsTruncated><NextContinuationToken>token-{number}</NextContinuationToken>"
-                        f"<Contents><Key>{key}</Key><Size>1</Size>"
-                        '<LastModified>2024-01-01T00:00:00.000Z</LastModified><ETag>"0"</ETag>'
-                        "<StorageClass>STANDARD</StorageClass></Contents></ListBucketResult>").encode()
+                        f"{contents}</ListBucketResult>").encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/xml")
                 self.send_header("Content-Length", str(len(page)))

@@ -14,7 +14,7 @@ from lmi_build.artifact.verify import SERVING_PROPERTIES, check_serving_record
 from lmi_build.errors import LmiBuildError, OptionError, PublishError, StorageError, VerifyError
 from lmi_build.options.properties import collect_properties, parse_properties
 from lmi_build.reading import MAX_DOCUMENT_BYTES
-from lmi_build.storage.bounded import S3Unbounded, read_limited, stream_chunks
+from lmi_build.storage.bounded import S3Unbounded, artifact_listing_bound, read_limited, stream_chunks
 from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors, translate
 from lmi_build.storage.paths import safe_relpath
 from lmi_build.storage.s3url import S3Url, parse_s3_url
@@ -132,7 +132,7 @@ def verify_remote(url: str, endpoint_url: str | None = None, *, workers: int = 1
     entries = checked_entries(found.manifest, str(target), VerifyError)
     expected = [(target.key(e.path), e.size, e.sha256) for e in entries]
     with s3_errors(target, endpoint, error=StorageError, operation="head_object"):
-        sizes = list_sizes(client, target.bucket, target.list_prefix)
+        sizes = list_sizes(client, target.bucket, target.list_prefix, max_keys=artifact_listing_bound(len(entries)))
         # Only objects whose listed size matches need a HEAD for their checksum.
         heads: dict[str, dict[str, Any] | None] = {key: None for key, _, _ in expected if key not in sizes}
         heads.update({key: {"ContentLength": sizes[key]} for key, size, _ in expected

@@ -235,3 +235,20 @@ def test_verify_of_an_unreachable_artifact_is_an_error(world: World, s3_env: S3S
     result = world.run("verify", url, "--json", env=env, timeout=CASE_TIMEOUT)
     world.expect(result, code=1, before=before, says="does not exist" if where == "missing-bucket" else "cannot connect")
     assert json.loads(result.stdout)["error"]["code"] == "storage", result.stdout
+
+
+def test_an_endless_listing_is_bounded_by_what_the_artifact_can_hold(world: World, s3_env: S3Server,
+                                                                     published: str) -> None:
+    """Pages of 1,000 new keys for ever, under the default 10-minute listing deadline: a pull or
+    verify knows the manifest's files, so it stops a page or two past them, naming the endpoint
+    (it listed a million keys, about two minutes, before; issue 42 item 7)."""
+    for command in (("verify", published), ("pull", published, "dest")):
+        before = world.snapshot()
+        with lying_proxy(s3_env.endpoint, Lie("endless_listing", page_keys=1000)) as proxy:
+            started = time.monotonic()
+            result = world.run(*command, env={"AWS_ENDPOINT_URL": proxy.endpoint, "LMI_BUILD_S3_LIST_TIMEOUT": "600"},
+                               timeout=CASE_TIMEOUT)
+            seconds = time.monotonic() - started
+            assert proxy.served_lies <= 3, proxy.served_lies
+        world.expect(result, code=1, before=before, allowed=(PARTIAL,), says=f"the S3 endpoint {proxy.endpoint} listed more than")
+        assert seconds < 20, f"{command[0]} took {seconds:.1f} s"
