@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import functools
 import os
 import time
 import uuid
@@ -56,7 +57,7 @@ def s3_client(endpoint_url: str | None, *, workers: int = 8) -> Any:
     from botocore.exceptions import BotoCoreError
 
     try:
-        session = boto3.session.Session()
+        session = boto3.session.Session(botocore_session=_botocore_session())
         client = session.client("s3", endpoint_url=endpoint_url or None, config=config)
     except (BotoCoreError, ValueError) as exc:  # partial credentials, a malformed endpoint URL
         translated = translate(exc, None, endpoint_label(endpoint_url), operation="setting up the S3 client")
@@ -105,6 +106,26 @@ def _clock_skew(response: Mapping[str, Any]) -> str:
     if skew is None:
         return "more than 15 minutes off"
     return f"{abs(skew) / 60:.0f} minutes {'ahead of' if skew > 0 else 'behind'}"
+
+
+@functools.cache
+def _model_loader() -> Any:
+    """botocore's loader of its service models, one for the process: a new session reads and parses
+    S3's model, endpoints and rule set (~5 MB of JSON) again, 0.15-0.4 CPU-s per client on the
+    storage benchmark, paid by every pull, publish and each of verify's three clients (issue 42
+    item 10). The files are botocore's own (and AWS_DATA_PATH's, read once here); credentials,
+    region and endpoint stay per session."""
+    import botocore.loaders
+
+    return botocore.loaders.create_loader()
+
+
+def _botocore_session() -> Any:
+    import botocore.session
+
+    session = botocore.session.get_session()
+    session.register_component("data_loader", _model_loader())
+    return session
 
 
 def _safe(exc: BaseException) -> str:

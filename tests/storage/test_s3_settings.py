@@ -44,3 +44,18 @@ def test_an_infinite_timeout_is_one_line_at_the_command_line() -> None:
     assert "Traceback" not in result.stderr and "OverflowError" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and "LMI_BUILD_S3_TIMEOUT='inf'" in lines[0] and "from 0.1 to 86400" in lines[0], lines
+
+
+def test_clients_share_the_parsed_service_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each client read and parsed S3's ~5 MB of model JSON again (0.15-0.4 CPU-s: a pull, publish,
+    each of verify's three clients); the loader is the process's, credentials stay each client's."""
+    from lmi_build.storage.client import s3_client
+
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "first")
+    first = s3_client("http://127.0.0.1:9")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "second")
+    second = s3_client("http://127.0.0.1:9")
+    assert first._loader is second._loader
+    assert first._request_signer._credentials.access_key == "first"
+    assert second._request_signer._credentials.access_key == "second"
