@@ -11,14 +11,14 @@ import functools
 import os
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 from lmi_build.errors import LmiBuildError, MissingDependency, PublishError
 from lmi_build.redaction import redact_text
 from lmi_build.storage.bounded import S3Unbounded, read_timeout_s
-from lmi_build.storage.s3url import S3Url
+from lmi_build.storage.s3url import S3Url, parse_s3_url
 from lmi_build.storage.transfer import max_bandwidth
 
 _MISSING_BUCKET_CODES = {"NoSuchBucket", "404", "NotFound"}
@@ -244,3 +244,20 @@ def check_writable(client: Any, where: S3Url, endpoint: str, *, error: type[LmiB
     with s3_errors(where, endpoint, error=error, operation="a test write"):
         client.put_object(Bucket=where.bucket, Key=key, Body=b"")
         client.delete_object(Bucket=where.bucket, Key=key)
+
+
+def check_publish_targets(urls: Iterable[str], endpoint_url: str | None) -> None:
+    """Before a matrix builds anything: every distinct bucket its builds publish to exists and takes
+    a zero-byte test write under the first prefix that uses it, as a single build's ``--publish``
+    is checked (a matrix whose publish bucket did not exist built and cached every entry first)."""
+    endpoint = endpoint_label(endpoint_url)
+    checked: set[str] = set()
+    client: Any = None
+    for url in urls:
+        target = parse_s3_url(url)
+        if target.bucket in checked:
+            continue
+        checked.add(target.bucket)
+        client = client or s3_client(endpoint_url)
+        check_bucket(client, target, endpoint)
+        check_writable(client, target, endpoint)
