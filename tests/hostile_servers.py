@@ -82,7 +82,7 @@ class GarbageServer:
 
 
 LieKind = Literal["trickle", "trickle_headers", "slow", "huge_length", "endless_listing", "repeating_listing",
-                  "redirect_301", "redirect_307", "denied", "clock_skew"]
+                  "redirect_301", "redirect_307", "denied", "clock_skew", "slow_reader"]
 REFUSALS = ("redirect_301", "redirect_307", "denied", "clock_skew")  # answered by the proxy, never forwarded
 SKEW_SECONDS = 3600  # clock_skew: the server's Date is an hour ahead of this machine's
 REDIRECT_REGION = "eu-west-3"  # the region a redirect names (S3's x-amz-bucket-region)
@@ -102,6 +102,7 @@ class Lie:
     seconds: float = 4.0  # slow: how long the answer takes in all
     skip: int = 0  # the first requests it matches that are answered truly
     page_keys: int = 1  # endless_listing: keys on each page (S3 sends up to 1,000)
+    rate: int = 200 * 1024  # slow_reader: bytes/s the proxy reads the request body at, then forwards it
 
     def passes(self) -> bool:
         """True for the first ``skip`` requests it matches."""
@@ -139,10 +140,15 @@ class LyingS3Proxy:
 
             def _forward(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else None
                 lie = next((lie for lie in proxy.lies if lie.matches(self.command, self.path)), None)
                 if lie is not None and lie.passes():
                     lie = None
+                if lie is not None and lie.kind == "slow_reader":  # a link that takes the upload slowly
+                    proxy.served_lies += 1
+                    body = self._read_slowly(length, lie.rate) if length else None
+                    lie = None
+                else:
+                    body = self.rfile.read(length) if length else None
                 if lie is not None and lie.kind in ("endless_listing", "repeating_listing"):
                     proxy.served_lies += 1
                     self._endless_page(next(pages), fresh=lie.kind == "endless_listing", keys=lie.page_keys)
@@ -247,6 +253,20 @@ class LyingS3Proxy:
                 self.send_header("Content-Length", str(len(page)))
                 self.end_headers()
                 self.wfile.write(page)
+
+            def _read_slowly(self, length: int, rate: int) -> bytes:
+                """The request body at ``rate`` bytes/s, a tenth of a second's worth at a time: the
+                client's kernel takes what fits in its buffers at once and drains the rest at this pace."""
+                pieces: list[bytes] = []
+                left = length
+                while left:
+                    piece = self.rfile.read(min(left, max(1, rate // 10)))
+                    if not piece:
+                        break
+                    pieces.append(piece)
+                    left -= len(piece)
+                    time.sleep(0.1)
+                return b"".join(pieces)
 
             def _refuse(self, kind: LieKind) -> None:
                 """What S3 answers for a bucket of another region (301 PermanentRedirect without a

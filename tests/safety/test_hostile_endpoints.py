@@ -9,12 +9,13 @@ request to SeaweedFS unchanged and lies only in the answers the case names.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.fixtures_s3 import S3Server
+from tests.fixtures_s3 import S3Server, make_artifact
 from tests.hostile import Result, World, make_world
 from tests.hostile_servers import HUGE, REDIRECT_REGION, Lie, garbage_server, lying_proxy
 
@@ -252,3 +253,22 @@ def test_an_endless_listing_is_bounded_by_what_the_artifact_can_hold(world: Worl
             assert proxy.served_lies <= 3, proxy.served_lies
         world.expect(result, code=1, before=before, allowed=(PARTIAL,), says=f"the S3 endpoint {proxy.endpoint} listed more than")
         assert seconds < 20, f"{command[0]} took {seconds:.1f} s"
+
+
+def test_an_upload_taken_slowly_but_steadily_is_not_cut(world: World, s3_env: S3Server, s3_bucket: str,
+                                                         tmp_path: Path) -> None:
+    """A 1 MiB object taken at 200 KiB/s (5 s) with a 2 s silent-read timeout: the client's kernel
+    accepts most of it at once, and the answer comes seconds after the last write. That wait is the
+    body still draining, within the README's bound (LMI_BUILD_S3_TIMEOUT + size / MIN_RATE), not a
+    silent server: the publish completes (issue 42 item 9)."""
+    artifact = make_artifact(tmp_path / "slow-artifact", {"config.json": b"{}", "weights.bin": os.urandom(1024 * 1024)})
+    url = f"s3://{s3_bucket}/slow-upload"
+    with lying_proxy(s3_env.endpoint, Lie("slow_reader", method="PUT", key_suffix="weights.bin")) as proxy:
+        started = time.monotonic()
+        result = world.run("publish", str(artifact), url, env={"AWS_ENDPOINT_URL": proxy.endpoint,
+                                                               "LMI_BUILD_S3_MIN_RATE": "131072"}, timeout=CASE_TIMEOUT)
+        seconds = time.monotonic() - started
+        served = proxy.served_lies
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert served == 1 and seconds >= 4.5, (served, seconds)
+    assert world.run("verify", url).returncode == 0
