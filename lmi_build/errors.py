@@ -75,6 +75,14 @@ class PublishError(LmiBuildError):
     code = "publish"
 
 
+class StorageError(LmiBuildError):
+    """An S3 endpoint could not answer what a command asked (unreachable, access denied, clock skew,
+    a missing bucket, a redirect, a bound broken): a failure of the infrastructure, exit status 1,
+    and never a verdict on an artifact (``verify s3://`` reports this instead of "invalid")."""
+
+    code = "storage"
+
+
 class VerifyError(LmiBuildError):
     """An artifact is incomplete, corrupted, or incompatible with the serving target."""
 

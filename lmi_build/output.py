@@ -8,6 +8,7 @@ torch warnings) goes to the debug channel, shown only with ``--debug`` / ``LMI_B
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import json
 import logging
@@ -247,8 +248,9 @@ class Output:
         saved = {fd: os.dup(fd) for fd in (1, 2)}
         captured = {fd: tempfile.TemporaryFile() for fd in (1, 2)}  # noqa: SIM115 (closed in finally)
         old_out, old_err = sys.stdout, sys.stderr
-        sys.stdout = os.fdopen(os.dup(saved[1]), "w", buffering=1, encoding="utf-8", errors="replace")
-        sys.stderr = os.fdopen(os.dup(saved[2]), "w", buffering=1, encoding="utf-8", errors="replace")
+        # Guarded as the console script's streams are: a closed pipe must not fail the block's work.
+        real = [os.fdopen(os.dup(saved[fd]), "w", buffering=1, encoding="utf-8", errors="replace") for fd in (1, 2)]
+        sys.stdout, sys.stderr = cast(TextIO, _Guarded(real[0])), cast(TextIO, _Guarded(real[1]))
         for fd, sink in captured.items():
             os.dup2(sink.fileno(), fd)
         try:
@@ -259,10 +261,10 @@ class Output:
             for fd, original in saved.items():
                 os.dup2(original, fd)
                 os.close(original)
-            replaced = (sys.stdout, sys.stderr)
             sys.stdout, sys.stderr = old_out, old_err
-            for stream in replaced:
-                stream.close()
+            for opened in real:
+                with contextlib.suppress(OSError):
+                    opened.close()
             for sink in captured.values():
                 sink.seek(0)
                 for raw in sink.read().decode("utf-8", "replace").splitlines():
@@ -350,6 +352,97 @@ class _Redacting(io.TextIOBase):
 
 def _redacting(name: str, fixed: TextIO | None = None) -> TextIO:
     return cast(TextIO, _Redacting(name, fixed))
+
+
+class _Guarded(io.TextIOBase):
+    """sys.stdout or sys.stderr once ``guard_standard_streams`` ran: a write or flush that fails (a
+    reader that closed the pipe, /dev/full, a closed descriptor) is recorded and every later one
+    discarded, never raised. Reporting a result must not turn a finished build, publish or pull into
+    a failure, nor make its OSError handlers clean up what it finished (issue 42 item 9)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self._stream = stream
+        self.failure: OSError | None = None
+
+    def _fail(self, error: Exception) -> None:
+        self.failure = error if isinstance(error, OSError) else OSError(errno.EBADF, str(error))
+        # The descriptor now points at /dev/null: what the stream still buffers, and the flush at
+        # interpreter exit, drain there quietly (else "Exception ignored in ..." and exit 120).
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+
+    def write(self, text: str) -> int:
+        if self.failure is None:
+            try:
+                self._stream.write(text)
+            except (OSError, ValueError) as error:
+                self._fail(error)
+        return len(text)
+
+    def flush(self) -> None:
+        if self.failure is None:
+            try:
+                self._stream.flush()
+            except (OSError, ValueError) as error:
+                self._fail(error)
+
+    def isatty(self) -> bool:
+        try:
+            return self.failure is None and self._stream.isatty()
+        except (OSError, ValueError):
+            return False
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self._stream, "encoding", None) or "utf-8"
+
+    @property
+    def errors(self) -> str | None:  # type: ignore[override]
+        return getattr(self._stream, "errors", None)
+
+
+def _open_standard_descriptors() -> None:
+    """A descriptor 0, 1 or 2 that is closed (``>&-``) gets /dev/null: else the first file this
+    process opens takes that number, and a print or a child process's output lands in it."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            devnull = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
+            if devnull != fd:
+                os.dup2(devnull, fd)
+                os.close(devnull)
+
+
+def guard_standard_streams() -> None:
+    """Make stdout and stderr safe to report to, for the process's whole life (the console script
+    calls this first): a closed descriptor writes to /dev/null, and a stream that cannot be written
+    (a closed pipe, a full disk) stops taking output without raising. The command's own result then
+    decides the exit status; ``stream_failures`` says what could not be written."""
+    _open_standard_descriptors()
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        stream = getattr(sys, name)
+        if isinstance(stream, _Guarded):
+            continue
+        if stream is None:  # Python found the descriptor closed at start-up; it is /dev/null now
+            stream = open(fd, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+        setattr(sys, name, _Guarded(stream))
+
+
+def stream_failures() -> dict[str, OSError]:
+    """The guarded standard streams that stopped taking output, with the error that stopped them."""
+    found = {name: getattr(sys, name) for name in ("stdout", "stderr")}
+    return {name: stream.failure for name, stream in found.items()
+            if isinstance(stream, _Guarded) and stream.failure is not None}
 
 
 class _DebugLines(io.TextIOBase):

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import http.client
 import itertools
 import socket
@@ -80,7 +81,11 @@ class GarbageServer:
         self.socket.close()
 
 
-LieKind = Literal["trickle", "trickle_headers", "slow", "huge_length", "endless_listing", "repeating_listing"]
+LieKind = Literal["trickle", "trickle_headers", "slow", "huge_length", "endless_listing", "repeating_listing",
+                  "redirect_301", "redirect_307", "denied", "clock_skew", "slow_reader"]
+REFUSALS = ("redirect_301", "redirect_307", "denied", "clock_skew")  # answered by the proxy, never forwarded
+SKEW_SECONDS = 3600  # clock_skew: the server's Date is an hour ahead of this machine's
+REDIRECT_REGION = "eu-west-3"  # the region a redirect names (S3's x-amz-bucket-region)
 HUGE = 10**15
 
 
@@ -96,6 +101,8 @@ class Lie:
     listing: bool = False
     seconds: float = 4.0  # slow: how long the answer takes in all
     skip: int = 0  # the first requests it matches that are answered truly
+    page_keys: int = 1  # endless_listing: keys on each page (S3 sends up to 1,000)
+    rate: int = 200 * 1024  # slow_reader: bytes/s the proxy reads the request body at, then forwards it
 
     def passes(self) -> bool:
         """True for the first ``skip`` requests it matches."""
@@ -107,6 +114,8 @@ class Lie:
         listing = "list-type" in parse_qs(parts.query)
         if self.kind in ("endless_listing", "repeating_listing"):
             return method == "GET" and listing
+        if self.kind in REFUSALS:  # the method's requests (any, with method "")
+            return (not self.method or method == self.method) and parts.path.endswith(self.key_suffix)
         if method != self.method or listing != self.listing:
             return False
         return listing or parts.path.endswith(self.key_suffix)
@@ -131,13 +140,22 @@ class LyingS3Proxy:
 
             def _forward(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else None
                 lie = next((lie for lie in proxy.lies if lie.matches(self.command, self.path)), None)
                 if lie is not None and lie.passes():
                     lie = None
+                if lie is not None and lie.kind == "slow_reader":  # a link that takes the upload slowly
+                    proxy.served_lies += 1
+                    body = self._read_slowly(length, lie.rate) if length else None
+                    lie = None
+                else:
+                    body = self.rfile.read(length) if length else None
                 if lie is not None and lie.kind in ("endless_listing", "repeating_listing"):
                     proxy.served_lies += 1
-                    self._endless_page(next(pages), fresh=lie.kind == "endless_listing")
+                    self._endless_page(next(pages), fresh=lie.kind == "endless_listing", keys=lie.page_keys)
+                    return
+                if lie is not None and lie.kind in REFUSALS:
+                    proxy.served_lies += 1
+                    self._refuse(lie.kind)
                     return
                 upstream_connection = http.client.HTTPConnection(upstream.hostname or "127.0.0.1", upstream.port,
                                                                  timeout=60)
@@ -216,24 +234,65 @@ class LyingS3Proxy:
                     self.wfile.write(data)
                     self.wfile.flush()
 
-            def _endless_page(self, number: int, *, fresh: bool) -> None:
-                """A truncated page with a new continuation token each time; ``fresh``: a new key
-                each time too, else the same key again."""
+            def _endless_page(self, number: int, *, fresh: bool, keys: int = 1) -> None:
+                """A truncated page with a new continuation token each time; ``fresh``: ``keys`` new
+                keys each time too, else the same key again."""
                 query = parse_qs(urlsplit(self.path).query)
                 prefix = query.get("prefix", [""])[0]
-                key = f"{prefix}endless-{number if fresh else 1:09d}"
+                contents = "".join(
+                    f"<Contents><Key>{prefix}endless-{number if fresh else 1:09d}-{index:04d}</Key><Size>1</Size>"
+                    '<LastModified>2024-01-01T00:00:00.000Z</LastModified><ETag>"0"</ETag>'
+                    "<StorageClass>STANDARD</StorageClass></Contents>" for index in range(keys if fresh else 1))
                 page = ('<?xml version="1.0" encoding="UTF-8"?>'
                         '<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
-                        f"<Name>bucket</Name><Prefix>{prefix}</Prefix><KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys>"
+                        f"<Name>bucket</Name><Prefix>{prefix}</Prefix><KeyCount>{keys}</KeyCount><MaxKeys>1000</MaxKeys>"
                         f"<IsTruncated>true</IsTruncated><NextContinuationToken>token-{number}</NextContinuationToken>"
-                        f"<Contents><Key>{key}</Key><Size>1</Size>"
-                        '<LastModified>2024-01-01T00:00:00.000Z</LastModified><ETag>"0"</ETag>'
-                        "<StorageClass>STANDARD</StorageClass></Contents></ListBucketResult>").encode()
+                        f"{contents}</ListBucketResult>").encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/xml")
                 self.send_header("Content-Length", str(len(page)))
                 self.end_headers()
                 self.wfile.write(page)
+
+            def _read_slowly(self, length: int, rate: int) -> bytes:
+                """The request body at ``rate`` bytes/s, a tenth of a second's worth at a time: the
+                client's kernel takes what fits in its buffers at once and drains the rest at this pace."""
+                pieces: list[bytes] = []
+                left = length
+                while left:
+                    piece = self.rfile.read(min(left, max(1, rate // 10)))
+                    if not piece:
+                        break
+                    pieces.append(piece)
+                    left -= len(piece)
+                    time.sleep(0.1)
+                return b"".join(pieces)
+
+            def _refuse(self, kind: LieKind) -> None:
+                """What S3 answers for a bucket of another region (301 PermanentRedirect without a
+                Location, or 307 TemporaryRedirect to the same URL: a redirect that goes round), for
+                credentials without the permission (403 AccessDenied), or for a request signed by a
+                clock an hour off the server's (403 RequestTimeTooSkewed; its Date says the server's
+                time). A HEAD answer has the status and headers only, as S3's."""
+                status, code = {"redirect_301": (301, "PermanentRedirect"), "redirect_307": (307, "TemporaryRedirect"),
+                                "denied": (403, "AccessDenied"), "clock_skew": (403, "RequestTimeTooSkewed")}[kind]
+                host = self.headers.get("Host", "")
+                bucket = urlsplit(self.path).path.lstrip("/").split("/", 1)[0]
+                body = ("" if self.command == "HEAD" else
+                        f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code><Message>refused by '
+                        f"the test proxy</Message><Bucket>{bucket}</Bucket><Endpoint>{host}</Endpoint></Error>").encode()
+                self.send_response_only(status)
+                self.send_header("Server", "hostile-proxy")
+                skew = SKEW_SECONDS if kind == "clock_skew" else 0
+                self.send_header("Date", email.utils.formatdate(time.time() + skew, usegmt=True))
+                if kind.startswith("redirect"):
+                    self.send_header("x-amz-bucket-region", REDIRECT_REGION)
+                if kind == "redirect_307":
+                    self.send_header("Location", f"http://{host}{self.path}")
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
 
             do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = _forward
 

@@ -16,7 +16,15 @@ import typer
 from lmi_build.cli import commands
 from lmi_build.cli.app import click_exceptions, new_app, root_callback
 from lmi_build.errors import LmiBuildError, Terminated
-from lmi_build.output import Mode, current, debugging, reset, set_mode
+from lmi_build.output import (
+    Mode,
+    current,
+    debugging,
+    guard_standard_streams,
+    reset,
+    set_mode,
+    stream_failures,
+)
 from lmi_build.redaction import redact_text
 
 
@@ -43,10 +51,25 @@ def main(argv: Sequence[str] | None = None) -> None:
     if COMPLETE_VARIABLE in os.environ:  # the shell asks for completions
         app(prog_name="lmi-build")  # the variable's name is derived from it
         return
+    if argv is None:  # the process's own streams (not a caller's, e.g. a test's)
+        guard_standard_streams()
     status = _run(args)
     if argv is None:  # the process ends here (not a caller's own process, e.g. a test)
+        _report_lost_output(status)
         _skip_collection_at_exit()
     sys.exit(status)
+
+
+def _report_lost_output(status: int) -> None:
+    """The exit status is the command's result, whatever could not be written (README, "Exit
+    status"). A reader that closed the pipe (``| head``) chose to stop reading: nothing to say.
+    Output lost otherwise (stdout on a full disk) is one warning line, where stderr still takes one."""
+    lost = stream_failures().get("stdout")
+    if lost is not None and lost.errno != errno.EPIPE:
+        reason = lost.strerror or type(lost).__name__
+        sys.stderr.write(f"warning: the output could not be written to stdout ({reason}); "
+                         f"the exit status ({status}) is the command's own\n")
+        sys.stderr.flush()
 
 
 def _skip_collection_at_exit() -> None:

@@ -11,6 +11,7 @@ from lmi_build.fleet.ray_address import resolve_ray_address
 from lmi_build.fleet.report import MatrixProgress
 from lmi_build.output import current
 from lmi_build.storage.build_cache import RemoteBuildCache
+from lmi_build.storage.client import check_publish_targets
 
 
 def run_matrix(matrix_file: Path, *, cache: str | None, executor: ExecutorName = "local",
@@ -19,12 +20,14 @@ def run_matrix(matrix_file: Path, *, cache: str | None, executor: ExecutorName =
                on_started: OnStarted | None = None,
                on_result: OnResult | None = None) -> MatrixProgress:
     """Run every build of ``matrix_file``; the returned progress holds every result. Nothing runs
-    unless every build plans cleanly and the cache bucket is reachable."""
+    unless every build plans cleanly, the cache bucket is reachable and every publish bucket
+    takes a test write."""
     jobs = plan_matrix(matrix_file, cache=cache, endpoint_url=endpoint_url)
     if executor == "ray":  # a wrong or dead Ray address fails now, in seconds, before the cache is touched
         resolve_ray_address(ray_address)
     if cache is not None:
         RemoteBuildCache(cache, endpoint_url=endpoint_url).check()
+    check_publish_targets([job.publish for job in jobs if job.publish is not None], endpoint_url)
     progress = MatrixProgress(jobs)
 
     def started(event: Started) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import json
 import os
 import socket
 import threading
@@ -30,6 +31,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from lmi_build.errors import PublishError
+from lmi_build.reading import MAX_DOCUMENT_BYTES
 
 MIN_RATE_ENV = "LMI_BUILD_S3_MIN_RATE"
 LIST_TIMEOUT_ENV = "LMI_BUILD_S3_LIST_TIMEOUT"
@@ -38,8 +40,22 @@ LIST_TIMEOUT_ENV = "LMI_BUILD_S3_LIST_TIMEOUT"
 DEFAULT_MIN_RATE = 128 * 1024
 # A whole listing (1,000 keys a page: a million keys is ~1,000 requests) within 10 minutes.
 DEFAULT_LIST_SECONDS = 600.0
-MAX_LISTED_KEYS = 1_000_000
+# No artifact lists more files than its manifest can hold: lmi-build reads a manifest whole up to
+# reading.MAX_DOCUMENT_BYTES (64 MiB), and each entry is at least {"path":"x","size":0,"sha256":
+# "<64 hex digits>"} (97 bytes written compactly): at most 691,843 files. So no listing lmi-build
+# makes (an artifact's prefix, a cache entry's, a model's) need go past that many keys.
+MIN_MANIFEST_ENTRY_BYTES = len(json.dumps({"path": "x", "size": 0, "sha256": "0" * 64}, separators=(",", ":")))
+MAX_ARTIFACT_FILES = MAX_DOCUMENT_BYTES // MIN_MANIFEST_ENTRY_BYTES
+MAX_LISTED_KEYS = MAX_ARTIFACT_FILES
 MAX_LISTED_PAGES = 10_000
+# A pull or verify knows the manifest before it lists: the prefix holds its files, the manifest
+# and the tarball, and strays verify reports (the first and a count): one page of them is plenty.
+STRAY_KEYS = 1000
+
+
+def artifact_listing_bound(files: int) -> int:
+    """The most keys a listing of the prefix of an artifact of ``files`` files may hold."""
+    return min(MAX_LISTED_KEYS, files + 2 + STRAY_KEYS)
 _CHUNK = 1024 * 1024
 # Seconds a silent S3 server may keep a read waiting, and one request (its retries included) may
 # take to get its whole answer (``watched``): a frozen or trickling server must fail in minutes,
@@ -56,36 +72,43 @@ class S3Unbounded(Exception):
         self.hint = hint
 
 
-def _positive(name: str, default: float) -> float:
+# The ranges the S3 variables accept: finite, positive, and small enough that a deadline made from
+# them stays a number a timer can wait for (inf or 1e400 was an OverflowError naming nothing).
+TIMEOUT_RANGE = (0.1, 86_400.0)  # LMI_BUILD_S3_TIMEOUT, seconds: a day at most
+LIST_SECONDS_RANGE = (0.1, 604_800.0)  # LMI_BUILD_S3_LIST_TIMEOUT, seconds: a week at most
+RATE_RANGE = (1.0, 1e12)  # LMI_BUILD_S3_MIN_RATE and LMI_BUILD_S3_MAX_BANDWIDTH, bytes/s: up to 1 TB/s
+
+
+def number_from_env(name: str, default: float, accepted: tuple[float, float], unit: str) -> float:
+    """``name``'s value when set (else ``default``): a number within ``accepted``, or one error
+    line naming the variable and the range."""
     value = os.environ.get(name, "").strip()
     if not value:
         return default
     try:
         number = float(value)
     except ValueError:
-        number = -1.0
-    if not number > 0 or number == float("inf"):
-        raise PublishError(f"{name}={value!r} is not a positive number", hint=f"set it like {name}={int(default)}, or unset it")
+        number = float("nan")
+    low, high = accepted
+    if not low <= number <= high:  # NaN, inf and 1e400 (inf) included
+        raise PublishError(f"{name}={value[:40]!r} is not a number of {unit} from {low:g} to {high:g}",
+                           hint=f"set it like {name}={default:g}, or unset it")
     return number
 
 
 def read_timeout_s() -> float:
-    value = os.environ.get("LMI_BUILD_S3_TIMEOUT", "")
-    try:
-        return float(value) if value and float(value) > 0 else DEFAULT_READ_TIMEOUT_S
-    except ValueError:
-        raise PublishError(f"LMI_BUILD_S3_TIMEOUT={value!r} is not a number of seconds",
-                           hint="set it to a positive number, e.g. 60") from None
+    """``LMI_BUILD_S3_TIMEOUT``: seconds a silent server may keep a read (and a request) waiting."""
+    return number_from_env("LMI_BUILD_S3_TIMEOUT", DEFAULT_READ_TIMEOUT_S, TIMEOUT_RANGE, "seconds")
 
 
 def min_rate() -> float:
     """``LMI_BUILD_S3_MIN_RATE``: bytes/s below which one object request is given up."""
-    return _positive(MIN_RATE_ENV, DEFAULT_MIN_RATE)
+    return number_from_env(MIN_RATE_ENV, DEFAULT_MIN_RATE, RATE_RANGE, "bytes per second")
 
 
 def list_seconds() -> float:
     """``LMI_BUILD_S3_LIST_TIMEOUT``: seconds one whole listing may take."""
-    return _positive(LIST_TIMEOUT_ENV, DEFAULT_LIST_SECONDS)
+    return number_from_env(LIST_TIMEOUT_ENV, DEFAULT_LIST_SECONDS, LIST_SECONDS_RANGE, "seconds")
 
 
 def object_seconds(size: int) -> float:
@@ -256,11 +279,12 @@ def stream_chunks(response: dict[str, Any], size: int, what: str, consume: Calla
         body.close()
 
 
-def list_pages(client: Any, bucket: str, prefix: str, *, extra: dict[str, Any] | None = None
-               ) -> Iterator[list[tuple[str, int]]]:
+def list_pages(client: Any, bucket: str, prefix: str, *, extra: dict[str, Any] | None = None,
+               max_keys: int = MAX_LISTED_KEYS) -> Iterator[list[tuple[str, int]]]:
     """The (key, size) pages of ListObjectsV2 under ``prefix``, bounded: a total deadline, at most
-    ``MAX_LISTED_KEYS`` keys and ``MAX_LISTED_PAGES`` pages, and no continuation token or key
-    seen twice (a server that loops would otherwise be listed forever)."""
+    ``max_keys`` keys (``artifact_listing_bound`` where the manifest is known) and
+    ``MAX_LISTED_PAGES`` pages, and no continuation token or key seen twice (a server that loops
+    would otherwise be listed forever)."""
     what = f"the listing of s3://{bucket}/{prefix}"
     seconds = list_seconds()
     deadline = time.monotonic() + seconds
@@ -275,9 +299,9 @@ def list_pages(client: Any, bucket: str, prefix: str, *, extra: dict[str, Any] |
         if repeated is not None:
             raise S3Unbounded(f"listed s3://{bucket}/{repeated} twice in {what}", hint=hint)
         keys.update(key for key, _ in found)
-        if len(keys) > MAX_LISTED_KEYS:
-            raise S3Unbounded(f"listed more than {MAX_LISTED_KEYS} keys in {what}",
-                              hint="an artifact or model holds far fewer: check the prefix and the endpoint")
+        if len(keys) > max_keys:
+            raise S3Unbounded(f"listed more than {max_keys} keys in {what}",
+                              hint="an artifact holds its manifest's files and little else: check the prefix and the endpoint")
         yield found
         if not page.get("IsTruncated"):
             return

@@ -24,6 +24,7 @@ from lmi_build.errors import PublishError
 from lmi_build.fs import DirectoryBusy, directory_lock, private_dir
 from lmi_build.output import Output, current
 from lmi_build.paths import cache_root
+from lmi_build.storage.bounded import artifact_listing_bound
 from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors
 from lmi_build.storage.paths import safe_relpath
 from lmi_build.storage.remote import TARBALL_NAME, RemoteManifest, checked_entries, fetch_remote_manifest
@@ -111,7 +112,7 @@ def _download_files(client: object, target: S3Url, found: RemoteManifest, entrie
     present = _verified(partial, entries, workers=workers)
     todo = [e for e in entries if e.path not in present]
     if todo:
-        sizes = list_sizes(client, target.bucket, target.list_prefix)
+        sizes = list_sizes(client, target.bucket, target.list_prefix, max_keys=artifact_listing_bound(len(entries)))
         for entry in todo:
             key = target.key(entry.path)
             if key not in sizes:
@@ -140,7 +141,7 @@ def _download_tarball(client: object, target: S3Url, found: RemoteManifest, entr
     shutil.rmtree(partial)
     partial.mkdir(parents=True)
     archive = partial.parent / f"{partial.name}.{TARBALL_NAME}"
-    sizes = list_sizes(client, target.bucket, target.list_prefix)
+    sizes = list_sizes(client, target.bucket, target.list_prefix, max_keys=artifact_listing_bound(len(entries)))
     key = target.key(TARBALL_NAME)
     if key not in sizes:
         raise PublishError(f"s3://{target.bucket}/{key} is missing", hint="publish it again with --tarball")

@@ -11,10 +11,10 @@ from typing import Any
 from lmi_build.artifact.files import MANIFEST_NAME, FileEntry
 from lmi_build.artifact.manifest import Manifest, parse_manifest
 from lmi_build.artifact.verify import SERVING_PROPERTIES, check_serving_record
-from lmi_build.errors import LmiBuildError, OptionError, PublishError, VerifyError
+from lmi_build.errors import LmiBuildError, OptionError, PublishError, StorageError, VerifyError
 from lmi_build.options.properties import collect_properties, parse_properties
 from lmi_build.reading import MAX_DOCUMENT_BYTES
-from lmi_build.storage.bounded import S3Unbounded, read_limited, stream_chunks
+from lmi_build.storage.bounded import S3Unbounded, artifact_listing_bound, read_limited, stream_chunks
 from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors, translate
 from lmi_build.storage.paths import safe_relpath
 from lmi_build.storage.s3url import S3Url, parse_s3_url
@@ -72,8 +72,8 @@ def remote_manifest(url: str, endpoint_url: str | None = None) -> Manifest | Non
     target = parse_s3_url(url, error=VerifyError)
     endpoint = endpoint_label(endpoint_url)
     client = s3_client(endpoint_url)
-    check_bucket(client, target, endpoint, error=VerifyError)
-    found = fetch_remote_manifest(client, target, endpoint, error=VerifyError)
+    check_bucket(client, target, endpoint, error=StorageError)
+    found = fetch_remote_manifest(client, target, endpoint, error=StorageError)
     return found.manifest if found else None
 
 
@@ -109,8 +109,8 @@ def verify_remote(url: str, endpoint_url: str | None = None, *, workers: int = 1
     target = parse_s3_url(url, error=VerifyError)
     endpoint = endpoint_label(endpoint_url)
     client = s3_client(endpoint_url, workers=workers)
-    check_bucket(client, target, endpoint, error=VerifyError)
-    found = fetch_remote_manifest(client, target, endpoint, error=VerifyError)
+    check_bucket(client, target, endpoint, error=StorageError)
+    found = fetch_remote_manifest(client, target, endpoint, error=StorageError)
     if found is None:
         return [PlanMessage(code="remote_manifest_missing",
                             message=f"no {MANIFEST_NAME} under {target}: the prefix is incomplete or not an artifact",
@@ -120,19 +120,19 @@ def verify_remote(url: str, endpoint_url: str | None = None, *, workers: int = 1
             return [PlanMessage(code="remote_tarball", message=f"{target} tarball publish has no recorded checksum",
                                 hint="publish it again with --tarball")]
         key = target.key(TARBALL_NAME)
-        with s3_errors(target, endpoint, error=VerifyError, operation="head_object"):
+        with s3_errors(target, endpoint, error=StorageError, operation="head_object"):
             tar_heads = head_many(client, target.bucket, [key], workers=1)
         head = tar_heads[key]
         size = int(head["ContentLength"]) if head else -1
         tar_problems = object_problems([(key, size, found.tarball_sha256)], tar_heads, target)
         if tar_problems:
             return tar_problems
-        with s3_errors(target, endpoint, error=VerifyError, operation="reading the tarball"):
+        with s3_errors(target, endpoint, error=StorageError, operation="reading the tarball"):
             return content_problems(client, target, [(key, size, found.tarball_sha256)], workers=1)
     entries = checked_entries(found.manifest, str(target), VerifyError)
     expected = [(target.key(e.path), e.size, e.sha256) for e in entries]
-    with s3_errors(target, endpoint, error=VerifyError, operation="head_object"):
-        sizes = list_sizes(client, target.bucket, target.list_prefix)
+    with s3_errors(target, endpoint, error=StorageError, operation="head_object"):
+        sizes = list_sizes(client, target.bucket, target.list_prefix, max_keys=artifact_listing_bound(len(entries)))
         # Only objects whose listed size matches need a HEAD for their checksum.
         heads: dict[str, dict[str, Any] | None] = {key: None for key, _, _ in expected if key not in sizes}
         heads.update({key: {"ContentLength": sizes[key]} for key, size, _ in expected
@@ -187,8 +187,8 @@ def remote_reader(url: str, manifest: Manifest, endpoint_url: str | None = None)
             # Within the object's deadline: a body trickled a byte a second would hold verify for ever.
             data = read_limited(client.get_object(Bucket=target.bucket, Key=target.key(rel)), where, limit=size)
         except S3Unbounded as exc:  # a hostile or broken endpoint is an error, never "no such file"
-            raise translate(exc, target, endpoint_label(endpoint_url), error=VerifyError,
-                            operation=f"reading {where}") or VerifyError(str(exc)) from exc
+            raise translate(exc, target, endpoint_label(endpoint_url), error=StorageError,
+                            operation=f"reading {where}") or StorageError(str(exc)) from exc
         except Exception:
             return None
         return data if len(data) == size else None

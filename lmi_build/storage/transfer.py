@@ -30,7 +30,14 @@ from pydantic import BaseModel
 from lmi_build.errors import PublishError
 from lmi_build.fs import open_private
 from lmi_build.output import Output
-from lmi_build.storage.bounded import Deadline, check_length, list_pages, object_seconds
+from lmi_build.storage.bounded import (
+    MAX_LISTED_KEYS,
+    RATE_RANGE,
+    Deadline,
+    check_length,
+    list_pages,
+    object_seconds,
+)
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -82,9 +89,9 @@ def max_bandwidth() -> int | None:
     value = os.environ.get(BANDWIDTH_ENV, "").strip()
     if not value:
         return None
-    if not value.isdigit() or int(value) <= 0:
-        raise PublishError(f"{BANDWIDTH_ENV}={value!r} is not a positive number of bytes per second",
-                           hint=f"set it like {BANDWIDTH_ENV}=50000000, or unset it")
+    if not value.isdigit() or not RATE_RANGE[0] <= int(value) <= RATE_RANGE[1]:
+        raise PublishError(f"{BANDWIDTH_ENV}={value[:40]!r} is not a whole number of bytes per second from "
+                           f"{RATE_RANGE[0]:g} to {RATE_RANGE[1]:g}", hint=f"set it like {BANDWIDTH_ENV}=50000000, or unset it")
     return int(value)
 
 
@@ -450,6 +457,8 @@ def head_many(client: Any, bucket: str, keys: Sequence[str], *, workers: int,
         return dict(zip(keys, pool.map(head, keys), strict=True))
 
 
-def list_sizes(client: Any, bucket: str, prefix: str, *, extra: dict[str, Any] | None = None) -> dict[str, int]:
+def list_sizes(client: Any, bucket: str, prefix: str, *, extra: dict[str, Any] | None = None,
+               max_keys: int = MAX_LISTED_KEYS) -> dict[str, int]:
     """Every key under ``prefix`` with its size (paginated, within the listing bounds of ``bounded``)."""
-    return {key: size for page in list_pages(client, bucket, prefix, extra=extra) for key, size in page}
+    return {key: size for page in list_pages(client, bucket, prefix, extra=extra, max_keys=max_keys)
+            for key, size in page}

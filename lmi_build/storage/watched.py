@@ -63,6 +63,7 @@ class _Attempt:
     deadline: Deadline
     operation: str
     connection: Any = None  # the urllib3 connection it uses, once it connects or sends
+    body_bytes: int = 0  # what the request sends: the kernel may still be draining it when the answer is awaited
     cut: bool = False
     token: int = -1
 
@@ -112,6 +113,25 @@ class _ClaimsItsAttempt:
                 *args: Any, **kwargs: Any) -> Any:
         _claim(self)
         return super().request(method, url, body, headers, *args, **kwargs)  # type: ignore[misc]
+
+    def getresponse(self) -> Any:
+        """The answer to a request that sent a body is awaited up to what is left of the request's
+        deadline, not one silent read's timeout: the last write returns once the kernel holds the
+        tail of the body (megabytes, in the socket buffers at both ends), and a link taking it at a
+        steady 200 KiB/s still drains it for seconds before the server can answer. The deadline
+        (LMI_BUILD_S3_TIMEOUT + body / LMI_BUILD_S3_MIN_RATE, README) bounds that wait; the
+        answer's own reads get the silent-read timeout again."""
+        attempt: _Attempt | None = getattr(_current, "attempt", None)
+        silent: Any = getattr(self, "timeout", None)
+        if attempt is not None and attempt.body_bytes and isinstance(silent, (int, float)):
+            self.timeout = max(silent, attempt.deadline.at - time.monotonic())
+        try:
+            response = super().getresponse()  # type: ignore[misc]
+        finally:
+            self.timeout = silent
+        if self.sock is not None:  # type: ignore[attr-defined]
+            self.sock.settimeout(silent)  # type: ignore[attr-defined]
+        return response
 
 
 # The ignores: mypy re-checks botocore's own AWSConnection/HTTPConnection combination here.
@@ -169,7 +189,7 @@ class _Bounds:
         now = time.monotonic()
         started = context.setdefault(_STARTED, now) if isinstance(context, dict) else now
         seconds = self.seconds(request)
-        attempt = _Attempt(Deadline(seconds, operation, started=started), operation)
+        attempt = _Attempt(Deadline(seconds, operation, started=started), operation, body_bytes=_body_bytes(request))
         _current.attempt = attempt
         if attempt.deadline.passed():  # retries (and their back-off) used the time up
             raise self.unbounded(attempt)

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from lmi_build.errors import PublishError
 from lmi_build.fleet.executors import ray_task_options
 from lmi_build.fleet.job import BuildResult, Started
 from lmi_build.fleet.matrix import MatrixError, plan_matrix
@@ -164,6 +165,30 @@ publish = "s3://{bucket}/{modle}/"
     assert {problem.split(":")[0] for problem in problems} == {"build[2]", "build[3]", "build[4]"}, problems
     assert any("colour" in p for p in problems) and any("modle" in p for p in problems)
     assert "Contents" not in s3_env.client().list_objects_v2(Bucket=s3_bucket), "nothing was written"
+
+
+def test_a_missing_publish_bucket_fails_before_any_build(s3_env: S3Server, s3_bucket: str, tmp_path: Path) -> None:
+    """Every distinct publish bucket is checked with a test write first, as a single build's
+    --publish is: a matrix publishing to a bucket that does not exist built and cached first."""
+    text = """
+[[build]]
+target = "hf"
+model = "demo:tiny-llama"
+dtype = "fp32"
+name = "published"
+publish = "s3://{bucket}/models/{model}/"
+
+[[build]]
+target = "hf"
+model = "demo:tiny-llama"
+dtype = "fp16"
+name = "lost"
+publish = "s3://no-such-bucket-{bucket}/models/{model}/"
+"""
+    matrix = write_matrix(tmp_path, text.replace("{bucket}", s3_bucket), s3_bucket)
+    with pytest.raises(PublishError, match=f"bucket 'no-such-bucket-{s3_bucket}' does not exist"):
+        run_matrix(matrix, cache=f"s3://{s3_bucket}/cache", executor="local")
+    assert "Contents" not in s3_env.client().list_objects_v2(Bucket=s3_bucket), "nothing was built or cached"
 
 
 def test_plan_resources_follow_the_plan(s3_env: S3Server, tmp_path: Path) -> None:
