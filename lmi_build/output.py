@@ -153,8 +153,8 @@ class Output:
         """Run in-process libraries (ModelOpt, transformers, torch) quietly: what they print on
         stdout/stderr, log, or warn goes to the debug channel, line by line. This object's own
         messages and progress bars still reach the real stderr."""
-        real_err = sys.stderr
         console = self.err
+        saved_file = console.file
         sink = _DebugLines()
         handler = _DebugLogHandler()
         # Loggers with their own handlers (transformers' library logger, the root logger) would
@@ -163,7 +163,15 @@ class Output:
                                           if isinstance(logger, logging.Logger) and logger.handlers)]
         saved = [(logger, logger.handlers[:]) for logger in loggers]
 
-        self._err = Console(file=_redacting("stderr", real_err), soft_wrap=True)
+        # The console keeps writing to the real stderr while sys.stderr is the sink below. It stays
+        # the same console object, so a live display drawing through it (a progress bar started
+        # before this block) still places these lines above itself. (Issue 42: a new console on the
+        # stderr of that moment wrote into the display's FileProxy, which printed through the old
+        # console, whose stream was now the sink, which printed through the new console: --debug
+        # ended in a RecursionError and 741 KB of tracebacks.)
+        if isinstance(saved_file, _Redacting):
+            console.file = cast(TextIO, saved_file.pinned())
+        capturing = self._capturing
         self._capturing = True
         try:
             for logger in loggers:
@@ -175,8 +183,8 @@ class Output:
             sink.flush_partial()
             for logger, handlers in saved:
                 logger.handlers = handlers
-            self._err = console
-            self._capturing = False
+            console.file = saved_file
+            self._capturing = capturing
 
     @contextmanager
     def working(self, label: str) -> Iterator[Callable[[str], None]]:
@@ -215,7 +223,7 @@ class Output:
                 for path in Path(directory).rglob("*"):
                     with contextlib.suppress(OSError):
                         if path.is_file():
-                            size += path.stat().st_size
+                            size += _bytes_written(path.stat())
                 return size
 
             def show(size: int, *, final: bool = False) -> None:
@@ -232,10 +240,25 @@ class Output:
             watcher.start()
             try:
                 yield
-            finally:
+            except BaseException:
                 done.set()
                 watcher.join()
-                show(written(), final=True)
+                show(written())  # stopped (Ctrl-C, a failure): the bar keeps what was written, never "done"
+                raise
+            done.set()
+            watcher.join()
+            show(written(), final=True)
+
+    @contextmanager
+    def counting_bytes(self, label: str, *, total: int | None) -> Iterator[ByteCount]:
+        """A bar that a writer advances itself, piece by piece (``ByteCount.add``), for a writer that
+        preallocates its files (their sizes say nothing of what was written). ``total`` is the plan's
+        estimate; the finished bar reads what was written, a stopped one (Ctrl-C) what was written
+        until then. Nothing is shown in --quiet/--json."""
+        with self.progress() as progress:
+            count = ByteCount(label, total, progress)
+            yield count
+            count.finish()
 
     @contextmanager
     def native_output_to_debug(self) -> Iterator[None]:
@@ -294,6 +317,40 @@ class Output:
             yield progress
 
 
+def _bytes_written(status: os.stat_result) -> int:
+    """A file's bytes written so far: its size, or what is allocated to it when less (a file
+    truncated to its final size before its data is written is sparse until then)."""
+    allocated = getattr(status, "st_blocks", None)
+    return status.st_size if allocated is None else min(status.st_size, allocated * 512)
+
+
+class ByteCount:
+    """One bar of ``Output.counting_bytes``: ``add`` the bytes of each piece as it is written;
+    ``stage`` names what the step does before its first byte (it is shown beside the label)."""
+
+    def __init__(self, label: str, total: int | None, progress: Progress | None) -> None:
+        self._label = label
+        self._total = total
+        self._progress = progress
+        self._task = progress.add_task(label, total=total) if progress is not None else None
+        self.written = 0
+
+    def stage(self, doing: str) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, description=f"{self._label} ({doing})" if doing else self._label)
+
+    def add(self, size: int) -> None:
+        self.written += size
+        if self._progress is not None and self._task is not None:
+            # The total is an estimate: a bar never reads "7.1/6.3 MB".
+            total = None if self._total is None else max(self._total, self.written)
+            self._progress.update(self._task, completed=self.written, total=total)
+
+    def finish(self) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, description=self._label, completed=self.written, total=self.written)
+
+
 _SECRETS: list[str] | None = None
 
 
@@ -315,9 +372,7 @@ class _Redacting(io.TextIOBase):
         self._fixed = fixed
 
     def _target(self) -> TextIO:
-        if self._fixed is not None:
-            return self._fixed
-        stream: TextIO = getattr(sys, self._name)
+        stream: TextIO = self._fixed if self._fixed is not None else getattr(sys, self._name)
         # A live rich display (progress bar) at a terminal replaces sys.stdout/sys.stderr with a
         # FileProxy that prints through the console; the console writing to that proxy wrote into
         # itself, without end (issue 30: every progress bar hung at a terminal). Write past it.
@@ -326,6 +381,10 @@ class _Redacting(io.TextIOBase):
         while (proxied := getattr(stream, "rich_proxied_file", None)) is not None:
             stream = cast(TextIO, proxied)
         return stream
+
+    def pinned(self) -> _Redacting:
+        """This stream fixed to what it writes to now (past any live display's proxy)."""
+        return _Redacting(self._name, self._target())
 
     def write(self, text: str) -> int:
         self._target().write(redact_text(text, _secrets()))
