@@ -15,6 +15,7 @@ import os
 import sys
 import tempfile
 import threading
+import traceback
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -132,6 +133,12 @@ class Output:
         self.err.print(line, highlight=False)
         for detail in details:
             self.err.print(Text("  " + detail), highlight=False)
+
+    def traceback(self, error: BaseException) -> None:
+        """``error``'s traceback on stderr (--debug, or a bug), redacted as every other line is."""
+        stream = _redacting("stderr")
+        stream.write("".join(traceback.format_exception(error)))
+        stream.flush()
 
     def debug(self, message: str) -> None:
         """A line for the debug log (library chatter, internals): shown only with --debug."""

@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from types import TracebackType
 
 import typer
 
@@ -43,10 +44,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     if COMPLETE_VARIABLE in os.environ:  # the shell asks for completions
         app(prog_name="lmi-build")  # the variable's name is derived from it
         return
+    if argv is None:  # a bug's traceback is redacted too (a caller's own process keeps its hook)
+        sys.excepthook = _redacted_traceback
     status = _run(args)
     if argv is None:  # the process ends here (not a caller's own process, e.g. a test)
         _skip_collection_at_exit()
     sys.exit(status)
+
+
+def _redacted_traceback(kind: type[BaseException], error: BaseException, trace: TracebackType | None) -> None:
+    current().traceback(error)
 
 
 def _skip_collection_at_exit() -> None:
@@ -69,7 +76,8 @@ def _run(args: list[str]) -> int:
         status = app(args=args, prog_name=commands.prog_name(), standalone_mode=False)
     except LmiBuildError as error:
         if debugging():
-            raise
+            current().traceback(error)
+            return error.exit_code
         current().failure(error.code, error.message, error.hint, error.details)
         return error.exit_code
     except no_args_is_help:
@@ -90,7 +98,8 @@ def _run(args: list[str]) -> int:
         _signals_received.append(_signals_received[-1] if _signals_received else 2)
     except OSError as error:  # a fault of the machine (disk full, permissions), not a bug: one line
         if debugging():
-            raise
+            current().traceback(error)
+            return 1
         current().failure("os", _os_error_line(error), _os_error_hint(error))
         return 1
     if _signals_received:
