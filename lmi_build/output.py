@@ -39,7 +39,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from lmi_build.errors import with_hint
+from lmi_build.errors import MESSAGE_CHARS, bounded, with_hint
 from lmi_build.redaction import environment_secrets, redact_text, redact_tree
 
 # Width of tables written to a pipe or a file when $COLUMNS does not say one: wide enough that most
@@ -120,7 +120,9 @@ class Output:
         """The command failed: one line on stderr in every mode and, with ``--json``,
         ``{"error": {code, message, hint}}`` on stdout, so a pipeline reading stdout sees it too.
         ``details`` (several problems) follow that line one per line, and are the error's
-        ``details`` list in JSON."""
+        ``details`` list in JSON. Each is bounded, and so is the number of details."""
+        message, hint = bounded(message), None if hint is None else bounded(hint)
+        details = _bounded_details(details)
 
         if self.mode is Mode.JSON:
             error: dict[str, Any] = {"code": code, "message": message, "hint": hint}
@@ -143,8 +145,7 @@ class Output:
     def debug(self, message: str) -> None:
         """A line for the debug log (library chatter, internals): shown only with --debug."""
         if debugging():
-
-            self.err.print(Text(f"debug: {message}", style="dim"), highlight=False)
+            self.err.print(Text(f"debug: {bounded(message, 4 * MESSAGE_CHARS)}", style="dim"), highlight=False)
 
     def log_line(self, prefix: str, line: str) -> None:
         """One streamed line of a vendor tool's output (shown live unless quiet/json)."""
@@ -152,7 +153,7 @@ class Output:
 
             # Text, not markup: vendor lines such as "[TensorRT-LLM][INFO] ..." must print verbatim.
             text = Text(f"{prefix} ", style="dim")
-            text.append(line)
+            text.append(bounded(line, 4 * MESSAGE_CHARS))  # the log file keeps the whole line
             self.err.print(text, highlight=False)
 
     @contextmanager
@@ -517,7 +518,17 @@ def reset() -> Output:
 
 
 def _plain(label: str, style: str, message: str) -> Text:
-
     line = Text(label, style=style)
-    line.append(f" {message}" if label else message)
+    text = bounded(message)  # every message line is bounded here (info, warn, error)
+    line.append(f" {text}" if label else text)
     return line
+
+
+# The most detail lines one failure prints: a matrix of thousands of failed builds says how many more.
+MAX_DETAILS = 50
+
+
+def _bounded_details(details: tuple[str, ...]) -> tuple[str, ...]:
+    shown = tuple(bounded(detail) for detail in details[:MAX_DETAILS])
+    more = len(details) - MAX_DETAILS
+    return (*shown, f"… and {more:,} more") if more > 0 else shown
