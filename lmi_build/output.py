@@ -70,6 +70,9 @@ class Output:
     _out: Console | None = field(default=None, repr=False)
     _err: Console | None = field(default=None, repr=False)
     _capturing: bool = field(default=False, repr=False)  # inside library_output()
+    # What Ctrl-C (or SIGTERM) leaves behind, said by a command whose answer differs from a build's
+    # ("the vendor tool was stopped and work directories removed"): a publish, a pull.
+    interrupted_hint: str | None = None
 
     @property
     def out(self) -> Console:

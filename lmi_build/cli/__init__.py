@@ -106,9 +106,13 @@ def _run(args: list[str]) -> int:
         # typer turns an interrupt into exit status 130 silently; say it, and tell SIGTERM apart.
         signum = _signals_received[-1]
         current().failure("interrupted", "terminated (SIGTERM)" if signum == 15 else "interrupted",
-                          "the vendor tool was stopped and work directories removed; rerun the same command")
+                          current().interrupted_hint or INTERRUPTED_BUILD)
         return 128 + signum
     return status if isinstance(status, int) else 0
+
+
+# What Ctrl-C of a build leaves (a command that leaves something else says so: Output.interrupted_hint).
+INTERRUPTED_BUILD = "the vendor tool was stopped and work directories removed; rerun the same command"
 
 
 # How alike an unknown flag and a known one must be (difflib ratio of their names without the
