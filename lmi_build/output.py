@@ -398,7 +398,14 @@ class _Redacting(io.TextIOBase):
         return _Redacting(self._name, self._target())
 
     def write(self, text: str) -> int:
-        self._target().write(redact_text(text, _secrets()))
+        shown = redact_text(text, _secrets())
+        target = self._target()
+        try:
+            target.write(shown)
+        except UnicodeEncodeError:
+            # A stream that cannot encode every character (a latin-1 or ASCII locale, a CJK path) gets
+            # escapes for those, not a traceback (issue 42: a UnicodeEncodeError traceback).
+            target.write(_encodable(shown, getattr(target, "encoding", None) or "utf-8"))
         return len(text)
 
     def flush(self) -> None:
@@ -416,6 +423,18 @@ class _Redacting(io.TextIOBase):
     @property
     def encoding(self) -> str:  # type: ignore[override]
         return getattr(self._target(), "encoding", None) or "utf-8"
+
+
+def _encodable(text: str, encoding: str) -> str:
+    """``text`` with each character ``encoding`` cannot write as its ``\\u`` escape."""
+    pieces = []
+    for char in text:
+        try:
+            char.encode(encoding)
+            pieces.append(char)
+        except UnicodeEncodeError:
+            pieces.append(char.encode(encoding, "backslashreplace").decode(encoding))
+    return "".join(pieces)
 
 
 def _redacting(name: str, fixed: TextIO | None = None) -> TextIO:

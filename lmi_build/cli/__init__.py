@@ -128,9 +128,22 @@ def close_flags(typed: str, known: Sequence[str]) -> list[str]:
     return [names[name] for name in close]
 
 
+def _current_directory_gone(error: OSError) -> bool:
+    """An error naming no file, raised because the working directory was deleted or moved away."""
+    if error.filename is not None or error.errno != errno.ENOENT:
+        return False
+    try:
+        os.getcwd()
+    except OSError:
+        return True
+    return False
+
+
 def _os_error_line(error: OSError) -> str:
     # An OSError raised with a message and no errno (a library's own check) has no strerror:
     # os.strerror(0) would say "Success".
+    if _current_directory_gone(error):
+        return "the current directory no longer exists (it was deleted or moved)"
     message = str(error).strip().splitlines()[0] if str(error).strip() else ""
     reason = error.strerror or (os.strerror(error.errno) if error.errno else redact_text(message)) \
         or type(error).__name__
@@ -141,6 +154,8 @@ def _os_error_line(error: OSError) -> str:
 
 
 def _os_error_hint(error: OSError) -> str:
+    if _current_directory_gone(error):
+        return "cd to a directory that exists and rerun"
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
         return "free space there (or choose another --output / LMI_BUILD_CACHE) and rerun; partial files were removed"
     if error.errno == errno.EFBIG:

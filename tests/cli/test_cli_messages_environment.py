@@ -26,3 +26,36 @@ def test_pull_into_a_place_that_cannot_be_created_is_named(tmp_path: Path) -> No
     with pytest.raises(LmiBuildError, match=r"cannot write /proc/pulled: files cannot be created in /proc"), \
             directory_lock(Path("/proc/pulled")):
         pass
+
+
+def test_a_deleted_current_directory_is_one_line_that_says_so(tmp_path: Path) -> None:
+    """It said "No such file or directory", naming nothing."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "gone").mkdir()
+    result = subprocess.run(["bash", "-c", 'cd gone && rmdir ../gone && exec "$0" -m lmi_build plan hf --model '
+                             "demo:tiny-llama", sys.executable], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120, check=False, env={**os.environ, "LMI_BUILD_DEBUG": ""})
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert "the current directory no longer exists" in result.stderr and "cd to a directory" in result.stderr
+
+
+@pytest.mark.parametrize("encoding", ["latin-1", "ascii"])
+def test_a_stream_that_cannot_encode_a_name_gets_escapes(tmp_path: Path, encoding: str) -> None:
+    """A latin-1 stdout and a CJK path was a UnicodeEncodeError traceback."""
+    import os
+    import shutil
+
+    from tests.cli_process import run_lmi_build_process
+    from tests.paths import FIXTURES_DIR
+
+    (tmp_path / "模型").mkdir()
+    shutil.copy(FIXTURES_DIR / "hf-configs" / "meta-llama--Llama-2-7b-hf" / "config.json", tmp_path / "模型")
+    env = {**os.environ, "PYTHONIOENCODING": encoding}
+    result = run_lmi_build_process("plan", "hf", "--model", "./模型", cwd=tmp_path, env=env)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert "\\u6a21\\u578b (local)" in result.stdout, result.stdout
+    missing = run_lmi_build_process("plan", "hf", "--model", "./nope模型", cwd=tmp_path, env=env)
+    assert missing.stderr == "error: model directory nope\\u6a21\\u578b does not exist (check the path)\n"
