@@ -24,7 +24,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, TextIO, cast
 
-from rich.console import Console
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.padding import Padding
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -37,6 +39,7 @@ from rich.progress import (
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
+from rich.table import Table
 from rich.text import Text
 
 from lmi_build.errors import MESSAGE_CHARS, bounded, with_hint
@@ -476,6 +479,51 @@ class _DebugLogHandler(logging.Handler):
 def _warning_to_debug(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                       file: TextIO | None = None, line: str | None = None) -> None:
     current().debug(f"{category.__name__}: {message} ({filename}:{lineno})")
+
+
+# The narrowest text column a listing puts beside its identifiers; narrower, each row is stacked.
+LISTING_TEXT_MIN = 16
+
+
+class ListingTable(Table):
+    """The narrow form of a list command (``recipes list``, ``profiles list`` at 80 columns): its
+    ``no_wrap`` columns hold identifiers (one a line), the last column words. The identifier columns
+    are as wide as their longest line while LISTING_TEXT_MIN columns of words fit beside them; past
+    that every row is stacked (its identifiers, then its words indented), so no identifier that fits
+    a line is ever cut (issue 42: ``COLUMNS=30 lmi-build recipes list`` cut "aquila" after "aquil")."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        identifiers = [column for column in self.columns if column.no_wrap]
+        widths = [max((cell_len(line) for cell in column.cells for line in str(cell).splitlines()), default=0)
+                  for column in identifiers]
+        gaps = (self.padding[1] + self.padding[3]) * len(self.columns)
+        if self.title:  # wrapped at the width like a cell (the console's soft wrap would let it run past)
+            title = Table.grid()
+            title.add_column(overflow="fold")
+            title.add_row(self.title)
+            yield title
+        if sum(widths) + gaps + LISTING_TEXT_MIN > options.max_width:
+            yield self._stacked()
+            return
+        for column, width in zip(identifiers, widths, strict=True):
+            column.min_width = max(column.min_width or 0, width)
+        kept, self.title = self.title, None
+        try:
+            yield from super().__rich_console__(console, options)
+        finally:
+            self.title = kept
+
+    def _stacked(self) -> Table:
+        stacked = Table.grid()
+        stacked.add_column(overflow="fold")  # a table wraps each cell to the width, as the wide form does
+        stacked.add_row(Text(" / ".join(str(column.header) for column in self.columns), style="bold"))
+        cells = [list(column.cells) for column in self.columns]
+        for row in range(self.row_count):
+            first, *rest = (column[row] for column in cells)
+            stacked.add_row(first)
+            for cell in rest:
+                stacked.add_row(Padding(cell, (0, 0, 0, 2)))
+        return stacked
 
 
 def identifier(value: str, style: str = "") -> Text:
