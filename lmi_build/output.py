@@ -408,7 +408,8 @@ class _Redacting(io.TextIOBase):
         except UnicodeEncodeError:
             # A stream that cannot encode every character (a latin-1 or ASCII locale, a CJK path) gets
             # escapes for those, not a traceback (issue 42: a UnicodeEncodeError traceback).
-            target.write(_encodable(shown, getattr(target, "encoding", None) or "utf-8"))
+            target.write(_encodable(shown, getattr(target, "encoding", None) or "utf-8",
+                                    getattr(target, "errors", None) or "strict"))
         return len(text)
 
     def flush(self) -> None:
@@ -428,12 +429,13 @@ class _Redacting(io.TextIOBase):
         return getattr(self._target(), "encoding", None) or "utf-8"
 
 
-def _encodable(text: str, encoding: str) -> str:
-    """``text`` with each character ``encoding`` cannot write as its ``\\u`` escape."""
+def _encodable(text: str, encoding: str, errors: str = "strict") -> str:
+    """``text`` with each character ``encoding`` cannot write as its ``\\u`` escape (with the stream's
+    own ``errors``: under ``surrogateescape`` a name's undecodable bytes are written back as bytes)."""
     pieces = []
     for char in text:
         try:
-            char.encode(encoding)
+            char.encode(encoding, errors)
             pieces.append(char)
         except UnicodeEncodeError:
             pieces.append(char.encode(encoding, "backslashreplace").decode(encoding))

@@ -17,3 +17,12 @@ def cache_root() -> Path:
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
     return base / "lmi-build"
+
+
+def name_text(name: str) -> str:
+    """A file name as text to write into a file or show: under a locale whose encoding is not UTF-8
+    (``LC_ALL=C`` without Python's UTF-8 mode) Python keeps a name's non-ASCII bytes as lone
+    surrogates, which no UTF-8 file can hold (issue 42: a Cyrillic model directory failed the
+    artifact's own verification, "a lone UTF-16 surrogate" in lmi-build.json). The name's bytes are
+    read as UTF-8, as the terminal shows them; bytes that are not UTF-8 become U+FFFD."""
+    return os.fsencode(name).decode("utf-8", "replace")

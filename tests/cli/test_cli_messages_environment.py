@@ -59,3 +59,21 @@ def test_a_stream_that_cannot_encode_a_name_gets_escapes(tmp_path: Path, encodin
     assert "\\u6a21\\u578b (local)" in result.stdout, result.stdout
     missing = run_lmi_build_process("plan", "hf", "--model", "./nope模型", cwd=tmp_path, env=env)
     assert missing.stderr == "error: model directory nope\\u6a21\\u578b does not exist (check the path)\n"
+
+
+def test_a_non_ascii_model_directory_builds_under_the_c_locale(tmp_path: Path) -> None:
+    """``LC_ALL=C`` without Python's UTF-8 mode keeps the directory name's bytes as lone surrogates:
+    the manifest held them and the artifact failed its own staged verification."""
+    import json
+    import os
+
+    from tests.cli_process import run_lmi_build_process
+    from tests.fixtures_artifact import write_source_model
+
+    write_source_model(tmp_path / "модель", remote_code=False)
+    env = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "LMI_BUILD_CACHE": str(tmp_path / "cache")}
+    built = run_lmi_build_process("hf", "--model", "./модель", "--no-cache", "--output", "out", cwd=tmp_path, env=env)
+    assert built.returncode == 0, built.stderr
+    manifest = json.loads((tmp_path / "out" / "lmi-build.json").read_text(encoding="utf-8"))
+    assert manifest["source"]["id"] == "модель", manifest["source"]
+    assert run_lmi_build_process("verify", "out", cwd=tmp_path, env=env).returncode == 0
