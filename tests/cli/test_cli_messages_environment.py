@@ -77,3 +77,8 @@ def test_a_non_ascii_model_directory_builds_under_the_c_locale(tmp_path: Path) -
     manifest = json.loads((tmp_path / "out" / "lmi-build.json").read_text(encoding="utf-8"))
     assert manifest["source"]["id"] == "модель", manifest["source"]
     assert run_lmi_build_process("verify", "out", cwd=tmp_path, env=env).returncode == 0
+    # A saved plan names the directory: it is read back and built from (it held lone surrogates too).
+    saved = run_lmi_build_process("plan", "hf", "--model", "./модель", "--save", "p.json", cwd=tmp_path, env=env)
+    assert saved.returncode == 0 and "\\udc" not in (tmp_path / "p.json").read_text(encoding="utf-8")
+    again = run_lmi_build_process("hf", "--plan", "p.json", "--no-cache", "--output", "again", cwd=tmp_path, env=env)
+    assert again.returncode == 0, again.stderr
