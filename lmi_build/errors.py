@@ -7,6 +7,34 @@ only with ``--debug``. Anything else that escapes is a bug and keeps its traceba
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+# The most characters one message (an error, a warning, a hint, one detail line) shows: a message
+# built from what the user gave (a list of 15,000 context lengths) is shortened in its middle, so
+# its start and its end (what to do) stay. Lists inside messages go through ``shown_values`` first.
+MESSAGE_CHARS = 2000
+# The most values ``shown_values`` lists.
+SHOWN_VALUES = 10
+
+
+def bounded(text: str, limit: int = MESSAGE_CHARS) -> str:
+    """``text`` when it is at most ``limit`` characters, else its start and its end with how much was
+    left out between them; the result is never longer than ``limit`` (and bounding it again keeps it)."""
+    if len(text) <= limit:
+        return text
+    note = f" … ({len(text):,} characters, shortened) … "
+    keep = max(limit - len(note), 0)
+    head = keep * 2 // 3
+    return text[:head] + note + text[len(text) - (keep - head):]
+
+
+def shown_values(values: Iterable[object], limit: int = SHOWN_VALUES) -> str:
+    """``[a, b, c]``, or the first ``limit`` values and how many more: ``[1, 2, …, 10, … and 14,990 more]``."""
+    listed = list(values)
+    shown = ", ".join(repr(value) if isinstance(value, str) else str(value) for value in listed[:limit])
+    more = len(listed) - limit
+    return f"[{shown}, … and {more:,} more]" if more > 0 else f"[{shown}]"
+
 
 def with_hint(message: str, hint: str | None) -> str:
     """One line: what went wrong and, in brackets, what to do (every error, warning and plan message)."""

@@ -246,10 +246,9 @@ def directory_lock(target: Path) -> Iterator[None]:
     The lock is ``flock`` on a hidden file beside ``target``, so it is released by the kernel when
     the process dies; the file is removed on release, and a lock taken on a file that was removed
     meanwhile is taken again on the new one."""
-    target.parent.mkdir(parents=True, exist_ok=True)
     lock_path = target.parent / f".{target.name}.lock"
     while True:
-        handle = open_private(lock_path, os.O_RDWR | os.O_CREAT, file_mode())
+        handle = _lock_file(target, lock_path)
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -270,6 +269,18 @@ def directory_lock(target: Path) -> Iterator[None]:
     finally:
         lock_path.unlink(missing_ok=True)
         os.close(handle)
+
+
+def _lock_file(target: Path, lock_path: Path) -> int:
+    """The lock file's descriptor. A failure names ``target``, the directory the user gave (issue 42:
+    ``--output /proc/x`` said "No such file or directory: /proc/.x.lock", a file they never named)."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return open_private(lock_path, os.O_RDWR | os.O_CREAT, file_mode())
+    except OSError as error:
+        reason = (error.strerror or str(error) or type(error).__name__).lower()
+        raise LmiBuildError(f"cannot write {target}: files cannot be created in {target.parent} ({reason})",
+                            hint="choose a location you can write, or fix its permissions", code="os") from error
 
 
 def replace_directory(staged: Path, target: Path) -> None:

@@ -16,6 +16,7 @@ import os
 import sys
 import tempfile
 import threading
+import traceback
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,7 +25,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, TextIO, cast
 
-from rich.console import Console
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.padding import Padding
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -37,9 +40,10 @@ from rich.progress import (
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
+from rich.table import Table
 from rich.text import Text
 
-from lmi_build.errors import with_hint
+from lmi_build.errors import MESSAGE_CHARS, bounded, with_hint
 from lmi_build.redaction import environment_secrets, redact_text, redact_tree
 
 # Width of tables written to a pipe or a file when $COLUMNS does not say one: wide enough that most
@@ -70,6 +74,9 @@ class Output:
     _out: Console | None = field(default=None, repr=False)
     _err: Console | None = field(default=None, repr=False)
     _capturing: bool = field(default=False, repr=False)  # inside library_output()
+    # What Ctrl-C (or SIGTERM) leaves behind, said by a command whose answer differs from a build's
+    # ("the vendor tool was stopped and work directories removed"): a publish, a pull.
+    interrupted_hint: str | None = None
 
     @property
     def out(self) -> Console:
@@ -120,7 +127,9 @@ class Output:
         """The command failed: one line on stderr in every mode and, with ``--json``,
         ``{"error": {code, message, hint}}`` on stdout, so a pipeline reading stdout sees it too.
         ``details`` (several problems) follow that line one per line, and are the error's
-        ``details`` list in JSON."""
+        ``details`` list in JSON. Each is bounded, and so is the number of details."""
+        message, hint = bounded(message), None if hint is None else bounded(hint)
+        details = _bounded_details(details)
 
         if self.mode is Mode.JSON:
             error: dict[str, Any] = {"code": code, "message": message, "hint": hint}
@@ -134,11 +143,16 @@ class Output:
         for detail in details:
             self.err.print(Text("  " + detail), highlight=False)
 
+    def traceback(self, error: BaseException) -> None:
+        """``error``'s traceback on stderr (--debug, or a bug), redacted as every other line is."""
+        stream = _redacting("stderr")
+        stream.write("".join(traceback.format_exception(error)))
+        stream.flush()
+
     def debug(self, message: str) -> None:
         """A line for the debug log (library chatter, internals): shown only with --debug."""
         if debugging():
-
-            self.err.print(Text(f"debug: {message}", style="dim"), highlight=False)
+            self.err.print(Text(f"debug: {bounded(message, 4 * MESSAGE_CHARS)}", style="dim"), highlight=False)
 
     def log_line(self, prefix: str, line: str) -> None:
         """One streamed line of a vendor tool's output (shown live unless quiet/json)."""
@@ -146,7 +160,7 @@ class Output:
 
             # Text, not markup: vendor lines such as "[TensorRT-LLM][INFO] ..." must print verbatim.
             text = Text(f"{prefix} ", style="dim")
-            text.append(line)
+            text.append(bounded(line, 4 * MESSAGE_CHARS))  # the log file keeps the whole line
             self.err.print(text, highlight=False)
 
     @contextmanager
@@ -154,8 +168,8 @@ class Output:
         """Run in-process libraries (ModelOpt, transformers, torch) quietly: what they print on
         stdout/stderr, log, or warn goes to the debug channel, line by line. This object's own
         messages and progress bars still reach the real stderr."""
-        real_err = sys.stderr
         console = self.err
+        saved_file = console.file
         sink = _DebugLines()
         handler = _DebugLogHandler()
         # Loggers with their own handlers (transformers' library logger, the root logger) would
@@ -164,7 +178,15 @@ class Output:
                                           if isinstance(logger, logging.Logger) and logger.handlers)]
         saved = [(logger, logger.handlers[:]) for logger in loggers]
 
-        self._err = Console(file=_redacting("stderr", real_err), soft_wrap=True)
+        # The console keeps writing to the real stderr while sys.stderr is the sink below. It stays
+        # the same console object, so a live display drawing through it (a progress bar started
+        # before this block) still places these lines above itself. (Issue 42: a new console on the
+        # stderr of that moment wrote into the display's FileProxy, which printed through the old
+        # console, whose stream was now the sink, which printed through the new console: --debug
+        # ended in a RecursionError and 741 KB of tracebacks.)
+        if isinstance(saved_file, _Redacting):
+            console.file = cast(TextIO, saved_file.pinned())
+        capturing = self._capturing
         self._capturing = True
         try:
             for logger in loggers:
@@ -176,8 +198,8 @@ class Output:
             sink.flush_partial()
             for logger, handlers in saved:
                 logger.handlers = handlers
-            self._err = console
-            self._capturing = False
+            console.file = saved_file
+            self._capturing = capturing
 
     @contextmanager
     def working(self, label: str) -> Iterator[Callable[[str], None]]:
@@ -216,7 +238,7 @@ class Output:
                 for path in Path(directory).rglob("*"):
                     with contextlib.suppress(OSError):
                         if path.is_file():
-                            size += path.stat().st_size
+                            size += _bytes_written(path.stat())
                 return size
 
             def show(size: int, *, final: bool = False) -> None:
@@ -233,10 +255,25 @@ class Output:
             watcher.start()
             try:
                 yield
-            finally:
+            except BaseException:
                 done.set()
                 watcher.join()
-                show(written(), final=True)
+                show(written())  # stopped (Ctrl-C, a failure): the bar keeps what was written, never "done"
+                raise
+            done.set()
+            watcher.join()
+            show(written(), final=True)
+
+    @contextmanager
+    def counting_bytes(self, label: str, *, total: int | None) -> Iterator[ByteCount]:
+        """A bar that a writer advances itself, piece by piece (``ByteCount.add``), for a writer that
+        preallocates its files (their sizes say nothing of what was written). ``total`` is the plan's
+        estimate; the finished bar reads what was written, a stopped one (Ctrl-C) what was written
+        until then. Nothing is shown in --quiet/--json."""
+        with self.progress() as progress:
+            count = ByteCount(label, total, progress)
+            yield count
+            count.finish()
 
     @contextmanager
     def native_output_to_debug(self) -> Iterator[None]:
@@ -296,6 +333,40 @@ class Output:
             yield progress
 
 
+def _bytes_written(status: os.stat_result) -> int:
+    """A file's bytes written so far: its size, or what is allocated to it when less (a file
+    truncated to its final size before its data is written is sparse until then)."""
+    allocated = getattr(status, "st_blocks", None)
+    return status.st_size if allocated is None else min(status.st_size, allocated * 512)
+
+
+class ByteCount:
+    """One bar of ``Output.counting_bytes``: ``add`` the bytes of each piece as it is written;
+    ``stage`` names what the step does before its first byte (it is shown beside the label)."""
+
+    def __init__(self, label: str, total: int | None, progress: Progress | None) -> None:
+        self._label = label
+        self._total = total
+        self._progress = progress
+        self._task = progress.add_task(label, total=total) if progress is not None else None
+        self.written = 0
+
+    def stage(self, doing: str) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, description=f"{self._label} ({doing})" if doing else self._label)
+
+    def add(self, size: int) -> None:
+        self.written += size
+        if self._progress is not None and self._task is not None:
+            # The total is an estimate: a bar never reads "7.1/6.3 MB".
+            total = None if self._total is None else max(self._total, self.written)
+            self._progress.update(self._task, completed=self.written, total=total)
+
+    def finish(self) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, description=self._label, completed=self.written, total=self.written)
+
+
 _SECRETS: list[str] | None = None
 
 
@@ -317,9 +388,7 @@ class _Redacting(io.TextIOBase):
         self._fixed = fixed
 
     def _target(self) -> TextIO:
-        if self._fixed is not None:
-            return self._fixed
-        stream: TextIO = getattr(sys, self._name)
+        stream: TextIO = self._fixed if self._fixed is not None else getattr(sys, self._name)
         # A live rich display (progress bar) at a terminal replaces sys.stdout/sys.stderr with a
         # FileProxy that prints through the console; the console writing to that proxy wrote into
         # itself, without end (issue 30: every progress bar hung at a terminal). Write past it.
@@ -329,8 +398,20 @@ class _Redacting(io.TextIOBase):
             stream = cast(TextIO, proxied)
         return stream
 
+    def pinned(self) -> _Redacting:
+        """This stream fixed to what it writes to now (past any live display's proxy)."""
+        return _Redacting(self._name, self._target())
+
     def write(self, text: str) -> int:
-        self._target().write(redact_text(text, _secrets()))
+        shown = redact_text(text, _secrets())
+        target = self._target()
+        try:
+            target.write(shown)
+        except UnicodeEncodeError:
+            # A stream that cannot encode every character (a latin-1 or ASCII locale, a CJK path) gets
+            # escapes for those, not a traceback (issue 42: a UnicodeEncodeError traceback).
+            target.write(_encodable(shown, getattr(target, "encoding", None) or "utf-8",
+                                    getattr(target, "errors", None) or "strict"))
         return len(text)
 
     def flush(self) -> None:
@@ -348,6 +429,19 @@ class _Redacting(io.TextIOBase):
     @property
     def encoding(self) -> str:  # type: ignore[override]
         return getattr(self._target(), "encoding", None) or "utf-8"
+
+
+def _encodable(text: str, encoding: str, errors: str = "strict") -> str:
+    """``text`` with each character ``encoding`` cannot write as its ``\\u`` escape (with the stream's
+    own ``errors``: under ``surrogateescape`` a name's undecodable bytes are written back as bytes)."""
+    pieces = []
+    for char in text:
+        try:
+            char.encode(encoding, errors)
+            pieces.append(char)
+        except UnicodeEncodeError:
+            pieces.append(char.encode(encoding, "backslashreplace").decode(encoding))
+    return "".join(pieces)
 
 
 def _redacting(name: str, fixed: TextIO | None = None) -> TextIO:
@@ -482,6 +576,51 @@ def _warning_to_debug(message: Warning | str, category: type[Warning], filename:
     current().debug(f"{category.__name__}: {message} ({filename}:{lineno})")
 
 
+# The narrowest text column a listing puts beside its identifiers; narrower, each row is stacked.
+LISTING_TEXT_MIN = 16
+
+
+class ListingTable(Table):
+    """The narrow form of a list command (``recipes list``, ``profiles list`` at 80 columns): its
+    ``no_wrap`` columns hold identifiers (one a line), the last column words. The identifier columns
+    are as wide as their longest line while LISTING_TEXT_MIN columns of words fit beside them; past
+    that every row is stacked (its identifiers, then its words indented), so no identifier that fits
+    a line is ever cut (issue 42: ``COLUMNS=30 lmi-build recipes list`` cut "aquila" after "aquil")."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        identifiers = [column for column in self.columns if column.no_wrap]
+        widths = [max((cell_len(line) for cell in column.cells for line in str(cell).splitlines()), default=0)
+                  for column in identifiers]
+        gaps = (self.padding[1] + self.padding[3]) * len(self.columns)
+        if self.title:  # wrapped at the width like a cell (the console's soft wrap would let it run past)
+            title = Table.grid()
+            title.add_column(overflow="fold")
+            title.add_row(self.title)
+            yield title
+        if sum(widths) + gaps + LISTING_TEXT_MIN > options.max_width:
+            yield self._stacked()
+            return
+        for column, width in zip(identifiers, widths, strict=True):
+            column.min_width = max(column.min_width or 0, width)
+        kept, self.title = self.title, None
+        try:
+            yield from super().__rich_console__(console, options)
+        finally:
+            self.title = kept
+
+    def _stacked(self) -> Table:
+        stacked = Table.grid()
+        stacked.add_column(overflow="fold")  # a table wraps each cell to the width, as the wide form does
+        stacked.add_row(Text(" / ".join(str(column.header) for column in self.columns), style="bold"))
+        cells = [list(column.cells) for column in self.columns]
+        for row in range(self.row_count):
+            first, *rest = (column[row] for column in cells)
+            stacked.add_row(first)
+            for cell in rest:
+                stacked.add_row(Padding(cell, (0, 0, 0, 2)))
+        return stacked
+
+
 def identifier(value: str, style: str = "") -> Text:
     """A table cell that must never be cut (profile name, image URI, option key). In a column with
     ``no_wrap=True`` it stays on one line while the table can narrow other columns; past that it
@@ -544,7 +683,17 @@ def reset() -> Output:
 
 
 def _plain(label: str, style: str, message: str) -> Text:
-
     line = Text(label, style=style)
-    line.append(f" {message}" if label else message)
+    text = bounded(message)  # every message line is bounded here (info, warn, error)
+    line.append(f" {text}" if label else text)
     return line
+
+
+# The most detail lines one failure prints: a matrix of thousands of failed builds says how many more.
+MAX_DETAILS = 50
+
+
+def _bounded_details(details: tuple[str, ...]) -> tuple[str, ...]:
+    shown = tuple(bounded(detail) for detail in details[:MAX_DETAILS])
+    more = len(details) - MAX_DETAILS
+    return (*shown, f"… and {more:,} more") if more > 0 else shown

@@ -26,25 +26,32 @@ SECRET_ENV_VARS = frozenset({
     "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
 })
 
-# Whole last word of the key: "tokens_per_block" and "max_tokens" are not secrets, nor is a
-# "per_token" switch (option.smoothquant_per_token, which SmoothQuant builds write).
-_SECRET_KEY = re.compile(
-    r"(?:^|[._-])(?:hf[_-]?token|(?<!per_)token|auth[_-]?token|access[_-]?token|session[_-]?token|secret|"
+# The names of credentials. As a key's whole last word: "tokens_per_block" and "max_tokens" are not
+# secrets, nor is a "per_token" switch (option.smoothquant_per_token, which SmoothQuant builds write).
+_SECRET_NAMES = (
+    r"hf[_-]?token|(?<!per_)token|auth[_-]?token|access[_-]?token|session[_-]?token|secret|access[_-]?key|"
     r"secret[_-]?key|client[_-]?secret|secret[_-]?access[_-]?key|access[_-]?key[_-]?id|password|passwd|"
-    r"api[_-]?key|private[_-]?key|authorization|credentials?|bearer)$",
-    re.IGNORECASE,
+    r"api[_-]?key|private[_-]?key|authorization|credentials?|bearer"
 )
+_SECRET_KEY = re.compile(rf"(?:^|[._-])(?:{_SECRET_NAMES})$", re.IGNORECASE)
 # Token shapes: Hugging Face, AWS access key ids, GitHub, Slack-style, and PEM private keys.
 _SECRET_VALUE = re.compile(
     r"\bhf_[A-Za-z0-9]{30,}\b|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|\bgh[pousr]_[A-Za-z0-9]{30,}\b"
     r"|\bxox[abprs]-[A-Za-z0-9-]{10,}|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"
 )
-# "Bearer <token>" and "Basic <token>" in a header-like value.
-_AUTH_SCHEME = re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE)
-# A credential passed as a flag inside a longer value: --hf-token=abc, --api_key abc, token: abc.
+# "Bearer <token>" and "Basic <token>" in a header-like value. The credential has a digit or base64's
+# "+"/"=" ("Basic dXNlcjpwdw==", "Bearer eyJhbGciOi1..."): the words after "Basic configuration" or
+# "token embeddings" are not credentials.
+_AUTH_SCHEME = re.compile(r"\b(Bearer|Basic|Token)\s+(?=[A-Za-z._~/-]*[0-9+=])[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE)
+# A credential given inside a longer value, as a dashed flag ("--hf-token=abc", "--api_key abc") or an
+# assignment ("HF_TOKEN=abc", "option.hf_token: abc", "?token=abc", '"api_key": "abc"'); the name is a
+# secret key by ``is_secret_key``, the one rule for option keys too. The name is a whole word: the
+# last part of a path is not one ("/etc/passwd is not a directory", "/home/me/secret: not found"), and
+# only a dashed flag takes its value after a space (in "the password is wrong" nothing is given).
 _SECRET_FLAG = re.compile(
-    r"(?P<name>(?:--?|\b)(?:hf[_-]?token|token|api[_-]?key|access[_-]?key|secret(?:[_-]?key)?|password|passwd|"
-    r"private[_-]?key|auth(?:orization)?)\s*[=:\s]\s*)(?P<value>\"[^\"]*\"|'[^']*'|[^\s,;&]+)",
+    rf"(?<![\w./\\-])(?:--?(?P<flag>(?:[\w-]*[_-])?(?:{_SECRET_NAMES}))(?![A-Za-z0-9])(?P<flag_sep>\s*=\s*|\s+)"
+    rf"|(?P<key>(?:[A-Za-z_][\w.-]*[._-])?(?:{_SECRET_NAMES}))(?![A-Za-z0-9])(?P<key_sep>[\"']?\s*[=:]\s*))"
+    r"(?P<value>\"[^\"]*\"|'[^']*'|[^\s,;&]+)",
     re.IGNORECASE,
 )
 # The user:password part of a URL (https://user:pw@host/..., s3://KEY:SECRET@bucket/...).
@@ -85,6 +92,15 @@ def is_secret_env_name(name: str) -> bool:
     return name in SECRET_ENV_VARS or _SECRET_ENV_NAME.search(name) is not None
 
 
+def _hide_given_secret(match: re.Match[str]) -> str:
+    """The value of a flag or an assignment whose name is a secret key hidden."""
+    value = match.group("value")
+    # "Authorization: Bearer ***": the scheme's own credential is hidden already.
+    hidden = value == REDACTED or (value.lower() in ("bearer", "basic", "token")
+                                   and match.string.startswith(f" {REDACTED}", match.end()))
+    return match.group(0) if hidden else match.group(0)[: match.start("value") - match.start()] + REDACTED
+
+
 def _hide_url_credentials(match: re.Match[str]) -> str:
     """``user:password@`` keeps the user name (it says whose credentials); a lone token is hidden whole."""
     user = match.group("user")
@@ -104,7 +120,7 @@ def redact_text(text: str, known_secrets: Iterable[str] = ()) -> str:
 def _hide_credential_shapes(text: str) -> str:
     redacted = _SECRET_VALUE.sub(REDACTED, text)
     redacted = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)} {REDACTED}", redacted)
-    redacted = _SECRET_FLAG.sub(lambda m: m.group("name") + REDACTED, redacted)
+    redacted = _SECRET_FLAG.sub(_hide_given_secret, redacted)
     return _URL_CREDENTIALS.sub(_hide_url_credentials, redacted)
 
 

@@ -6,8 +6,9 @@ sources and storage can report problems and name models without importing the pl
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
+from lmi_build.errors import bounded
 from lmi_build.target_names import TARGET_NAMES, TargetName
 
 __all__ = ["TARGET_NAMES", "FrozenModel", "ModelIdentity", "PlanMessage", "Record", "RunnerKind", "TargetName"]
@@ -33,6 +34,12 @@ class PlanMessage(FrozenModel):
     code: str  # stable, e.g. "tp_heads", "max_len_positions", "quantize_unsupported"
     message: str  # one line, with the numbers
     hint: str | None = None  # what to do
+
+    @field_validator("message", "hint")
+    @classmethod
+    def _bounded(cls, text: str | None) -> str | None:
+        """A message built from what the user gave stays bounded in the plan, its JSON and its file."""
+        return None if text is None else bounded(text)
 
 
 # Where a build's vendor steps run (a runner of lmi_build.runners; --runner of the build commands).

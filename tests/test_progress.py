@@ -21,11 +21,28 @@ def _build(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
                          "--output", str(tmp_path / "out"), timeout=600, env={**os.environ, "COLUMNS": "120"})
 
 
-def test_the_checkpoint_step_shows_bytes_written(tmp_path: Path) -> None:
+def test_the_checkpoint_step_shows_bytes_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The streamed writer moves its bar tensor by tensor (issue 42: it read 0.0 until the end, its
+    files being preallocated), by exactly the bytes of weights it writes."""
+    from lmi_build import output
+    from lmi_build.quantize.safetensors_files import read_header
+
+    added: list[int] = []
+    count = output.ByteCount.add
+
+    def add(bar: output.ByteCount, size: int) -> None:
+        added.append(size)
+        count(bar, size)
+
+    monkeypatch.setattr(output.ByteCount, "add", add)
     result = _build(tmp_path)
     assert result.returncode == 0, result.stderr
     assert "writing the checkpoint" in result.stderr
     assert "kB" in result.stderr or "MB" in result.stderr or "bytes" in result.stderr
+    rank = next((tmp_path / "out").rglob("rank0.safetensors"))
+    header, data_start = read_header(rank)
+    assert len(added) == len([name for name in header if name != "__metadata__"]) > 10
+    assert sum(added) == rank.stat().st_size - data_start
 
 
 @pytest.mark.parametrize("flag", ["--quiet", "--json"])

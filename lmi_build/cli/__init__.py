@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from types import TracebackType
 
 import typer
 
@@ -51,8 +52,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if COMPLETE_VARIABLE in os.environ:  # the shell asks for completions
         app(prog_name="lmi-build")  # the variable's name is derived from it
         return
-    if argv is None:  # the process's own streams (not a caller's, e.g. a test's)
+    if argv is None:  # the process's own streams and hook (not a caller's, e.g. a test's)
         guard_standard_streams()
+        sys.excepthook = _redacted_traceback  # a bug's traceback is redacted too
     status = _run(args)
     if argv is None:  # the process ends here (not a caller's own process, e.g. a test)
         _report_lost_output(status)
@@ -70,6 +72,10 @@ def _report_lost_output(status: int) -> None:
         sys.stderr.write(f"warning: the output could not be written to stdout ({reason}); "
                          f"the exit status ({status}) is the command's own\n")
         sys.stderr.flush()
+
+
+def _redacted_traceback(kind: type[BaseException], error: BaseException, trace: TracebackType | None) -> None:
+    current().traceback(error)
 
 
 def _skip_collection_at_exit() -> None:
@@ -92,7 +98,8 @@ def _run(args: list[str]) -> int:
         status = app(args=args, prog_name=commands.prog_name(), standalone_mode=False)
     except LmiBuildError as error:
         if debugging():
-            raise
+            current().traceback(error)
+            return error.exit_code
         current().failure(error.code, error.message, error.hint, error.details)
         return error.exit_code
     except no_args_is_help:
@@ -113,16 +120,21 @@ def _run(args: list[str]) -> int:
         _signals_received.append(_signals_received[-1] if _signals_received else 2)
     except OSError as error:  # a fault of the machine (disk full, permissions), not a bug: one line
         if debugging():
-            raise
+            current().traceback(error)
+            return 1
         current().failure("os", _os_error_line(error), _os_error_hint(error))
         return 1
     if _signals_received:
         # typer turns an interrupt into exit status 130 silently; say it, and tell SIGTERM apart.
         signum = _signals_received[-1]
         current().failure("interrupted", "terminated (SIGTERM)" if signum == 15 else "interrupted",
-                          "the vendor tool was stopped and work directories removed; rerun the same command")
+                          current().interrupted_hint or INTERRUPTED_BUILD)
         return 128 + signum
     return status if isinstance(status, int) else 0
+
+
+# What Ctrl-C of a build leaves (a command that leaves something else says so: Output.interrupted_hint).
+INTERRUPTED_BUILD = "the vendor tool was stopped and work directories removed; rerun the same command"
 
 
 # How alike an unknown flag and a known one must be (difflib ratio of their names without the
@@ -138,9 +150,22 @@ def close_flags(typed: str, known: Sequence[str]) -> list[str]:
     return [names[name] for name in close]
 
 
+def _current_directory_gone(error: OSError) -> bool:
+    """An error naming no file, raised because the working directory was deleted or moved away."""
+    if error.filename is not None or error.errno != errno.ENOENT:
+        return False
+    try:
+        os.getcwd()
+    except OSError:
+        return True
+    return False
+
+
 def _os_error_line(error: OSError) -> str:
     # An OSError raised with a message and no errno (a library's own check) has no strerror:
     # os.strerror(0) would say "Success".
+    if _current_directory_gone(error):
+        return "the current directory no longer exists (it was deleted or moved)"
     message = str(error).strip().splitlines()[0] if str(error).strip() else ""
     reason = error.strerror or (os.strerror(error.errno) if error.errno else redact_text(message)) \
         or type(error).__name__
@@ -151,6 +176,8 @@ def _os_error_line(error: OSError) -> str:
 
 
 def _os_error_hint(error: OSError) -> str:
+    if _current_directory_gone(error):
+        return "cd to a directory that exists and rerun"
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
         return "free space there (or choose another --output / LMI_BUILD_CACHE) and rerun; partial files were removed"
     if error.errno == errno.EFBIG:

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from lmi_build.cli.app import new_app
 from lmi_build.errors import UnknownName
-from lmi_build.output import current, identifier
+from lmi_build.output import ListingTable, current, identifier
 from lmi_build.targets import TARGETS
 
 profiles_app = new_app(help="LMI container profiles, TensorRT-LLM, Neuron and hf (image, versions, layout, defaults).")
@@ -38,7 +38,7 @@ def list_command() -> None:
             table.add_row(identifier(row[0]), *row[1:])
     else:
         # Narrow (COLUMNS=80): the name, then the rest as one cell wrapped at spaces, never mid-word.
-        table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0))
+        table = ListingTable(box=None, pad_edge=False, padding=(0, 2, 0, 0))
         table.add_column("name", no_wrap=True, overflow="fold")
         table.add_column("kind; compiler; runtime; layout; loader", overflow="fold")
         for row in rows:

@@ -8,7 +8,7 @@ from rich.table import Table
 
 from lmi_build.cli.app import new_app
 from lmi_build.cli.profiles_cmd import _unknown_profile
-from lmi_build.output import current, identifier
+from lmi_build.output import ListingTable, current, identifier
 from lmi_build.planning.target_api import RecipeRoute, route_for
 from lmi_build.recipes.registry import load_recipes
 from lmi_build.recipes.schema import Recipe, TargetSupport
@@ -128,8 +128,8 @@ def _list_table(recipes: tuple[Recipe, ...]) -> RenderableType:
             )
         return table
     # Narrow (COLUMNS=80): one cell names the targets, wrapped at spaces, never mid-word.
-    table = Table(title="lmi-build recipes (targets, with the quantization methods lmi-build applies)", box=None,
-                  pad_edge=False, padding=(0, 2, 0, 0))
+    table = ListingTable(title="lmi-build recipes (targets, with the quantization methods lmi-build applies)",
+                         box=None, pad_edge=False, padding=(0, 2, 0, 0))
     table.add_column("recipe", style="bold", no_wrap=True, overflow="fold")
     table.add_column("architectures", no_wrap=True, overflow="fold")
     table.add_column("targets (quantization)", overflow="fold")

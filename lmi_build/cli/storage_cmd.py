@@ -6,6 +6,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from lmi_build.artifact.files import MANIFEST_NAME
 from lmi_build.cli.app import EndpointOpt
 from lmi_build.cli.unfinished import unfinished_build
 from lmi_build.output import current
@@ -56,6 +57,9 @@ def register(app: typer.Typer) -> None:
         if (unfinished := unfinished_build(str(artifact_dir))) is not None:
             raise unfinished  # an exit-3 output: say what it lacks and how to finish it
         out = current()
+        out.interrupted_hint = (f"{MANIFEST_NAME} was not uploaded, so {url} reads as incomplete to every reader; "
+                                f"the objects uploaded so far stay there and a rerun skips them: rerun the same "
+                                f"command to complete it")
         summary = publish(artifact_dir, url, endpoint_url=endpoint_url, delete_local=delete_local,
                           expected_bucket_owner=expected_bucket_owner, sse_kms_key_id=sse_kms_key_id,
                           tarball=tarball, workers=workers, output=out, overwrite=overwrite)
@@ -70,6 +74,9 @@ def register(app: typer.Typer) -> None:
         workers: WorkersOpt = 8,
     ) -> None:
         out = current()
+        partial = dest.absolute().parent / f".{dest.absolute().name}.lmi-build-partial"
+        out.interrupted_hint = (f"{dest} was not created; the files downloaded so far stay in {partial} (verified "
+                                f"again, not downloaded again): rerun the same command to resume")
         summary = pull(url, dest, endpoint_url=endpoint_url, workers=workers, output=out)
         data = {"url": url, "dest": str(dest), **summary.model_dump()}
         out.result(data, _summary_line("pulled", data, str(dest)))

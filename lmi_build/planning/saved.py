@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from lmi_build import __version__
 from lmi_build.errors import OptionError
 from lmi_build.fs import atomic_write_text
+from lmi_build.paths import path_text, text_tree
 from lmi_build.planning.cache_key import plan_cache_key
 from lmi_build.planning.plan import BuildPlan, KnobsT
 from lmi_build.reading import BadFile, parse_json, read_regular_text
@@ -66,7 +67,7 @@ class SavedPlan(Record, Generic[KnobsT]):
         """The saved form, credentials redacted (a plan holding one cannot be built anyway)."""
         inputs = self.inputs.model_copy(update={"model": redact_text(self.inputs.model)})
         shown = self.model_copy(update={"plan": self.plan.redacted(), "inputs": inputs})
-        content = shown.model_dump(mode="json")
+        content = text_tree(shown.model_dump(mode="json"))  # a path under LC_ALL=C holds no lone surrogate
         return json.dumps({**content, DIGEST_FIELD: content_digest(content)}, indent=2) + "\n"
 
     def save(self, path: Path) -> None:
@@ -122,7 +123,9 @@ def parse_saved_plan(text: str, origin: str, model: type[SavedT]) -> SavedT:
         where = ".".join(str(part) for part in first["loc"])
         raise OptionError(f"plan file {path} is invalid at {where}: {first['msg']}", hint=hint) from None
     _check_as_written(path, saved, content)
-    return saved
+    calib = saved.inputs.calib_data
+    found = {"model": path_text(saved.inputs.model), "calib_data": None if calib is None else Path(path_text(str(calib)))}
+    return saved.model_copy(update={"inputs": saved.inputs.model_copy(update=found)})
 
 
 def _check_as_written(path: str, saved: SavedPlan[Any], content: dict[str, Any]) -> None:

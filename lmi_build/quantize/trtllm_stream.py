@@ -24,7 +24,7 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -451,14 +451,18 @@ class StreamedCheckpoint:
 
 def write_streamed_checkpoint(model_dir: Path, out_dir: Path, *, architecture: str | None, decoder: str,
                               dtype: str, tp: int, pp: int, use_cache: bool = True,
-                              refresh: bool = False) -> StreamedCheckpoint:
+                              refresh: bool = False, progress: output.ByteCount | None = None) -> StreamedCheckpoint:
     """Write ModelOpt's unquantized TensorRT-LLM checkpoint for ``model_dir`` into ``out_dir``.
     Raises ``LayoutMismatch`` before writing anything when the tensor map does not reproduce
     ModelOpt's layout (a cached layout the map cannot make is evicted and computed again first).
-    ``use_cache`` / ``refresh``: the layout cache's (``modelopt_layout``)."""
+    ``use_cache`` / ``refresh``: the layout cache's (``modelopt_layout``). ``progress`` is told the
+    bytes of every tensor piece as it is written (the rank files are preallocated: their sizes
+    read complete from the start)."""
     family = family_for(architecture)
     if family is None:
         raise LayoutMismatch(f"the tensor map has no entry for {architecture}")
+    if progress is not None:
+        progress.stage("reading ModelOpt's layout")
     layouts = modelopt_layout(model_dir, decoder, dtype, tp, pp, use_cache=use_cache, refresh=refresh)
     source = SourceTensors(model_dir)
     try:
@@ -469,7 +473,10 @@ def write_streamed_checkpoint(model_dir: Path, out_dir: Path, *, architecture: s
         evict_layout(layouts.cached_from, str(mismatch))
         layouts = modelopt_layout(model_dir, decoder, dtype, tp, pp, refresh=True)
         jobs = _checked_jobs(layouts.ranks, family, source, tp)
-    return StreamedCheckpoint(_write_ranks(layouts.ranks, jobs, source, out_dir, tp), layouts.cached_from)
+    if progress is not None:
+        progress.stage("")
+    written = _write_ranks(layouts.ranks, jobs, source, out_dir, tp, progress.add if progress is not None else None)
+    return StreamedCheckpoint(written, layouts.cached_from)
 
 
 def _checked_jobs(layouts: list[RankLayout], family: Family, source: SourceTensors, tp: int) -> list[_Job]:
@@ -483,8 +490,10 @@ def _checked_jobs(layouts: list[RankLayout], family: Family, source: SourceTenso
     return jobs
 
 
-def _write_ranks(layouts: list[RankLayout], jobs: list[_Job], source: SourceTensors, out_dir: Path, tp: int) -> int:
-    """Every rank file, tensor by tensor, and the JSON files; the bytes of weights written."""
+def _write_ranks(layouts: list[RankLayout], jobs: list[_Job], source: SourceTensors, out_dir: Path, tp: int,
+                 written: Callable[[int], None] | None = None) -> int:
+    """Every rank file, tensor by tensor, and the JSON files; the bytes of weights written (each
+    piece's also to ``written`` as it lands)."""
     import torch
 
     files = _rank_files(layouts, jobs, out_dir)
@@ -500,6 +509,8 @@ def _write_ranks(layouts: list[RankLayout], jobs: list[_Job], source: SourceTens
             for job in group:
                 piece = cut(job.rule, tensors, tp, job.tp_rank).to(getattr(torch, job.dtype)).contiguous()
                 _pwrite_all(descriptors[job.rank], piece.view(torch.uint8).numpy().data, job.offset)
+                if written is not None:
+                    written(piece.numel() * piece.element_size())
                 del piece
             del tensors
     finally:

@@ -11,6 +11,7 @@ from typing import Literal
 from lmi_build.errors import SourceError
 from lmi_build.hashing import tree_digest
 from lmi_build.model.safetensors_header import read_checked_header
+from lmi_build.paths import name_text
 from lmi_build.reading import read_json_file
 from lmi_build.sources.base import ResolvedSource
 from lmi_build.sources.digest_cache import cached_sha256
@@ -128,4 +129,4 @@ def resolve_local(path: Path, *, purpose: Literal["plan", "build"], allow_pickle
         check_weights(path, selected)
     hashes = cached_sha256([path / rel for rel in selected])
     digest = tree_digest((rel, hashes[path / rel]) for rel in selected)
-    return ResolvedSource(path=path, identity=ModelIdentity(kind="local", id=name, digest=digest))
+    return ResolvedSource(path=path, identity=ModelIdentity(kind="local", id=name_text(name), digest=digest))

@@ -186,3 +186,25 @@ def test_every_help_at_80_columns_cuts_nothing(path: tuple[str, ...]) -> None:
 def test_the_walk_finds_every_command() -> None:
     names = {" ".join(path) for path, _ in COMMANDS}
     assert {"plan", "trtllm", "neuronx", "hf", "publish", "config show", "profiles list", "recipes show"} <= names
+
+
+def _at_width(width: int, *args: str) -> list[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPTION_", "HF_", "SM_"))}
+    result = run_lmi_build(*args, env={**env, "COLUMNS": str(width)}, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+@pytest.mark.parametrize("width", [30, 40, 60])
+def test_a_narrow_terminal_cuts_no_name_that_fits_a_line(width: int) -> None:
+    """Issue 42: ``COLUMNS=30 recipes list`` / ``profiles list`` cut "aquila" after "aquil" and
+    "lmi-0.26.0-neuronx-sdk2.16.0" after "sdk2.16": a name that fits a line is on one, whole."""
+    recipes = json.loads(_cli("recipes", "list", "--json"))["recipes"]
+    names = {recipe["name"] for recipe in recipes} | {a for recipe in recipes for a in recipe["architectures"] or []}
+    profiles = {profile["name"] for profile in json.loads(_cli("profiles", "list", "--json"))}
+    for args, wanted in ((("recipes", "list"), names), (("profiles", "list"), profiles)):
+        lines = _at_width(width, *args)
+        assert all(len(line) <= width for line in lines), [line for line in lines if len(line) > width]
+        words = {word.strip("*;,") for line in lines for word in line.split()}
+        cut = sorted(name for name in wanted if len(name) + 2 <= width and name not in words)
+        assert not cut, (width, args, cut)

@@ -146,3 +146,38 @@ def test_user_text_that_looks_like_markup_prints_verbatim(world: World) -> None:
     saved = world.run("plan", "hf", "--model", "./model", "--save", "p[/x].json")
     assert saved.returncode == 0 and "Traceback" not in saved.stderr, saved.stderr[-2000:]
     assert "p[/x].json" in saved.stderr
+
+
+def test_a_list_of_fifteen_thousand_values_is_a_short_warning() -> None:
+    """Issue 42: ``--context-length-estimate`` with 15,000 values printed an 84 KB warning."""
+    from tests.cli_process import run_lmi_build
+
+    values = ",".join(str(size) for size in range(1, 15_001))
+    args = ("plan", "neuronx", "--model", "demo:tiny-llama", "--context-length-estimate", values)
+    human = run_lmi_build(*args)
+    warning = next(line for line in human.stderr.splitlines() if "context_bucket_unused" in line)
+    assert len(warning) < 2000 and "[2049, 2050, " in warning and "… and 12,942 more]" in warning, warning
+    assert "--context-length-estimate <= 2048" in warning  # the hint, at its end, stays
+    planned = json.loads(run_lmi_build(*args, "--json").stdout)
+    assert all(len(message["message"]) < 2000 for message in planned["warnings"])
+
+
+def test_every_message_line_is_bounded(capsys: pytest.CaptureFixture[str]) -> None:
+    """Whatever a message was built from, one line stays short, keeps its start and its end (the
+    hint), and a failure with thousands of details lists a bounded number of them."""
+    from lmi_build import output
+    from lmi_build.errors import MESSAGE_CHARS, bounded, shown_values
+
+    huge = "start " + "x" * 100_000 + " end"
+    assert len(bounded(huge)) <= MESSAGE_CHARS and bounded(bounded(huge)) == bounded(huge)
+    assert bounded(huge).startswith("start ") and bounded(huge).endswith(" end") and "100,010 characters" in bounded(huge)
+    assert shown_values(range(3)) == "[0, 1, 2]" and shown_values(["a"] * 12, 2) == "['a', 'a', … and 10 more]"
+    out = output.set_mode(output.Mode.HUMAN)
+    try:
+        out.warn(huge)
+        out.failure("error", huge, "the hint " + huge, tuple(f"build {n} failed" for n in range(10_000)))
+    finally:
+        output.reset()
+    shown = capsys.readouterr().err
+    assert len(shown) < 12_000 and "build 49 failed" in shown and "build 50 failed" not in shown, shown[-300:]
+    assert "… and 9,950 more" in shown

@@ -112,3 +112,54 @@ def test_every_credential_shape_is_hidden_in_any_case(secret_text: str, hidden: 
     """Each shape alone, in a line of ordinary text: the cheap first look must never skip one."""
     shown = redact_text(f"loading the model; {secret_text} ; done")
     assert hidden not in shown and REDACTED in shown, shown
+
+
+# Ordinary text that names a credential's kind, or a file named like one, and gives none (issue 42:
+# "/etc/passwd is not a directory" printed as "/etc/passwd *** not a directory").
+ORDINARY = [
+    "/etc/passwd is not a directory",
+    "/etc/passwd: not a directory",
+    "/home/me/secret: not found; /srv/token.txt is empty",
+    "the password is wrong; the token expired; the secret key is missing",
+    "set the token in HF_TOKEN, or run huggingface-cli login",
+    "Basic configuration loaded; Token embeddings are tied; the bearer of the news",
+    "auth failed for the bucket; access key denied; private key file unreadable",
+    "option.max_tokens=512 tokens_per_block=64 option.smoothquant_per_token=true --max-num-tokens 8192",
+    "the tokenizer: llama; api: v2; secret.txt: missing",
+]
+
+
+@pytest.mark.parametrize("text", ORDINARY)
+def test_ordinary_words_are_never_masked(text: str) -> None:
+    assert redact_text(text) == text
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_url_password_is_hidden_with_and_without_debug(debug: bool) -> None:
+    from tests.cli_process import run_lmi_build
+
+    flags = ["--debug"] if debug else []
+    result = run_lmi_build(*flags, "plan", "hf", "--model", "https://user:PASSWORD@huggingface.co/org/m")
+    shown = result.stdout + result.stderr
+    assert result.returncode == 1 and "PASSWORD" not in shown and "user:***@huggingface.co" in shown, shown
+    assert ("Traceback" in shown) is debug
+    named = run_lmi_build(*flags, "plan", "trtllm", "--model", "/etc/passwd")
+    assert "/etc/passwd is not a directory" in named.stderr, named.stderr
+
+
+def test_library_logs_under_debug_are_redacted(capsys: pytest.CaptureFixture[str]) -> None:
+    import logging
+
+    from lmi_build import output
+
+    out = output.set_mode(output.Mode.HUMAN)
+    output.set_debugging(True)
+    try:
+        with out.library_output():
+            logging.getLogger("huggingface_hub").warning("GET https://u:pa55word-123@host/x with token=%s", TOKEN)
+            print(f"Authorization: Bearer {AWS_SECRET}")
+    finally:
+        output.reset()
+    shown = capsys.readouterr().err
+    assert "debug: huggingface_hub: GET https://u:***@host/x with token=***" in shown, shown
+    assert "pa55word-123" not in shown and TOKEN not in shown and AWS_SECRET not in shown

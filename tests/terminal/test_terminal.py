@@ -220,6 +220,9 @@ def test_publish_and_pull_at_a_terminal(s3_env: S3Server, s3_bucket: str, termin
     stopped = run_in_terminal(lmi_build(("publish", str(artifact), url), artifact), cwd=tmp_path, env=env,
                               timeout=60, interrupt_when=lambda screen: "publish s3://" in screen)
     assert_interrupted_well(stopped, tmp_path)
+    # ... and it says so (issue 42: it said "the vendor tool was stopped and work directories removed").
+    assert "reads as incomplete" in stopped.text and "rerun the same command to complete it" in stopped.text
+    assert "vendor tool" not in stopped.text, stopped.describe()
     keys = [o["Key"] for o in s3_env.client().list_objects_v2(Bucket=s3_bucket).get("Contents", [])]
     assert "tiny/lmi-build.json" not in keys, keys
     published = run_in_terminal(lmi_build(("publish", str(artifact), url), artifact), cwd=tmp_path, env=env,
@@ -233,6 +236,8 @@ def test_publish_and_pull_at_a_terminal(s3_env: S3Server, s3_bucket: str, termin
     assert stopped_pull.exit_code == 130, stopped_pull.describe()
     assert stopped_pull.seconds_after_interrupt is not None and stopped_pull.seconds_after_interrupt < 5
     assert not pulled.exists()
+    assert ".pulled.lmi-build-partial" in stopped_pull.text and "rerun the same command to resume" in stopped_pull.text
+    assert "vendor tool" not in stopped_pull.text, stopped_pull.describe()
     assert [p for p in leftovers(tmp_path) if not p.endswith(".lmi-build-partial")] == []
     done = run_in_terminal(lmi_build(("pull", url, str(pulled)), pulled), cwd=tmp_path, env=env, timeout=60)
     assert done.exit_code == 0, done.describe()

@@ -11,6 +11,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from lmi_build.errors import shown_values
 from lmi_build.model.spec import ModelSpec
 from lmi_build.options.booleans import parse_bool
 from lmi_build.options.resolved import ResolvedOptions
@@ -235,12 +236,12 @@ class NeuronxPlanning:
         elif continuous and given_contexts is not None and (
                 refusal := contexts_refusal(profile, list(given_contexts), top, bsh)):
             ctx.findings.error("context_length_estimate",
-                               f"{profile.name} refuses context_length_estimate {list(given_contexts)} under "
+                               f"{profile.name} refuses context_length_estimate {shown_values(given_contexts)} under "
                                f"continuous batching: {refusal} ({'; '.join(profile.continuous_batching_contexts_sources)})",
                                hint="drop --context-length-estimate, or turn rolling batch off")
         elif unused := [size for size in contexts if size > top]:
             ctx.findings.warn("context_bucket_unused",
-                              f"context_length_estimate {unused} above n_positions {top}: transformers-neuronx "
+                              f"context_length_estimate {shown_values(unused)} above n_positions {top}: transformers-neuronx "
                               f"compiles and loads it as given, and no prompt that fits n_positions runs it "
                               f"({'; '.join(defaults.context_buckets_sources)})",
                               hint=f"keep every --context-length-estimate <= {top} (less to compile and load), "

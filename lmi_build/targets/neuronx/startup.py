@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lmi_build.artifact.packager import written_properties
+from lmi_build.errors import shown_values
 from lmi_build.model.spec import ModelSpec
 from lmi_build.planning.context import handler_options, read_text, read_written
 from lmi_build.planning.startup import RuleFinding, StartupOutcome
@@ -237,7 +238,7 @@ def _contexts(profile: NeuronProfile, facts: StartupInputs, reading: Any, rules:
     if refusal is not None and given is not None:
         rules.append(RuleFinding(
             rule="context_length_estimate", effect="rejected",
-            message=f"{profile.name} refuses context_length_estimate {list(given)} under continuous batching: "
+            message=f"{profile.name} refuses context_length_estimate {shown_values(given)} under continuous batching: "
                     f"{refusal} ({'; '.join(profile.continuous_batching_contexts_sources)})",
             sources=profile.continuous_batching_contexts_sources,
             hint="drop --context-length-estimate, or turn rolling batch off"))

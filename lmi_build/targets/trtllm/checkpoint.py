@@ -166,11 +166,11 @@ def _write_streamed(plan: BuildPlan, build: TrtllmBuild, model_dir: Path, out_di
                     refresh: bool) -> tuple[list[str], dict[str, Any]]:
     assert build.modelopt_decoder is not None  # checked by the caller
     with staged_directory(out_dir) as staging:
-        with output.current().watch_written("writing the checkpoint", staging, total=plan.expected_weight_bytes()), \
+        with output.current().counting_bytes("writing the checkpoint", total=plan.expected_weight_bytes()) as bar, \
                 quiet_libraries():
             streamed = write_streamed_checkpoint(model_dir, staging, architecture=plan.spec.architecture,
                                                  decoder=build.modelopt_decoder, dtype=build.dtype, tp=build.tp,
-                                                 pp=build.pp, use_cache=layout_cache, refresh=refresh)
+                                                 pp=build.pp, use_cache=layout_cache, refresh=refresh, progress=bar)
         qwen_notes = _complete_qwen_config(staging, plan, build)
         try:
             config = _check_trtllm(staging, plan, build, model_dir)
