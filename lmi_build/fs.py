@@ -16,8 +16,10 @@ import fcntl
 import json
 import os
 import shutil
+import signal
 import stat
 import tempfile
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from collections.abc import Set as AbstractSet
@@ -26,7 +28,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from lmi_build.errors import LmiBuildError
+from lmi_build.errors import LmiBuildError, Terminated
 
 LinkMode = Literal["auto", "copy"]
 # "copy" forces copies even on one filesystem (benchmarks, or when the source must stay untouched).
@@ -283,23 +285,173 @@ def _lock_file(target: Path, lock_path: Path) -> int:
                             hint="choose a location you can write, or fix its permissions", code="os") from error
 
 
-def replace_directory(staged: Path, target: Path) -> None:
+# ---- the commit point: an interrupt leaves either the old output or a finished build ----
+#
+# Replacing an output is three steps (old -> aside, new -> output, remove aside). Ctrl-C or SIGTERM
+# between them once left the output replaced *and* the build reporting "interrupted", with the old
+# one in a hidden .old-* folder. Across the swap those signals are held: one that came before the new
+# output was in place puts the old one back and then acts (exit 130, output byte-identical); one that
+# came after it is the build's success. Inside a ``commit_scope`` (a command line) the hold lasts
+# from the commit to the end of the command, except in ``interruptible`` blocks (a cache store, a
+# publish), so reporting the finished build can never turn into "interrupted".
+
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class _Hold:
+    """The signals held now: who handled them before, what arrived, whether a block may be interrupted."""
+
+    def __init__(self, previous: dict[int, Any]) -> None:
+        self.previous = previous
+        self.received: list[int] = []
+        self.interruptible = False
+
+    def handle(self, signum: int, frame: object) -> None:
+        if self.interruptible:
+            self.interruptible = False  # a second signal must not interrupt the cleanup
+            raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+        self.received.append(signum)
+
+
+class CommitScope:
+    """What a command's commit scope saw: the output it committed, and the signals that arrived
+    after that and were not acted on (the build had finished)."""
+
+    def __init__(self) -> None:
+        self.committed: Path | None = None
+        self.late: list[int] = []
+
+
+_hold: _Hold | None = None
+_scope: CommitScope | None = None
+
+
+def _start_holding() -> bool:
+    """Hold SIGINT and SIGTERM (main thread only: elsewhere no handler can be set). False when
+    they are held already or cannot be."""
+    global _hold
+    if _hold is not None or threading.current_thread() is not threading.main_thread():
+        return False
+    previous: dict[int, Any] = {int(signum): signal.getsignal(signum) for signum in HELD_SIGNALS}
+    _hold = _Hold(previous)
+    for signum in HELD_SIGNALS:
+        signal.signal(signum, _hold.handle)
+    return True
+
+
+def _stop_holding() -> list[int]:
+    """Put the previous handlers back; returns the signals that arrived meanwhile."""
+    global _hold
+    hold, _hold = _hold, None
+    if hold is None:
+        return []
+    for signum, handler in hold.previous.items():
+        signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+    return hold.received
+
+
+def _deliver(signum: int) -> None:
+    """Act on a held signal as its handler would have (raise KeyboardInterrupt, or die)."""
+    handler = signal.getsignal(signum)
+    if callable(handler):
+        handler(signum, None)
+    elif handler == signal.SIG_DFL:
+        signal.raise_signal(signum)
+
+
+def _arrived_since(mark: int) -> bool:
+    return _hold is not None and len(_hold.received) > mark
+
+
+@contextmanager
+def commit_scope() -> Iterator[CommitScope]:
+    """The scope of one command: once it commits an output (``replace_directory``), SIGINT and
+    SIGTERM are held until the scope ends, except inside ``interruptible`` blocks; those that
+    arrived meanwhile are in ``late``, never acted on."""
+    global _scope
+    outer, scope = _scope, CommitScope()
+    _scope = scope
+    try:
+        yield scope
+    finally:
+        _scope = outer
+        if scope.committed is not None:
+            scope.late.extend(_stop_holding())
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """After the commit, a block that Ctrl-C or SIGTERM may stop (raising as usual), one that was
+    held meanwhile at once: work that adds to a finished build (a cache store, a publish)."""
+    hold = _hold
+    if hold is None:
+        yield
+        return
+    if hold.received:
+        signum = hold.received.pop(0)
+        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+    hold.interruptible = True
+    try:
+        yield
+    finally:
+        hold.interruptible = False
+
+
+def take_late_signals() -> list[int]:
+    """The signals held since the commit that nobody acted on (they are forgotten here)."""
+    if _hold is None:
+        return []
+    taken, _hold.received[:] = list(_hold.received), []
+    return taken
+
+
+def replace_directory(staged: Path, target: Path, *, commits_output: bool = False) -> None:
     """Rename the finished directory ``staged`` to ``target`` (same filesystem). An empty
     ``target`` is simply replaced; a non-empty one is moved aside first and deleted only once
-    ``staged`` is in place, or put back when that rename fails."""
+    ``staged`` is in place, or put back when that rename fails. SIGINT and SIGTERM are held
+    across it (see above): one that arrives before ``staged`` is in place leaves ``target`` as it
+    was and then acts; one after it does not undo the replacement. ``commits_output``: ``target``
+    is the command's result (the artifact), so inside a commit scope the hold lasts to its end."""
+    holding = _start_holding()
+    mark = len(_hold.received) if _hold is not None else 0
+    committed = False
+    try:
+        committed = _swap(staged, target, mark)
+    finally:
+        if committed and commits_output and _scope is not None:
+            _scope.committed = target  # the scope holds the signals from here to its end
+        elif holding:
+            for signum in _stop_holding()[:1]:
+                _deliver(signum)
+
+
+def _swap(staged: Path, target: Path, mark: int) -> bool:
+    """The swap itself: True once ``staged`` is ``target``; False (``target`` as it was) when a
+    held signal arrived before that."""
     if target.is_dir() and not any(target.iterdir()):
+        if _arrived_since(mark):
+            return False
         target.rmdir()
+        if _arrived_since(mark):
+            os.mkdir(target, dir_mode())  # as it was: empty
+            return False
     if not target.exists():
+        if _arrived_since(mark):
+            return False
         os.rename(staged, target)
-        return
+        return True
     aside = target.with_name(f".{target.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     os.rename(target, aside)
+    if _arrived_since(mark):
+        os.rename(aside, target)
+        return False
     try:
         os.rename(staged, target)
     except BaseException:
         os.rename(aside, target)
         raise
     shutil.rmtree(aside, ignore_errors=True)
+    return True
 
 
 def publish_directory(staged: Path, target: Path) -> bool:
@@ -315,18 +467,18 @@ def publish_directory(staged: Path, target: Path) -> bool:
 
 
 @contextmanager
-def staged_directory(target: Path, *, keep_existing: bool = False) -> Iterator[Path]:
+def staged_directory(target: Path, *, keep_existing: bool = False, commits_output: bool = False) -> Iterator[Path]:
     """Build a directory in a fresh temporary sibling of ``target`` and, when the block succeeds,
     swap it into place with ``replace_directory`` (or, with ``keep_existing``, with
     ``publish_directory``: a ``target`` that exists meanwhile wins). When the block raises, the
-    staging directory is removed and ``target`` is untouched."""
+    staging directory is removed and ``target`` is untouched. ``commits_output``: see ``replace_directory``."""
     staging = make_temp_dir(target, "staging")
     try:
         yield staging
         if keep_existing:
             publish_directory(staging, target)
         else:
-            replace_directory(staging, target)
+            replace_directory(staging, target, commits_output=commits_output)
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # gone already when it was swapped in
 

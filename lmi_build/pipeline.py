@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 
 from lmi_build.artifact.cache import ArtifactCache
 from lmi_build.artifact.manifest import BuildRecord, StepTiming, load_manifest
@@ -23,8 +24,15 @@ from lmi_build.artifact.output_place import check_output_place, protected_places
 from lmi_build.artifact.packager import check_output, install_directory, package
 from lmi_build.building.context import BuildContext, BuildOutcome, BuildSettings
 from lmi_build.building.target import Target
-from lmi_build.errors import InvalidPlan, LmiBuildError, UnsupportedTarget
-from lmi_build.fs import DirectoryBusy, directory_lock, make_temp_dir, remove_stale_temp_dirs
+from lmi_build.errors import InvalidPlan, LmiBuildError, Terminated, UnsupportedTarget
+from lmi_build.fs import (
+    DirectoryBusy,
+    directory_lock,
+    interruptible,
+    make_temp_dir,
+    remove_stale_temp_dirs,
+    take_late_signals,
+)
 from lmi_build.output import current
 from lmi_build.paths import cache_root
 from lmi_build.planning.plan import BuildPlan
@@ -94,12 +102,12 @@ def _run_locked(saved: SavedPlan, settings: BuildSettings, output: Path, target:
     remote = _remote_cache(settings)
     if settings.run.until == "artifact" and settings.use_cache:
         cached = _from_cache(plan, output, settings, target)
-        if cached is not None and remote is not None and remote.lookup(plan.cache_key) is None:
-            _store_in_remote_cache(remote, plan, output)  # another host must not rebuild what we have
-        if cached is None and remote is not None:
+        if cached is not None:  # another host must not rebuild what we have
+            return _after_commit(cached, settings, remote, store_local=False, store_remote="if_missing")
+        if remote is not None:
             cached = _from_remote_cache(remote, plan, output, settings)
         if cached is not None:
-            return _maybe_publish(cached, settings, remote)
+            return _after_commit(cached, settings, remote, store_local=True, store_remote="no")
 
     record = BuildRecord()
     with record.timed("fetch", detail=plan.model.id):  # the identity, never a host path
@@ -119,15 +127,13 @@ def _run_locked(saved: SavedPlan, settings: BuildSettings, output: Path, target:
         package(plan, target=target, layout=ctx.layout, produced=ctx.produced, source_dir=source.path,
                 output_dir=output, record=record, overwrite=settings.overwrite, copy=settings.copy,
                 users_roots=users_roots)
+        # The artifact is in place: from here an interrupt can no longer make this build a failure.
         outcome = BuildOutcome(plan=plan, status="artifact", output=output, steps=_steps_of(output),
                                stand_in=ctx.stand_in,
                                message=f"artifact built from STAND-IN compiler output (not a real {plan.target} build)"
                                if ctx.stand_in else "artifact built and verified")
-        if settings.use_cache and not ctx.stand_in:
-            _store_in_cache(plan, output)
-            if remote is not None:
-                _store_in_remote_cache(remote, plan, output)
-        return _maybe_publish(outcome, settings, remote)
+        stored = settings.use_cache and not ctx.stand_in
+        return _after_commit(outcome, settings, remote, store_local=stored, store_remote="yes" if stored else "no")
     except LmiBuildError as error:
         _keep_failed_logs(work, output, error)
         raise
@@ -136,6 +142,44 @@ def _run_locked(saved: SavedPlan, settings: BuildSettings, output: Path, target:
             current().info(f"work directory kept: {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
+
+
+class InterruptedAfterCommit(LmiBuildError):
+    """Ctrl-C or SIGTERM after the artifact was in place, before the publish it was built for."""
+
+    code = "interrupted"
+
+
+def _after_commit(outcome: BuildOutcome, settings: BuildSettings, remote: RemoteBuildCache | None, *,
+                  store_local: bool, store_remote: Literal["yes", "if_missing", "no"]) -> BuildOutcome:
+    """What follows a finished artifact: the cache stores and the publish. An interrupt stops them
+    (their partial entries are removed), but the artifact stays built: without ``--publish`` the
+    build still succeeds, saying what was skipped; with it, the build fails naming the artifact
+    and how to publish it (exit 130, 143 for SIGTERM)."""
+    plan, output = outcome.plan, outcome.output
+    try:
+        with interruptible():
+            if store_local:
+                _store_in_cache(plan, output)
+            if remote is not None and store_remote != "no" \
+                    and (store_remote == "yes" or remote.lookup(plan.cache_key) is None):
+                _store_in_remote_cache(remote, plan, output)
+            published = _maybe_publish(outcome, settings, remote)
+    except KeyboardInterrupt as interrupt:
+        signum = 15 if isinstance(interrupt, Terminated) else 2
+        what = "terminated (SIGTERM)" if signum == 15 else "interrupted"
+        if settings.publish is None:
+            current().warn(f"{what} after the artifact was in place: it is complete and verified, "
+                           "but was not stored in the cache")
+            return outcome
+        error = InterruptedAfterCommit(f"{what} before {settings.publish} was published; the artifact {output} "
+                                       "is complete and verified",
+                                       hint=f"publish it with: lmi-build publish {output} {settings.publish}")
+        error.exit_code = 128 + signum
+        raise error from None
+    if take_late_signals():
+        current().warn("Ctrl-C came after the artifact was in place: the build finished")
+    return published
 
 
 def _keep_failed_logs(work: Path, output: Path, error: LmiBuildError) -> None:
@@ -231,7 +275,6 @@ def _from_remote_cache(remote: RemoteBuildCache, plan: BuildPlan, output: Path,
         install_directory(staging / "artifact", output, overwrite=settings.overwrite)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    _store_in_cache(plan, output)
     return _cached_outcome(plan, output, "pulled from the shared cache, verified", started,
                            message=f"reused the shared cache entry {entry.url} (verified)")
 

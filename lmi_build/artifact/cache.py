@@ -66,7 +66,7 @@ class ArtifactCache:
             return None
         output = output.absolute()
         check_output(output, overwrite)  # before linking, not after
-        with staged_directory(output) as staging:
+        with staged_directory(output, commits_output=True) as staging:
             link_tree(entry, staging)
             freeze_shared(staging)
         return output

@@ -142,7 +142,7 @@ def install_directory(staged: Path, output_dir: Path, *, overwrite: bool = False
     output_dir = output_dir.absolute()
     check_output(output_dir, overwrite)
     output_dir.parent.mkdir(parents=True, exist_ok=True)
-    replace_directory(staged, output_dir)
+    replace_directory(staged, output_dir, commits_output=True)
     return output_dir
 
 
@@ -174,7 +174,7 @@ def package(
     output_dir = output_dir.absolute()
     check_output(output_dir, overwrite)
     # The staged artifact replaces output_dir only after it passed verification (see fs.staged_directory).
-    with staged_directory(output_dir) as staging:
+    with staged_directory(output_dir, commits_output=True) as staging:
         start = time.perf_counter()
         # The user's files (the model, an --engine-dir or --checkpoint given): copied or cloned while
         # writable, and never changed (no mode bit of theirs is ours to set).

@@ -17,6 +17,7 @@ import typer
 from lmi_build.cli import commands
 from lmi_build.cli.app import click_exceptions, new_app, root_callback
 from lmi_build.errors import LmiBuildError, Terminated
+from lmi_build.fs import commit_scope
 from lmi_build.output import (
     Mode,
     current,
@@ -95,7 +96,12 @@ def _run(args: list[str]) -> int:
     no_args_is_help = getattr(errors, "NoArgsIsHelpError", ())
     status: object = None
     try:
-        status = app(args=args, prog_name=commands.prog_name(), standalone_mode=False)
+        # From the moment an output is replaced, an interrupt can no longer fail the command (fs.commit_scope).
+        with commit_scope() as commit:
+            status = app(args=args, prog_name=commands.prog_name(), standalone_mode=False)
+        if commit.late:
+            current().warn(f"{'SIGTERM' if commit.late[0] == 15 else 'Ctrl-C'} came after {commit.committed} "
+                           "was in place: the build had finished")
     except LmiBuildError as error:
         if debugging():
             current().traceback(error)

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from lmi_build.cli.app import EndpointOpt
+from lmi_build.cli.build_cmd import EXIT_INCOMPLETE
 from lmi_build.cli.user_config import cache_default, config_path
 from lmi_build.errors import OptionError
 from lmi_build.fleet.run import run_matrix
@@ -22,7 +23,8 @@ MATRIX_EPILOG = """[bold]Examples[/bold]
 
 Every build is planned and checked first: one invalid build fails the run before any work.
 Exit status: 0 every build succeeded or was cached, 2 invalid matrix (or plans), 1 any build failed or
-could not be planned (an unreachable Hub or bucket, a missing file). Problems are listed one per line
+could not be planned (an unreachable Hub or bucket, a missing file), 3 the others succeeded and some
+stopped at their checkpoint (no TensorRT-LLM here): kept, with the command that finishes each. Problems are listed one per line
 after a summary line."""
 
 
@@ -45,15 +47,15 @@ CacheOpt = Annotated[str | None, typer.Option(
     help="Shared build cache s3://bucket/prefix: committed entries are reused, new artifacts stored "
     "(a build's artifact lives there, and at its publish URL). Default: cache in ~/.config/lmi-build/config.toml.")]
 ExecutorOpt = Annotated[ExecutorChoice, typer.Option(
-    "--executor", help="local: a process pool on this host; ray: one Ray task per build, resources from its plan.")]
+    "--executor", help="local: one process per build on this host; ray: one Ray task per build, resources from its plan.")]
 RayAddressOpt = Annotated[str | None, typer.Option(
     "--ray-address", help="Ray cluster to use (e.g. auto, ray://head:10001). Default: RAY_ADDRESS, "
     "else the Ray last started on this host (ray start), else a local Ray started for this run (ray.init's rule).")]
 MaxParallelOpt = Annotated[int | None, typer.Option(
     "--max-parallel", min=1, help="Builds running at once (default: 2 locally; with Ray, what the cluster fits).")]
 MaxRetriesOpt = Annotated[int, typer.Option(
-    "--max-retries", min=0, help="Ray: times a build is re-run after its worker or node was lost (never after "
-    "a build failure).")]
+    "--max-retries", min=0, help="Times a build is re-run after its worker process (or Ray node) was lost "
+    "(never after a build failure).")]
 WaitOpt = Annotated[float, typer.Option(
     "--wait-for-resources", min=0, metavar="SECONDS",
     help="Ray: how long a build that no node of the cluster can take waits for one to join (an "
@@ -82,5 +84,7 @@ def matrix(
                           wait_for_resources=wait_for_resources)
     out = current()
     out.result(progress.to_json(), progress.table())
+    if progress.stopped_only:
+        raise typer.Exit(EXIT_INCOMPLETE)
     if not progress.succeeded:
         raise typer.Exit(1)

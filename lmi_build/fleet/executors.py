@@ -1,8 +1,8 @@
-"""Where the jobs of a matrix run: a bounded process pool on this host, or Ray.
+"""Where the jobs of a matrix run: a bounded number of processes on this host, or Ray.
 
-No scheduler, queue or worker protocol of our own: the local executor is ``concurrent.futures``,
-the Ray executor submits one Ray task per job with the resources its plan needs and lets Ray
-place, run and (when a node is lost) retry it. Each executor reports a job's start and its result
+The local executor starts one process per build (``fleet/worker.py``: a killed worker fails only
+its build, which runs again as a lost Ray task does); the Ray executor submits one Ray task per
+job with the resources its plan needs and lets Ray place, run and (when a node is lost) retry it. Each executor reports a job's start and its result
 through callbacks, in the order they happen.
 """
 
@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import multiprocessing
-import queue
+import os
+import select
 import signal
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from lmi_build.errors import Terminated
-from lmi_build.fleet.job import BuildResult, Job, Started, run_job
+from lmi_build.fleet import worker
+from lmi_build.fleet.job import BuildResult, Job, Started, remove_job_dir, run_job
 from lmi_build.fleet.ray_address import RayAddressError, RayTarget, resolve_ray_address
+from lmi_build.fleet.worker import parse_message
 from lmi_build.output import current
 from lmi_build.redaction import redact_text
 
@@ -50,7 +53,7 @@ def run_jobs(jobs: Sequence[Job], execution: Execution, on_started: OnStarted, o
     if execution.executor == "ray":
         _run_ray(jobs, execution, on_started, on_result)
     else:
-        _run_local(jobs, execution.max_parallel or 2, on_started, on_result)
+        _run_local(jobs, execution.max_parallel or 2, execution.max_retries, on_started, on_result)
 
 
 def _failed(job: Job, error: str) -> BuildResult:
@@ -59,31 +62,9 @@ def _failed(job: Job, error: str) -> BuildResult:
 
 # ---- local: a process pool on this host ----
 
-# How long the pool's workers have to clean up (their builds' work directories, vendor tools) after
-# the driver was interrupted, before they are killed: within the 5 s a person waits on Ctrl-C.
+# How long the workers have to clean up (their builds' work directories, vendor tools) after the
+# driver was interrupted, before they are killed: within the 5 s a person waits on Ctrl-C.
 WORKER_CLEANUP_SECONDS = 3.0
-
-
-_worker_events: Any = None  # a worker's queue of Started events, given to it when it was spawned
-
-
-def _keep_events(events: Any) -> None:
-    global _worker_events
-    _worker_events = events
-
-
-def _run_announcing(job: Job) -> BuildResult:
-    # The worker never sees Ctrl-C (see _spawned_without_sigint); the driver stops it with SIGTERM,
-    # which cleans up as an interrupt does. Idle, a worker dies of SIGTERM silently (the default).
-    def terminate(signum: int, frame: object) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not interrupt the cleanup
-        raise Terminated()
-
-    signal.signal(signal.SIGTERM, terminate)
-    try:
-        return run_job(job, _worker_events.put)
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 @contextlib.contextmanager
@@ -101,57 +82,114 @@ def _spawned_without_sigint() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-def _stop_workers(pool: Any) -> None:
-    """SIGTERM to every worker of ``pool`` (each cleans up its build), SIGKILL to those still
-    running after WORKER_CLEANUP_SECONDS. concurrent.futures has no public way to stop a running
-    task (Python 3.14 adds terminate_workers()); its process table is read for that."""
-    processes = list((getattr(pool, "_processes", None) or {}).values())  # shutdown() forgets them
-    pool.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        with contextlib.suppress(OSError):
-            process.terminate()
-    deadline = time.monotonic() + WORKER_CLEANUP_SECONDS
-    for process in processes:
-        process.join(max(0.0, deadline - time.monotonic()))
-        if process.is_alive():
-            with contextlib.suppress(OSError):
-                process.kill()
-            process.join(1.0)
+@dataclass
+class _Worker:
+    """One build's process (``fleet/worker.py``) and what it has said on its channel so far."""
+
+    job: Job
+    process: subprocess.Popen[bytes]
+    channel: int  # the read end of the worker's JSON-lines pipe
+    received: bytes = b""
+    result: BuildResult | None = None
 
 
-def _run_local(jobs: Sequence[Job], max_parallel: int, on_started: OnStarted, on_result: OnResult) -> None:
-    # spawn: a forked child would inherit the driver's threads (rich's live view, boto3 pools). The
-    # events queue reaches each worker as it is spawned (a multiprocessing queue cannot be a task's
-    # argument), so no manager process is needed: its start-up was a second-long window in which
-    # Ctrl-C was ignored.
-    context = multiprocessing.get_context("spawn")
-    events = context.Queue()
-    with ProcessPoolExecutor(max_workers=max_parallel, mp_context=context, initializer=_keep_events,
-                             initargs=(events,)) as pool:
-        with _spawned_without_sigint():  # the pool spawns its workers as tasks are submitted
-            pending: dict[Future[BuildResult], Job] = {pool.submit(_run_announcing, job): job for job in jobs}
-
-        def drain() -> None:
-            while True:
-                try:
-                    on_started(events.get_nowait())
-                except queue.Empty:
-                    return
-
+def _start_worker(job: Job) -> _Worker:
+    read_end, write_end = os.pipe()
+    os.set_inheritable(write_end, True)
+    # The job goes in through an unlinked temporary file: a plan larger than a pipe's buffer must not
+    # block the driver until the worker's interpreter has started.
+    with tempfile.TemporaryFile() as given, _spawned_without_sigint():
+        given.write(job.model_dump_json().encode("utf-8"))
+        given.seek(0)
         try:
-            while pending:
-                done, _ = wait(pending, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
-                drain()
-                for future in done:
-                    job = pending.pop(future)
-                    try:
-                        result = future.result()
-                    except Exception as error:  # the worker process died (killed, out of memory)
-                        result = _failed(job, f"the build process died: {type(error).__name__}: {error}")
-                    on_result(result)
-        except BaseException:  # Ctrl-C, SIGTERM: the workers' builds stop and clean up too
-            _stop_workers(pool)
-            raise
+            process = subprocess.Popen([sys.executable, "-m", worker.__name__, str(write_end), str(os.getpid())],
+                                       stdin=given, pass_fds=(write_end,), close_fds=True)
+        finally:
+            os.close(write_end)
+    return _Worker(job=job, process=process, channel=read_end)
+
+
+def _read_channel(running: _Worker, on_started: OnStarted, *, to_end: bool = False) -> None:
+    """Take the worker's complete lines: a start event is announced, a result kept."""
+    wait_s = 1.0 if to_end else 0.0  # an exited worker's pipe ends at once (unless a child kept it)
+    while True:
+        ready, _, _ = select.select([running.channel], [], [], wait_s)
+        if not ready:
+            break
+        chunk = os.read(running.channel, 65536)
+        if not chunk:
+            break
+        running.received += chunk
+    *lines, running.received = running.received.split(b"\n")
+    for line in lines:
+        message = parse_message(line)
+        if message is None:
+            continue
+        kind, payload = message
+        if kind == "started":
+            on_started(Started.model_validate(payload))
+        else:
+            running.result = BuildResult.model_validate(payload)
+
+
+def _death(process: subprocess.Popen[bytes]) -> str:
+    code = process.returncode
+    if code is not None and code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+    return f"exited with status {code} before reporting a result"
+
+
+def _stop_workers(running: list[_Worker]) -> None:
+    """SIGTERM to every worker (each cleans up its build), SIGKILL to those still running after
+    WORKER_CLEANUP_SECONDS; what a killed one left is removed."""
+    for each in running:
+        with contextlib.suppress(OSError):
+            each.process.terminate()
+    deadline = time.monotonic() + WORKER_CLEANUP_SECONDS
+    for each in running:
+        try:
+            each.process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            each.process.kill()
+            each.process.wait()
+        os.close(each.channel)
+        remove_job_dir(each.job)
+
+
+def _run_local(jobs: Sequence[Job], max_parallel: int, max_retries: int, on_started: OnStarted,
+               on_result: OnResult) -> None:
+    """One process per build, ``max_parallel`` at once. A worker that dies without a result (SIGKILL,
+    the OOM killer) fails only its own build, which runs again up to ``max_retries`` times (as Ray
+    re-runs a task whose worker was lost); what it left in its work directory is removed."""
+    waiting = list(jobs)
+    running: list[_Worker] = []
+    deaths: dict[str, int] = {}
+    try:
+        while waiting or running:
+            while waiting and len(running) < max_parallel:
+                running.append(_start_worker(waiting.pop(0)))
+            select.select([each.channel for each in running], [], [], POLL_SECONDS)
+            for each in list(running):
+                _read_channel(each, on_started)
+                if each.process.poll() is None:
+                    continue
+                _read_channel(each, on_started, to_end=True)
+                os.close(each.channel)
+                running.remove(each)
+                if each.result is not None:
+                    on_result(each.result)
+                    continue
+                remove_job_dir(each.job)
+                deaths[each.job.name] = deaths.get(each.job.name, 0) + 1
+                if deaths[each.job.name] <= max_retries:
+                    waiting.insert(0, each.job)
+                else:
+                    on_result(_failed(each.job, f"the build process was {_death(each.process)} "
+                                                f"({deaths[each.job.name]} time(s), --max-retries {max_retries})"))
+    except BaseException:  # Ctrl-C, SIGTERM: the workers' builds stop and clean up too
+        _stop_workers(running)
+        raise
 
 
 # ---- ray: one task per job, resources from its plan ----

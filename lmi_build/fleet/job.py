@@ -7,6 +7,7 @@ node was lost, not builds that failed.
 """
 
 import os
+import shutil
 import socket
 import tempfile
 import time
@@ -18,6 +19,7 @@ from pydantic import BaseModel
 
 from lmi_build.building.context import BuildSettings
 from lmi_build.errors import LmiBuildError
+from lmi_build.fs import live_users, private_dir
 from lmi_build.output import Mode, set_mode
 from lmi_build.pipeline import run_plan
 from lmi_build.planning.saved import SavedPlan
@@ -27,10 +29,13 @@ from lmi_build.targets import get_target, parse_plan_text
 from lmi_build.types import FrozenModel
 
 # cached: a verified shared-cache entry was reused; built: built here, stored and published;
-# stand_in: built with a test stand-in compiler (never cached or published); incomplete: the build
-# stopped before an artifact (no engine toolchain on that worker); failed: the build failed.
-ResultStatus = Literal["cached", "built", "stand_in", "incomplete", "failed"]
-SUCCESSFUL: frozenset[str] = frozenset({"cached", "built"})
+# stand_in: built with a test stand-in compiler (never cached or published); checkpoint: stopped
+# after the checkpoint (no engine toolchain on that worker), which is kept for the GPU stage;
+# script: a `runner = "script"` bundle was written (run it on a GPU host); failed: the build failed.
+ResultStatus = Literal["cached", "built", "stand_in", "checkpoint", "script", "failed"]
+SUCCESSFUL: frozenset[str] = frozenset({"cached", "built", "script"})
+# Builds that stopped with what the GPU stage needs, kept on the worker's host (``kept``).
+STOPPED: frozenset[str] = frozenset({"checkpoint", "script"})
 
 
 class Resources(FrozenModel):
@@ -50,7 +55,7 @@ class Job(FrozenModel):
     cache: str | None = None  # s3://... shared build cache
     publish: str | None = None
     endpoint_url: str | None = None
-    runner: Literal["local", "docker"] = "local"
+    runner: Literal["local", "docker", "script"] = "local"
     step_timeout_s: int | None = None
     resources: Resources = Resources()
     node_labels: dict[str, str] = {}  # Ray label selector: the node group with the build's image
@@ -64,6 +69,8 @@ class BuildResult(BaseModel):
     seconds: float = 0.0
     artifact_url: str | None = None
     error: str | None = None
+    kept: str | None = None  # checkpoint / script: where its output stays on ``host``
+    next_command: str | None = None  # ... and the command that finishes it
 
 
 class Started(BaseModel):
@@ -71,6 +78,7 @@ class Started(BaseModel):
 
     name: str
     host: str
+    pid: int | None = None  # the worker's process on ``host``
 
 
 def resources_for(saved: SavedPlan, runner: str, workers: int | None = None) -> Resources:
@@ -83,7 +91,7 @@ def resources_for(saved: SavedPlan, runner: str, workers: int | None = None) -> 
     if plan.checkpoint_step is not None:
         memory = plan.checkpoint_step.host_ram_bytes
     devices = get_target(plan.target).build_devices(plan)
-    if devices is None:
+    if devices is None or runner == "script":  # a script bundle is written without the devices
         return Resources(memory_bytes=memory)
     kind, count = devices
     if kind == "gpu":
@@ -109,43 +117,72 @@ def run_job(job: Job, announce: Callable[[Started], None] | None = None) -> Buil
     set_mode(Mode.QUIET)  # the driver reports; a worker's own lines would interleave
     host = host_label()
     if announce is not None:
-        announce(Started(name=job.name, host=host))
+        announce(Started(name=job.name, host=host, pid=os.getpid()))
     started = time.monotonic()
     result = BuildResult(name=job.name, cache_key=job.cache_key, status="failed", host=host)
     try:
-        result.status, result.artifact_url, result.error = _cached_or_built(job)
+        _cached_or_built(job, result)
     except LmiBuildError as error:
-        result.error = error.one_line()
+        result.status, result.error = "failed", error.one_line()
     except Exception as error:  # a bug, not a lost node: report it, never retry it
-        result.error = f"{type(error).__name__}: {error}"
+        result.status, result.error = "failed", f"{type(error).__name__}: {error}"
     result.seconds = round(time.monotonic() - started, 3)
     return result
 
 
-def _cached_or_built(job: Job) -> tuple[ResultStatus, str | None, str | None]:
-    """(status, artifact URL, why it is not an artifact)."""
+def job_dir(job: Job) -> Path:
+    """Where a worker builds ``job``: one directory per cache key under ``LMI_BUILD_FLEET_WORK``
+    (default: the system temp directory), so a rerun finds what a killed run left there (the
+    build's own lock and work directories are reclaimed by ``run_plan``)."""
+    base = Path(os.environ.get("LMI_BUILD_FLEET_WORK") or tempfile.gettempdir())
+    return base / f"lmi-build-fleet-{job.cache_key.partition(':')[2][:16]}"
+
+
+def remove_job_dir(job: Job) -> None:
+    """Remove what a dead worker left of ``job``, unless a process still works in it (a vendor tool
+    that outlived its worker)."""
+    directory = job_dir(job)
+    if directory.is_dir() and not directory.is_symlink() and not live_users(directory):
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _cached_or_built(job: Job, result: BuildResult) -> None:
+    """Fill ``result``: status, artifact URL, why it is not an artifact, what was kept."""
     saved = parse_plan_text(job.saved_plan, f"the plan of {job.name}")
     cache = RemoteBuildCache(job.cache, endpoint_url=job.endpoint_url) if job.cache else None
     entry = cache.lookup(job.cache_key) if cache is not None else None
     if cache is not None and entry is not None:
-        return "cached", _published(cache, entry, job), None
-    with tempfile.TemporaryDirectory(prefix="lmi-build-fleet-", dir=os.environ.get("LMI_BUILD_FLEET_WORK")) as work:
-        output = Path(work) / "artifact"
+        result.status, result.artifact_url = "cached", _published(cache, entry, job)
+        return
+    work = private_dir(job_dir(job))
+    keep = False
+    try:
+        output = work / "artifact"
         target = get_target(saved.plan.target)
         run = target.command.settings(runner=job.runner, step_timeout_s=job.step_timeout_s)
-        settings = BuildSettings(output=output, run=run, use_cache=False, endpoint_url=job.endpoint_url)
+        settings = BuildSettings(output=output, run=run, use_cache=False, endpoint_url=job.endpoint_url,
+                                 overwrite=True)  # what a killed run of this job left
         outcome = run_plan(saved, settings, target)
-        if outcome.status != "artifact":  # e.g. exit 3: no engine toolchain on this worker
-            return "incomplete", None, outcome.message
+        if outcome.status in ("checkpoint", "script"):  # no engine toolchain here, or a bundle for a GPU host
+            keep = True
+            result.status, result.error = outcome.status, outcome.message
+            result.kept, result.next_command = str(outcome.output), outcome.next_command
+            return
         if outcome.stand_in:  # never cached, never published
-            return "stand_in", None, "built by a STAND-IN engine compiler: not cached, not published"
+            result.status = "stand_in"
+            result.error = "built by a STAND-IN engine compiler: not cached, not published"
+            return
+        result.status = "built"
         if cache is None:
-            if job.publish is None:
-                return "built", None, None
-            publish(output, job.publish, endpoint_url=job.endpoint_url)
-            return "built", job.publish, None
+            if job.publish is not None:
+                publish(output, job.publish, endpoint_url=job.endpoint_url)
+                result.artifact_url = job.publish
+            return
         entry = cache.store(job.cache_key, output)
-    return "built", _published(cache, entry, job), None
+        result.artifact_url = _published(cache, entry, job)
+    finally:
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def _published(cache: RemoteBuildCache, entry: CacheEntry, job: Job) -> str:

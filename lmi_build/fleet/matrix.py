@@ -54,7 +54,7 @@ class BuildEntry(Record):
     name: str | None = None  # a template like publish; default: target, model and expanded values
     target: TargetName | None = None
     plan: Path | None = None  # a saved plan.json instead of flags
-    runner: Literal["local", "docker"] = "local"
+    runner: Literal["local", "docker", "script"] = "local"  # script: a bundle for a GPU host (no GPU here)
     step_timeout: int | None = Field(default=None, ge=1)
     workers: int | None = Field(default=None, ge=1)  # GPUs an engine build requests (default: world size)
     publish: str | None = None  # s3:// URL template, e.g. "s3://bucket/{model}/{target}-tp{tp}/"

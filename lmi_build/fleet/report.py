@@ -18,8 +18,9 @@ from lmi_build.fleet.job import SUCCESSFUL, BuildResult, Job, Started
 from lmi_build.output import Output
 
 # The statuses of the live view, in the order it lists them.
-LIVE_STATES = ("queued", "running", "cached", "built", "stand_in", "incomplete", "failed")
-STATUS_STYLE = {"cached": "cyan", "built": "green", "stand_in": "yellow", "incomplete": "yellow", "failed": "red"}
+LIVE_STATES = ("queued", "running", "cached", "built", "script", "stand_in", "checkpoint", "failed")
+STATUS_STYLE = {"cached": "cyan", "built": "green", "script": "green", "stand_in": "yellow", "checkpoint": "yellow",
+                "failed": "red"}
 
 
 class MatrixProgress:
@@ -49,6 +50,14 @@ class MatrixProgress:
     @property
     def succeeded(self) -> bool:
         return len(self.results) == len(self.jobs) and all(r.status in SUCCESSFUL for r in self.results.values())
+
+    @property
+    def stopped_only(self) -> bool:
+        """Every build succeeded or stopped with its checkpoint kept for a GPU host (exit 3, as a
+        single build that stopped there), at least one of them stopped."""
+        statuses = [r.status for r in self.results.values()]
+        return len(self.results) == len(self.jobs) and "checkpoint" in statuses \
+            and all(status in SUCCESSFUL | {"checkpoint"} for status in statuses)
 
     def counts(self) -> Counter[str]:
         return Counter(self.state.values())
@@ -86,7 +95,8 @@ class MatrixProgress:
                                                                  status="failed", error="no result")
             builds.append({"name": job.name, "target": job.target, "key": job.cache_key, "status": result.status,
                            "host": result.host, "seconds": result.seconds, "artifact_url": result.artifact_url,
-                           "error": result.error, "attempts": max(1, self.starts[job.name])})
+                           "error": result.error, "attempts": max(1, self.starts[job.name]),
+                           "kept": result.kept, "next_command": result.next_command})
         counts = Counter(build["status"] for build in builds)
         return {"succeeded": self.succeeded, "seconds": round(time.monotonic() - self.started_at, 3),
                 "counts": dict(counts), "builds": builds}
@@ -105,6 +115,8 @@ class MatrixProgress:
             table.add_row(build["name"], status, build["host"], f"{build['seconds']:.1f}",
                           build["key"].partition(":")[2][:12])
             detail = build["error"] or build["artifact_url"]
+            if build["kept"]:  # what the GPU stage needs, where it is, and how to finish it
+                detail = f"{detail}; kept at {build['kept']} on {build['host']}; next: {build['next_command']}"
             if detail:
                 line = Text(f"{build['name']}: ", style=STATUS_STYLE.get(build["status"], ""))
                 line.append(detail)  # plain text: an error may hold "[...]"

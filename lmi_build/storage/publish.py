@@ -179,6 +179,31 @@ def _plan_uploads(client: Any, target: S3Url, uploads: list[Upload], *, workers:
     return todo, len(uploads) - len(todo), set(sizes)
 
 
+# One ListMultipartUploads page holds at most 1000 uploads; a prefix with more pages than this is
+# not a killed publish's leftovers (its keys are at most the artifact's files).
+MAX_UPLOAD_PAGES = 100
+
+
+def abort_leftover_uploads(client: Any, target: S3Url, keys: set[str], owner_args: dict[str, str]) -> int:
+    """Abort the unfinished multipart uploads of ``keys`` (this artifact's objects under the prefix),
+    found before this publish uploads anything: what a killed publish left (its parts are stored,
+    and billed, until aborted; s3transfer aborts only the uploads it sees fail). Uploads of any other
+    key are never touched. Returns how many were aborted."""
+    aborted = 0
+    request: dict[str, Any] = {"Bucket": target.bucket, "Prefix": target.list_prefix, **owner_args}
+    for _ in range(MAX_UPLOAD_PAGES):
+        page = client.list_multipart_uploads(**request)
+        for upload in page.get("Uploads") or []:
+            if upload.get("Key") in keys and upload.get("UploadId"):
+                client.abort_multipart_upload(Bucket=target.bucket, Key=upload["Key"], UploadId=upload["UploadId"],
+                                              **owner_args)
+                aborted += 1
+        if not page.get("IsTruncated"):
+            break
+        request.update(KeyMarker=page.get("NextKeyMarker", ""), UploadIdMarker=page.get("NextUploadIdMarker", ""))
+    return aborted
+
+
 def publish(
     artifact_dir: Path,
     url: str,
@@ -249,6 +274,8 @@ def publish(
                                           existing=existing, same_artifact=same,
                                           overwrite=overwrite, owner_args=owner_args)
             todo, skipped, present = _plan_uploads(client, target, uploads, workers=workers, owner_args=owner_args)
+            if abort_leftover_uploads(client, target, {u.key for u in uploads}, owner_args):
+                output.info("aborted the unfinished uploads a killed publish left under the prefix")
             refuse_replacing(target, [u.key for u in todo], present=present,
                              same_artifacts=replaced if same else set(), overwrite=overwrite)
             manifest_current = existing is not None and existing.data == manifest_bytes and \
