@@ -36,10 +36,11 @@ def test_llama32_3b_on_g5_xlarge_loads_and_names_the_kv_tokens_left(plan_model: 
     assert memory.max_seq_len == 131072 and memory.max_batch_size == 32
     # To load: the weights, the activations and the runtime; not 454 GiB of every sequence at full length.
     instance = get_instance("g5.xlarge")
-    weights = weight_bytes(plan.spec, "float16", QuantizationPlan())
+    # the tied LM head is a tensor of its own in the TensorRT-LLM checkpoint (data/trtllm_tensor_map.toml [tied_lm_head])
+    weights = weight_bytes(plan.spec, "float16", QuantizationPlan(), tied_head_written=True)
     assert memory.activation_bytes is not None and 0 < memory.activation_bytes < GIB
     assert memory.per_device_bytes == weights + memory.activation_bytes + instance.overhead_bytes_per_device
-    assert memory.per_device_bytes < 8 * GIB
+    assert memory.per_device_bytes < 9 * GIB  # 6.7 GiB of weights (lm_head too), activations, runtime
     # The KV cache: 90% (the release's default) of what is left, in blocks of tokens_per_block (32 on 0.21).
     per_token = kv_bytes_per_token(plan.spec, "float16", QuantizationPlan())
     left = instance.usable_bytes_per_device - memory.per_device_bytes
