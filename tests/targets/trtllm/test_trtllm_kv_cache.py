@@ -82,9 +82,9 @@ def test_the_fraction_is_the_option_the_release_reads(plan_model: Planner, model
     lengths: dict[str, Any] = {"max_input_len": 1024, "max_output_len": 1024, "instance_type": "g5.xlarge"}
     toolkit = plan_model("trtllm", model, profile="lmi-0.30.0-trtllm-0.12.0", **lengths)
     halved = plan_model("trtllm", model, profile="lmi-0.30.0-trtllm-0.12.0",
-                        option=("option.kv_cache_free_gpu_mem_fraction=0.45",), **lengths)
+                        option=("option.kv_cache_free_gpu_mem_fraction=0.475",), **lengths)
     assert toolkit.memory is not None and halved.memory is not None
-    assert halved.memory.kv_free_fraction == 0.45
+    assert toolkit.memory.kv_free_fraction == 0.95 and halved.memory.kv_free_fraction == 0.475
     assert halved.memory.kv_fraction_source == "option.kv_cache_free_gpu_mem_fraction as set"
     assert abs(2 * (halved.memory.kv_cache_device_bytes or 0) - (toolkit.memory.kv_cache_device_bytes or 0)) <= 2
     # The LLM API service of 0.33 reads option.free_gpu_memory_fraction (trt_properties.py@0.33.0-dlc:85-87).
@@ -98,7 +98,7 @@ def test_the_fraction_is_the_option_the_release_reads(plan_model: Planner, model
     assert not {"unknown_option", "kv_cache_fraction_unread"} & warning_codes(read)
     older = plan_model("trtllm", model, profile="lmi-0.30.0-trtllm-0.12.0",
                        option=("option.free_gpu_memory_fraction=0.45",), **lengths)
-    assert older.memory is not None and older.memory.kv_free_fraction == 0.9
+    assert older.memory is not None and older.memory.kv_free_fraction == 0.95  # LMI 0.30's documented default
     assert "kv_cache_fraction_unread" in warning_codes(older) and "unknown_option" not in warning_codes(older)
     bad = plan_model("trtllm", model, option=("option.free_gpu_memory_fraction=1.5",), **lengths)
     assert codes(bad) == {"invalid_value"}  # the option table's bounds, (0, 1]: refused once
@@ -146,3 +146,23 @@ def test_cli_shows_tokens_not_the_worst_case(model_dir: ModelDirFactory) -> None
     memory = json.loads(result.stdout)["memory"]
     assert memory["fits"] is True and memory["kv_cache_tokens"] > 100_000
     assert memory["kv_free_fraction"] == 0.9 and memory["full_length_sequences"] == 0
+
+
+def test_serving_properties_show_the_fraction_the_estimate_uses(plan_model: Planner, model_dir: ModelDirFactory) -> None:
+    """Issue 42 item 2: one number per quantity. The fraction the KV-cache estimate uses is the one the plan's
+    serving.properties shows under the key the release reads (LMI 0.26-0.30: the option table's and LMI's
+    documented 0.95, which config.pbtxt carries too), and a key the release does not read is not shown."""
+    from lmi_build.options.spec import full_key
+
+    model = model_dir(LLAMA_31, **LLAMA_32_3B)
+    for profile in load_profiles():
+        plan = plan_model("trtllm", model, profile=profile.name, max_input_len=512, max_output_len=512,
+                          instance_type="g5.xlarge")
+        assert plan.memory is not None, profile.name
+        read = full_key(profile.kv_cache.option)
+        shown = {key: value for key, value in plan.options.items()
+                 if key in ("option.kv_cache_free_gpu_mem_fraction", "option.free_gpu_memory_fraction")}
+        assert set(shown) <= {read}, (profile.name, shown)
+        if read in shown:
+            assert float(shown[read]) == plan.memory.kv_free_fraction, (profile.name, shown)
+        assert plan.memory.kv_free_fraction == profile.kv_cache.free_fraction, profile.name
