@@ -316,9 +316,15 @@ class TrtllmPlanning:
             except OptionError as error:
                 ctx.findings.error("gpu", error.message, hint=error.hint)
                 return
-        elif ctx.instance is not None and ctx.instance.accelerator.sm is not None:
+        if ctx.instance is not None and ctx.instance.accelerator.sm is not None:
             accelerator = ctx.instance.accelerator
-            gpu = (accelerator.sm or "", f"{ctx.instance.name} has {accelerator.description}")
+            on_instance = (normalize_sm(accelerator.sm or ""), f"{ctx.instance.name} has {accelerator.description}")
+            if gpu is not None and gpu[0] != on_instance[0]:
+                ctx.findings.error("gpu_instance", f"--gpu {given} ({gpu[0]}) contradicts --instance-type "
+                                   f"{ctx.instance.name}, which has {accelerator.description} ({on_instance[0]})",
+                                   hint="drop --gpu (the instance type names its GPU), or pick an instance type "
+                                   f"with {given} GPUs")
+            gpu = on_instance  # what the artifact is served on: its GPU decides the checks below
         if not needs:
             return
         if gpu is None:
