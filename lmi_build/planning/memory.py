@@ -206,6 +206,15 @@ def gib(value: float) -> str:
     return f"{value / GIB:.1f} GiB"
 
 
+def _more_devices(memory: MemoryEstimate, instance: InstanceType, unit: str) -> str:
+    """The advice to shard further, only where it is feasible: with tp x pp already every device of the
+    instance, a larger instance (more devices, or more memory on each) is the way."""
+    if memory.devices < instance.devices:
+        return f"raise --tp (up to {instance.devices} on {instance.name})"
+    return (f"pick an instance with more {unit}s or more memory per {unit} (tp x pp = {memory.devices} is already "
+            f"every {unit} of {instance.name})")
+
+
 def check_fit(
     memory: MemoryEstimate,
     workload: Workload,
@@ -244,7 +253,7 @@ def check_fit(
             f"weights and the KV cache for {workload.batch_size} x {workload.seq_len} tokens need "
             f"{gib(memory.per_device_bytes)} per {unit}, {instance.name} has {gib(usable)} usable: "
             f"about {sequences} full-length sequences fit at once",
-            hint="lower --max-batch-size or the max lengths, raise --tp, or pick a larger instance",
+            hint=f"lower --max-batch-size or the max lengths, or {_more_devices(memory, instance, unit)}",
         )
         return memory.model_copy(update={"fits": True})
     what = "weights, KV cache and runtime" if workload.preallocated else "weights, one sequence's KV cache and runtime"
@@ -253,8 +262,8 @@ def check_fit(
         "memory_fit",
         f"needs {gib(needed)} per {unit} ({what}; {gib(memory.weight_bytes)} of weights over "
         f"{memory.devices} device(s)), {instance.name} has {gib(usable)} usable",
-        hint="raise --tp, quantize (--quantize awq/fp8/...), lower the max lengths or batch size, "
-        "or pick a larger instance",
+        hint="quantize (--quantize awq/fp8/...), lower the max lengths or batch size, or "
+        + _more_devices(memory, instance, unit),
     )
     return memory
 
@@ -272,8 +281,8 @@ def _check_paged_fit(memory: MemoryEstimate, instance: InstanceType, findings: F
             f"{gib(instance.overhead_bytes_per_device)} of runtime need {gib(memory.per_device_bytes)} per {unit} "
             f"({gib(memory.weight_bytes)} of weights over {memory.devices} device(s)), {instance.name} has "
             f"{gib(usable)} usable",
-            hint="raise --tp, quantize (--quantize awq/fp8/...), lower option.max_num_tokens or the batch size, "
-            "or pick a larger instance",
+            hint="quantize (--quantize awq/fp8/...), lower option.max_num_tokens or the batch size, or "
+            + _more_devices(memory, instance, unit),
         )
         return memory
     tokens, seq_len = memory.kv_cache_tokens or 0, memory.max_seq_len or 0
@@ -284,6 +293,7 @@ def _check_paged_fit(memory: MemoryEstimate, instance: InstanceType, findings: F
             f"the KV cache left on each {unit} holds {tokens:,} tokens ({fraction:.0%} of the "
             f"{gib(usable - memory.per_device_bytes)} free after loading), less than one sequence of "
             f"max_seq_len {seq_len:,}: no request can reach the planned length on {instance.name}",
-            hint="lower --max-input-len/--max-output-len, raise --tp, quantize the KV cache, or pick a larger instance",
+            hint="lower --max-input-len/--max-output-len, quantize the KV cache, or "
+            + _more_devices(memory, instance, unit),
         )
     return memory

@@ -166,3 +166,21 @@ def test_serving_properties_show_the_fraction_the_estimate_uses(plan_model: Plan
         if read in shown:
             assert float(shown[read]) == plan.memory.kv_free_fraction, (profile.name, shown)
         assert plan.memory.kv_free_fraction == profile.kv_cache.free_fraction, profile.name
+
+
+# Qwen2.5-72B's shape on the Qwen2.5-7B fixture (Qwen/Qwen2.5-72B-Instruct config.json: hidden 8192, 80 layers,
+# 64 heads, 8 KV heads, MLP 29568)
+QWEN_72B: dict[str, Any] = {"hidden_size": 8192, "num_hidden_layers": 80, "num_attention_heads": 64,
+                            "num_key_value_heads": 8, "intermediate_size": 29568}
+
+
+def test_the_advice_is_feasible_when_tp_is_every_gpu(plan_model: Planner, model_dir: ModelDirFactory) -> None:
+    """Issue 42 item 7: with tp 4 on the four GPUs of a g5.12xlarge, "raise --tp" is no advice."""
+    model = model_dir("Qwen--Qwen2.5-7B-Instruct", **QWEN_72B)
+    every = plan_model("trtllm", model, tp="4", instance_type="g5.12xlarge", max_output_len=1024)
+    error = next(e for e in every.errors if e.code == "memory_fit")
+    assert error.hint is not None and "raise --tp" not in error.hint
+    assert "tp x pp = 4 is already every GPU of g5.12xlarge" in error.hint and "more GPUs" in error.hint
+    half = plan_model("trtllm", model, tp="2", instance_type="g5.12xlarge", max_output_len=1024)
+    hint = next(e.hint for e in half.errors if e.code == "memory_fit")
+    assert hint is not None and "raise --tp (up to 4 on g5.12xlarge)" in hint
