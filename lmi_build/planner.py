@@ -125,6 +125,7 @@ def plan_request(request: PlanRequest, target: PlanningTarget) -> SavedPlan:
     checks.check_common(ctx)
     _check_tokenizer_code(source.path, read_options(options, CommonOptions).trust_remote_code, findings)
     planned = target.plan(ctx)
+    checks.check_dtype_cast(ctx, planned.dtype)
     _check_tp_groups(quantization, spec, planned.build, findings)
 
     memory = estimate(spec, planned.dtype, quantization, planned.workload, instance)
