@@ -19,7 +19,7 @@ from lmi_build.options.resolve import OptionInputs, cli_option_pairs, resolve_op
 from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning import checks
 from lmi_build.planning.cache_key import compute_cache_key, config_digest
-from lmi_build.planning.checkpoint_estimate import estimate_checkpoint_step
+from lmi_build.planning.checkpoint_estimate import check_host_ram, estimate_checkpoint_step
 from lmi_build.planning.context import NOT_WRITTEN, PlanContext, read_options
 from lmi_build.planning.findings import Findings
 from lmi_build.planning.instances import get_instance
@@ -125,6 +125,7 @@ def plan_request(request: PlanRequest, target: PlanningTarget) -> SavedPlan:
     checks.check_common(ctx)
     _check_tokenizer_code(source.path, read_options(options, CommonOptions).trust_remote_code, findings)
     planned = target.plan(ctx)
+    checks.check_dtype_cast(ctx, planned.dtype)
     _check_tp_groups(quantization, spec, planned.build, findings)
 
     memory = estimate(spec, planned.dtype, quantization, planned.workload, instance)
@@ -139,6 +140,11 @@ def plan_request(request: PlanRequest, target: PlanningTarget) -> SavedPlan:
     # Where the convert/quantize step runs and its cost; not in the cache key (the device decides
     # how, not what: the manifest records the device the build really used).
     checkpoint_step = estimate_checkpoint_step(planned.checkpoint_work, quantization, spec, request.calib_data)
+    if checkpoint_step is not None and planned.checkpoint_work is not None:
+        # One host-RAM figure per step: the step's own estimate (measured rates, the streamed writer's few
+        # tensors), not the general two-copies bound as well.
+        memory = memory.model_copy(update={"host_ram_bytes": checkpoint_step.host_ram_bytes})
+        check_host_ram(checkpoint_step, planned.checkpoint_work, quantization, spec, request.calib_data, findings)
 
     written = ctx.written_options()
     properties = {k: v.value for k, v in written.items()}

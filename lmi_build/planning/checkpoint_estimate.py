@@ -30,6 +30,7 @@ from typing import Literal, cast
 from lmi_build.errors import LmiBuildError
 from lmi_build.model.spec import ModelSpec
 from lmi_build.planning import calibration_text
+from lmi_build.planning.findings import Findings
 from lmi_build.planning.instances import GIB
 from lmi_build.planning.plan import CheckpointStepEstimate, QuantizationPlan
 from lmi_build.tables import bundled_table
@@ -258,3 +259,33 @@ def _calibration_tokens(quantization: QuantizationPlan, calib_file: Path | None,
         return 0  # reported by the planner's calibration checks
     samples = calibration_text.select(text.samples, plan.size, plan.seed)
     return sum(min(plan.max_seq_len, math.ceil(len(sample) / chars_per_token)) for sample in samples)
+
+
+def host_memory_bytes() -> int | None:
+    """This host's physical memory (None where the platform does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_host_ram(step: CheckpointStepEstimate, work: CheckpointWork, quantization: QuantizationPlan, spec: ModelSpec,
+                   calib_file: Path | None, findings: Findings, *, host_bytes: int | None = None) -> None:
+    """Warn when the checkpoint step's peak host RAM is more than this host has: the build would run out of
+    memory here. The plan stays valid: it says what to build, not where, and a saved plan builds on any host
+    (``--save``, then ``<target> --plan`` there), so the warning names the RAM a host needs, and what a GPU host
+    (the weights loaded in the export dtype, not float32) would need."""
+    total = host_memory_bytes() if host_bytes is None else host_bytes
+    if total is None or step.host_ram_bytes <= total:
+        return
+    what = "quantize" if step.method else "convert"
+    hint = (f"build this plan on a host with at least {math.ceil(step.host_ram_bytes / GIB)} GiB of RAM "
+            "(plan it with --save plan.json, then run the build with --plan plan.json there)")
+    if step.device == "cpu" and work.cpu_only is None:
+        on_gpu = estimate_checkpoint_step(work, quantization, spec, calib_file, BuildDevice("cuda", 1, "a GPU host"))
+        if on_gpu is not None and on_gpu.host_ram_bytes < step.host_ram_bytes:
+            hint += (f", e.g. a GPU host, where the weights load in {on_gpu.load_dtype} and the step needs about "
+                     f"{on_gpu.host_ram_bytes / GIB:.1f} GiB")
+    findings.warn("host_ram", f"the {what} step needs about {step.host_ram_bytes / GIB:.1f} GiB of host RAM at its "
+                  f"peak ({step.device}, weights in {step.load_dtype}); this host has {total / GIB:.1f} GiB: "
+                  "the build would run out of memory here", hint=hint)

@@ -26,6 +26,35 @@ def resolve_dtype(ctx: PlanContext) -> str:
     return found
 
 
+# Why a dtype nobody set is fp16: the option table's default, LMI's own.
+LMI_DTYPE_DEFAULT = ("LMI's default when option.dtype is unset (deepjavalibrary/djl-serving 0.33.0-dlc (8b3b685b) "
+                     "serving/docs/lmi/deployment_guide/configurations.md:94 \"If not provided, LMI will use fp16\"; "
+                     "0.26.0-dlc configurations_large_model_inference_containers.md:13 \"Default is fp16\")")
+
+
+def check_dtype_cast(ctx: PlanContext, planned: str) -> None:
+    """Warn when the build casts the model's weights to another dtype than its config.json's torch_dtype and
+    the user did not ask for it, naming both and why (a bf16 model in fp16 can overflow: fp16 tops out at
+    65504). A family's own dtype rule has already said so (``family_dtype_default``)."""
+    model = ctx.spec.torch_dtype
+    family_said = any(message.code == "family_dtype_default" for message in ctx.findings.warnings)
+    if model is None or model not in DTYPES.values() or model == planned or family_said:
+        return
+    source = ctx.options.source_of("dtype")
+    if source in _USER_SOURCES:
+        return
+    if source is Source.RECIPE:
+        why = f"the {ctx.recipe.name} recipe's default"
+    elif source is Source.DEFAULT or source is None:
+        why = LMI_DTYPE_DEFAULT
+    else:
+        why = f"the {ctx.target} plan derives it"
+    ctx.findings.warn("dtype_cast", f"the model's weights are {lmi_dtype(model)} (config.json torch_dtype {model}); "
+                      f"the build casts them to {lmi_dtype(planned)}: {why}",
+                      hint=f"pass --dtype {lmi_dtype(model)} to keep the model's dtype, or --dtype {lmi_dtype(planned)} "
+                      "to choose this one and silence this")
+
+
 def lmi_dtype(dtype: str) -> str:
     """The serving.properties spelling of a torch dtype name."""
     return {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}[dtype]

@@ -4,7 +4,9 @@ conversion steps, and the fit check against an instance type. Pure arithmetic on
 Rules (documented in docs/notes/planning.md):
 - weights: 16-bit = 2 B/param, fp32 = 4, int8 / fp8 / SmoothQuant W8A8 = 1, int4 = 0.5 plus one
   fp16 scale (and, for AWQ/GPTQ-style zero points, half a byte) per group; the embedding table and
-  lm_head stay 16-bit when the rest is quantized.
+  lm_head stay 16-bit when the rest is quantized. A model whose config ties lm_head to the embedding
+  counts it once, unless the target writes it as a tensor of its own (``Workload.tied_head_written``:
+  a TensorRT-LLM checkpoint without ``share_embedding_table``, ``quantize/tensor_map.lm_head_written``).
 - KV cache per token = 2 (K and V) x layers x kv_heads x head_dim x KV dtype bytes.
 - per device, a runtime that preallocates its KV cache (Neuron): weights / (tp*pp) + the KV cache a
   device holds for max_batch_size x max_seq_len (at least one KV head per device: when kv_heads < tp
@@ -63,6 +65,9 @@ class Workload:
     pp: int = 1
     preallocated: bool = False  # Neuron: the whole KV cache is allocated at load time
     paged: PagedKvCache | None = None  # TensorRT-LLM: a fraction of what is free after loading
+    # The target's checkpoint (and engine) holds a tied LM head as a tensor of its own: the weights count
+    # the vocabulary x hidden table twice although config.json ties them.
+    tied_head_written: bool = False
 
 
 def weight_bits(quant: QuantizationPlan, spec: ModelSpec) -> float | None:
@@ -83,18 +88,26 @@ def weight_bits(quant: QuantizationPlan, spec: ModelSpec) -> float | None:
     return None
 
 
-def embedding_params(spec: ModelSpec) -> int:
-    tables = 1 if spec.tie_word_embeddings else 2
+def embedding_params(spec: ModelSpec, *, tied_head_written: bool = False) -> int:
+    """The parameters of the embedding table and the LM head as the target stores them."""
+    tables = 1 if spec.tie_word_embeddings and not tied_head_written else 2
     return tables * spec.vocab_size * spec.hidden_size
 
 
-def weight_bytes(spec: ModelSpec, dtype: str, quant: QuantizationPlan) -> int:
+def stored_parameters(spec: ModelSpec, *, tied_head_written: bool = False) -> int:
+    """The model's parameters as the target stores them: a tied LM head written apart counts again."""
+    extra = spec.vocab_size * spec.hidden_size if spec.tie_word_embeddings and tied_head_written else 0
+    return spec.num_parameters + extra
+
+
+def weight_bytes(spec: ModelSpec, dtype: str, quant: QuantizationPlan, *, tied_head_written: bool = False) -> int:
     base = DTYPE_BYTES.get(dtype, 2.0)
     bits = weight_bits(quant, spec)
+    parameters = stored_parameters(spec, tied_head_written=tied_head_written)
     if bits is None:
-        return int(spec.num_parameters * base)
-    embeddings = min(embedding_params(spec), spec.num_parameters)
-    body = spec.num_parameters - embeddings
+        return int(parameters * base)
+    embeddings = min(embedding_params(spec, tied_head_written=tied_head_written), parameters)
+    body = parameters - embeddings
     per_weight = bits / 8
     group = quant.group_size or (quant.pre_quantized.group_size if quant.pre_quantized else None)
     if bits <= 4:
@@ -148,7 +161,7 @@ def estimate(
     instance: InstanceType | None,
 ) -> MemoryEstimate:
     devices = max(1, workload.tp * workload.pp)
-    weights = weight_bytes(spec, dtype, quant)
+    weights = weight_bytes(spec, dtype, quant, tied_head_written=workload.tied_head_written)
     per_token = kv_bytes_per_token(spec, dtype, quant)
     kv_total = per_token * workload.batch_size * workload.seq_len
     # A device holds its share of KV heads (at least one: heads are replicated when kv_heads < tp)
@@ -193,6 +206,15 @@ def gib(value: float) -> str:
     return f"{value / GIB:.1f} GiB"
 
 
+def _more_devices(memory: MemoryEstimate, instance: InstanceType, unit: str) -> str:
+    """The advice to shard further, only where it is feasible: with tp x pp already every device of the
+    instance, a larger instance (more devices, or more memory on each) is the way."""
+    if memory.devices < instance.devices:
+        return f"raise --tp (up to {instance.devices} on {instance.name})"
+    return (f"pick an instance with more {unit}s or more memory per {unit} (tp x pp = {memory.devices} is already "
+            f"every {unit} of {instance.name})")
+
+
 def check_fit(
     memory: MemoryEstimate,
     workload: Workload,
@@ -231,7 +253,7 @@ def check_fit(
             f"weights and the KV cache for {workload.batch_size} x {workload.seq_len} tokens need "
             f"{gib(memory.per_device_bytes)} per {unit}, {instance.name} has {gib(usable)} usable: "
             f"about {sequences} full-length sequences fit at once",
-            hint="lower --max-batch-size or the max lengths, raise --tp, or pick a larger instance",
+            hint=f"lower --max-batch-size or the max lengths, or {_more_devices(memory, instance, unit)}",
         )
         return memory.model_copy(update={"fits": True})
     what = "weights, KV cache and runtime" if workload.preallocated else "weights, one sequence's KV cache and runtime"
@@ -240,8 +262,8 @@ def check_fit(
         "memory_fit",
         f"needs {gib(needed)} per {unit} ({what}; {gib(memory.weight_bytes)} of weights over "
         f"{memory.devices} device(s)), {instance.name} has {gib(usable)} usable",
-        hint="raise --tp, quantize (--quantize awq/fp8/...), lower the max lengths or batch size, "
-        "or pick a larger instance",
+        hint="quantize (--quantize awq/fp8/...), lower the max lengths or batch size, or "
+        + _more_devices(memory, instance, unit),
     )
     return memory
 
@@ -259,8 +281,8 @@ def _check_paged_fit(memory: MemoryEstimate, instance: InstanceType, findings: F
             f"{gib(instance.overhead_bytes_per_device)} of runtime need {gib(memory.per_device_bytes)} per {unit} "
             f"({gib(memory.weight_bytes)} of weights over {memory.devices} device(s)), {instance.name} has "
             f"{gib(usable)} usable",
-            hint="raise --tp, quantize (--quantize awq/fp8/...), lower option.max_num_tokens or the batch size, "
-            "or pick a larger instance",
+            hint="quantize (--quantize awq/fp8/...), lower option.max_num_tokens or the batch size, or "
+            + _more_devices(memory, instance, unit),
         )
         return memory
     tokens, seq_len = memory.kv_cache_tokens or 0, memory.max_seq_len or 0
@@ -271,6 +293,7 @@ def _check_paged_fit(memory: MemoryEstimate, instance: InstanceType, findings: F
             f"the KV cache left on each {unit} holds {tokens:,} tokens ({fraction:.0%} of the "
             f"{gib(usable - memory.per_device_bytes)} free after loading), less than one sequence of "
             f"max_seq_len {seq_len:,}: no request can reach the planned length on {instance.name}",
-            hint="lower --max-input-len/--max-output-len, raise --tp, quantize the KV cache, or pick a larger instance",
+            hint="lower --max-input-len/--max-output-len, quantize the KV cache, or "
+            + _more_devices(memory, instance, unit),
         )
     return memory

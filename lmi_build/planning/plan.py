@@ -72,7 +72,9 @@ class MemoryEstimate(FrozenModel):
     device_memory_bytes: int | None = None  # from --instance-type
     instance_type: str | None = None
     fits: bool | None = None  # None when no instance type was given; paged: whether it loads
-    host_ram_bytes: int | None = None  # peak host RAM the convert/quantize steps need
+    # Peak host RAM of the convert/quantize step: this host's step estimate (checkpoint_step.host_ram_bytes, the
+    # same number) when the plan has one, else the general bound (the model loaded + its export + 2 GiB).
+    host_ram_bytes: int | None = None
     # A paged KV cache (None otherwise):
     activation_bytes: int | None = None  # the engine's activations on one device (estimate)
     kv_free_fraction: float | None = None  # of the memory free after loading, given to the KV cache

@@ -59,6 +59,8 @@ ROWS = [
         4096, "max_position_embeddings", 32000, "float16"),
     Row("meta-llama--Llama-3.1-8B-Instruct", "llama", "LlamaForCausalLM", 4096, 32, 32, 8,
         131072, "max_position_embeddings", 128256, "bfloat16"),
+    Row("meta-llama--Llama-3.2-3B-Instruct", "llama", "LlamaForCausalLM", 3072, 28, 24, 8,
+        131072, "max_position_embeddings", 128256, "bfloat16"),
     Row("microsoft--Orca-2-13b", "llama", "LlamaForCausalLM", 5120, 40, 40, 40,
         4096, "max_position_embeddings", 32003, "float32"),
     # phi-2 still carries an auto_map, but transformers has PhiForCausalLM: no remote code needed.
@@ -158,5 +160,5 @@ def test_tied_embeddings_follow_config_or_class_default(specs: dict[str, ModelSp
     tied = {name for name, spec in specs.items() if spec.tie_word_embeddings}
     assert tied == {
         "bigscience--bloom-560m", "facebook--opt-125m", "google--gemma-2-9b", "google--gemma-2b-it", "openai-community--gpt2",
-        "replit--replit-code-v1_5-3b", "tiiuae--falcon-40b", "tiiuae--falcon-7b",
+        "meta-llama--Llama-3.2-3B-Instruct", "replit--replit-code-v1_5-3b", "tiiuae--falcon-40b", "tiiuae--falcon-7b",
     }

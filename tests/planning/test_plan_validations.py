@@ -411,3 +411,19 @@ def test_neuronx_container_spelling_static_int8_is_int8(plan_model: Planner) -> 
     plan = plan_model("neuronx", LLAMA, option=("option.quantize=static_int8",))
     assert plan.valid, plan.errors
     assert plan.quantization.method == "int8" and plan.options["option.quantize"] == "static_int8"
+
+
+def test_a_default_cast_of_the_models_dtype_is_said_naming_both_and_why(plan_model: Planner) -> None:
+    """Issue 42 item 7: Llama-3.1-8B-Instruct is bf16; without --dtype it is built in LMI's default fp16."""
+    llama31 = "meta-llama--Llama-3.1-8B-Instruct"
+    for target in ("trtllm", "hf"):
+        plan = plan_model(target, llama31, tp="1", max_output_len=1024)
+        warning = next(w for w in plan.warnings if w.code == "dtype_cast")
+        assert warning.message.startswith("the model's weights are bf16 (config.json torch_dtype bfloat16); the build "
+                                          "casts them to fp16: LMI's default when option.dtype is unset")
+        assert "configurations.md:94" in warning.message and warning.hint is not None
+        assert "--dtype bf16" in warning.hint
+        chosen = plan_model(target, llama31, tp="1", max_output_len=1024, dtype="fp16")
+        assert "dtype_cast" not in warning_codes(chosen)  # the user's choice is not news
+    # fp16 weights built in fp16: nothing to say
+    assert "dtype_cast" not in warning_codes(plan_model("trtllm", "meta-llama--Llama-2-7b-hf", tp="1"))

@@ -28,6 +28,7 @@ from lmi_build.quantize.export import (
 from lmi_build.quantize.placement import Placement
 from lmi_build.quantize.result import CheckpointResult
 from lmi_build.quantize.safetensors_files import read_header
+from lmi_build.quantize.tensor_map import lm_head_written
 from lmi_build.quantize.trtllm_model_check import model_problems
 from lmi_build.quantize.trtllm_stream import LayoutMismatch, evict_layout, write_streamed_checkpoint
 from lmi_build.reading import BadFile, read_json_file
@@ -209,14 +210,28 @@ def _check_trtllm(staging: Path, plan: BuildPlan, build: TrtllmBuild, model_dir:
     if missing:
         problems.append(f"missing {', '.join(missing)}")
     else:
-        problems += model_problems(config, _rank_tensors(staging, build.world_size), _model_config(model_dir),
+        tensors = _rank_tensors(staging, build.world_size)
+        problems += model_problems(config, tensors, _model_config(model_dir),
                                    tp=build.tp, pp=build.pp, uniform_layers=plan.quantization.method is None)
+        problems += _lm_head_problems(tensors, plan, build)
     if problems:
         raise StepError(
             "the exported TensorRT-LLM checkpoint does not match the plan: " + "; ".join(problems),
             hint="this is a toolchain mismatch (ModelOpt/transformers version); report it with --debug output",
         )
     return config
+
+
+def _lm_head_problems(tensors: dict[int, set[str]], plan: BuildPlan, build: TrtllmBuild) -> list[str]:
+    """The last rank holds lm_head.weight exactly when the plan's rule says (tensor_map.lm_head_written):
+    the plan's weight estimate and the progress total counted the LM head by it."""
+    planned = lm_head_written(tied=plan.spec.tie_word_embeddings, route="modelopt", decoder=build.modelopt_decoder,
+                              example=build.trtllm_example)
+    written = "lm_head.weight" in tensors[build.world_size - 1]
+    if written == planned:
+        return []
+    return [f"lm_head.weight {'is' if written else 'is not'} written (planned: {'' if planned else 'not '}written, "
+            f"the embedding {'not ' if planned else ''}shared; data/trtllm_tensor_map.toml [tied_lm_head])"]
 
 
 def _rank_tensors(staging: Path, world_size: int) -> dict[int, set[str]]:

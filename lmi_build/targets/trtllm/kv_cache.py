@@ -4,6 +4,7 @@ value serving.properties sets under the key that release reads."""
 
 from __future__ import annotations
 
+from lmi_build.options.resolved import Source
 from lmi_build.options.spec import full_key
 from lmi_build.planning.context import PlanContext
 from lmi_build.planning.memory import PagedKvCache
@@ -26,6 +27,10 @@ def paged_kv_cache(ctx: PlanContext, profile: ContainerProfile, build: TrtllmBui
         fraction, source = given[release.option], f"{key} as set"
     # the key of the other releases (0.26-0.30 read one, the 0.33+ LLM API service the other)
     for other in sorted({each.kv_cache.option for each in load_profiles()} - {release.option}):
+        if given[other] is None and ctx.options.source_of(other) is Source.DEFAULT:
+            # The option table's default of a key this release does not read (0.33+: kv_cache_free_gpu_mem_fraction
+            # 0.95) is not shown beside the fraction the estimate uses: one number per quantity.
+            ctx.withhold(other)
         if given[other] is not None:
             ctx.findings.warn("kv_cache_fraction_unread",
                               f"{full_key(other)} is not read by {profile.name}: its runtime takes the KV cache's share "

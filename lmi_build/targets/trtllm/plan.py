@@ -19,7 +19,7 @@ from lmi_build.planning.memory import Workload
 from lmi_build.planning.plan import QuantizationPlan, ToolchainRef
 from lmi_build.planning.startup import outcome_messages
 from lmi_build.planning.target_api import ContainerFacts, RecipeRoute, TargetPlan
-from lmi_build.quantize.tensor_map import streamable
+from lmi_build.quantize.tensor_map import lm_head_written, streamable
 from lmi_build.recipes.schema import Recipe, TargetSupport
 from lmi_build.targets.trtllm.families import family_limits
 from lmi_build.targets.trtllm.flags import flag_table
@@ -197,7 +197,9 @@ class TrtllmPlanning:
             toolchain=ToolchainRef(target="trtllm", profile=profile.name, image=profile.image,
                                    versions=profile.versions()),
             workload=Workload(batch_size=batch, seq_len=lengths.max_seq_len, tp=tp, pp=pp,
-                              paged=paged_kv_cache(ctx, profile, build)),
+                              paged=paged_kv_cache(ctx, profile, build),
+                              tied_head_written=spec.tie_word_embeddings and lm_head_written(
+                                  tied=True, route=route, decoder=build.modelopt_decoder, example=build.trtllm_example)),
             dtype=dtype,
             checkpoint_work=checkpoint_work(build, ctx.quantization),
         )
@@ -314,9 +316,15 @@ class TrtllmPlanning:
             except OptionError as error:
                 ctx.findings.error("gpu", error.message, hint=error.hint)
                 return
-        elif ctx.instance is not None and ctx.instance.accelerator.sm is not None:
+        if ctx.instance is not None and ctx.instance.accelerator.sm is not None:
             accelerator = ctx.instance.accelerator
-            gpu = (accelerator.sm or "", f"{ctx.instance.name} has {accelerator.description}")
+            on_instance = (normalize_sm(accelerator.sm or ""), f"{ctx.instance.name} has {accelerator.description}")
+            if gpu is not None and gpu[0] != on_instance[0]:
+                ctx.findings.error("gpu_instance", f"--gpu {given} ({gpu[0]}) contradicts --instance-type "
+                                   f"{ctx.instance.name}, which has {accelerator.description} ({on_instance[0]})",
+                                   hint="drop --gpu (the instance type names its GPU), or pick an instance type "
+                                   f"with {given} GPUs")
+            gpu = on_instance  # what the artifact is served on: its GPU decides the checks below
         if not needs:
             return
         if gpu is None:

@@ -73,3 +73,19 @@ def test_families_data_is_cited_and_names_real_examples() -> None:
     limits = family_limits("deepseek_v2", "0.21.0rc1")
     assert limits is not None and limits.dtypes == ("bfloat16",) and limits.min_sm == 90
     assert family_limits("deepseek_v2", "0.12.0") is None and family_limits("llama", "0.21.0rc1") is None
+
+
+def test_a_gpu_that_contradicts_the_instance_is_refused_naming_both(plan_model: Planner) -> None:
+    """Issue 42 item 7: --gpu h100 with g5.xlarge (A10G) is one error naming both, and the instance's GPU decides
+    what the artifact can run: an FP8 plan on an A10G instance is never valid."""
+    llama = "meta-llama--Llama-3.1-8B-Instruct"
+    plan = plan_model("trtllm", llama, gpu="h100", instance_type="g5.xlarge", quantize="fp8", max_output_len=1024)
+    assert codes(plan) == {"gpu_instance", "gpu_quant"}
+    message = next(e for e in plan.errors if e.code == "gpu_instance")
+    assert message.message == ("--gpu h100 (sm90) contradicts --instance-type g5.xlarge, which has "
+                               "NVIDIA A10G 24 GB (sm86)")
+    assert "g5.xlarge" in next(e.message for e in plan.errors if e.code == "gpu_quant")
+    # The same GPU named both ways (by name or SM) agrees.
+    assert plan_model("trtllm", llama, gpu="sm86", instance_type="g5.xlarge", max_output_len=1024).valid
+    assert plan_model("trtllm", llama, gpu="h100", instance_type="p5.48xlarge", quantize="fp8",
+                      max_output_len=1024).valid

@@ -16,10 +16,12 @@ from typing import Any
 
 import pytest
 
+from tests.fixtures_planning import plan_for
 from tests.fixtures_quantize import make_build_plan
 
 pytestmark = pytest.mark.slow
 
+LMI_DTYPE = {"float16": "fp16", "bfloat16": "bf16"}
 SMALL = {"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 4, "num_attention_heads": 8,
          "num_key_value_heads": 4}
 
@@ -89,6 +91,13 @@ def test_streamed_checkpoint_equals_modelopt_export(tmp_path: Path, config_class
     written = write_streamed_checkpoint(model_dir, tmp_path / "streamed", architecture=architecture,
                                         decoder=decoder, dtype=dtype, tp=tp, pp=pp).weight_bytes
     _assert_same_checkpoint(tmp_path / "modelopt", tmp_path / "streamed")
+    # The plan's weights (the progress bar's total) are what is written: a tied LM head too (its own tensor,
+    # share_embedding_table false); exactly without tensor parallelism, which replicates the norms and pads
+    # the vocabulary to a multiple of tp (a fraction of a percent here)
+    planned = plan_for("trtllm", model=str(model_dir), tp=str(tp), pp=pp, dtype=LMI_DTYPE[dtype]).expected_weight_bytes()
+    config = json.loads((tmp_path / "streamed" / "config.json").read_text())
+    assert config["share_embedding_table"] is False
+    assert planned == written if tp == 1 else planned == pytest.approx(written, rel=0.01)
     assert written == sum((tmp_path / "streamed" / f"rank{r}.safetensors").stat().st_size for r in range(tp * pp)) \
         - sum(8 + int.from_bytes((tmp_path / "streamed" / f"rank{r}.safetensors").read_bytes()[:8], "little")
               for r in range(tp * pp))
@@ -123,7 +132,6 @@ def test_the_build_step_falls_back_to_modelopt_and_says_why(tmp_path: Path) -> N
 
 
 def test_the_planner_streams_unquantized_llama_only(tmp_path: Path) -> None:
-    from tests.fixtures_planning import plan_for
 
     model_dir = _save_model(tmp_path / "hf", "LlamaConfig", "float16", architectures=["LlamaForCausalLM"],
                             vocab_size=1000)
