@@ -57,6 +57,8 @@ ROWS = [
         2048, "max_position_embeddings", 32001, "float16"),
     Row("meta-llama--Llama-2-7b-hf", "llama", "LlamaForCausalLM", 4096, 32, 32, 32,
         4096, "max_position_embeddings", 32000, "float16"),
+    Row("meta-llama--Llama-3.2-3B", "llama", "LlamaForCausalLM", 3072, 28, 24, 8,
+        131072, "max_position_embeddings", 128256, "bfloat16"),
     Row("meta-llama--Llama-3.1-8B-Instruct", "llama", "LlamaForCausalLM", 4096, 32, 32, 8,
         131072, "max_position_embeddings", 128256, "bfloat16"),
     Row("microsoft--Orca-2-13b", "llama", "LlamaForCausalLM", 5120, 40, 40, 40,
@@ -158,5 +160,5 @@ def test_tied_embeddings_follow_config_or_class_default(specs: dict[str, ModelSp
     tied = {name for name, spec in specs.items() if spec.tie_word_embeddings}
     assert tied == {
         "bigscience--bloom-560m", "facebook--opt-125m", "google--gemma-2-9b", "google--gemma-2b-it", "openai-community--gpt2",
-        "replit--replit-code-v1_5-3b", "tiiuae--falcon-40b", "tiiuae--falcon-7b",
+        "replit--replit-code-v1_5-3b", "tiiuae--falcon-40b", "tiiuae--falcon-7b", "meta-llama--Llama-3.2-3B",
     }

@@ -50,6 +50,7 @@ FIXTURE_RECIPES = {
     "codefuse-ai--CodeFuse-CodeLlama-34B": "llama", "EleutherAI--gpt-j-6b": "gptj", "facebook--opt-125m": "opt",
     "google--flan-t5-large": "t5", "google--gemma-2b-it": "gemma", "google--gemma-2-9b": "gemma2",
     "Qwen--Qwen2.5-7B-Instruct": "qwen2", "meta-llama--Llama-3.1-8B-Instruct": "llama",
+    "meta-llama--Llama-3.2-3B": "llama",
     "microsoft--Phi-3-mini-4k-instruct": "phi3", "huggyllama--llama-7b": "llama",
     "lmsys--vicuna-7b-delta-v0": "llama", "meta-llama--Llama-2-7b-hf": "llama", "microsoft--Orca-2-13b": "llama",
     "microsoft--phi-2": "phi", "mistralai--Mistral-7B-Instruct-v0.2": "mistral",

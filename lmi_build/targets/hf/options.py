@@ -20,6 +20,17 @@ class HfOptions(BaseModel):
     max_rolling_batch_size: int | None = None
 
 
+class EngineMemoryOptions(BaseModel):
+    """The options the hf plan's vLLM memory rule reads as the user set them (``PlanContext.user_options``);
+    None: unset, the profile's release default applies."""
+
+    model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
+
+    gpu_memory_utilization: float | None = None
+    max_rolling_batch_prefill_tokens: int | None = None
+    max_model_len: int | None = None
+
+
 class HfServing(Record):
     """Values the plan writes into serving.properties, in the order written; None: not written here."""
 

@@ -32,6 +32,25 @@ class ServingRule(Record):
     sources: tuple[str, ...]
 
 
+class VllmMemory(Record):
+    """How the profile's engine sizes its KV cache at start-up and refuses one too small for a sequence of
+    max_model_len (``planning/memory.py`` has the rule): its vLLM's defaults, read from that vLLM's source
+    (``tests/vendor/vllm/memory.json``, which a test compares with these) and its DJL handler's engine args."""
+
+    check: Literal["v1", "v0"]  # V1 check_enough_kv_cache_memory, V0 raise_if_cache_size_invalid
+    check_source: str  # where that check is (version, path:line, function)
+    gpu_memory_utilization: float  # the default when option.gpu_memory_utilization is unset
+    block_size: int  # tokens per KV cache block on CUDA
+    max_num_batched_tokens: int  # tokens of the profiled pass with chunked prefill, unset (LMI's usage context)
+    # V0: chunked prefill is off unless max_model_len > chunked_above, and then the profiled pass is
+    # max(max_model_len, unchunked_batched_tokens) tokens; None: always chunked (V1)
+    unchunked_batched_tokens: int | None = None
+    chunked_above: int | None = None
+    cudagraph_in_budget: bool  # CUDA graph memory subtracted before the KV cache is sized
+    sources: tuple[str, ...]
+    inferred: tuple[str, ...] = ()
+
+
 class HfProfile(ContainerRelease):
     engine: Literal["vllm", "lmi-dist"]
     vllm: str
@@ -47,6 +66,9 @@ class HfProfile(ContainerRelease):
     pipeline_parallel: bool
     engine_arg_conflicts: dict[str, str]
     startup_sources: tuple[str, ...]
+    vllm_memory: VllmMemory
+    dlc: str | None = None  # the published DLC image's ECR URI
+    dlc_source: str | None = None  # the image-list file and line it is read from
 
     def versions(self) -> dict[str, str]:
         return {"lmi": self.lmi_version, "vllm": self.vllm, "transformers": self.transformers}
