@@ -12,7 +12,8 @@ DIR holds one directory per version (``DIR/0.11.1/vllm/...``). What is read, per
 its path and line:
 - ``gpu_memory_utilization``: CacheConfig's default (config/cache.py), else EngineArgs' (engine/arg_utils.py).
 - ``block_size``: the CUDA platform's block size when none is given (platforms/cuda.py, the first
-  ``cache_config.block_size = N``).
+  ``cache_config.block_size = N``; 0.5.x-0.6.x EngineArgs' default; 0.18+ CacheConfig.DEFAULT_BLOCK_SIZE,
+  which platforms/interface.py may replace with the attention backend's preferred size).
 - ``max_num_batched_tokens``: the scheduler's default (SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS,
   else ``_DEFAULT_MAX_NUM_BATCHED_TOKENS``); LMI's engines are built with the default usage context
   (``usage_context``: the default of AsyncLLM.from_engine_args), for which vLLM has no per-context entry.
@@ -114,8 +115,14 @@ def _cudagraph_in_budget(root: Path) -> Found | None:
     body = ast.get_source_segment(source, node) or ""
     # The KV budget is requested_memory - non_kv_cache_memory; a version that counts CUDA graphs names them there.
     counted = bool(re.search(r"(cudagraph|cuda_graph)\w*(memory|estimate)", body, re.IGNORECASE))
-    return {"value": counted, "path": "vllm/v1/worker/gpu_worker.py", "line": node.lineno,
-            "end_line": node.end_lineno}
+    found: Found = {"value": counted, "path": "vllm/v1/worker/gpu_worker.py", "line": node.lineno,
+                    "end_line": node.end_lineno}
+    gate = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
+    if counted and gate in body:  # the estimate is applied only when this variable (its default) says so
+        default = _two_lines(root, ["vllm/envs.py"], f"\"{gate}\": lambda", rf"os\.getenv\(\"{gate}\", \"(\d)\"\)")
+        found["gate"] = default
+        found["value"] = bool(default and default["value"] == "1")
+    return found
 
 
 def _commit(root: Path) -> str | None:
@@ -133,7 +140,9 @@ def extract(root: Path) -> Found:
             root, ["vllm/config/cache.py", "vllm/config.py", "vllm/engine/arg_utils.py"],
             r"gpu_memory_utilization: float = (?:Field\(default=)?([0-9.]+)")),
         "block_size": _number(_first(root, ["vllm/platforms/cuda.py"], r"cache_config\.block_size = (\d+)")
-                              or _first(root, ["vllm/engine/arg_utils.py"], r"^    block_size: int = (\d+)")),
+                              or _first(root, ["vllm/engine/arg_utils.py"], r"^    block_size: int = (\d+)")
+                              # 0.18+: CacheConfig's default, which an attention backend's preference may replace
+                              or _first(root, ["vllm/config/cache.py"], r"DEFAULT_BLOCK_SIZE: ClassVar\[int\] = (\d+)")),
         # V0 (config.py SchedulerConfig, engine/arg_utils.py): chunked prefill turns itself on above a
         # max_model_len, with its own max_num_batched_tokens; otherwise max(max_model_len, N)
         "v0_prefill": {
