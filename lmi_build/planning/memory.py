@@ -75,6 +75,9 @@ class EngineKvBudget:
     max_model_len: int
     max_model_len_source: str  # the model's config (as vLLM derives it) or option.max_model_len
     check: str  # where the engine refuses a KV cache too small for one sequence (path:line)
+    # tokens of the largest CUDA graph, where the release subtracts CUDA graph memory before sizing the KV
+    # cache (0: it does not, or option.enforce_eager): estimated as that many tokens' activations
+    cudagraph_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -152,11 +155,14 @@ def activation_bytes(spec: ModelSpec, dtype: str, workload: Workload) -> int:
         tokens = workload.engine_kv.max_num_batched_tokens
     if tokens is None:
         return 0
-    element = DTYPE_BYTES.get(dtype, 2.0)
-    mlp = (spec.intermediate_size or 4 * spec.hidden_size) * max(1, spec.experts_per_token or 1)
-    per_token = (3 * spec.hidden_size + 2 * mlp / max(1, workload.tp)) * element
     logits = workload.batch_size * spec.vocab_size * 4
-    return int(tokens * per_token + logits)
+    return int(tokens * activation_bytes_per_token(spec, dtype, workload.tp) + logits)
+
+
+def activation_bytes_per_token(spec: ModelSpec, dtype: str, tp: int) -> float:
+    """One token's activations on one device: (3 x hidden + 2 x the MLP's width per device) x dtype bytes."""
+    mlp = (spec.intermediate_size or 4 * spec.hidden_size) * max(1, spec.experts_per_token or 1)
+    return (3 * spec.hidden_size + 2 * mlp / max(1, tp)) * DTYPE_BYTES.get(dtype, 2.0)
 
 
 def host_ram_bytes(spec: ModelSpec, dtype: str, quantized_bytes: int, quantizing: bool) -> int:
@@ -195,8 +201,9 @@ def estimate(
         "host_ram_bytes": host_ram_bytes(spec, dtype, weights, quantizing),
     }
     if workload.engine_kv is not None:
-        return _engine_kv_estimate(common, workload, workload.engine_kv, instance, loaded,
-                                   activations, device_kv_per_token)
+        graphs = int(activation_bytes_per_token(spec, dtype, workload.tp) * workload.engine_kv.cudagraph_tokens)
+        return _engine_kv_estimate(common, workload, workload.engine_kv, instance, loaded + graphs,
+                                   activations, device_kv_per_token, graphs)
     if paged is None:
         per_device = loaded + int(device_kv_per_token * workload.batch_size * workload.seq_len)
         return MemoryEstimate(**common, per_device_bytes=per_device,
@@ -221,7 +228,7 @@ def estimate(
 
 def _engine_kv_estimate(common: Mapping[str, object], workload: Workload, budget: EngineKvBudget,
                         instance: InstanceType | None, loaded: int, activations: int,
-                        device_kv_per_token: float) -> MemoryEstimate:
+                        device_kv_per_token: float, graphs: int) -> MemoryEstimate:
     """vLLM's KV cache on one device (the module docstring's rule): what the share it takes leaves after
     loading, in whole blocks, and whether one max_model_len sequence fits in it."""
     block = max(1, budget.block_size)
@@ -231,7 +238,7 @@ def _engine_kv_estimate(common: Mapping[str, object], workload: Workload, budget
         "activation_bytes": activations, "device_kv_bytes_per_token": int(device_kv_per_token),
         "max_seq_len": budget.max_model_len, "max_batch_size": workload.batch_size,
         "gpu_memory_utilization": budget.gpu_memory_utilization, "kv_fraction_source": budget.utilization_source,
-        "kv_cache_needed_bytes": needed,
+        "kv_cache_needed_bytes": needed, "cudagraph_bytes": graphs if budget.cudagraph_tokens else None,
     }
     if instance is None:
         return MemoryEstimate.model_validate({**common, **fields, "per_device_bytes": loaded})
@@ -344,7 +351,8 @@ def _check_engine_kv(memory: MemoryEstimate, budget: EngineKvBudget, instance: I
     util = budget.gpu_memory_utilization
     requested = math.ceil(instance.usable_bytes_per_device * util)
     weights = -(-memory.weight_bytes // memory.devices)
-    spent = (f"{gib(weights)} of weights, {gib(memory.activation_bytes or 0)} of profiled activations and "
+    graphs = f", {gib(memory.cudagraph_bytes)} of CUDA graphs" if memory.cudagraph_bytes else ""
+    spent = (f"{gib(weights)} of weights, {gib(memory.activation_bytes or 0)} of profiled activations{graphs} and "
              f"{gib(instance.overhead_bytes_per_device)} of runtime")
     share = f"gpu_memory_utilization {util:g} of {instance.name}'s {gib(instance.usable_bytes_per_device)} per GPU ({budget.utilization_source})"
     fits = memory.max_model_len_fits or 0

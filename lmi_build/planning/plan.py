@@ -90,6 +90,7 @@ class MemoryEstimate(FrozenModel):
     gpu_memory_utilization: float | None = None
     kv_cache_needed_bytes: int | None = None
     max_model_len_fits: int | None = None
+    cudagraph_bytes: int | None = None  # CUDA graph memory subtracted first (releases that do; estimate)
 
 
 class CheckpointStepEstimate(FrozenModel):

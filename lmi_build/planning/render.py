@@ -261,9 +261,11 @@ def _engine_kv_rows(table: _Section, memory: MemoryEstimate) -> None:
     max_model_len sequence fits (the engine's start-up check)."""
     weights = -(-memory.weight_bytes // memory.devices)
     activations = memory.activation_bytes or 0
-    runtime = memory.per_device_bytes - weights - activations
+    graphs = memory.cudagraph_bytes or 0
+    runtime = memory.per_device_bytes - weights - activations - graphs
+    cuda_graphs = f" + {human_bytes(graphs)} CUDA graphs" if memory.cudagraph_bytes is not None else ""
     load = (f"{human_bytes(memory.per_device_bytes)} ({human_bytes(weights)} weights + {human_bytes(activations)} "
-            f"profiled activations + {human_bytes(runtime)} runtime) on each of {memory.devices} device(s)")
+            f"profiled activations{cuda_graphs} + {human_bytes(runtime)} runtime) on each of {memory.devices} device(s)")
     table.add_row("to load", load)
     util = f"gpu_memory_utilization {memory.gpu_memory_utilization:g} ({memory.kv_fraction_source})"
     per_token = f"{memory.device_kv_bytes_per_token:,} B each token"

@@ -13,7 +13,7 @@ from lmi_build.targets.hf.profiles import HfProfile
 UNBOUNDED_MAX_MODEL_LEN = 2048
 
 
-def engine_kv_budget(ctx: PlanContext, profile: HfProfile) -> EngineKvBudget:
+def engine_kv_budget(ctx: PlanContext, profile: HfProfile, max_num_seqs: int) -> EngineKvBudget:
     facts = profile.vllm_memory
     given = ctx.user_options(EngineMemoryOptions)
     util, util_source = facts.gpu_memory_utilization, f"the {profile.name} default"
@@ -34,6 +34,10 @@ def engine_kv_budget(ctx: PlanContext, profile: HfProfile) -> EngineKvBudget:
     if unchunked and given.max_rolling_batch_prefill_tokens is None:
         # V0 without chunked prefill profiles a whole max_model_len sequence in one pass
         batched = max(max_model_len, facts.unchunked_batched_tokens or 0)
+    graphs = 0
+    if facts.cudagraph_in_budget and facts.cudagraph_seqs_factor and facts.cudagraph_max_tokens and not given.enforce_eager:
+        graphs = min(facts.cudagraph_seqs_factor * max_num_seqs, facts.cudagraph_max_tokens)
     return EngineKvBudget(gpu_memory_utilization=util, utilization_source=util_source, block_size=facts.block_size,
                           max_num_batched_tokens=batched, max_model_len=max_model_len,
-                          max_model_len_source=len_source, check=facts.check_source)
+                          max_model_len_source=len_source, check=facts.check_source,
+                          cudagraph_tokens=graphs)

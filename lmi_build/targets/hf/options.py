@@ -29,6 +29,7 @@ class EngineMemoryOptions(BaseModel):
     gpu_memory_utilization: float | None = None
     max_rolling_batch_prefill_tokens: int | None = None
     max_model_len: int | None = None
+    enforce_eager: bool | None = None
 
 
 class HfServing(Record):

@@ -106,7 +106,7 @@ class HfPlanning:
             toolchain=self.toolchain(ctx.request.profile),
             # With a profile, the engine's own start-up sizing (engine_memory.py); without one, the whole batch.
             workload=Workload(batch_size=batch, seq_len=seq_len, tp=tp,
-                              engine_kv=engine_kv_budget(ctx, profile) if profile is not None else None),
+                              engine_kv=engine_kv_budget(ctx, profile, batch) if profile is not None else None),
             dtype=dtype,
             checkpoint_work=checkpoint_work(ctx.quantization, ctx.spec.torch_dtype, dtype),
         )

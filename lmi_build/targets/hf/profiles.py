@@ -5,6 +5,8 @@ Read without heavy imports (``plan``, ``profiles list``)."""
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import model_validator
+
 from lmi_build import container_profiles
 from lmi_build.container_profiles import ContainerRelease
 from lmi_build.errors import UnknownName
@@ -47,8 +49,17 @@ class VllmMemory(Record):
     unchunked_batched_tokens: int | None = None
     chunked_above: int | None = None
     cudagraph_in_budget: bool  # CUDA graph memory subtracted before the KV cache is sized
+    # where it is: the largest graph's tokens are min(cudagraph_seqs_factor x max_num_seqs, cudagraph_max_tokens)
+    cudagraph_seqs_factor: int | None = None
+    cudagraph_max_tokens: int | None = None
     sources: tuple[str, ...]
     inferred: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _graphs_sized(self) -> "VllmMemory":
+        if self.cudagraph_in_budget and (self.cudagraph_seqs_factor is None or self.cudagraph_max_tokens is None):
+            raise ValueError("cudagraph_in_budget needs cudagraph_seqs_factor and cudagraph_max_tokens")
+        return self
 
 
 class HfProfile(ContainerRelease):

@@ -125,6 +125,28 @@ def _cudagraph_in_budget(root: Path) -> Found | None:
     return found
 
 
+def _capture(root: Path) -> Found | None:
+    found = _first(root, ["vllm/config/vllm.py"], r"(max_num_seqs \* decode_query_len \* \d+, \d+)")
+    if found is None:
+        return None
+    factor, most = re.findall(r"\d+", str(found["value"]))
+    return {**found, "value": [int(factor), int(most)]}
+
+
+def _quant_algos(root: Path) -> Found | None:
+    """ModelOpt's quant_algo values the version's modelopt loader takes (QUANT_ALGOS, a list literal)."""
+    rel = "vllm/model_executor/layers/quantization/modelopt.py"
+    path = root / rel
+    if not path.exists():
+        return None
+    for node in ast.parse(path.read_text()).body:
+        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "QUANT_ALGOS" for t in node.targets)
+                and isinstance(node.value, ast.List)):
+            values = [e.value for e in node.value.elts if isinstance(e, ast.Constant)]
+            return {"value": values, "path": rel, "line": node.lineno, "end_line": node.end_lineno}
+    return None
+
+
 def _commit(root: Path) -> str | None:
     for rel, pattern in (("vllm/_version.py", r"commit_id = '([^']+)'"), ("vllm/commit_id.py", r"__commit__ = \"([^\"]+)\"")):
         found = _first(root, [rel], pattern)
@@ -147,10 +169,12 @@ def extract(root: Path) -> Found:
         # max_model_len, with its own max_num_batched_tokens; otherwise max(max_model_len, N)
         "v0_prefill": {
             "chunked_above": _number(_first(root, ["vllm/engine/arg_utils.py"], r"use_long_context = max_model_len > (\d+)")),
-            "chunked_tokens": _number(_two_lines(root, ["vllm/config.py"], r"if enable_chunked_prefill:$",
-                                                 r"if enable_chunked_prefill: .*?self\.max_num_batched_tokens = (\d+)")
-                                      or _first(root, ["vllm/config.py"], r"^                self\.max_num_batched_tokens = (512)$")),
-            "unchunked_floor": _number(_first(root, ["vllm/config.py"], r"max_num_batched_tokens = max\(max_model_len, (\d+)\)"))},
+            "chunked_tokens": _number(_first(root, ["vllm/config.py"], r"^\s+(?:self\.)?max_num_batched_tokens = (\d+)$")),
+            "unchunked_floor": _number(_first(root, ["vllm/config.py"],
+                                              r"max_num_batched_tokens = max\((?:self\.)?max_model_len, (\d+)\)"))},
+        "modelopt_quant_algos": _quant_algos(root),
+        # the largest CUDA graph's tokens: min(max_num_seqs x decode_query_len x F, M) (config/vllm.py)
+        "cudagraph_capture": _capture(root),
         "max_num_batched_tokens": _number(_first(
             root, ["vllm/config/scheduler.py", "vllm/utils/__init__.py", "vllm/config.py"],
             r"_?DEFAULT_MAX_NUM_BATCHED_TOKENS(?:: ClassVar\[int\])? = (\d+)")),
