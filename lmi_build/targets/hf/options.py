@@ -45,6 +45,7 @@ class HfText(Record):
     The vLLM spellings are the keys a profile's ``engine_arg_conflicts`` names."""
 
     pipeline_parallel_degree: str | None = None
+    rolling_batch: str | None = None
     max_num_seqs: str | None = None
     tensor_parallel_size: str | None = None
     pipeline_parallel_size: str | None = None

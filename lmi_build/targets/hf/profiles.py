@@ -32,6 +32,8 @@ class FormatFacts(Record):
 class ServingRule(Record):
     withhold_quantize: bool  # quantized checkpoints declare their method: no option.quantize
     sources: tuple[str, ...]
+    lmi_dist_removed_in: str  # the first LMI release without the LMI-Dist rolling batch
+    lmi_dist_removed_source: str
 
 
 class VllmMemory(Record):
