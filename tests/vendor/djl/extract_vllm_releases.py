@@ -27,7 +27,7 @@ from pathlib import Path
 
 # branch -> the image list file of its published DLC (None: none published)
 BRANCHES: dict[str, str | None] = {
-    "0.34.0-dlc": "0.34-lmi16.0.0-gpu.yml",
+    "0.33.0-dlc": "0.33-lmi15.0.0-gpu.yml", "0.34.0-dlc": "0.34-lmi16.0.0-gpu.yml",
     "0.36.0-lmi18-dlc": "0.36-lmi18.0.0-gpu.yml", "0.36.0-lmi19-dlc": "0.36-lmi19.0.0-gpu.yml",
     "0.36.0-lmi20-dlc": "0.36-lmi20.0.0-gpu.yml", "0.36.0-lmi21-dlc": "0.36-lmi21.0.0-gpu.yml",
     "0.36.0-lmi22-dlc": "0.36-lmi22.0.0-gpu.yml", "0.36.0-lmi23-dlc": "0.36-lmi23.0.0-gpu.yml",

@@ -30,7 +30,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-VERSIONS = ["0.5.3.post1", "0.10.2", "0.11.1", "0.12.0", "0.14.0", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.0",
+VERSIONS = ["0.5.3.post1", "0.8.4", "0.10.2", "0.11.1", "0.12.0", "0.14.0", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.0",
             "0.20.1", "0.22.0", "0.23.0"]
 PATHS = ["vllm/model_executor/models/registry.py", "vllm/model_executor/models/__init__.py"]
 TABLES = ["_GENERATION_MODELS", "_TEXT_GENERATION_MODELS", "_MULTIMODAL_MODELS"]
@@ -133,7 +133,10 @@ def from_sources(folder: str) -> dict[str, object]:
         if not (root / "vllm").is_dir():
             raise SystemExit(f"no {root}/vllm")
         unpacked = _Unpacked(root)
-        commit, how = _wheel_commit(unpacked)  # type: ignore[arg-type]
+        try:
+            commit, how = _wheel_commit(unpacked)  # type: ignore[arg-type]
+        except SystemExit:  # 0.7.x-0.8.x wheels name no commit: the release tag stands for it
+            commit, how = f"v{version}", "no commit in the wheel's vllm/_version.py: the release tag"
         wheel_name = (root / "WHEEL").read_text().strip()
         for path in PATHS:
             if (root / path).exists():

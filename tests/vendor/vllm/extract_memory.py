@@ -181,8 +181,8 @@ def extract(root: Path) -> Found:
         "usage_context": _first(root, ["vllm/v1/engine/async_llm.py"],
                                 r"usage_context: UsageContext = UsageContext\.(\w+)"),
         "requested_memory": {
-            "v1": _two_lines(root, ["vllm/v1/worker/utils.py", "vllm/v1/worker/gpu_worker.py"], r"total_memory( \*|$)",
-                             r"(total_memory \* (?:self\.)?cache_config\.gpu_memory_utilization)"),
+            "v1": _two_lines(root, ["vllm/v1/worker/utils.py", "vllm/v1/worker/gpu_worker.py"], r"total_(?:gpu_)?memory( \*|$)",
+                             r"(total_(?:gpu_)?memory \* (?:self\.)?cache_config\.gpu_memory_utilization)"),
             "v0": _two_lines(root, ["vllm/worker/worker.py"], r"total_gpu_memory \*",
                              r"(total_gpu_memory \* \\? ?self\.cache_config\.gpu_memory_utilization)")},
         # absent: no V0 engine left, V1 always
