@@ -21,10 +21,20 @@ Rules (documented in docs/notes/planning.md):
   x a constant per token): max_num_tokens (else max_batch_size x max_input_len, the packed input's
   bound) x (3 x hidden + 2 x the MLP's width per device) x the activation dtype's bytes, plus the
   float32 logits of the last token of max_batch_size sequences (vocab x 4 B each).
+- vLLM / LMI-Dist (``Workload.engine_kv``): the engine takes ``gpu_memory_utilization`` of the device's
+  memory, profiles one forward pass of max_num_batched_tokens tokens (the activation estimate above, with
+  the sampler's float32 logits of max_num_seqs sequences) and gives the KV cache what is left after the
+  weights, that peak and the runtime (vLLM's non-torch memory); the cache is allocated in blocks of
+  block_size tokens, and the engine refuses to start unless one sequence of max_model_len fits:
+  cdiv(max_model_len, block_size) blocks (V1 check_enough_kv_cache_memory, V0 raise_if_cache_size_invalid).
+  The largest max_model_len that fits is the KV cache's whole blocks x block_size (what V1's binary search
+  ``estimate_max_model_len`` finds; V0 names it as the tokens the KV cache can store).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from lmi_build.model.spec import ModelSpec
@@ -56,6 +66,23 @@ class PagedKvCache:
 
 
 @dataclass(frozen=True)
+class EngineKvBudget:
+    """vLLM's (and LMI-Dist's) start-up sizing of its KV cache (the module docstring's rule), each value the
+    profile's release default (cited in its ``[vllm_memory]`` table) or the option the user set."""
+
+    gpu_memory_utilization: float
+    utilization_source: str  # the release default's citation, or the option set
+    block_size: int
+    max_num_batched_tokens: int  # tokens of the profiled forward pass
+    max_model_len: int
+    max_model_len_source: str  # the model's config (as vLLM derives it) or option.max_model_len
+    check: str  # where the engine refuses a KV cache too small for one sequence (path:line)
+    # tokens of the largest CUDA graph, where the release subtracts CUDA graph memory before sizing the KV
+    # cache (0: it does not, or option.enforce_eager): estimated as that many tokens' activations
+    cudagraph_tokens: int = 0
+
+
+@dataclass(frozen=True)
 class Workload:
     """The shape the runtime reserves KV cache for."""
 
@@ -68,6 +95,7 @@ class Workload:
     # The target's checkpoint (and engine) holds a tied LM head as a tensor of its own: the weights count
     # the vocabulary x hidden table twice although config.json ties them.
     tied_head_written: bool = False
+    engine_kv: EngineKvBudget | None = None  # vLLM / LMI-Dist: a share of the whole device, checked at start-up
 
 
 def weight_bits(quant: QuantizationPlan, spec: ModelSpec) -> float | None:
@@ -135,14 +163,19 @@ def kv_bytes_per_token(spec: ModelSpec, dtype: str, quant: QuantizationPlan, kv_
 def activation_bytes(spec: ModelSpec, dtype: str, workload: Workload) -> int:
     """The engine's activation memory on one device (the module docstring's estimate); 0 without a
     paged workload (the other runtimes' activations are in the accelerator's fixed overhead)."""
-    paged = workload.paged
-    if paged is None:
+    tokens = workload.paged.max_num_tokens if workload.paged else None
+    if workload.engine_kv is not None:
+        tokens = workload.engine_kv.max_num_batched_tokens
+    if tokens is None:
         return 0
-    element = DTYPE_BYTES.get(dtype, 2.0)
-    mlp = (spec.intermediate_size or 4 * spec.hidden_size) * max(1, spec.experts_per_token or 1)
-    per_token = (3 * spec.hidden_size + 2 * mlp / max(1, workload.tp)) * element
     logits = workload.batch_size * spec.vocab_size * 4
-    return int(paged.max_num_tokens * per_token + logits)
+    return int(tokens * activation_bytes_per_token(spec, dtype, workload.tp) + logits)
+
+
+def activation_bytes_per_token(spec: ModelSpec, dtype: str, tp: int) -> float:
+    """One token's activations on one device: (3 x hidden + 2 x the MLP's width per device) x dtype bytes."""
+    mlp = (spec.intermediate_size or 4 * spec.hidden_size) * max(1, spec.experts_per_token or 1)
+    return (3 * spec.hidden_size + 2 * mlp / max(1, tp)) * DTYPE_BYTES.get(dtype, 2.0)
 
 
 def host_ram_bytes(spec: ModelSpec, dtype: str, quantized_bytes: int, quantizing: bool) -> int:
@@ -180,6 +213,10 @@ def estimate(
         "instance_type": instance.name if instance else None,
         "host_ram_bytes": host_ram_bytes(spec, dtype, weights, quantizing),
     }
+    if workload.engine_kv is not None:
+        graphs = int(activation_bytes_per_token(spec, dtype, workload.tp) * workload.engine_kv.cudagraph_tokens)
+        return _engine_kv_estimate(common, workload, workload.engine_kv, instance, loaded + graphs,
+                                   activations, device_kv_per_token, graphs)
     if paged is None:
         per_device = loaded + int(device_kv_per_token * workload.batch_size * workload.seq_len)
         return MemoryEstimate(**common, per_device_bytes=per_device,
@@ -200,6 +237,32 @@ def estimate(
         max_batch_size=workload.batch_size,
         full_length_sequences=None if tokens is None else tokens // max(1, workload.seq_len),
     )
+
+
+def _engine_kv_estimate(common: Mapping[str, object], workload: Workload, budget: EngineKvBudget,
+                        instance: InstanceType | None, loaded: int, activations: int,
+                        device_kv_per_token: float, graphs: int) -> MemoryEstimate:
+    """vLLM's KV cache on one device (the module docstring's rule): what the share it takes leaves after
+    loading, in whole blocks, and whether one max_model_len sequence fits in it."""
+    block = max(1, budget.block_size)
+    block_bytes = max(1, int(device_kv_per_token * block))
+    needed = -(-budget.max_model_len // block) * block_bytes
+    fields: dict[str, object] = {
+        "activation_bytes": activations, "device_kv_bytes_per_token": int(device_kv_per_token),
+        "max_seq_len": budget.max_model_len, "max_batch_size": workload.batch_size,
+        "gpu_memory_utilization": budget.gpu_memory_utilization, "kv_fraction_source": budget.utilization_source,
+        "kv_cache_needed_bytes": needed, "cudagraph_bytes": graphs if budget.cudagraph_tokens else None,
+    }
+    if instance is None:
+        return MemoryEstimate.model_validate({**common, **fields, "per_device_bytes": loaded})
+    requested = math.ceil(instance.usable_bytes_per_device * budget.gpu_memory_utilization)
+    available = requested - loaded
+    tokens = max(0, available) // block_bytes * block
+    return MemoryEstimate.model_validate({
+        **common, **fields, "per_device_bytes": loaded, "fits": available > 0 and needed <= available,
+        "kv_cache_device_bytes": max(0, available), "kv_cache_tokens": tokens,
+        "full_length_sequences": tokens // max(1, budget.max_model_len),
+        "max_model_len_fits": min(tokens, budget.max_model_len)})
 
 
 def gib(value: float) -> str:
@@ -238,6 +301,8 @@ def check_fit(
             f"{instance.devices} {unit}s",
             hint=f"lower --tp/--pp to at most {instance.devices} in total or pick a larger instance",
         )
+    if workload.engine_kv is not None:
+        return _check_engine_kv(memory, workload.engine_kv, instance, findings)
     if workload.paged is not None:
         return _check_paged_fit(memory, instance, findings, unit)
     if memory.fits:
@@ -296,4 +361,36 @@ def _check_paged_fit(memory: MemoryEstimate, instance: InstanceType, findings: F
             hint="lower --max-input-len/--max-output-len, quantize the KV cache, or "
             + _more_devices(memory, instance, unit),
         )
+    return memory
+
+
+def _check_engine_kv(memory: MemoryEstimate, budget: EngineKvBudget, instance: InstanceType,
+                     findings: Findings) -> MemoryEstimate:
+    """Refuse what vLLM refuses at start-up (``budget.check``): no memory left for the KV cache within
+    gpu_memory_utilization, or too little for one sequence of max_model_len; the error names the largest
+    max_model_len that fits and the options that change it."""
+    if memory.fits:
+        return memory
+    util = budget.gpu_memory_utilization
+    requested = math.ceil(instance.usable_bytes_per_device * util)
+    weights = -(-memory.weight_bytes // memory.devices)
+    graphs = f", {gib(memory.cudagraph_bytes)} of CUDA graphs" if memory.cudagraph_bytes else ""
+    spent = (f"{gib(weights)} of weights, {gib(memory.activation_bytes or 0)} of profiled activations{graphs} and "
+             f"{gib(instance.overhead_bytes_per_device)} of runtime")
+    share = f"gpu_memory_utilization {util:g} of {instance.name}'s {gib(instance.usable_bytes_per_device)} per GPU ({budget.utilization_source})"
+    fits = memory.max_model_len_fits or 0
+    if fits <= 0:
+        findings.error("engine_kv_cache", f"the engine refuses to start: {share} is {gib(requested)}, {spent} leave "
+                       f"no room for one block of KV cache (\"No available memory for the cache blocks\"; {budget.check})",
+                       hint="raise --tp, quantize (--quantize awq/fp8/...), raise option.gpu_memory_utilization, "
+                            "or pick a larger instance")
+        return memory
+    findings.error(
+        "engine_kv_cache",
+        f"the engine refuses to start: one sequence of max_model_len {budget.max_model_len:,} "
+        f"({budget.max_model_len_source}) needs {gib(memory.kv_cache_needed_bytes or 0)} of KV cache, and {share} "
+        f"less {spent} leaves {gib(memory.kv_cache_device_bytes or 0)}; the largest max_model_len that fits is "
+        f"{fits:,} ({budget.check})",
+        hint=f"set option.max_model_len={fits} or less, raise option.gpu_memory_utilization, raise --tp, "
+             "quantize (--quantize awq/fp8/...), or pick a larger instance")
     return memory

@@ -85,6 +85,14 @@ class MemoryEstimate(FrozenModel):
     max_seq_len: int | None = None
     max_batch_size: int | None = None
     full_length_sequences: int | None = None  # kv_cache_tokens // max_seq_len
+    # vLLM / LMI-Dist (None otherwise): the share of the device's memory the engine takes
+    # (``gpu_memory_utilization``); the KV cache is that less weights, activations and runtime
+    # (``kv_cache_device_bytes``), and the engine refuses to start unless one max_model_len sequence
+    # fits (``kv_cache_needed_bytes``); ``max_model_len_fits``: the largest that does.
+    gpu_memory_utilization: float | None = None
+    kv_cache_needed_bytes: int | None = None
+    max_model_len_fits: int | None = None
+    cudagraph_bytes: int | None = None  # CUDA graph memory subtracted first (releases that do; estimate)
 
 
 class CheckpointStepEstimate(FrozenModel):

@@ -208,7 +208,9 @@ def _memory_table(plan: BuildPlan) -> _Section:
     assert memory is not None  # checked by the caller; not user input
     table = _Section("Memory")
     table.add_row("weights", f"{human_bytes(memory.weight_bytes)} ({human_count(memory.num_parameters)} params)")
-    if memory.kv_free_fraction is not None:
+    if memory.gpu_memory_utilization is not None:
+        _engine_kv_rows(table, memory)
+    elif memory.kv_free_fraction is not None:
         _paged_rows(table, memory)
     else:
         table.add_row("KV cache", f"{human_bytes(memory.kv_cache_bytes)} ({memory.kv_bytes_per_token} B/token)")
@@ -252,6 +254,33 @@ def _paged_rows(table: _Section, memory: MemoryEstimate) -> None:
                       f"once (the engine batches at most {memory.max_batch_size:,})")
     else:
         table.add_row("KV cache", f"none: the engine does not load; {share}")
+
+
+def _engine_kv_rows(table: _Section, memory: MemoryEstimate) -> None:
+    """vLLM / LMI-Dist: its share of the device, what loading takes of it, the KV cache left and whether one
+    max_model_len sequence fits (the engine's start-up check)."""
+    weights = -(-memory.weight_bytes // memory.devices)
+    activations = memory.activation_bytes or 0
+    graphs = memory.cudagraph_bytes or 0
+    runtime = memory.per_device_bytes - weights - activations - graphs
+    cuda_graphs = f" + {human_bytes(graphs)} CUDA graphs" if memory.cudagraph_bytes is not None else ""
+    load = (f"{human_bytes(memory.per_device_bytes)} ({human_bytes(weights)} weights + {human_bytes(activations)} "
+            f"profiled activations{cuda_graphs} + {human_bytes(runtime)} runtime) on each of {memory.devices} device(s)")
+    table.add_row("to load", load)
+    util = f"gpu_memory_utilization {memory.gpu_memory_utilization:g} ({memory.kv_fraction_source})"
+    per_token = f"{memory.device_kv_bytes_per_token:,} B each token"
+    need = (f"one sequence of max_model_len {memory.max_seq_len:,} needs {human_bytes(memory.kv_cache_needed_bytes or 0)}")
+    if memory.kv_cache_tokens is None:
+        table.add_row("KV cache", f"{util}; on each device {per_token}; {need}; --instance-type sizes it")
+        return
+    table.add_row("KV cache", f"{memory.kv_cache_tokens:,} tokens ({human_bytes(memory.kv_cache_device_bytes or 0)} on "
+                  f"each device, {per_token}) of {memory.instance_type}'s {human_bytes(memory.device_memory_bytes or 0)} x {util}")
+    if memory.fits:
+        table.add_row("sequences", f"{memory.full_length_sequences:,} of max_model_len {memory.max_seq_len:,} fit in it at "
+                      f"once (the engine batches at most {memory.max_batch_size:,}); {need}: starts")
+    else:
+        table.add_row("sequences", f"{need}: the engine refuses to start; the largest max_model_len that fits is "
+                      f"{memory.max_model_len_fits or 0:,}")
 
 
 def _checkpoint_step_table(plan: BuildPlan) -> _Section:

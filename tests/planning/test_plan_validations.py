@@ -6,6 +6,7 @@ import pytest
 
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets.hf.knobs import HfBuild
+from lmi_build.targets.hf.profiles import load_profiles as load_hf_profiles
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
 from lmi_build.types import PlanMessage
@@ -256,7 +257,9 @@ def test_trtllm_gptq_is_refused_with_what_to_do(plan_model: Planner, profile: st
     assert plan.quantization.quant_algo is None and "W4A16_AWQ" not in plan.model_dump_json(exclude={"errors"})
 
 
-HF_PROFILES = ("lmi-0.29.0-lmi-dist-11.0.0", "lmi-0.35.0-vllm-0.11.1", "lmi-0.36.0-vllm-0.17.0")
+# every hf profile, oldest first (lmi-0.29.0-lmi-dist-11.0.0 first: the one LMI-Dist profile)
+HF_PROFILES = tuple(p.name for p in load_hf_profiles())
+VLLM_PROFILES = tuple(p.name for p in load_hf_profiles() if p.engine == "vllm")
 
 
 @pytest.mark.parametrize("profile", [None, *HF_PROFILES])
@@ -313,7 +316,7 @@ def test_hf_refuses_a_format_the_container_cannot_load(plan_model: Planner,
     assert "hf_format" in codes(plan)
     error = next(m for m in plan.errors if m.code == "hf_format")
     assert profile in error.message and error.hint and "awq" in error.hint
-    assert "or --profile lmi-0.35.0-vllm-0.11.1 or lmi-0.36.0-vllm-0.17.0" in error.hint  # those that load it
+    assert f"or --profile {' or '.join(VLLM_PROFILES)}" in error.hint  # those that load it
 
 
 def test_hf_packed_formats_note_bf16_and_refuse_kv_cache_scales(plan_model: Planner) -> None:
@@ -399,9 +402,10 @@ def test_hf_plan_refuses_a_profile_that_does_not_load_its_checkpoint(plan_model:
     monkeypatch.setattr(hf_plan, "get_profile", lambda name: next(p for p in broken if p.name == name))
     plan = plan_model("hf", LLAMA, quantize="fp8", profile=profile)
     error = next(m for m in plan.errors if m.code == "hf_format")
+    others = [name for name in VLLM_PROFILES if name != profile]
     assert error.message == (f"--quantize fp8 writes a ModelOpt FP8 checkpoint, which {profile} does not load; "
-                             "loaded by lmi-0.36.0-vllm-0.17.0")
-    assert error.hint == "use --profile lmi-0.36.0-vllm-0.17.0"
+                             f"loaded by {', '.join(others)}")
+    assert error.hint == f"use --profile {' or '.join(others)}"
 
 
 def test_neuronx_container_spelling_static_int8_is_int8(plan_model: Planner) -> None:

@@ -20,6 +20,18 @@ class HfOptions(BaseModel):
     max_rolling_batch_size: int | None = None
 
 
+class EngineMemoryOptions(BaseModel):
+    """The options the hf plan's vLLM memory rule reads as the user set them (``PlanContext.user_options``);
+    None: unset, the profile's release default applies."""
+
+    model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
+
+    gpu_memory_utilization: float | None = None
+    max_rolling_batch_prefill_tokens: int | None = None
+    max_model_len: int | None = None
+    enforce_eager: bool | None = None
+
+
 class HfServing(Record):
     """Values the plan writes into serving.properties, in the order written; None: not written here."""
 
@@ -33,6 +45,7 @@ class HfText(Record):
     The vLLM spellings are the keys a profile's ``engine_arg_conflicts`` names."""
 
     pipeline_parallel_degree: str | None = None
+    rolling_batch: str | None = None
     max_num_seqs: str | None = None
     tensor_parallel_size: str | None = None
     pipeline_parallel_size: str | None = None

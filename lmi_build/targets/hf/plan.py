@@ -17,6 +17,7 @@ from lmi_build.planning.plan import QuantizationPlan, ToolchainRef
 from lmi_build.planning.quantization import QuantizationRules
 from lmi_build.planning.target_api import ContainerFacts, RecipeRoute, TargetPlan
 from lmi_build.recipes.schema import Recipe, TargetSupport
+from lmi_build.targets.hf.engine_memory import engine_kv_budget
 from lmi_build.targets.hf.knobs import HfBuild
 from lmi_build.targets.hf.loaders import architecture_problems
 from lmi_build.targets.hf.options import HfOptions, HfServing, withhold_quantize
@@ -103,7 +104,9 @@ class HfPlanning:
         return TargetPlan(
             build=build,
             toolchain=self.toolchain(ctx.request.profile),
-            workload=Workload(batch_size=batch, seq_len=seq_len, tp=tp),
+            # With a profile, the engine's own start-up sizing (engine_memory.py); without one, the whole batch.
+            workload=Workload(batch_size=batch, seq_len=seq_len, tp=tp,
+                              engine_kv=engine_kv_budget(ctx, profile, batch) if profile is not None else None),
             dtype=dtype,
             checkpoint_work=checkpoint_work(ctx.quantization, ctx.spec.torch_dtype, dtype),
         )

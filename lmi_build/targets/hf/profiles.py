@@ -5,6 +5,8 @@ Read without heavy imports (``plan``, ``profiles list``)."""
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import model_validator
+
 from lmi_build import container_profiles
 from lmi_build.container_profiles import ContainerRelease
 from lmi_build.errors import UnknownName
@@ -30,6 +32,36 @@ class FormatFacts(Record):
 class ServingRule(Record):
     withhold_quantize: bool  # quantized checkpoints declare their method: no option.quantize
     sources: tuple[str, ...]
+    lmi_dist_removed_in: str  # the first LMI release without the LMI-Dist rolling batch
+    lmi_dist_removed_source: str
+
+
+class VllmMemory(Record):
+    """How the profile's engine sizes its KV cache at start-up and refuses one too small for a sequence of
+    max_model_len (``planning/memory.py`` has the rule): its vLLM's defaults, read from that vLLM's source
+    (``tests/vendor/vllm/memory.json``, which a test compares with these) and its DJL handler's engine args."""
+
+    check: Literal["v1", "v0"]  # V1 check_enough_kv_cache_memory, V0 raise_if_cache_size_invalid
+    check_source: str  # where that check is (version, path:line, function)
+    gpu_memory_utilization: float  # the default when option.gpu_memory_utilization is unset
+    block_size: int  # tokens per KV cache block on CUDA
+    max_num_batched_tokens: int  # tokens of the profiled pass with chunked prefill, unset (LMI's usage context)
+    # V0: chunked prefill is off unless max_model_len > chunked_above, and then the profiled pass is
+    # max(max_model_len, unchunked_batched_tokens) tokens; None: always chunked (V1)
+    unchunked_batched_tokens: int | None = None
+    chunked_above: int | None = None
+    cudagraph_in_budget: bool  # CUDA graph memory subtracted before the KV cache is sized
+    # where it is: the largest graph's tokens are min(cudagraph_seqs_factor x max_num_seqs, cudagraph_max_tokens)
+    cudagraph_seqs_factor: int | None = None
+    cudagraph_max_tokens: int | None = None
+    sources: tuple[str, ...]
+    inferred: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _graphs_sized(self) -> "VllmMemory":
+        if self.cudagraph_in_budget and (self.cudagraph_seqs_factor is None or self.cudagraph_max_tokens is None):
+            raise ValueError("cudagraph_in_budget needs cudagraph_seqs_factor and cudagraph_max_tokens")
+        return self
 
 
 class HfProfile(ContainerRelease):
@@ -47,6 +79,9 @@ class HfProfile(ContainerRelease):
     pipeline_parallel: bool
     engine_arg_conflicts: dict[str, str]
     startup_sources: tuple[str, ...]
+    vllm_memory: VllmMemory
+    dlc: str | None = None  # the published DLC image's ECR URI
+    dlc_source: str | None = None  # the image-list file and line it is read from
 
     def versions(self) -> dict[str, str]:
         return {"lmi": self.lmi_version, "vllm": self.vllm, "transformers": self.transformers}

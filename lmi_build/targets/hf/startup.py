@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING
 from lmi_build.artifact.target_api import message
 from lmi_build.planning.context import read_text
 from lmi_build.targets.hf.options import HfText
+from lmi_build.targets.hf.profiles import serving_formats
 from lmi_build.types import PlanMessage
+from lmi_build.versions import release
 
 if TYPE_CHECKING:
     from lmi_build.targets.hf.profiles import HfProfile
@@ -34,6 +36,7 @@ def startup_problems(profile: HfProfile, properties: Mapping[str, str]) -> list[
                               f"parallelism is not supported in vLLM's LLMEngine\" at start-up ({cited})",
                               "drop --pp / option.pipeline_parallel_degree (shard with --tp), or serve with a "
                               "profile whose engine takes pipeline parallelism (lmi-build profiles list)"))
+    errors += _lmi_dist_removed(profile, (text.rolling_batch or "").strip())
     written = text.model_dump()  # field (its key) -> text: the profile's engine_arg_conflicts names fields
     for vllm_name, lmi_key in profile.engine_arg_conflicts.items():
         given = written[vllm_name]
@@ -47,3 +50,15 @@ def startup_problems(profile: HfProfile, properties: Mapping[str, str]) -> list[
                               f"conflicting values\"; {cited})",
                               f"write {lmi_key}={given} instead of option.{vllm_name}"))
     return errors
+
+
+def _lmi_dist_removed(profile: HfProfile, rolling_batch: str) -> list[PlanMessage]:
+    """option.rolling_batch=lmi-dist on a release that no longer has LMI-Dist (serving_formats.toml [serving])."""
+    rule = serving_formats().serving
+    if rolling_batch != "lmi-dist" or release(profile.lmi_version) < release(rule.lmi_dist_removed_in):
+        return []
+    return [message("hf_lmi_dist_removed",
+                    f"{profile.name} has no LMI-Dist: option.rolling_batch=lmi-dist was removed in LMI "
+                    f"{rule.lmi_dist_removed_in} ({rule.lmi_dist_removed_source})",
+                    "use option.rolling_batch=vllm (with engine=Python, option.mpi_mode=false), or an LMI-Dist "
+                    "profile of an earlier release (lmi-build profiles list)")]

@@ -180,8 +180,10 @@ def test_verify_refuses_architecture_lmi_dist_lacks(architecture: str, artifact_
     assert not vendor_loads("0.5.3.post1", architecture) and vendor_loads("0.11.1", architecture)
     artifact = artifact_of(architecture)
     errors, _ = _report(artifact, LMI_DIST)
+    first = first_loading(architecture)
+    assert first is not None
     assert errors == [f"hf_architecture: {LMI_DIST} (lmi-dist, vLLM 0.5.3.post1) has no loader for {architecture}; "
-                      f"first hf profile that loads it: {VLLM_0_11} (vLLM 0.11.1)"]
+                      f"first hf profile that loads it: {first} (vLLM {HF_PROFILES[first]})"]
     assert _report(artifact, VLLM_0_11) == ([], [])
     assert _report(artifact, VLLM_0_17) == ([], [])
 

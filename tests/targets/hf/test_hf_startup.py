@@ -77,3 +77,23 @@ def test_hf_build_takes_pp_as_plan_does(tmp_path: Path) -> None:
                                       "--output", str(tmp_path / "o"))
     assert "No such option" not in (result.stdout + result.stderr)
     assert result.returncode != 0 and "hf_pipeline_parallel" in (result.stdout + result.stderr), (result.stdout + result.stderr)
+
+
+@pytest.mark.parametrize("profile", sorted(p.name for p in load_profiles()))
+def test_lmi_dist_rolling_batch_refused_from_0_33(profile: str, plan_model: Planner) -> None:
+    """LMI 0.33.0 removed LMI-Dist (breaking_changes.md): option.rolling_batch=lmi-dist on a 0.33+ profile says so."""
+    plan = plan_model("hf", LLAMA, profile=profile, option=("option.rolling_batch=lmi-dist",))
+    release = tuple(int(part) for part in PROFILE_VERSIONS[profile].split("."))
+    removed = "hf_lmi_dist_removed" in codes(plan)
+    assert removed is (release >= (0, 33, 0))
+    if removed:
+        message = next(e.message for e in plan.errors if e.code == "hf_lmi_dist_removed")
+        assert "breaking_changes.md:7" in message and "0.33.0" in message
+
+
+def test_vllm_rolling_batch_is_not_refused(plan_model: Planner) -> None:
+    assert "hf_lmi_dist_removed" not in codes(plan_model("hf", LLAMA, profile=VLLM_0_17,
+                                                         option=("option.rolling_batch=vllm",)))
+
+
+PROFILE_VERSIONS = {p.name: p.lmi_version for p in load_profiles()}

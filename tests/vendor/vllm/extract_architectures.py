@@ -30,7 +30,8 @@ import sys
 import zipfile
 from pathlib import Path
 
-VERSIONS = ["0.5.3.post1", "0.11.1", "0.17.0"]
+VERSIONS = ["0.5.3.post1", "0.8.4", "0.10.2", "0.11.1", "0.12.0", "0.14.0", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.0",
+            "0.20.1", "0.22.0", "0.23.0"]
 PATHS = ["vllm/model_executor/models/registry.py", "vllm/model_executor/models/__init__.py"]
 TABLES = ["_GENERATION_MODELS", "_TEXT_GENERATION_MODELS", "_MULTIMODAL_MODELS"]
 FALLBACK = "_try_resolve_transformers"
@@ -111,13 +112,50 @@ def from_wheels(folder: str) -> dict[str, object]:
     return versions
 
 
+class _Unpacked:
+    """A wheel unpacked to a folder (``unzip vllm-X-*.whl 'vllm/*' -d DIR/X``, its file name in DIR/X/WHEEL),
+    read as the zip it came from."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def namelist(self) -> list[str]:
+        return [str(p.relative_to(self.root)) for p in (self.root / "vllm").rglob("*.py")]
+
+    def read(self, name: str) -> bytes:
+        return (self.root / name).read_bytes()
+
+
+def from_sources(folder: str) -> dict[str, object]:
+    versions = {}
+    for version in VERSIONS:
+        root = Path(folder) / version
+        if not (root / "vllm").is_dir():
+            raise SystemExit(f"no {root}/vllm")
+        unpacked = _Unpacked(root)
+        try:
+            commit, how = _wheel_commit(unpacked)  # type: ignore[arg-type]
+        except SystemExit:  # 0.7.x-0.8.x wheels name no commit: the release tag stands for it
+            commit, how = f"v{version}", "no commit in the wheel's vllm/_version.py: the release tag"
+        wheel_name = (root / "WHEEL").read_text().strip()
+        for path in PATHS:
+            if (root / path).exists():
+                source = (root / path).read_text()
+                if any(f"{t} =" in source for t in TABLES):
+                    versions[version] = _entry(version, path, source, commit, f"{wheel_name}: {how}")
+                    break
+    return versions
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--git", help="a clone of vllm-project/vllm with its release tags")
     where.add_argument("--wheels", help="a folder with the vllm release wheels of each version")
+    where.add_argument("--sources", help="a folder with each version's wheel unpacked in <version>/")
     args = parser.parse_args(argv)
-    versions = from_git(args.git) if args.git else from_wheels(args.wheels)
+    versions = (from_git(args.git) if args.git else from_wheels(args.wheels) if args.wheels
+                else from_sources(args.sources))
     missing = [v for v in VERSIONS if v not in versions]
     if missing:
         raise SystemExit(f"no model registry found for {', '.join(missing)}")
