@@ -37,8 +37,7 @@ class NeuronxTarget(NeuronxPlanning):
     def profile_rows(self) -> list[ProfileRow]:
         default = profiles.get_profile(None).name
         return [ProfileRow(n.name, n.name == default, f"neuronx-cc {n.neuronx_cc}",
-                           f"Neuron SDK {n.neuron_sdk}, TNX {n.transformers_neuronx}"
-                           + ("" if n.released else " (unreleased: no image)"), n.layout, n.default_loader,
+                           f"Neuron SDK {n.neuron_sdk}, TNX {n.transformers_neuronx}", n.layout, n.default_loader,
                            n.model_dump(mode="json"))
                 for n in profiles.load_profiles()]
 

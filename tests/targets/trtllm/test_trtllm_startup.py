@@ -207,3 +207,19 @@ def test_plan_refuses_what_the_release_rejects(plan_model: Callable[..., Any]) -
     """option.backend=pytorch on the flat releases: DJL does not take its engine path."""
     flat = plan_model("trtllm", "meta-llama--Llama-2-7b-hf", profile=P033, tp="2", option=("backend=pytorch",))
     assert not flat.valid and "trtllm_path" in [e.code for e in flat.errors]
+
+
+def test_an_engine_of_0_30s_tensorrt_is_refused_by_0_32(trtllm_plan: TrtllmPlanner, tmp_path: Path,
+                                                        standin_path: Callable[..., None]) -> None:
+    """0.30 and 0.32 both run TensorRT-LLM 0.12.0, but 0.30's image has TensorRT 10.3.0 and 0.32's 10.1.0
+    (tests/vendor/djl/container_facts.json): 0.30's engines do not load on 0.32, and verify says why."""
+    out = _artifact(P030, trtllm_plan, tmp_path, standin_path)
+    on_032 = _startup(load_manifest(out), "lmi-0.32.0-trtllm-0.12.0")
+    refusal = _rule(on_032, "trtllm_engine_version")
+    assert on_032.outcome == "rejected" and refusal.effect == "rejected"
+    assert "TensorRT 10.3.0" in refusal.message and "TensorRT 10.1.0" in refusal.message
+    served = json.loads(run_lmi_build("verify", str(out), "--for-container", "lmi-0.32.0-trtllm-0.12.0", "--json").stdout)
+    assert not served["valid"] and served["startup"]["outcome"] == "rejected"
+    assert [e["code"] for e in served["errors"]] == ["version_tensorrt"]
+    assert "TensorRT 10.3.0" in served["errors"][0]["message"] and "10.1.0" in served["errors"][0]["message"]
+    assert _startup(load_manifest(out), P030).outcome == "loads"
