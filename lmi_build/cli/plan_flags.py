@@ -33,9 +33,6 @@ from lmi_build.targets import TARGETS, every_knob, get_target, load_saved_plan, 
 if TYPE_CHECKING:  # the planner's pydantic models load only when a command runs, not for --help
     from lmi_build.planning.saved import SavedPlan
 
-# The targets whose plan without --profile builds for a default container profile (hf has none).
-DEFAULT_PROFILE_TARGETS = ("trtllm", "neuronx")
-
 PlanFileOpt = Annotated[Path | None, typer.Option(
     "--plan", rich_help_panel=INPUTS_PANEL,
     help="Build exactly this saved plan (`lmi-build plan ... --save plan.json`). No other build knob may be "
@@ -122,10 +119,6 @@ def plan_request_from(knobs: Mapping[str, Any], *, target: str, endpoint_url: st
         values["profile"] = profile
 
         current().info(f"profile {profile} from {config_file} ([{target}] profile; --profile overrides it)")
-    elif profile is None and target in DEFAULT_PROFILE_TARGETS:
-        chosen = get_target(target).toolchain(None).profile
-        current().info(f"profile {chosen}: the {target} default, its newest published image (a DLC); --profile picks "
-                       "another (lmi-build profiles list)")
     return request_for(target, values, endpoint_url=endpoint_url, env=dict(env))
 
 

@@ -42,6 +42,9 @@ class StartupRules(Record):
     unset_batch: int  # max_rolling_batch_size when unset and rolling_batch is not trtllm
     runtime: tuple[str, ...] = ()  # how the flat layout's service constructs LLM()
     runtime_warning: str | None = None  # a defect read in the runtime's source (a warning: the image may differ)
+    # A defect of the release's own start-up, executed on its branch (tests/vendor/djl/trtllm_handler.json):
+    # the release refuses every artifact (rejected), whatever lmi-build writes.
+    runtime_defect: str | None = None
 
 
 class ContainerProfile(ContainerRelease):

@@ -50,6 +50,7 @@ from lmi_build.targets.trtllm.profiles import ContainerProfile, StartupRules
 TOOLKIT_LAYOUT = "trtllm-toolkit"
 FLAT_LAYOUT = "trtllm-flat"
 LAYOUTS = (TOOLKIT_LAYOUT, FLAT_LAYOUT)
+RELEASE_DEFECT = "trtllm_runtime"  # the rule of the release's own service (runtime_warning / runtime_defect)
 STARTUP_FILE = Path(__file__).with_name("data") / "startup.toml"
 REBUILD_HINT = ("serve the artifact with a profile of its layout (lmi-build profiles list), or rebuild it for "
                 "this profile")
@@ -168,8 +169,13 @@ def evaluate(profile: ContainerProfile, facts: StartupInputs) -> StartupOutcome:
         engines, found = _ranks(profile, facts, engine_dir)
         rules += found
         rules += _engine(profile, facts, resolved)
-    if release.runtime_warning:
-        rules.append(RuleFinding(rule="trtllm_runtime", effect="warning", message=f"{profile.name}: "
+    if release.runtime_defect:
+        rules.append(RuleFinding(rule=RELEASE_DEFECT, effect="rejected", message=f"{profile.name}: "
+                                 f"{release.runtime_defect}", sources=release.runtime,
+                                 hint="serve on a release whose service starts (the default profile, lmi-build "
+                                      "profiles list), or give serving.properties an option.entryPoint of your own"))
+    elif release.runtime_warning:
+        rules.append(RuleFinding(rule=RELEASE_DEFECT, effect="warning", message=f"{profile.name}: "
                                  f"{release.runtime_warning}", sources=release.runtime))
     effects = {rule.effect for rule in rules}
     outcome = "rejected" if "rejected" in effects else "rebuilds" if "rebuilds" in effects else "loads"
