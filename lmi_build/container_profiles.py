@@ -83,6 +83,15 @@ class ProfileView:
     lines: list[str]
 
 
+def published_line(profile: ContainerRelease, image: str | None) -> str:
+    """``profiles show``'s line on the image: the published DLC with the lists naming it, or DJL's own build."""
+    if profile.dlc is not None:
+        return f"  published: DLC {profile.dlc} (listed in {profile.dlc_source})"
+    if image:
+        return f"  published: no DLC; DJL's own build only ({image})"
+    return "  published: no image (source only)"
+
+
 def profiles_dir(target: str, packaged: Path) -> Path:
     """``$LMI_BUILD_PROFILES_DIR/<target>`` when that directory exists, else ``packaged``."""
     override = os.environ.get(PROFILES_ENV)

@@ -11,8 +11,10 @@ tests/vendor/djl/extract_container_facts.py, which says what it read, with branc
 """
 
 import json
+import os
 import re
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +25,7 @@ from lmi_build.targets.hf import profiles as hf_profiles
 from lmi_build.targets.neuronx import profiles as neuronx_profiles
 from lmi_build.targets.trtllm import profiles as trtllm_profiles
 from lmi_build.versions import parse_lmi_version
+from tests.cli_process import run_lmi_build
 from tests.paths import REPO_ROOT
 
 FACTS = REPO_ROOT / "tests" / "vendor" / "djl" / "container_facts.json"
@@ -147,3 +150,26 @@ def test_neuron_ends_at_0_34() -> None:
         assert "removed Neuron in 0.35.0" in refused.value.message and "1132e3ab" in refused.value.message
         assert "transformers-neuronx support ended upstream" in refused.value.message
         assert "LMI 0.34.0 (--profile lmi-0.34.0-neuronx-sdk2.21.1" in refused.value.hint
+
+
+def test_profiles_list_and_show_say_published_or_djl_only() -> None:
+    listed = json.loads(run_lmi_build("profiles", "--json", "list").stdout)
+    by_name = {row["name"]: row for row in listed}
+    assert by_name["lmi-0.32.0-trtllm-0.12.0"]["published"] and not by_name["lmi-0.34.0-trtllm-0.12.0"]["published"]
+    assert by_name["lmi-0.32.0-trtllm-0.12.0"]["dlc"].endswith(":0.32.0-tensorrtllm0.12.0-cu125")
+    assert {row["name"] for row in listed if row["newest"] and row["kind"] != "hf"} == {
+        "lmi-0.36.0-trtllm-1.0.0", "lmi-0.30.0-neuronx-sdk2.20.1"}
+    assert {row["name"] for row in listed if row["default"]} == {"lmi-0.33.0-trtllm-0.21.0", "lmi-0.30.0-neuronx-sdk2.20.1"}
+    text = run_lmi_build("profiles", "list", env={**os.environ, "COLUMNS": "200"}).stdout
+    line = next(line for line in text.splitlines() if "lmi-0.36.0-trtllm-1.0.0" in line)
+    assert "DJL, newest" in line
+    shown = run_lmi_build("profiles", "show", "lmi-0.35.1-trtllm-1.0.0").stdout
+    assert "published: no DLC; DJL's own build only (deepjavalibrary/djl-serving:0.35.1-tensorrt-llm)" in shown
+
+
+def test_a_configured_neuron_profile_after_0_34_names_the_last_release(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('[neuronx]\nprofile = "lmi-0.35.0-neuronx-sdk2.24.0"\n')
+    done = run_lmi_build("plan", "neuronx", "--model", "demo:tiny-llama", env={**os.environ, "LMI_BUILD_CONFIG": str(config)})
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
+    assert "LMI 0.35.0 has no Neuron container" in done.stderr and "lmi-0.34.0-neuronx-sdk2.21.1" in done.stderr
