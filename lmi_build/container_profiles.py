@@ -8,10 +8,13 @@ packaged profiles (a release tried without reinstalling, a test's own set).
 """
 
 import os
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar, cast
+
+from pydantic import model_validator
 
 from lmi_build.errors import LmiBuildError
 from lmi_build.tables import read_table
@@ -19,6 +22,7 @@ from lmi_build.types import Record
 from lmi_build.versions import LmiVersionText, parse_lmi_version
 
 PROFILES_ENV = "LMI_BUILD_PROFILES_DIR"
+DLC_URI = re.compile(r"\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com/djl-inference:[\w.-]+")
 
 
 class ContainerRelease(Record):
@@ -26,6 +30,25 @@ class ContainerRelease(Record):
 
     name: str  # the file name without .toml: what --profile takes
     lmi_version: LmiVersionText  # DJL Serving / LMI release, e.g. "0.27.0"
+    # The published AWS Deep Learning Container (an ECR URI) of this release, and where it is listed
+    # (image list file and line); None when only DJL's own build of the image exists. Each target's
+    # default profile is its newest published one.
+    dlc: str | None = None
+    dlc_source: str | None = None
+
+    @model_validator(mode="after")
+    def _dlc_cited(self) -> "ContainerRelease":
+        if (self.dlc is None) != (self.dlc_source is None):
+            raise ValueError("dlc and dlc_source go together: the published image and the image list naming it")
+        if self.dlc is not None and not DLC_URI.fullmatch(self.dlc):
+            raise ValueError(f"dlc {self.dlc!r} is not an ECR djl-inference URI (ACCOUNT.dkr.ecr.REGION.amazonaws.com/"
+                             "djl-inference:TAG)")
+        return self
+
+    @property
+    def published(self) -> bool:
+        """Whether the image is a published DLC (else only DJL's own build exists)."""
+        return self.dlc is not None
 
 
 Profile = TypeVar("Profile", bound=ContainerRelease)
@@ -58,6 +81,15 @@ class ProfileView:
     data: dict[str, Any]
     heading: str
     lines: list[str]
+
+
+def published_line(profile: ContainerRelease, image: str | None) -> str:
+    """``profiles show``'s line on the image: the published DLC with the lists naming it, or DJL's own build."""
+    if profile.dlc is not None:
+        return f"  published: DLC {profile.dlc} (listed in {profile.dlc_source})"
+    if image:
+        return f"  published: no DLC; DJL's own build only ({image})"
+    return "  published: no image (source only)"
 
 
 def profiles_dir(target: str, packaged: Path) -> Path:

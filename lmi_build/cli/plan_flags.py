@@ -8,6 +8,7 @@ values come back as ``knobs`` and become a ``PlanRequest`` with ``plan_request_f
 spelled once and help, spelling, bounds and meaning never drift apart.
 """
 
+import contextlib
 import functools
 import inspect
 import os
@@ -22,7 +23,7 @@ import typer
 from lmi_build.cli.app import click_context
 from lmi_build.cli.flag_help import CHOICES, COMMAND_HELP, HELP, MAXIMUM, MINIMUM, TARGET_CHOICES
 from lmi_build.cli.user_config import profile_default
-from lmi_build.errors import OptionError
+from lmi_build.errors import OptionError, UnknownName
 from lmi_build.options.spec import exact_spec
 from lmi_build.output import current
 from lmi_build.planner import recheck_saved_plan
@@ -164,6 +165,8 @@ def _check_profile_kind(target: str, profile: str | None) -> None:
 def _check_configured_profile(target: str, profile: str | None, config_file: Path) -> None:
     known = get_target(target).container_profiles()
     if profile not in known:
+        with contextlib.suppress(UnknownName):  # a release without a container says what to use instead (Neuron)
+            get_target(target).toolchain(profile)
         raise OptionError(f"{config_file}: [{target}] profile = {profile!r} is not a {target} profile",
                           hint=f"fix the file; `lmi-build profiles list` names them (e.g. {next(iter(known), '')})")
 

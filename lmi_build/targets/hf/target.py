@@ -10,7 +10,7 @@ from lmi_build.artifact.layout import Layout
 from lmi_build.artifact.manifest import Manifest
 from lmi_build.artifact.serving import ServingTarget
 from lmi_build.building.target import Unfinished
-from lmi_build.container_profiles import ProfileRow, ProfileView
+from lmi_build.container_profiles import ProfileRow, ProfileView, published_line
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import PLAN_FILE
 from lmi_build.planning.startup import StartupOutcome
@@ -55,6 +55,7 @@ class HfTarget(HfPlanning):
         """Versions, the format each --quantize method is loaded in, and sources."""
         profile = profiles.get_profile(name)
         lines = [f"  {key}: {value}" for key, value in profile.versions().items()]
+        lines.append(published_line(profile, None))
         lines += [f"  --quantize {method}: " + (f"{fmt} checkpoint" if fmt else "not loadable (refused)")
                   for method, fmt in profile.formats.items()]
         if profile.inferred:

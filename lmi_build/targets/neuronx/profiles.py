@@ -10,6 +10,7 @@ serving/docker/pytorch-inf2.Dockerfile on the <version>-dlc branches. A field na
 not checked against a source; its value is the nearest checked one.
 """
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -17,9 +18,14 @@ from pydantic import Field
 
 from lmi_build import container_profiles
 from lmi_build.container_profiles import ContainerRelease
-from lmi_build.errors import UnknownName
+from lmi_build.errors import UnknownName, UnsupportedTarget
+from lmi_build.tables import load_table
+from lmi_build.types import Record
+from lmi_build.versions import parse_lmi_version
 
 PROFILES_DIR = Path(__file__).resolve().parent / "data" / "profiles"
+NEURON_END_FILE = Path(__file__).resolve().parent / "data" / "neuron_end.toml"
+NEURON_NAME = re.compile(r"lmi-(\d+\.\d+\.\d+)-neuronx\b.*")
 Loader = Literal["tnx", "optimum", "nxdi", "vllm"]
 
 
@@ -142,18 +148,49 @@ class NeuronProfile(ContainerRelease):
         return found
 
 
+class NeuronEnd(Record):
+    """The last LMI release with Neuron, and why there is none after it (``data/neuron_end.toml``)."""
+
+    last_release: str
+    removed_in: str
+    removed_by: str
+    upstream: str
+
+
+def neuron_end() -> NeuronEnd:
+    return load_table(NEURON_END_FILE, NeuronEnd)
+
+
+def refuse_after_neuron_end(lmi_version: str) -> None:
+    """A Neuron build for an LMI release after Neuron was removed: one line naming what to use instead."""
+    end = neuron_end()
+    if parse_lmi_version(lmi_version) < parse_lmi_version(end.removed_in):
+        return
+    profiles = load_profiles()
+    last = [p.name for p in profiles if p.lmi_version == end.last_release]
+    published = [p.name for p in profiles if p.published]
+    raise UnsupportedTarget(
+        f"LMI {lmi_version} has no Neuron container: DJL Serving removed Neuron in {end.removed_in} "
+        f"(djl-serving 1132e3ab), and transformers-neuronx support ended upstream on 2025-09-16",
+        hint=f"use the last release with Neuron, LMI {end.last_release} (--profile {', '.join(last) or 'none'}; "
+             f"the newest published image: {published[-1] if published else 'none'}), or NxD Inference outside LMI")
+
+
 def load_profiles() -> list[NeuronProfile]:
     """Every Neuron profile, oldest release first."""
     return container_profiles.load_profiles("neuronx", PROFILES_DIR, NeuronProfile)
 
 
 def get_profile(name: str | None) -> NeuronProfile:
-    """The named profile; ``None`` -> the newest published one."""
+    """The named profile; ``None`` -> the newest published one (a DLC)."""
     profiles = load_profiles()
     if name is None:
-        return [p for p in profiles if p.released][-1]
+        return [p for p in profiles if p.released and p.published][-1]
     for profile in profiles:
         if profile.name == name:
             return profile
+    asked = NEURON_NAME.fullmatch(name)
+    if asked:
+        refuse_after_neuron_end(asked.group(1))
     raise UnknownName(f"unknown Neuron container profile '{name}'",
                       hint=f"known Neuron profiles: {', '.join(p.name for p in profiles)} (lmi-build profiles list)")

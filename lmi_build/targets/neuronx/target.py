@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 from lmi_build.artifact.layout import Layout
-from lmi_build.container_profiles import ProfileRow, ProfileView
+from lmi_build.container_profiles import ProfileRow, ProfileView, published_line
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets.neuronx import build, compatibility, layouts, profiles
 from lmi_build.targets.neuronx.command import COMMAND
@@ -37,8 +37,7 @@ class NeuronxTarget(NeuronxPlanning):
     def profile_rows(self) -> list[ProfileRow]:
         default = profiles.get_profile(None).name
         return [ProfileRow(n.name, n.name == default, f"neuronx-cc {n.neuronx_cc}",
-                           f"Neuron SDK {n.neuron_sdk}, TNX {n.transformers_neuronx}"
-                           + ("" if n.released else " (unreleased: no image)"), n.layout, n.default_loader,
+                           f"Neuron SDK {n.neuron_sdk}, TNX {n.transformers_neuronx}", n.layout, n.default_loader,
                            n.model_dump(mode="json"))
                 for n in profiles.load_profiles()]
 
@@ -49,6 +48,7 @@ class NeuronxTarget(NeuronxPlanning):
         data = {"kind": "neuronx", **profile.model_dump(mode="json"), "cache_dir": profile.cache_dir_name,
                 "unbuilt_loaders": {loader: why.model_dump(mode="json") for loader, why in unbuilt.items()}}
         lines = [f"  {key}: {value}" for key, value in profile.versions().items()]
+        lines.append(published_line(profile, profile.image))
         lines += [f"  NEURON_CC_FLAGS: {profile.neuron_cc_flags}", f"  compile cache: {profile.cache_dir_name}/",
                   f"  default loader: {profile.default_loader} (switch to TNX: {profile.tnx_switch}); "
                   f"option.model_loader: {', '.join(profile.model_loaders) or 'none'}",

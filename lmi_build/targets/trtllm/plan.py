@@ -38,7 +38,7 @@ from lmi_build.targets.trtllm.since import (
     refusal,
     written_otherwise,
 )
-from lmi_build.targets.trtllm.startup import evaluate, from_planned
+from lmi_build.targets.trtllm.startup import RELEASE_DEFECT, evaluate, from_planned
 from lmi_build.targets.trtllm.steps import StepInputs, plan_steps
 from lmi_build.types import TargetName
 from lmi_build.versions import release
@@ -208,13 +208,16 @@ class TrtllmPlanning:
     def _check_startup(ctx: PlanContext, profile: ContainerProfile, build: TrtllmBuild) -> None:
         """The release's start-up on the artifact this plan writes (``startup.evaluate``, which
         ``verify --for-container`` evaluates on the built one): every rule that makes it rebuild,
-        reject, or serve otherwise than built is an error, a belief read in a runtime a warning."""
+        reject, or serve otherwise than built is an error, a belief read in a runtime a warning. A defect of
+        the release's own service that refuses every artifact (``runtime_defect``, executed at 0.35-0.36) is a
+        warning here: no plan avoids it, the artifact is still the one the release's engine route loads (a
+        patched image or an own entryPoint serves it), and ``verify --for-container`` reports it as an error."""
         if ctx.findings.errors:
             return  # the plan is already refused; its knobs would only repeat it (as _check_steps)
         inputs = from_planned(*ctx.written_properties(), build, ctx.quantization, profile)
         errors, warnings = outcome_messages(evaluate(profile, inputs))
-        ctx.findings.add_errors(errors)
-        ctx.findings.add_warnings(warnings)
+        ctx.findings.add_errors([e for e in errors if e.code != RELEASE_DEFECT])
+        ctx.findings.add_warnings([e for e in errors if e.code == RELEASE_DEFECT] + warnings)
 
     @staticmethod
     def _check_steps(ctx: PlanContext, build: TrtllmBuild, profile: ContainerProfile) -> None:

@@ -42,6 +42,9 @@ class StartupRules(Record):
     unset_batch: int  # max_rolling_batch_size when unset and rolling_batch is not trtllm
     runtime: tuple[str, ...] = ()  # how the flat layout's service constructs LLM()
     runtime_warning: str | None = None  # a defect read in the runtime's source (a warning: the image may differ)
+    # A defect of the release's own start-up, executed on its branch (tests/vendor/djl/trtllm_handler.json):
+    # the release refuses every artifact (rejected), whatever lmi-build writes.
+    runtime_defect: str | None = None
 
 
 class ContainerProfile(ContainerRelease):
@@ -58,7 +61,8 @@ class ContainerProfile(ContainerRelease):
     # trtllm-build (>= 0.8); "llmapi": checkpoint + trtllm-build, LLM API runtime (1.x).
     workflow: Literal["legacy", "checkpoint", "llmapi"]
     engine_capable: bool = True  # False for profiles whose TensorRT-LLM has no engine backend
-    # False for a moving (nightly) image tag: listed and selectable, but never the default profile.
+    # False for a moving (nightly) image tag: listed and selectable, but never the default profile
+    # (which is the newest published one: ``dlc``).
     released: bool = True
     # Defaults of this release ("tokens_per_block" = "64", ...), each cited in the file. LMI option
     # names (tokens_per_block, max_num_tokens, max_rolling_batch_size) replace the option table's
@@ -104,14 +108,14 @@ def load_profiles() -> list[ContainerProfile]:
 
 
 def get_profile(name: str | None) -> ContainerProfile:
-    """The named profile; ``None`` -> the newest released engine-capable one."""
+    """The named profile; ``None`` -> the newest published (a DLC) engine-capable one."""
     profiles = load_profiles()
     if name is None:
-        capable = [p for p in profiles if p.engine_capable and p.released]
+        capable = [p for p in profiles if p.engine_capable and p.released and p.published]
         if not capable:
             where = container_profiles.profiles_dir("trtllm", PROFILES_DIR)
-            raise UnsupportedTarget("no engine-capable container profile is installed",
-                                    hint=f"add a profile under {where}")
+            raise UnsupportedTarget("no engine-capable container profile of a published image is installed",
+                                    hint=f"add a profile with dlc = \"<ECR URI>\" under {where}, or give --profile")
         return capable[-1]
     for profile in profiles:
         if profile.name == name:

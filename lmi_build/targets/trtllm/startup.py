@@ -13,7 +13,8 @@ defined once, in its own module, and cited in the data it reads:
   ``[startup]`` recommender; ``plan.RELEASE_DEFAULT_OPTIONS`` writes the same values);
 - prebuilt-engine detection per layout: toolkit (0.26-0.30) a sub-directory holding config.pbtxt
   and tokenizer_config.json, flat (0.33+) a config.json with build_config (``layouts``; detection);
-- the TensorRT-LLM that built the engines (``compatibility.BOUND_VERSIONS``; engine_version);
+- the TensorRT-LLM and TensorRT that built the engines (``compatibility.BOUND_VERSIONS``; engine_version):
+  0.30 and 0.32 both run TensorRT-LLM 0.12.0, on TensorRT 10.3.0 and 10.1.0;
 - a rank engine file per rank of the engine's world size (``engine_check.RANK_FILE``; ranks);
 - the engine against the resolved serving.properties (``engine_match.engine_differences``): a
   world size the runtime refuses, a batch it caps, the rest served as built; on the flat layout
@@ -49,6 +50,7 @@ from lmi_build.targets.trtllm.profiles import ContainerProfile, StartupRules
 TOOLKIT_LAYOUT = "trtllm-toolkit"
 FLAT_LAYOUT = "trtllm-flat"
 LAYOUTS = (TOOLKIT_LAYOUT, FLAT_LAYOUT)
+RELEASE_DEFECT = "trtllm_runtime"  # the rule of the release's own service (runtime_warning / runtime_defect)
 STARTUP_FILE = Path(__file__).with_name("data") / "startup.toml"
 REBUILD_HINT = ("serve the artifact with a profile of its layout (lmi-build profiles list), or rebuild it for "
                 "this profile")
@@ -87,6 +89,7 @@ class StartupInputs:
     files: frozenset[str]  # relative POSIX paths of the artifact's files
     engine: Mapping[str, Any] | None  # the engine's config.json as the runtime reads it
     engine_version: str | None = None  # the TensorRT-LLM that built the engines; None: not recorded
+    engine_tensorrt: str | None = None  # the TensorRT that built them (a 0.12.0 engine of 0.30 is not 0.32's)
 
 
 def engine_config(build: TrtllmBuild, quantization: QuantizationPlan) -> dict[str, Any]:
@@ -131,7 +134,8 @@ def from_manifest(manifest: Manifest) -> StartupInputs | None:
         engine = engine_config(build, quantization)
     return StartupInputs(properties=dict(manifest.serving_properties), layout=manifest.layout,
                          files=frozenset(entry.path for entry in manifest.files), engine=engine,
-                         engine_version=manifest.toolchain.version("tensorrt_llm"))
+                         engine_version=manifest.toolchain.version("tensorrt_llm"),
+                         engine_tensorrt=manifest.toolchain.version("tensorrt"))
 
 
 def from_planned(options: Mapping[str, str], sources: Mapping[str, str], build: TrtllmBuild,
@@ -144,7 +148,8 @@ def from_planned(options: Mapping[str, str], sources: Mapping[str, str], build: 
     properties.update(toolkit_properties(build) if toolkit else flat_properties(build))
     layout = TOOLKIT_LAYOUT if toolkit else FLAT_LAYOUT
     return StartupInputs(properties=properties, layout=layout, files=planned_files(layout, build.world_size),
-                         engine=engine_config(build, quantization), engine_version=profile.tensorrt_llm)
+                         engine=engine_config(build, quantization), engine_version=profile.tensorrt_llm,
+                         engine_tensorrt=profile.tensorrt)
 
 
 def evaluate(profile: ContainerProfile, facts: StartupInputs) -> StartupOutcome:
@@ -164,8 +169,13 @@ def evaluate(profile: ContainerProfile, facts: StartupInputs) -> StartupOutcome:
         engines, found = _ranks(profile, facts, engine_dir)
         rules += found
         rules += _engine(profile, facts, resolved)
-    if release.runtime_warning:
-        rules.append(RuleFinding(rule="trtllm_runtime", effect="warning", message=f"{profile.name}: "
+    if release.runtime_defect:
+        rules.append(RuleFinding(rule=RELEASE_DEFECT, effect="rejected", message=f"{profile.name}: "
+                                 f"{release.runtime_defect}", sources=release.runtime,
+                                 hint="serve on a release whose service starts (the default profile, lmi-build "
+                                      "profiles list), or give serving.properties an option.entryPoint of your own"))
+    elif release.runtime_warning:
+        rules.append(RuleFinding(rule=RELEASE_DEFECT, effect="warning", message=f"{profile.name}: "
                                  f"{release.runtime_warning}", sources=release.runtime))
     effects = {rule.effect for rule in rules}
     outcome = "rejected" if "rejected" in effects else "rebuilds" if "rebuilds" in effects else "loads"
@@ -284,7 +294,14 @@ def _detect(profile: ContainerProfile, release: StartupRules, facts: StartupInpu
 def _engine_version(profile: ContainerProfile, facts: StartupInputs) -> list[RuleFinding]:
     built = facts.engine_version
     if built is None or built == profile.tensorrt_llm:
-        return []
+        tensorrt = facts.engine_tensorrt
+        if tensorrt is None or tensorrt == profile.tensorrt:
+            return []
+        return [RuleFinding(rule="trtllm_engine_version", effect="rejected",
+                            message=f"engines built with TensorRT {tensorrt}, {profile.name} has TensorRT "
+                                    f"{profile.tensorrt} (the same TensorRT-LLM {profile.tensorrt_llm}): TensorRT does "
+                                    "not deserialize an engine of another version",
+                            sources=engine_rules().engine_version, hint="rebuild with this profile (--profile)")]
     return [RuleFinding(rule="trtllm_engine_version", effect="rejected",
                         message=f"engines built by TensorRT-LLM {built}, {profile.name} runs {profile.tensorrt_llm}: "
                                 "TensorRT does not deserialize an engine of another version",

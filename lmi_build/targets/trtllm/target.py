@@ -8,7 +8,7 @@ from typing import Literal
 
 from lmi_build.artifact.layout import Layout
 from lmi_build.building.target import Unfinished
-from lmi_build.container_profiles import ProfileRow, ProfileView
+from lmi_build.container_profiles import ProfileRow, ProfileView, published_line
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets.trtllm import build, compatibility, layouts, profiles
 from lmi_build.targets.trtllm.command import COMMAND
@@ -52,6 +52,7 @@ class TrtllmTarget(TrtllmPlanning):
                 "flags": {tool: dict(sorted(flags.items())) for tool, flags in table.tools.items()},
                 "removed_flags": {k: v.model_dump() for k, v in table.removed.items()}}
         lines = [f"  {key}: {value}" for key, value in profile.versions().items()]
+        lines.append(published_line(profile, profile.image))
         lines += [f"  layout: {profile.layout}   workflow: {profile.workflow}   engine_capable: {profile.engine_capable}"]
         lines += [f"  default {key} = {value}" for key, value in profile.defaults.items()]
         lines += [f"  flags (series {table.series}):"]

@@ -65,9 +65,9 @@ check_host() {
   if [ "$RUNNER" = docker ]; then
     check 'docker installed' 'install Docker Engine (https://docs.docker.com/engine/install/), or run with RUNNER=local inside the image' on_path docker
     check 'the docker daemon reachable (docker info)' 'start the daemon (sudo systemctl start docker) and give your user access (sudo usermod -aG docker $USER, then log in again)' docker_daemon
-    check 'a docker login for 763104351884.dkr.ecr.us-west-2.amazonaws.com (or the image pulled already)' 'aws ecr get-login-password --region us-west-2 | docker login --username AWS --password-stdin 763104351884.dkr.ecr.us-west-2.amazonaws.com' registry_login 763104351884.dkr.ecr.us-west-2.amazonaws.com/djl-inference:0.27.0-neuronx-sdk2.18.0 763104351884.dkr.ecr.us-west-2.amazonaws.com
+    check 'a docker login for 763104351884.dkr.ecr.us-west-2.amazonaws.com (or the image pulled already)' 'aws ecr get-login-password --region us-west-2 | docker login --username AWS --password-stdin 763104351884.dkr.ecr.us-west-2.amazonaws.com' registry_login 763104351884.dkr.ecr.us-west-2.amazonaws.com/djl-inference:0.27.0-neuronx-sdk2.18.1 763104351884.dkr.ecr.us-west-2.amazonaws.com
   else
-    check 'python3 on PATH' 'run inside 763104351884.dkr.ecr.us-west-2.amazonaws.com/djl-inference:0.27.0-neuronx-sdk2.18.0 (RUNNER=docker does), or use a host whose python3 has Neuron SDK 2.18.1 (transformers-neuronx)' on_path python3
+    check 'python3 on PATH' 'run inside 763104351884.dkr.ecr.us-west-2.amazonaws.com/djl-inference:0.27.0-neuronx-sdk2.18.1 (RUNNER=docker does), or use a host whose python3 has Neuron SDK 2.18.1 (transformers-neuronx)' on_path python3
   fi
   check 'the driver directory DRIVER_DIR' 'the compile driver travels in the bundle'"'"'s driver/: copy the whole bundle directory, or set DRIVER_DIR to it' dir_has "$DRIVER_DIR"
   check 'the model directory MODEL_DIR' 'the model travels in the bundle'"'"'s model/: copy the whole bundle directory, or set MODEL_DIR to it' dir_has "$MODEL_DIR"
@@ -118,7 +118,7 @@ if [ "$RUNNER" = docker ]; then
       -v "${DRIVER_DIR}:/work/driver:ro" \
       -v "${MODEL_DIR}:/work/model:ro" \
       -v "${COMPILED_DIR}:/work/compiled" \
-      -v "${NEURON_CACHE_DIR}:/work/neuron-cache" 763104351884.dkr.ecr.us-west-2.amazonaws.com/djl-inference:0.27.0-neuronx-sdk2.18.0 python3 /work/driver/lmi_neuronx_compile.py \
+      -v "${NEURON_CACHE_DIR}:/work/neuron-cache" 763104351884.dkr.ecr.us-west-2.amazonaws.com/djl-inference:0.27.0-neuronx-sdk2.18.1 python3 /work/driver/lmi_neuronx_compile.py \
       --kwargs /work/driver/compile.json \
       --model /work/model \
       --output /work/compiled \

@@ -17,7 +17,7 @@ from lmi_build.versions import parse_version, release
 from tests.cli_process import run_lmi_build
 
 IMAGE = re.compile(r"^(763104351884\.dkr\.ecr\.us-west-2\.amazonaws\.com/djl-inference:[0-9.]+-tensorrtllm[0-9.]+-cu\d{3}"
-                   r"|deepjavalibrary/djl-serving:tensorrt-llm-nightly)$")
+                   r"|deepjavalibrary/djl-serving:([0-9.]+-)?tensorrt-llm(-nightly)?)$")
 
 
 def test_profiles_cover_every_era() -> None:
@@ -32,7 +32,11 @@ def test_profiles_cover_every_era() -> None:
 @pytest.mark.parametrize("profile", load_profiles(), ids=lambda p: p.name)
 def test_profile_facts(profile) -> None:  # type: ignore[no-untyped-def]
     assert IMAGE.match(profile.image), profile.image
-    if profile.released:
+    if not profile.published:  # DJL's own Docker Hub build: <release>-tensorrt-llm, or the moving nightly tag
+        assert profile.image == (f"deepjavalibrary/djl-serving:{profile.lmi_version}-tensorrt-llm" if profile.released
+                                 else "deepjavalibrary/djl-serving:tensorrt-llm-nightly")
+    else:
+        assert profile.image == profile.dlc
         tag = profile.image.rsplit(":", 1)[1]
         assert tag.startswith(f"{profile.lmi_version}-tensorrtllm{profile.tensorrt_llm.split('rc')[0]}")
         assert tag.endswith("cu" + profile.cuda.replace(".", ""))
@@ -48,11 +52,11 @@ def test_release_defaults() -> None:
     assert get_profile("lmi-0.33.0-trtllm-0.21.0").defaults["max_batch_size"] == "2048"
 
 
-def test_default_is_newest_released_engine_capable() -> None:
+def test_default_is_newest_published_engine_capable() -> None:
     default = get_profile(None)
-    assert default.released and default.engine_capable
+    assert default.released and default.engine_capable and default.published
     newer = [p for p in load_profiles() if parse_version(p.tensorrt_llm) > parse_version(default.tensorrt_llm)]
-    assert all(not p.released or not p.engine_capable for p in newer)
+    assert newer and all(not p.released or not p.engine_capable or not p.published for p in newer)
 
 
 def test_unknown_profile_lists_names() -> None:

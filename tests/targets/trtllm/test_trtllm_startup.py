@@ -187,7 +187,9 @@ def test_layout_of_another_release_rebuilds(trtllm_plan: TrtllmPlanner, tmp_path
 
 def test_plan_evaluates_the_same_model(trtllm_plan: TrtllmPlanner) -> None:
     """Every release: a default plan's artifact loads on its own release (its defaults are the
-    container's); the plan's planned artifact on a release of the other layout rebuilds."""
+    container's), but where the release's own service refuses every start (0.35-0.36, executed: the
+    profile's runtime_defect), which the plan warns about; the plan's planned artifact on a release of
+    the other layout rebuilds."""
     from lmi_build.planning.plan import BuildPlan
     from lmi_build.targets.trtllm.knobs import TrtllmBuild
     from lmi_build.targets.trtllm.profiles import load_profiles
@@ -199,6 +201,10 @@ def test_plan_evaluates_the_same_model(trtllm_plan: TrtllmPlanner) -> None:
     for profile in load_profiles():
         plan = trtllm_plan(profile.name, tp="2")
         outcome = planned(plan, profile.name)
+        if profile.startup.runtime_defect:
+            assert [r.rule for r in outcome.errors()] == ["trtllm_runtime"], profile.name
+            assert plan.valid and "trtllm_runtime" in [w.code for w in plan.warnings]
+            continue
         assert outcome.outcome == "loads", (profile.name, outcome.errors())
     assert planned(trtllm_plan(P030, tp="2"), P033).outcome == "rebuilds"
 
@@ -207,3 +213,19 @@ def test_plan_refuses_what_the_release_rejects(plan_model: Callable[..., Any]) -
     """option.backend=pytorch on the flat releases: DJL does not take its engine path."""
     flat = plan_model("trtllm", "meta-llama--Llama-2-7b-hf", profile=P033, tp="2", option=("backend=pytorch",))
     assert not flat.valid and "trtllm_path" in [e.code for e in flat.errors]
+
+
+def test_an_engine_of_0_30s_tensorrt_is_refused_by_0_32(trtllm_plan: TrtllmPlanner, tmp_path: Path,
+                                                        standin_path: Callable[..., None]) -> None:
+    """0.30 and 0.32 both run TensorRT-LLM 0.12.0, but 0.30's image has TensorRT 10.3.0 and 0.32's 10.1.0
+    (tests/vendor/djl/container_facts.json): 0.30's engines do not load on 0.32, and verify says why."""
+    out = _artifact(P030, trtllm_plan, tmp_path, standin_path)
+    on_032 = _startup(load_manifest(out), "lmi-0.32.0-trtllm-0.12.0")
+    refusal = _rule(on_032, "trtllm_engine_version")
+    assert on_032.outcome == "rejected" and refusal.effect == "rejected"
+    assert "TensorRT 10.3.0" in refusal.message and "TensorRT 10.1.0" in refusal.message
+    served = json.loads(run_lmi_build("verify", str(out), "--for-container", "lmi-0.32.0-trtllm-0.12.0", "--json").stdout)
+    assert not served["valid"] and served["startup"]["outcome"] == "rejected"
+    assert [e["code"] for e in served["errors"]] == ["version_tensorrt"]
+    assert "TensorRT 10.3.0" in served["errors"][0]["message"] and "10.1.0" in served["errors"][0]["message"]
+    assert _startup(load_manifest(out), P030).outcome == "loads"

@@ -1,6 +1,8 @@
 """Execute DJL Serving's TensorRT-LLM start-up (issue 31) on the artifacts lmi-build builds, and record
 what each release does with them: tests/vendor/djl/trtllm_handler.json. The releases: 0.26.0-dlc to
-0.30.0-dlc and 0.33.0-dlc, each with its lmi-build profile. 0.26.0-dlc's Python is written for pydantic 1
+0.35.1-dlc and the v0.36.0 tag, each with its lmi-build profile (0.31, 0.32, 0.34, 0.35.0, 0.35.1 and v0.36.0
+were recorded with ``--only <those> --merge tests/vendor/djl/trtllm_handler.json``: the other branches'
+records kept, the new artifacts detected by every branch's front-end). 0.26.0-dlc's Python is written for pydantic 1
 (``execute_properties.PYDANTIC_1``): its handler runs with the interpreter of a pydantic<2 virtualenv
 outside the repository (pydantic and numpy only; recorded with pydantic 1.10.27), the others with this one:
 
@@ -34,7 +36,8 @@ container runs them:
    ``TRTLLMService`` (tensorrt_llm.py@0.30.0-dlc:38-45, @0.26.0-dlc:30-35: TensorRtLlmProperties,
    TRTLLMRollingBatch, which refuses a start without MPI and hands the directory and the properties to
    ``tensorrt_llm_toolkit.init_inference``, trtllm_rolling_batch.py@0.26.0-dlc:27-31),
-   0.33.0-dlc's ``TensorRTLlmAsyncService`` (the entry point lmi-build's flat layout names;
+   0.31/0.32/0.34's the same ``TRTLLMService``, 0.33.0-dlc-v0.36.0's ``TensorRTLlmAsyncService`` (the entry
+   point lmi-build's flat layout names, and DJL's own recommendation at 0.35+, PyModel.java:187;
    trtllm_async_service.py:92-104: TensorRtLlmProperties, then ``LLM(model_dir, **get_llm_kwargs())``).
    Recorders (every attribute a recorder, every call recorded with its arguments): tensorrt_llm,
    tensorrt_llm_toolkit (a closed wheel from publish.djl.ai: whether IT rebuilds is not observed),
@@ -78,7 +81,13 @@ BRANCHES: dict[str, tuple[str, str, str]] = {
     "0.28.0-dlc": ("lmi-0.28.0-trtllm-0.9.0", "djl_python.tensorrt_llm", "TRTLLMService"),
     "0.29.0-dlc": ("lmi-0.29.0-trtllm-0.11.0", "djl_python.tensorrt_llm", "TRTLLMService"),
     "0.30.0-dlc": ("lmi-0.30.0-trtllm-0.12.0", "djl_python.tensorrt_llm", "TRTLLMService"),
+    "0.31.0-dlc": ("lmi-0.31.0-trtllm-0.12.0", "djl_python.tensorrt_llm", "TRTLLMService"),
+    "0.32.0-dlc": ("lmi-0.32.0-trtllm-0.12.0", "djl_python.tensorrt_llm", "TRTLLMService"),
     "0.33.0-dlc": ("lmi-0.33.0-trtllm-0.21.0", "djl_python.lmi_trtllm.trtllm_async_service", "TensorRTLlmAsyncService"),
+    "0.34.0-dlc": ("lmi-0.34.0-trtllm-0.12.0", "djl_python.tensorrt_llm", "TRTLLMService"),
+    "0.35.0-dlc": ("lmi-0.35.0-trtllm-1.0.0", "djl_python.lmi_trtllm.trtllm_async_service", "TensorRTLlmAsyncService"),
+    "0.35.1-dlc": ("lmi-0.35.1-trtllm-1.0.0", "djl_python.lmi_trtllm.trtllm_async_service", "TensorRTLlmAsyncService"),
+    "v0.36.0": ("lmi-0.36.0-trtllm-1.0.0", "djl_python.lmi_trtllm.trtllm_async_service", "TensorRTLlmAsyncService"),
 }
 LOADS = ("tensorrt_llm_toolkit.init_inference", "tensorrt_llm.llmapi.LLM")
 ANSWERED = {"num_postprocess_workers": 0}
@@ -257,13 +266,22 @@ def main() -> None:
     parser.add_argument("--gson", help="a gson jar, for the front-end's detection (its JSON reading at 0.33)")
     parser.add_argument("--pydantic1-python", help="the interpreter of a pydantic<2 venv, for PYDANTIC_1 branches")
     parser.add_argument("--execute", nargs=4, metavar=("SETUP_DIR", "MODULE", "CLASS", "BRANCH"))
+    parser.add_argument("--only", nargs="+", choices=tuple(BRANCHES), metavar="BRANCH",
+                        help="record only these branches (their artifacts detected by every branch's front-end) and "
+                             "keep the other branches' records of --merge FILE")
+    parser.add_argument("--merge", help="the recorded trtllm_handler.json whose other branches --only keeps")
     args = parser.parse_args()
     if args.execute:
         setup, module, service_class, branch = args.execute
         json.dump(execute(Path(setup), module, service_class, json.load(sys.stdin), branch), sys.stdout)
         return
-    if not args.repo or not args.gson or not args.pydantic1_python:
-        parser.error("give the djl-serving repository, --gson and --pydantic1-python")
+    recorded = tuple(args.only or BRANCHES)
+    if not args.repo or not args.gson:
+        parser.error("give the djl-serving repository and --gson")
+    if not args.pydantic1_python and set(recorded) & set(PYDANTIC_1):
+        parser.error("give --pydantic1-python for " + ", ".join(sorted(set(recorded) & set(PYDANTIC_1))))
+    if args.only and not args.merge:
+        parser.error("--only needs --merge (the recorded file whose other branches it keeps)")
     from lmi_build.options.properties import read_properties
     from lmi_build.output import Mode, set_mode
     from lmi_build.targets.trtllm.profiles import get_profile
@@ -276,7 +294,8 @@ def main() -> None:
     git = ["git", f"--git-dir={args.repo}"]
     with tempfile.TemporaryDirectory() as work_dir:
         built: dict[str, list[dict[str, Any]]] = {}
-        for branch, (profile, module, service_class) in BRANCHES.items():
+        for branch in recorded:
+            profile, module, service_class = BRANCHES[branch]
             work = Path(work_dir) / branch
             work.mkdir()
             os.environ.update(PATH=f"{STANDINS_DIR}{os.pathsep}{os.environ['PATH']}", STANDIN_MODE="ok",
@@ -305,7 +324,7 @@ def main() -> None:
                 found = handled.get((entry["model"], json.dumps(entry["fields"], sort_keys=True)))
                 if found is not None:
                     entry["handler"] = found
-            commit = subprocess.run([*git, "rev-parse", branch], capture_output=True, text=True,
+            commit = subprocess.run([*git, "rev-parse", f"{branch}^{{commit}}"], capture_output=True, text=True,
                                     check=True).stdout.strip()
             facts["branches"].append({"branch": branch, "commit": commit, "profile": profile,
                                       "executed": f"LmiUtils.isValidTrtLlmModelRepo; {module}.{service_class}"
@@ -330,6 +349,10 @@ def main() -> None:
                                     "detected_by": {other: found[directory] for other, found in detected.items()
                                                     if other != record["branch"]},
                                     **entry["handler"]}
+    if args.merge:
+        kept = {b["branch"]: b for b in json.loads(Path(args.merge).read_text())["branches"]}
+        kept.update({b["branch"]: b for b in facts["branches"]})
+        facts["branches"] = [kept[branch] for branch in BRANCHES if branch in kept]
     json.dump(facts, sys.stdout, indent=None, separators=(",", ":"))
     sys.stdout.write("\n")
 
