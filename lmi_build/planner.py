@@ -94,6 +94,10 @@ def plan_request(request: PlanRequest, target: PlanningTarget) -> SavedPlan:
         revision=revision, allow_pickle=request.allow_pickle,
         calib_data=request.calib_data.absolute() if request.calib_data else None)
 
+    if checks.model_config_problems(spec, findings):
+        # A config no model can have: no target plans with it (its lengths and shapes would be nonsense).
+        return SavedPlan(inputs=build_inputs, plan=_early_plan(request, target, source.identity, spec,
+                                                      first.options, findings, None))
     try:
         recipe = load_recipes().match(spec)
     except LmiBuildError as error:

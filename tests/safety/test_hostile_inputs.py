@@ -66,6 +66,45 @@ def test_nonsense_config_is_refused_in_one_line(world: World, case: str, update:
     assert result.returncode in (1, 2), f"{case}: a nonsense config must not plan: {result.stdout[-500:]}"
 
 
+# Values that parse but that no model has, and what each target's plan says (issue 42 item 9): what the plan
+# accepts the build must build, so each is a plan error (exit 2) with one line, before any target plans with it
+# (2**62 positions used to be a ValueError traceback in trtllm's lengths, -1 in neuronx's n_positions; an
+# unknown rope_scaling type or torch_dtype planned valid and the trtllm export raised).
+HOSTILE_VALUES: list[tuple[str, dict[str, Any], tuple[str, ...], str]] = [
+    ("positions_2_62", {"max_position_embeddings": 2**62}, ("trtllm", "hf", "neuronx"), "model_config"),
+    ("positions_negative", {"max_position_embeddings": -1}, ("neuronx", "trtllm"), "model_config"),
+    ("positions_1e300", {"max_position_embeddings": 1e300}, ("trtllm",), "model_config"),
+    ("rope_factor_1e308", {"rope_scaling": {"type": "linear", "factor": 1e308}}, ("trtllm", "neuronx"),
+     "model_config"),
+    ("rope_original_2_62", {"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                             "high_freq_factor": 4.0, "original_max_position_embeddings": 2**62}},
+     ("trtllm",), "model_config"),
+    ("experts_2_62", {"num_local_experts": 2**62}, ("hf",), "model_config"),
+    ("rotary_fraction_1e9", {"partial_rotary_factor": 1e9}, ("trtllm",), "model_config"),
+    ("rope_type_evil", {"rope_scaling": {"rope_type": "evil", "factor": 2.0}}, ("trtllm", "hf"),
+     "rope_scaling_type"),
+    ("rope_type_list", {"rope_scaling": {"rope_type": ["linear"], "factor": 2.0}}, ("trtllm",), "rope_scaling_type"),
+    ("rope_type_evil_neuron", {"rope_scaling": {"rope_type": "evil", "factor": 2.0}}, ("neuronx",),
+     "neuron_rope_scaling"),
+    ("dtype_evil", {"torch_dtype": "evil"}, ("trtllm", "hf", "neuronx"), "model_config"),
+    ("dtype_number", {"torch_dtype": 5}, ("hf",), "model_config"),
+]
+
+
+@pytest.mark.parametrize(("case", "update", "target", "code"),
+                         [(case, update, target, code) for case, update, targets, code in HOSTILE_VALUES
+                          for target in targets],
+                         ids=[f"{case}-{target}" for case, _, targets, _ in HOSTILE_VALUES for target in targets])
+def test_a_config_no_model_has_is_a_plan_error_in_one_line(world: World, case: str, update: dict[str, Any],
+                                                           target: str, code: str) -> None:
+    _config(world, update)
+    before = world.snapshot()
+    extra = ("--n-positions", "128") if target == "neuronx" else ()
+    result = world.run("plan", target, "--model", "./model", "--tp", "1", *extra)
+    world.expect(result, code=2, before=before, says=f"[{code}]")
+    assert len(result.error_lines[0]) < 600, result.error_lines[0]
+
+
 @pytest.mark.parametrize("raw", [
     "[" * 100_000 + "]" * 100_000,
     '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}",

@@ -55,19 +55,17 @@ def rope_message(profile: NeuronProfile, spec: ModelSpec) -> tuple[Literal["erro
     found = rope_outcome(profile, spec)
     if found is None:
         return None
-    cited = f"({'; '.join(found.sources)})"
+    # One line that names where its sources are kept (the profile's rope_scaling_sources), not a
+    # kilobyte of commit hashes (issue 30 item 6; the finding itself carries them: ``RopeOutcome.sources``).
+    cited = f"(sources: lmi-build profiles show {profile.name}, rope_scaling_sources)"
     scaling = spec.rope.scaling_type if spec.rope is not None else None
     first = first_scaling_release(spec)
     pick = (f"pick {first.name} or newer, the first release whose transformers-neuronx applies {scaling} RoPE "
             "scaling" if first is not None else f"no LMI Neuron release applies {spec.model_type}'s {scaling} RoPE "
             "scaling: serve the model on a GPU target (trtllm, hf)")
     if found.outcome == "unchecked":
-        # A warning a plan prints on every such build: one line, its sources named where they are kept
-        # (the profile's rope_scaling_sources), not three lines of commit hashes (issue 30 item 6).
-        return "warning", PlanMessage(
-            code="neuron_rope_scaling_unchecked",
-            message=f"{found.message} (sources: lmi-build profiles show {profile.name}, rope_scaling_sources)",
-            hint=f"check the outputs at long context, or {pick}")
+        return "warning", PlanMessage(code="neuron_rope_scaling_unchecked", message=f"{found.message} {cited}",
+                                      hint=f"check the outputs at long context, or {pick}")
     return "error", PlanMessage(code="neuron_rope_scaling", message=f"{found.message} {cited}", hint=pick)
 
 

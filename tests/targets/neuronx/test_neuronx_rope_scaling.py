@@ -36,7 +36,9 @@ def test_llama3_scaling_is_refused_where_transformers_cannot_parse_it(plan_model
     plan = _plan(plan_model, model_dir, "llama3", LLAMA3, profile)
     error = next(e for e in plan.errors if e.code == "neuron_rope_scaling")
     assert "transformers cannot read this config" in error.message and "two fields" in error.message
-    assert "configuration_llama.py" in error.message  # cited
+    # One line naming where its sources are (issue 42: a kilobyte of citations was one error line), cited there.
+    assert f"(sources: lmi-build profiles show {profile}, rope_scaling_sources)" in error.message
+    assert len(error.message) < 400 and "configuration_llama.py" in " ".join(get_profile(profile).rope_scaling_sources)
 
 
 @pytest.mark.parametrize("scaling", [LLAMA3, LINEAR], ids=["llama3", "linear"])
@@ -48,7 +50,7 @@ def test_029_ignores_rope_scaling_an_error_naming_the_first_release_that_scales(
     plan = _plan(plan_model, model_dir, kind, scaling, P029)
     error = next(e for e in plan.errors if e.code == "neuron_rope_scaling")
     assert "unscaled RoPE" in error.message and "0.11.351" in error.message
-    assert "Scaled RoPE for LLAMA 3.1" in error.message  # the release notes, cited
+    assert "Scaled RoPE for LLAMA 3.1" in " ".join(get_profile(P029).rope_scaling_sources)  # the release notes
     assert "neuron_rope_scaling_unchecked" not in warning_codes(plan)
     if kind == "llama3":
         assert error.hint.startswith(f"pick {P030} or newer, the first release") and "llama3" in error.hint
@@ -68,7 +70,8 @@ def test_030_to_034_refuse_linear_and_load_llama3(plan_model: Planner, model_dir
                                                    profile: str) -> None:
     refused = _plan(plan_model, model_dir, "linear", LINEAR, profile)
     error = next(e for e in refused.errors if e.code == "neuron_rope_scaling")
-    assert "Only default and llama3" in error.message and ("1ade6d7" in error.message or "6c0b875" in error.message)
+    assert "Only default and llama3" in error.message
+    assert {"1ade6d7", "6c0b875"} & set(" ".join(get_profile(profile).rope_scaling_sources).split())
     loads = _plan(plan_model, model_dir, "llama3", LLAMA3, profile)
     assert loads.valid, [e.message for e in loads.errors]
     assert "neuron_rope_scaling_unchecked" not in warning_codes(loads)
