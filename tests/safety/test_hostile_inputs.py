@@ -201,3 +201,13 @@ def test_bad_paths_and_flags_are_one_line(world: World, args: tuple[str, ...]) -
     result = world.run(*args, env={"AWS_ENDPOINT_URL": "http://127.0.0.1:9"})
     world.expect(result, code=result.returncode, before=before)
     assert result.returncode in (1, 2), result.stdout[-500:]
+
+
+def test_user_text_in_a_message_cannot_steer_the_terminal(world: World) -> None:
+    """A model reference is user text an error message quotes: ESC, CR, LF and bidi overrides in it are shown
+    escaped, so it can neither forge a second "error:" line nor recolour or erase one (issue 42 item 9)."""
+    before = world.snapshot()
+    result = world.run("plan", "hf", "--model", "./x\x1b[2K\rerror: forged\nerror: second\u202e")
+    world.expect(result, code=1, before=before)
+    assert "\x1b" not in result.stderr and "\r" not in result.stderr and "\u202e" not in result.stderr
+    assert "x\\x1b[2K\\rerror: forged\\nerror: second\\u202e" in result.error_lines[0]
