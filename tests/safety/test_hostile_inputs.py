@@ -173,6 +173,43 @@ def test_tokenizer_auto_map_is_caught_at_plan_time(world: World, trusted: bool) 
         assert "remote_code_tokenizer" in result.stderr
 
 
+# A model whose files hold no tokenizer (tokenizer_config.json alone has no vocabulary): plan said valid, then
+# `hf --quantize awq` was a 92-line AttributeError out of calibration, the unquantized hf build failed after the
+# copy and a trtllm script bundle was written (exit 0) to fail at packaging (issue 42 item 3). Every command
+# refuses it in the plan: exit 2, one line, nothing written.
+NO_TOKENIZER_COMMANDS: list[tuple[tuple[str, ...], tuple[str, ...]]] = [
+    (("plan", "hf"), ()),
+    (("plan", "trtllm"), ()),
+    (("plan", "neuronx"), ("--n-positions", "128")),
+    (("hf",), ("--quantize", "fp8", "--output", "out")),
+    (("hf",), ("--output", "out")),
+    (("trtllm",), ("--runner", "script", "--output", "bundle")),
+]
+
+
+@pytest.mark.parametrize(("command", "flags"), NO_TOKENIZER_COMMANDS,
+                         ids=["-".join(command + flags[:2]) for command, flags in NO_TOKENIZER_COMMANDS])
+def test_a_model_without_tokenizer_files_is_refused_by_the_plan(world: World, command: tuple[str, ...],
+                                                                flags: tuple[str, ...]) -> None:
+    (world.model / "tokenizer.json").unlink()
+    before = world.snapshot()
+    result = world.run(*command, "--model", "./model", *flags)
+    world.expect(result, code=2, before=before, says="[tokenizer_missing]")
+    if "fp8" in flags:
+        assert "fp8 calibration tokenizes its samples with it" in result.error_lines[0]
+
+
+def test_a_tokenizer_of_the_models_own_code_names_its_files(world: World) -> None:
+    """An auto_map tokenizer (trusted) reads files of its own choosing: not refused for their names."""
+    (world.model / "tokenizer.json").unlink()
+    path = world.model / "tokenizer_config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()),
+                                "auto_map": {"AutoTokenizer": ["tokenization_own.OwnTokenizer", None]}}))
+    before = world.snapshot()
+    result = world.run("plan", "hf", "--model", "./model", "--trust-remote-code")
+    world.expect(result, code=0, before=before)
+
+
 @pytest.mark.parametrize("args", [
     ("trtllm", "--model", "./model", "--checkpoint", "/nonexistent", "--output", "out"),
     ("trtllm", "--model", "./model", "--engine-dir", "/nonexistent", "--output", "out"),
