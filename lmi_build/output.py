@@ -395,7 +395,9 @@ def identifier(value: str, style: str = "") -> Text:
     ``no_wrap=True`` it stays on one line while the table can narrow other columns; past that it
     folds onto more lines. (A plain ``no_wrap`` cell would be cropped there, silently.)"""
 
-    return Text(printable(value), style=style, no_wrap=False, overflow="fold")
+    # Lines lmi-build joins into one cell stay lines; every other steering character is escaped.
+    return Text("\n".join(printable(line) for line in value.split("\n")), style=style, no_wrap=False,
+                overflow="fold")
 
 
 # Characters that steer a terminal instead of printing: C0 and C1 controls (ESC starts a colour or a
