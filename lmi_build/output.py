@@ -13,6 +13,7 @@ import io
 import json
 import logging
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -138,10 +139,10 @@ class Output:
             sys.stdout.write(json.dumps(redact_tree({"error": error}, _secrets()), indent=2) + "\n")
             sys.stdout.flush()
         line = Text("error:", style="red")
-        line.append(" " + with_hint(message, hint))  # plain text: it may hold "[...]"
+        line.append(" " + printable(with_hint(message, hint)))  # plain text: it may hold "[...]"
         self.err.print(line, highlight=False)
         for detail in details:
-            self.err.print(Text("  " + detail), highlight=False)
+            self.err.print(Text("  " + printable(detail)), highlight=False)
 
     def traceback(self, error: BaseException) -> None:
         """``error``'s traceback on stderr (--debug, or a bug), redacted as every other line is."""
@@ -626,7 +627,22 @@ def identifier(value: str, style: str = "") -> Text:
     ``no_wrap=True`` it stays on one line while the table can narrow other columns; past that it
     folds onto more lines. (A plain ``no_wrap`` cell would be cropped there, silently.)"""
 
-    return Text(value, style=style, no_wrap=False, overflow="fold")
+    # Lines lmi-build joins into one cell stay lines; every other steering character is escaped.
+    return Text("\n".join(printable(line) for line in value.split("\n")), style=style, no_wrap=False,
+                overflow="fold")
+
+
+# Characters that steer a terminal instead of printing: C0 and C1 controls (ESC starts a colour or a
+# cursor move, CR and LF a forged line such as "error: ..."), DEL, the Unicode line and paragraph
+# separators and the bidirectional overrides that reorder what a line seems to say.
+_STEERING = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` (a message, name or cell that holds user text: a matrix build's name, a path, a model id)
+    as the terminal must show it: each steering character written as its escape (``\\x1b``, ``\\n``), so
+    user text can neither forge a line nor recolour or erase one (issue 42 item 9)."""
+    return _STEERING.sub(lambda found: found.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def human_count(count: int) -> str:
@@ -684,7 +700,7 @@ def reset() -> Output:
 
 def _plain(label: str, style: str, message: str) -> Text:
     line = Text(label, style=style)
-    text = bounded(message)  # every message line is bounded here (info, warn, error)
+    text = printable(bounded(message))  # every message line is bounded and printable here (info, warn, error)
     line.append(f" {text}" if label else text)
     return line
 

@@ -15,6 +15,7 @@ from lmi_build.artifact.hygiene import host_roots, iter_strings, starts_with_roo
 from lmi_build.errors import InvalidPlan, LmiBuildError, OptionError
 from lmi_build.model.normalize import read_spec_file
 from lmi_build.model.spec import ModelSpec
+from lmi_build.model.tokenizer import VOCABULARY_PATTERNS, tokenizer_files
 from lmi_build.options.resolve import OptionInputs, cli_option_pairs, resolve_options
 from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning import checks
@@ -44,21 +45,39 @@ INSTANCE_HINTS = {"gpu": "pick a GPU instance type (g5, g6, g6e, p4d, p5, ...), 
 VERSION_WARNINGS = frozenset({"model_version_mismatch"})
 
 
-def _check_tokenizer_code(model_dir: Path, trusted: bool | None, findings: Findings) -> None:
+def _check_tokenizer_code(model_dir: Path, trusted: bool | None, findings: Findings) -> bool:
     """A tokenizer_config.json with ``auto_map`` makes transformers import the repository's own
-    tokenizer code: refused at plan time unless trusted, not when the build loads the tokenizer."""
+    tokenizer code: refused at plan time unless trusted, not when the build loads the tokenizer.
+    True when the tokenizer is the model's own code (or its config cannot be read: reported here)."""
     path = model_dir / "tokenizer_config.json"
     try:
         config = read_json_file(path, what="tokenizer config") if path.exists() else {}
     except (OSError, ValueError):
         findings.error("tokenizer_config", f"{path.name} of the model is not readable JSON",
                        hint="fix or re-download the tokenizer files")
-        return
+        return True
     auto_map = config.get("auto_map") if isinstance(config, dict) else None
     if auto_map and not trusted:
         findings.error("remote_code_tokenizer",
                        "the tokenizer needs the model's own Python code (tokenizer_config.json auto_map), "
                        "which is not trusted", hint="review the repository's code, then pass --trust-remote-code")
+    return bool(auto_map)
+
+
+def _check_tokenizer_files(files: tuple[str, ...], quantization: QuantizationPlan, custom: bool,
+                           findings: Findings) -> None:
+    """No tokenizer among the source's files: the container cannot serve the artifact (it loads the
+    tokenizer from it) and calibration cannot run, so the plan refuses it before any copy, quantization or
+    engine build (issue 42 item 3). A tokenizer of the model's own code (auto_map) names its files itself."""
+    if custom or tokenizer_files(files):
+        return
+    calibrates = f" and {quantization.method} calibration tokenizes its samples with it" \
+        if quantization.calibration is not None else ""
+    findings.error("tokenizer_missing",
+                   f"the model has no tokenizer files (none of {', '.join(VOCABULARY_PATTERNS)}): the container "
+                   f"loads the tokenizer from the artifact's model directory{calibrates}",
+                   hint="add the model's tokenizer files (tokenizer.json or tokenizer.model, with "
+                        "tokenizer_config.json) to the model directory, then plan again")
 
 
 def plan_request(request: PlanRequest, target: PlanningTarget) -> SavedPlan:
@@ -94,6 +113,10 @@ def plan_request(request: PlanRequest, target: PlanningTarget) -> SavedPlan:
         revision=revision, allow_pickle=request.allow_pickle,
         calib_data=request.calib_data.absolute() if request.calib_data else None)
 
+    if checks.model_config_problems(spec, findings):
+        # A config no model can have: no target plans with it (its lengths and shapes would be nonsense).
+        return SavedPlan(inputs=build_inputs, plan=_early_plan(request, target, source.identity, spec,
+                                                      first.options, findings, None))
     try:
         recipe = load_recipes().match(spec)
     except LmiBuildError as error:
@@ -123,7 +146,9 @@ def plan_request(request: PlanRequest, target: PlanningTarget) -> SavedPlan:
                       options=options, instance=instance, quantization=quantization, findings=findings)
     _version_options(ctx)
     checks.check_common(ctx)
-    _check_tokenizer_code(source.path, read_options(options, CommonOptions).trust_remote_code, findings)
+    custom_tokenizer = _check_tokenizer_code(source.path, read_options(options, CommonOptions).trust_remote_code,
+                                             findings)
+    _check_tokenizer_files(source.files, quantization, custom_tokenizer, findings)
     planned = target.plan(ctx)
     checks.check_dtype_cast(ctx, planned.dtype)
     _check_tp_groups(quantization, spec, planned.build, findings)

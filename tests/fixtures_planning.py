@@ -21,7 +21,8 @@ Planner = Callable[..., BuildPlan]
 @pytest.fixture
 def model_dir(tmp_path: Path) -> ModelDirFactory:
     """``model_dir("meta-llama--Llama-2-7b-hf", **config_overrides)`` -> a directory holding that
-    fixture's config.json (with the overrides merged in), named after the model."""
+    fixture's config.json (with the overrides merged in) and its placeholder tokenizer.json, named after
+    the model."""
 
     def make(name: str, *, dirname: str | None = None, **overrides: Any) -> Path:
         source = FIXTURE_CONFIGS / name / "config.json"
@@ -33,6 +34,8 @@ def model_dir(tmp_path: Path) -> ModelDirFactory:
             (target / "config.json").write_text(json.dumps(config, indent=2))
         else:
             shutil.copyfile(source, target / "config.json")
+        # The fixture's placeholder tokenizer: a plan refuses a model without one (tokenizer_missing).
+        shutil.copyfile(source.with_name("tokenizer.json"), target / "tokenizer.json")
         return target
 
     return make

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from lmi_build.errors import LmiBuildError
 from lmi_build.fleet.job import Job, resources_for
+from lmi_build.output import printable
 from lmi_build.planner import plan_request, recheck_saved_plan
 from lmi_build.planning.request import PlanRequest
 from lmi_build.planning.saved import SavedPlan
@@ -208,16 +209,28 @@ def _prefixes_overlap(first: str, second: str) -> bool:
     return a.startswith(b) or b.startswith(a)
 
 
+def model_here(model: str | None, base: Path) -> str | None:
+    """A ``model`` that names a local directory, relative to ``base`` (the matrix file's directory) as every
+    other path key is (README); a Hugging Face id, ``s3://``, ``demo:`` or an absolute path as given. As on
+    the command line, a relative reference is a directory when it starts with ./ or ../ or exists."""
+    if model is None or "://" in model or model.startswith(("demo:", "~")) or Path(model).is_absolute():
+        return model
+    local = base / model
+    return str(local) if model.startswith(("./", "../")) or model in (".", "..") or local.exists() else model
+
+
 def _plan_entry(entry: BuildEntry, base: Path, endpoint_url: str | None = None) -> SavedPlan:
-    """The saved plan of one build: loaded (``plan = ...``) or made from its flags."""
+    """The saved plan of one build: loaded (``plan = ...``) or made from its flags. Every path key
+    (plan, model, properties, calib_data) is relative to the matrix file."""
     def here(path: Path | None) -> Path | None:
         return path if path is None or path.is_absolute() else base / path
 
+    model = model_here(entry.knobs.get("model"), base)
     if entry.plan is not None:
         given = [name for name, value in entry.knobs.items() if name != "model" and value not in (None, False)]
         if given:
             raise EntryError(f"{', '.join(given)} cannot be combined with plan: the saved plan fixes every knob")
-        saved = load_saved_plan(here(entry.plan) or entry.plan).with_inputs(model=entry.knobs.get("model"))
+        saved = load_saved_plan(here(entry.plan) or entry.plan).with_inputs(model=model)
         if entry.target is not None and saved.plan.target != entry.target:
             raise EntryError(f"{entry.plan} is a plan for {saved.plan.target}, not {entry.target}")
         if saved.plan.valid:  # the plan is the contract, not a proof that it was checked
@@ -226,7 +239,7 @@ def _plan_entry(entry: BuildEntry, base: Path, endpoint_url: str | None = None) 
         return saved
     if entry.target is None:
         raise EntryError("target is missing (trtllm, neuronx or hf), and no plan is given")
-    knobs = {**entry.knobs, "properties": here(entry.knobs.get("properties")),
+    knobs = {**entry.knobs, "model": model, "properties": here(entry.knobs.get("properties")),
              "calib_data": here(entry.knobs.get("calib_data"))}
     return plan_request(request_for(entry.target, knobs, env=dict(os.environ)), get_target(entry.target))
 
@@ -264,6 +277,10 @@ def plan_matrix(path: Path, *, cache: str | None, endpoint_url: str | None = Non
                 parse_s3_url(publish)
         except (ValueError, KeyError, IndexError, LmiBuildError) as error:
             problems.append(f"{label}: {getattr(error, 'message', error)}")
+            continue
+        if printable(name) != name:  # a name is shown on every line of the run: it must not steer the terminal
+            problems.append(f"{label}: the name {printable(name)} holds control characters; "
+                            "use letters, digits and punctuation")
             continue
         key = saved.plan.cache_key
         if key in by_key:

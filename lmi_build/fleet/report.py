@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lmi_build.fleet.job import SUCCESSFUL, BuildResult, Job, Started
-from lmi_build.output import Output
+from lmi_build.output import Output, identifier, printable
 
 # The statuses of the live view, in the order it lists them.
 LIVE_STATES = ("queued", "running", "cached", "built", "script", "stand_in", "checkpoint", "failed")
@@ -75,7 +75,8 @@ class MatrixProgress:
         now = time.monotonic()
         for name, state in self.state.items():
             if state == "running":
-                running.add_row(name, self.host.get(name, ""), f"{now - self.since[name]:.0f}")
+                # Cells as text, never markup; user text as printable (a name or host may hold "[...]" or escapes).
+                running.add_row(identifier(name), identifier(self.host.get(name, "")), f"{now - self.since[name]:.0f}")
         return Group(summary, running) if running.row_count else summary
 
     @contextmanager
@@ -112,13 +113,13 @@ class MatrixProgress:
         details: list[Text] = []
         for build in data["builds"]:
             status = Text(build["status"], style=STATUS_STYLE.get(build["status"], ""))
-            table.add_row(build["name"], status, build["host"], f"{build['seconds']:.1f}",
+            table.add_row(identifier(build["name"]), status, identifier(build["host"]), f"{build['seconds']:.1f}",
                           build["key"].partition(":")[2][:12])
             detail = build["error"] or build["artifact_url"]
             if build["kept"]:  # what the GPU stage needs, where it is, and how to finish it
                 detail = f"{detail}; kept at {build['kept']} on {build['host']}; next: {build['next_command']}"
             if detail:
-                line = Text(f"{build['name']}: ", style=STATUS_STYLE.get(build["status"], ""))
-                line.append(detail)  # plain text: an error may hold "[...]"
+                line = Text(f"{printable(build['name'])}: ", style=STATUS_STYLE.get(build["status"], ""))
+                line.append(printable(detail))  # plain text: an error may hold "[...]"
                 details.append(line)
         return Group(table, *details)

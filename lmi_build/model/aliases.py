@@ -65,6 +65,15 @@ ROPE_SCALING = ("rope_scaling", "rope_parameters")
 ROTARY_DIM = ("rotary_dim",)
 ROTARY_FRACTION = ("partial_rotary_factor", "rotary_pct", "rope_parameters.partial_rotary_factor")
 DTYPE = ("torch_dtype", "dtype")
+# The rope_scaling types a build reads: lmi-build's exports and quantization construct the model with the
+# installed transformers, which has a rotary embedding for these only (transformers 4.57.6
+# src/transformers/modeling_rope_utils.py:521-528 ROPE_INIT_FUNCTIONS, "default" being no scaling): another
+# type is a KeyError when the model is built, and vLLM's get_rope refuses it at start-up.
+ROPE_SCALING_TYPES = ("linear", "dynamic", "yarn", "longrope", "llama3")
+# Older spellings a model type's own config class rewrites before that lookup (4.57.6
+# models/phi3/configuration_phi3.py:192-196: su, yarn -> longrope; models/qwen2_vl/configuration_qwen2_vl.py:245-248
+# and qwen2_5_vl/configuration_qwen2_5_vl.py:256-259: mrope -> default).
+ROPE_SCALING_RENAMED = {"phi3": ("su", "yarn"), "qwen2_vl": ("mrope",), "qwen2_5_vl": ("mrope",)}
 # Qwen (v1) states its dtype as boolean flags instead.
 DTYPE_FLAGS = (("bf16", "bfloat16"), ("fp16", "float16"), ("fp32", "float32"))
 DTYPE_NAMES = {

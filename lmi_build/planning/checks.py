@@ -3,9 +3,12 @@ stable code, the numbers in the message and the fix in the hint."""
 
 from __future__ import annotations
 
+from lmi_build.model import aliases
+from lmi_build.model.spec import ModelSpec
 from lmi_build.options.resolve import option_spec
 from lmi_build.options.resolved import Source, _full_key
 from lmi_build.planning.context import PlanContext, read_options
+from lmi_build.planning.findings import Findings
 from lmi_build.planning.options import CommonOptions, CommonServing, CommonText
 
 # option.dtype (one of the option table's choices) -> the TensorRT-LLM / torch dtype name; the
@@ -122,7 +125,9 @@ def max_positions(ctx: PlanContext) -> int | None:
     scaling_type = given.rotary_scaling_type or configured
     factor = given.rotary_scaling_factor or (spec.rope.scaling_factor if spec.rope else None)
     if scaling_type and factor and factor > 1 and scaling_type not in _PRE_EXTENDED_ROPE:
-        return int(base * factor)
+        # Bounded: a factor the option table lets through (any float > 1) must not make a length no
+        # container reads (model_config refuses a config's own factor past this).
+        return int(min(base * factor, SIZE_LIMIT))
     return base
 
 
@@ -153,34 +158,91 @@ def check_common(ctx: PlanContext) -> None:
         ctx.findings.error("rotary_scaling_pair", f"option.{given} is set without option.{missing}",
                            hint="set option.rotary_scaling_type and option.rotary_scaling_factor together")
     check_option_restrictions(ctx)
-    check_model_shape(ctx)
 
 
 # config.json sizes that must be positive integers where present (top level and text_config).
 SIZE_KEYS = ("hidden_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers", "vocab_size",
              "intermediate_size", "max_position_embeddings", "head_dim", "n_head", "n_layer", "n_embd", "n_positions")
-# Far above any real model (the largest public configs: hidden 25k, vocab 260k, 2M positions).
+# The largest length or size a plan takes from a config: DJL reads every length option as a Java int
+# (data/options.toml maximum), and max_seq_len = the model's positions; far above any real model (the
+# largest public configs: hidden 25k, vocab 260k, 10M positions).
 SIZE_LIMIT = 2**31 - 1
+# The dtypes a checkpoint is read in (config.json torch_dtype, spelled as transformers does).
+CHECKPOINT_DTYPES = tuple(dict.fromkeys(aliases.DTYPE_NAMES.values()))
+_FIX = "fix or re-download the model's config.json"
 
 
-def check_model_shape(ctx: PlanContext) -> None:
-    """A config.json whose sizes no model can have (0 KV heads, negative layers, 10**22 vocab) is a
-    plan error, not a crash or a division by zero hours later."""
-    raw = ctx.spec.raw
+def model_config_problems(spec: ModelSpec, findings: Findings) -> bool:
+    """A config.json no model can have (0 KV heads, negative layers, 10**22 vocab or positions, an
+    unknown torch_dtype) is a plan error, not a crash or a division by zero hours later; the planner
+    stops there, before any target plans with it (issue 42 item 9). True when there are problems."""
+    before = len(findings.errors)
+    raw = spec.raw
     for where, table in (("", raw), ("text_config.", raw.get("text_config"))):
-        if not isinstance(table, dict):
-            continue
-        for key in SIZE_KEYS:
-            value = table.get(key)
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= SIZE_LIMIT:
-                ctx.findings.error("model_config", f"config.json {where}{key} = {str(value)[:40]} is not a "
-                                   "possible size (a positive integer)", hint="fix or re-download the model's config.json")
-        heads, kv = table.get("num_attention_heads"), table.get("num_key_value_heads")
-        if isinstance(heads, int) and isinstance(kv, int) and heads > 0 and kv > 0 and heads % kv:
-            ctx.findings.error("model_config", f"config.json {where}num_attention_heads = {heads} is not a multiple "
-                               f"of num_key_value_heads = {kv}", hint="fix or re-download the model's config.json")
+        if isinstance(table, dict):
+            _check_sizes(table, where, findings)
+    _check_spec_sizes(spec, findings)
+    if spec.torch_dtype is not None and spec.torch_dtype not in CHECKPOINT_DTYPES:
+        findings.error("model_config", f"config.json torch_dtype = {str(spec.torch_dtype)[:40]!r} is not a dtype "
+                       f"a checkpoint is read in ({', '.join(CHECKPOINT_DTYPES)})", hint=_FIX)
+    return len(findings.errors) > before
+
+
+def _check_sizes(table: dict[str, object], where: str, findings: Findings) -> None:
+    for key in SIZE_KEYS:
+        value = table.get(key)
+        if value is not None and not _possible_size(value):
+            findings.error("model_config", f"config.json {where}{key} = {str(value)[:40]} is not a possible size "
+                           f"(a positive integer, at most {SIZE_LIMIT})", hint=_FIX)
+    heads, kv = table.get("num_attention_heads"), table.get("num_key_value_heads")
+    if isinstance(heads, int) and isinstance(kv, int) and heads > 0 and kv > 0 and heads % kv:
+        findings.error("model_config", f"config.json {where}num_attention_heads = {heads} is not a multiple "
+                       f"of num_key_value_heads = {kv}", hint=_FIX)
+
+
+def _check_spec_sizes(spec: ModelSpec, findings: Findings) -> None:
+    """The sizes the build reads, whichever config key stated them (``n_ctx``, ``num_local_experts``, a
+    rope_scaling's own fields), and the length RoPE scaling extends the positions to."""
+    rope = spec.rope
+    stated = {spec.max_position_source or "max_position_embeddings": spec.max_position_embeddings,
+              _stated_key(spec, aliases.NUM_EXPERTS): spec.num_experts,
+              _stated_key(spec, aliases.EXPERTS_PER_TOKEN): spec.experts_per_token,
+              "rope_scaling.original_max_position_embeddings": rope.original_max_position_embeddings if rope else None}
+    for key, value in stated.items():
+        if key not in SIZE_KEYS and value is not None and not _possible_size(value):
+            findings.error("model_config", f"config.json {key} = {str(value)[:40]} is not a possible size "
+                           f"(a positive integer, at most {SIZE_LIMIT})", hint=_FIX)
+    if rope is not None and rope.rotary_dim is not None and not 0 < rope.rotary_dim <= spec.head_dim:
+        findings.error("model_config", f"config.json gives a rotary dimension of {str(rope.rotary_dim)[:40]} for a "
+                       f"head dimension of {spec.head_dim} (rotary_dim or partial_rotary_factor)", hint=_FIX)
+    kind = (rope.scaling_type or "").lower() if rope is not None else ""
+    factor = rope.scaling_factor if rope is not None and kind else None
+    positions = spec.max_position_embeddings
+    if factor and positions and factor > 1 and kind not in _PRE_EXTENDED_ROPE and positions * factor > SIZE_LIMIT:
+        findings.error("model_config", f"config.json rope_scaling factor {factor:.6g} x {positions} positions "
+                       f"is more than {SIZE_LIMIT} positions", hint=_FIX)
+
+
+def _stated_key(spec: ModelSpec, keys: tuple[str, ...]) -> str:
+    """The config key that stated a fact (its first spelling when none did)."""
+    return next((key for key in keys if key in spec.raw), keys[0])
+
+
+def _possible_size(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and 0 < value <= SIZE_LIMIT
+
+
+def check_rope_scaling_type(ctx: PlanContext) -> None:
+    """A rope_scaling type the build's transformers has no rotary embedding for is refused in the plan
+    (the export would stop with a KeyError), naming the types it has (``aliases.ROPE_SCALING_TYPES``)."""
+    rope = ctx.spec.rope
+    kind = rope.scaling_type if rope is not None else None
+    if kind is None or kind in aliases.ROPE_SCALING_TYPES or \
+            kind in aliases.ROPE_SCALING_RENAMED.get(ctx.spec.model_type, ()):
+        return
+    ctx.findings.error("rope_scaling_type", f"config.json rope_scaling type {kind[:40]!r} is not one transformers "
+                       f"builds a model with ({', '.join(aliases.ROPE_SCALING_TYPES)}), so the {ctx.target} "
+                       "build cannot load the model", hint=f"{_FIX}, or use a model with a supported RoPE scaling")
 
 
 def check_option_restrictions(ctx: PlanContext) -> None:

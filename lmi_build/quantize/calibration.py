@@ -149,8 +149,9 @@ def load_tokenizer(model_dir: Path, trust_remote_code: bool) -> Any:
 
     try:
         return AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
-    except (OSError, ValueError) as exc:
+    except Exception as exc:  # transformers on files it did not write: no vocabulary is an AttributeError
         raise StepError(
-            f"calibration needs the model's tokenizer, which cannot be loaded from {model_dir.name}: {exc}",
+            f"calibration needs the model's tokenizer, which cannot be loaded from {model_dir.name}: "
+            f"{type(exc).__name__}: {str(exc)[:200]}",
             hint="make sure the model directory holds its tokenizer files (tokenizer.json or tokenizer.model)",
         ) from exc

@@ -13,3 +13,6 @@ from lmi_build.types import ModelIdentity
 class ResolvedSource:
     path: Path  # a local directory holding config.json (+ tokenizer, weights when fetched)
     identity: ModelIdentity
+    # The files of the source a build reads (relative names), whatever a plan fetched of them: what the
+    # plan knows of the files it does not download (the tokenizer's, the weights).
+    files: tuple[str, ...]

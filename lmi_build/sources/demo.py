@@ -253,6 +253,18 @@ def ensure_demo_model(name: str, *, with_weights: bool) -> Path:
     return full_dir
 
 
+# The files a full demo model has (``_write_full``): what a plan of its config-only copy knows it will have.
+DEMO_FILES = ("config.json", "generation_config.json", "special_tokens_map.json", "tokenizer.json",
+              "tokenizer_config.json", WEIGHTS_FILE)
+
+
+def demo_files(path: Path) -> tuple[str, ...]:
+    """The files of the demo model at ``path``: its own when it is the full model, else those it will have."""
+    if path.name.endswith("-config"):
+        return DEMO_FILES
+    return tuple(sorted(entry.name for entry in path.iterdir() if entry.is_file()))
+
+
 def _publish_dir(final: Path, fill: Callable[[Path], None]) -> None:
     """Fill a temp sibling and rename it into place, so a half-written model is never visible.
     If another process won the race, its (identical) result is kept and ours discarded."""

@@ -97,7 +97,8 @@ def _resolve_offline(repo_id: str, revision: str | None, purpose: str, allow_pic
         raise SourceError(f"the cached snapshot of '{repo_id}' has no weights",
                           hint="download the model once with network access, or unset HF_HUB_OFFLINE")
     digest = tree_digest((rel, _blob_hash(path / rel)) for rel in build_files)
-    return ResolvedSource(path=path, identity=ModelIdentity(kind="hf", id=repo_id, revision=path.name, digest=digest))
+    return ResolvedSource(path=path, identity=ModelIdentity(kind="hf", id=repo_id, revision=path.name, digest=digest),
+                          files=tuple(build_files))
 
 
 def _resolve_online(repo_id: str, revision: str | None, purpose: str, allow_pickle: bool) -> ResolvedSource:
@@ -120,7 +121,8 @@ def _resolve_online(repo_id: str, revision: str | None, purpose: str, allow_pick
     wanted = build_files if purpose == "build" else select_plan_files(siblings)
     # Pin the download to the commit the digest describes, even if the branch moves meanwhile.
     path = Path(snapshot_download(repo_id, revision=info.sha, cache_dir=hub_cache_dir(), allow_patterns=wanted))
-    return ResolvedSource(path=path, identity=ModelIdentity(kind="hf", id=repo_id, revision=info.sha, digest=digest))
+    return ResolvedSource(path=path, identity=ModelIdentity(kind="hf", id=repo_id, revision=info.sha, digest=digest),
+                          files=tuple(build_files))
 
 
 def resolve_hf(repo_id: str, *, revision: str | None, purpose: Literal["plan", "build"],

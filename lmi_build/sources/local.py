@@ -129,4 +129,5 @@ def resolve_local(path: Path, *, purpose: Literal["plan", "build"], allow_pickle
         check_weights(path, selected)
     hashes = cached_sha256([path / rel for rel in selected])
     digest = tree_digest((rel, hashes[path / rel]) for rel in selected)
-    return ResolvedSource(path=path, identity=ModelIdentity(kind="local", id=name_text(name), digest=digest))
+    return ResolvedSource(path=path, identity=ModelIdentity(kind="local", id=name_text(name), digest=digest),
+                          files=tuple(selected))

@@ -13,7 +13,7 @@ from typing import Literal
 
 from lmi_build.errors import SourceError
 from lmi_build.sources.base import ResolvedSource
-from lmi_build.sources.demo import demo_digest, demo_revision, ensure_demo_model
+from lmi_build.sources.demo import demo_digest, demo_files, demo_revision, ensure_demo_model
 from lmi_build.sources.local import resolve_local
 from lmi_build.sources.s3 import resolve_s3
 from lmi_build.types import ModelIdentity
@@ -53,7 +53,7 @@ def resolve_source(
         name = ref[len("demo:") :]
         path = ensure_demo_model(name, with_weights=purpose == "build")
         identity = ModelIdentity(kind="demo", id=ref, revision=demo_revision(), digest=demo_digest(name))
-        return ResolvedSource(path=path, identity=identity)
+        return ResolvedSource(path=path, identity=identity, files=demo_files(path))
     if ref.startswith("s3://"):
         _no_revision(ref, revision)
         return resolve_s3(ref, purpose=purpose, endpoint_url=endpoint_url, allow_pickle=allow_pickle)

@@ -135,4 +135,5 @@ def resolve_s3(url: str, *, purpose: Literal["plan", "build"], endpoint_url: str
         keep = set(build_files)
         for stray in [p for p in mirror.rglob("*") if p.is_file() and p.relative_to(mirror).as_posix() not in keep]:
             stray.unlink()  # a file the prefix no longer has must not leak into the build
-    return ResolvedSource(path=mirror, identity=ModelIdentity(kind="s3", id=str(target), digest=digest))
+    return ResolvedSource(path=mirror, identity=ModelIdentity(kind="s3", id=str(target), digest=digest),
+                          files=tuple(build_files))

@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from lmi_build.fleet.matrix import BuildEntry, MatrixError, expand, plan_matrix, read_matrix
-from lmi_build.targets import every_knob
+from lmi_build.targets import every_knob, parse_plan_text
 from tests.paths import REPO_ROOT
 
 REPO = REPO_ROOT
@@ -99,3 +99,52 @@ def test_build_keys_are_the_plan_request_knobs(tmp_path: Path) -> None:
     for not_a_knob in ("env", "endpoint_url"):  # PlanRequest fields a matrix build does not set
         with pytest.raises(ValidationError, match=not_a_knob):
             BuildEntry.from_table({not_a_knob: None})
+
+
+def _config_dir(directory: Path, fixture: str) -> Path:
+    """A plannable model directory: a fixture's config.json and a tokenizer file."""
+    from tests.conftest import FIXTURE_CONFIGS
+
+    directory.mkdir(parents=True)
+    (directory / "config.json").write_text((FIXTURE_CONFIGS / fixture / "config.json").read_text())
+    (directory / "tokenizer.json").write_text("{}")
+    return directory
+
+
+def test_a_relative_model_is_relative_to_the_matrix_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """README: relative paths are relative to the matrix file, the model's too (issue 42 item 9: it was the
+    current directory's, so a matrix run from elsewhere planned another model, or none)."""
+    suite = tmp_path / "suite"
+    _config_dir(suite / "model", "meta-llama--Llama-2-7b-hf")
+    _config_dir(suite / "plain", "mistralai--Mistral-7B-v0.1")
+    elsewhere = tmp_path / "elsewhere"
+    _config_dir(elsewhere / "model", "facebook--opt-125m")  # a decoy where the command runs
+    (suite / "builds.toml").write_text("[[build]]\ntarget = 'hf'\nmodel = './model'\nname = 'dotted'\n\n"
+                                       "[[build]]\ntarget = 'hf'\nmodel = 'plain'\nname = 'plain'\n\n"
+                                       "[[build]]\ntarget = 'hf'\nmodel = 'demo:tiny-llama'\nname = 'demo'\n",
+                                       encoding="utf-8")
+    monkeypatch.chdir(elsewhere)
+    jobs = {job.name: parse_plan_text(job.saved_plan, job.name)
+            for job in plan_matrix(Path("../suite/builds.toml"), cache=None)}
+    assert jobs["dotted"].inputs.model == str((suite / "model").absolute())
+    assert jobs["dotted"].plan.spec.model_type == "llama"  # not the decoy's opt
+    assert jobs["plain"].inputs.model == str((suite / "plain").absolute())
+    assert jobs["demo"].inputs.model == "demo:tiny-llama"
+
+
+def test_a_build_name_that_steers_the_terminal_is_refused_and_shown_escaped(tmp_path: Path) -> None:
+    """A name holding ESC, CR or LF reached the terminal as it was and forged an "error:" line (issue 42
+    item 9). It is an invalid matrix, and the message shows it escaped: one error line, no ESC byte."""
+    from tests.cli_process import run_lmi_build
+
+    model = _config_dir(tmp_path / "model", "meta-llama--Llama-2-7b-hf")
+    (tmp_path / "builds.toml").write_text(f'[[build]]\ntarget = "hf"\nmodel = "{model}"\n'
+                                          'name = "x\\u001b[2K\\rerror: forged\\nerror: second\\u202e"\n',
+                                          encoding="utf-8")
+    result = run_lmi_build("matrix", str(tmp_path / "builds.toml"), "--cache", "s3://bucket/prefix/")
+    assert result.returncode == 2, result.stderr
+    assert "\x1b" not in result.stderr and "\r" not in result.stderr and "\u202e" not in result.stderr
+    assert [line for line in result.stderr.splitlines() if line.startswith("error:")] == [
+        f"error: {tmp_path / 'builds.toml'}: 1 error(s), nothing was built (fix every listed build, then run the "
+        "matrix again)"]
+    assert "the name x\\x1b[2K\\rerror: forged\\nerror: second\\u202e holds control characters" in result.stderr

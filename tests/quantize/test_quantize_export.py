@@ -581,3 +581,15 @@ def test_hf_fp8_for_lmi_029_loads_with_compressed_tensors(tiny_llama3: Path, tmp
     error = float((_logits(model.eval(), tokenizer) - reference).abs().max()) / float(reference.max() - reference.min())
     print(f"fp8 (compressed-tensors, loaded by compressed-tensors): max |dlogit| / logit range = {error:.4f}")
     assert 0 < error < MAX_REL_ERROR["fp8"]
+
+
+def test_a_model_without_a_tokenizer_is_one_step_error(tmp_path: Path) -> None:
+    """transformers raises AttributeError (not OSError) for a tokenizer_config.json with no vocabulary:
+    that was a 92-line traceback out of calibration (issue 42 item 3); it is one StepError now."""
+    from lmi_build.quantize import calibration
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama", "architectures": ["LlamaForCausalLM"]}))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "LlamaTokenizerFast"}))
+    with pytest.raises(StepError, match="calibration needs the model's tokenizer") as raised:
+        calibration.load_tokenizer(tmp_path, trust_remote_code=False)
+    assert "\n" not in raised.value.message and len(raised.value.message) < 400

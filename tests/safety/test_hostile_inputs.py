@@ -66,6 +66,45 @@ def test_nonsense_config_is_refused_in_one_line(world: World, case: str, update:
     assert result.returncode in (1, 2), f"{case}: a nonsense config must not plan: {result.stdout[-500:]}"
 
 
+# Values that parse but that no model has, and what each target's plan says (issue 42 item 9): what the plan
+# accepts the build must build, so each is a plan error (exit 2) with one line, before any target plans with it
+# (2**62 positions used to be a ValueError traceback in trtllm's lengths, -1 in neuronx's n_positions; an
+# unknown rope_scaling type or torch_dtype planned valid and the trtllm export raised).
+HOSTILE_VALUES: list[tuple[str, dict[str, Any], tuple[str, ...], str]] = [
+    ("positions_2_62", {"max_position_embeddings": 2**62}, ("trtllm", "hf", "neuronx"), "model_config"),
+    ("positions_negative", {"max_position_embeddings": -1}, ("neuronx", "trtllm"), "model_config"),
+    ("positions_1e300", {"max_position_embeddings": 1e300}, ("trtllm",), "model_config"),
+    ("rope_factor_1e308", {"rope_scaling": {"type": "linear", "factor": 1e308}}, ("trtllm", "neuronx"),
+     "model_config"),
+    ("rope_original_2_62", {"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                             "high_freq_factor": 4.0, "original_max_position_embeddings": 2**62}},
+     ("trtllm",), "model_config"),
+    ("experts_2_62", {"num_local_experts": 2**62}, ("hf",), "model_config"),
+    ("rotary_fraction_1e9", {"partial_rotary_factor": 1e9}, ("trtllm",), "model_config"),
+    ("rope_type_evil", {"rope_scaling": {"rope_type": "evil", "factor": 2.0}}, ("trtllm", "hf"),
+     "rope_scaling_type"),
+    ("rope_type_list", {"rope_scaling": {"rope_type": ["linear"], "factor": 2.0}}, ("trtllm",), "rope_scaling_type"),
+    ("rope_type_evil_neuron", {"rope_scaling": {"rope_type": "evil", "factor": 2.0}}, ("neuronx",),
+     "neuron_rope_scaling"),
+    ("dtype_evil", {"torch_dtype": "evil"}, ("trtllm", "hf", "neuronx"), "model_config"),
+    ("dtype_number", {"torch_dtype": 5}, ("hf",), "model_config"),
+]
+
+
+@pytest.mark.parametrize(("case", "update", "target", "code"),
+                         [(case, update, target, code) for case, update, targets, code in HOSTILE_VALUES
+                          for target in targets],
+                         ids=[f"{case}-{target}" for case, _, targets, _ in HOSTILE_VALUES for target in targets])
+def test_a_config_no_model_has_is_a_plan_error_in_one_line(world: World, case: str, update: dict[str, Any],
+                                                           target: str, code: str) -> None:
+    _config(world, update)
+    before = world.snapshot()
+    extra = ("--n-positions", "128") if target == "neuronx" else ()
+    result = world.run("plan", target, "--model", "./model", "--tp", "1", *extra)
+    world.expect(result, code=2, before=before, says=f"[{code}]")
+    assert len(result.error_lines[0]) < 600, result.error_lines[0]
+
+
 @pytest.mark.parametrize("raw", [
     "[" * 100_000 + "]" * 100_000,
     '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}",
@@ -134,6 +173,43 @@ def test_tokenizer_auto_map_is_caught_at_plan_time(world: World, trusted: bool) 
         assert "remote_code_tokenizer" in result.stderr
 
 
+# A model whose files hold no tokenizer (tokenizer_config.json alone has no vocabulary): plan said valid, then
+# `hf --quantize awq` was a 92-line AttributeError out of calibration, the unquantized hf build failed after the
+# copy and a trtllm script bundle was written (exit 0) to fail at packaging (issue 42 item 3). Every command
+# refuses it in the plan: exit 2, one line, nothing written.
+NO_TOKENIZER_COMMANDS: list[tuple[tuple[str, ...], tuple[str, ...]]] = [
+    (("plan", "hf"), ()),
+    (("plan", "trtllm"), ()),
+    (("plan", "neuronx"), ("--n-positions", "128")),
+    (("hf",), ("--quantize", "fp8", "--output", "out")),
+    (("hf",), ("--output", "out")),
+    (("trtllm",), ("--runner", "script", "--output", "bundle")),
+]
+
+
+@pytest.mark.parametrize(("command", "flags"), NO_TOKENIZER_COMMANDS,
+                         ids=["-".join(command + flags[:2]) for command, flags in NO_TOKENIZER_COMMANDS])
+def test_a_model_without_tokenizer_files_is_refused_by_the_plan(world: World, command: tuple[str, ...],
+                                                                flags: tuple[str, ...]) -> None:
+    (world.model / "tokenizer.json").unlink()
+    before = world.snapshot()
+    result = world.run(*command, "--model", "./model", *flags)
+    world.expect(result, code=2, before=before, says="[tokenizer_missing]")
+    if "fp8" in flags:
+        assert "fp8 calibration tokenizes its samples with it" in result.error_lines[0]
+
+
+def test_a_tokenizer_of_the_models_own_code_names_its_files(world: World) -> None:
+    """An auto_map tokenizer (trusted) reads files of its own choosing: not refused for their names."""
+    (world.model / "tokenizer.json").unlink()
+    path = world.model / "tokenizer_config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()),
+                                "auto_map": {"AutoTokenizer": ["tokenization_own.OwnTokenizer", None]}}))
+    before = world.snapshot()
+    result = world.run("plan", "hf", "--model", "./model", "--trust-remote-code")
+    world.expect(result, code=0, before=before)
+
+
 @pytest.mark.parametrize("args", [
     ("trtllm", "--model", "./model", "--checkpoint", "/nonexistent", "--output", "out"),
     ("trtllm", "--model", "./model", "--engine-dir", "/nonexistent", "--output", "out"),
@@ -162,3 +238,13 @@ def test_bad_paths_and_flags_are_one_line(world: World, args: tuple[str, ...]) -
     result = world.run(*args, env={"AWS_ENDPOINT_URL": "http://127.0.0.1:9"})
     world.expect(result, code=result.returncode, before=before)
     assert result.returncode in (1, 2), result.stdout[-500:]
+
+
+def test_user_text_in_a_message_cannot_steer_the_terminal(world: World) -> None:
+    """A model reference is user text an error message quotes: ESC, CR, LF and bidi overrides in it are shown
+    escaped, so it can neither forge a second "error:" line nor recolour or erase one (issue 42 item 9)."""
+    before = world.snapshot()
+    result = world.run("plan", "hf", "--model", "./x\x1b[2K\rerror: forged\nerror: second\u202e")
+    world.expect(result, code=1, before=before)
+    assert "\x1b" not in result.stderr and "\r" not in result.stderr and "\u202e" not in result.stderr
+    assert "x\\x1b[2K\\rerror: forged\\nerror: second\\u202e" in result.error_lines[0]

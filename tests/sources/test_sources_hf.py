@@ -62,7 +62,7 @@ def test_missing_from_offline_cache(offline_hub: OfflineHub) -> None:
 
 def test_the_cli_reads_the_hub_settings_from_its_environment(offline_hub: OfflineHub) -> None:
     """A fresh process: huggingface_hub's constants come from HF_HOME/HF_HUB_OFFLINE at import."""
-    commit = offline_hub.add_repo("acme/tiny-llama", tiny_model_files())
+    commit = offline_hub.add_repo("acme/tiny-llama", {**tiny_model_files(), "tokenizer.json": b"{}"})
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPTION_", "SM_"))}
     result = run_lmi_build_process("plan", "hf", "--model", "acme/tiny-llama", "--json", env=env, timeout=120)
     assert result.returncode == 0, result.stderr

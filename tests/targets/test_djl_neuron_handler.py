@@ -44,7 +44,15 @@ LOADERS = {"TNXModelLoader": "tnx", "OptimumModelLoader": "optimum", "vllm (defe
 
 # The reviewed differences: (branch, model, fields as JSON, what differs) -> the reason it is not a fault
 # of lmi-build's output. Empty: every recorded entry agrees.
-REVIEWED: dict[tuple[str, str, str, str], str] = {}
+# Differences reviewed, (branch, model, fields, difference) -> why. 0.29's handler loads Llama-3.1 without an
+# error, but its transformers-neuronx 0.11.351 reads no rope_scaling: served with unscaled RoPE, which the plan
+# now refuses (issue 42 item 8; the profile's rope_scaling_sources). The recorded run stays as DJL did it.
+_ROPE_REFUSED = "lmi-build refuses it now (['neuron_rope_scaling']), it was built"
+REVIEWED: dict[tuple[str, str, str, str], str] = {
+    ("0.29.0-dlc", "meta-llama--Llama-3.1-8B-Instruct", fields, _ROPE_REFUSED): "unscaled RoPE on 0.29 (issue 42 item 8)"
+    for fields in ('{}', '{"max_batch_size": 4}', '{"option": ["option.batch_size=4"]}',
+                   '{"max_batch_size": 4, "option": ["option.rolling_batch=vllm"]}',
+                   '{"max_batch_size": 4, "option": ["option.model_loader=vllm"]}')}
 # Entries lmi-build plans but does not build (so DJL's handler had no artifact): (branch, option) -> why.
 # Empty: every entry lmi-build plans is built and executed.
 UNBUILT_REVIEWED: dict[tuple[str, str], str] = {}

@@ -71,6 +71,7 @@ class HfPlanning:
     def plan(self, ctx: PlanContext) -> TargetPlan:
         tp = checks.resolve_tp(ctx)
         checks.check_tp_heads(ctx, tp)
+        checks.check_rope_scaling_type(ctx)
         checks.check_kv_heads_gpu(ctx, tp)
         dtype = checks.resolve_dtype(ctx)
 

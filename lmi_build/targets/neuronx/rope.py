@@ -7,13 +7,11 @@ its original context. The rules per release are the profile's data (``llama_rope
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from lmi_build.model.spec import ModelSpec
+from lmi_build.targets.neuronx.profiles import NeuronProfile, load_profiles
 from lmi_build.types import PlanMessage
-
-if TYPE_CHECKING:
-    from lmi_build.targets.neuronx.profiles import NeuronProfile
 
 LLAMA = "llama"  # the one model type whose config transformers-neuronx reads rope_scaling from
 
@@ -52,22 +50,29 @@ def rope_scaling_of(spec: ModelSpec) -> Any:
 
 def rope_message(profile: NeuronProfile, spec: ModelSpec) -> tuple[Literal["error", "warning"], PlanMessage] | None:
     """``rope_outcome`` as the one message plan and ``verify --for-container`` both report: an error
-    where the release rejects the config or would load it with unscaled RoPE, a warning where unchecked."""
+    where the release rejects the config or would load it with unscaled RoPE, a warning where unchecked.
+    The hint names the first release that loads the model's scaling as trained (issue 42 item 8)."""
     found = rope_outcome(profile, spec)
     if found is None:
         return None
-    cited = f"({'; '.join(found.sources)})"
+    # One line that names where its sources are kept (the profile's rope_scaling_sources), not a
+    # kilobyte of commit hashes (issue 30 item 6; the finding itself carries them: ``RopeOutcome.sources``).
+    cited = f"(sources: lmi-build profiles show {profile.name}, rope_scaling_sources)"
+    scaling = spec.rope.scaling_type if spec.rope is not None else None
+    first = first_scaling_release(spec)
+    pick = (f"pick {first.name} or newer, the first release whose transformers-neuronx applies {scaling} RoPE "
+            "scaling" if first is not None else f"no LMI Neuron release applies {spec.model_type}'s {scaling} RoPE "
+            "scaling: serve the model on a GPU target (trtllm, hf)")
     if found.outcome == "unchecked":
-        # A warning a plan prints on every such build: one line, its sources named where they are kept
-        # (the profile's rope_scaling_sources), not three lines of commit hashes (issue 30 item 6).
-        return "warning", PlanMessage(
-            code="neuron_rope_scaling_unchecked",
-            message=f"{found.message} (sources: lmi-build profiles show {profile.name}, rope_scaling_sources)",
-            hint="check the outputs at long context, or pick lmi-0.32.0 or newer (llama3 scaling)")
-    return "error", PlanMessage(
-        code="neuron_rope_scaling", message=f"{found.message} {cited}",
-        hint="pick a release whose transformers-neuronx applies this scaling (lmi-0.32.0 and newer apply llama3), "
-             "or serve the model on a GPU target")
+        return "warning", PlanMessage(code="neuron_rope_scaling_unchecked", message=f"{found.message} {cited}",
+                                      hint=f"check the outputs at long context, or {pick}")
+    return "error", PlanMessage(code="neuron_rope_scaling", message=f"{found.message} {cited}", hint=pick)
+
+
+def first_scaling_release(spec: ModelSpec) -> NeuronProfile | None:
+    """The oldest release (checked, published or not) that loads ``spec``'s RoPE scaling as trained."""
+    return next((release for release in load_profiles()
+                 if release.rope_scaling_checked and rope_outcome(release, spec) is None), None)
 
 
 def rope_outcome(profile: NeuronProfile, spec: ModelSpec) -> RopeOutcome | None:

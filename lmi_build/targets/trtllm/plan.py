@@ -92,6 +92,7 @@ class TrtllmPlanning:
         pp = given.pipeline_parallel_degree or 1
         tp = checks.resolve_tp(ctx, pp=pp)
         checks.check_tp_heads(ctx, tp)
+        checks.check_rope_scaling_type(ctx)
         checks.check_kv_heads_gpu(ctx, tp)
         if pp > spec.num_layers:
             ctx.findings.error("pp_layers", f"pp={pp} is more than the model's {spec.num_layers} layers",

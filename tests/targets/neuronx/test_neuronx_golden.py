@@ -26,7 +26,8 @@ NEURONX_RECIPES = {"bloom", "gpt2", "gpt_neox", "gptj", "llama", "mistral", "mix
 # Fixtures a release refuses for a cited reason of its own (the test checks the reason, not a pass):
 # Llama-3.1's llama3 RoPE scaling, which the transformers or transformers-neuronx of 0.26-0.29 cannot
 # read or ignore (targets/neuronx/rope.py, profiles.toml rope_scaling_sources).
-_LLAMA3_ROPE_REFUSED = {"lmi-0.26.0-neuronx-sdk2.16.0", "lmi-0.27.0-neuronx-sdk2.18.0", "lmi-0.28.0-neuronx-sdk2.18.2"}
+_LLAMA3_ROPE_REFUSED = {"lmi-0.26.0-neuronx-sdk2.16.0", "lmi-0.27.0-neuronx-sdk2.18.0", "lmi-0.28.0-neuronx-sdk2.18.2",
+                        "lmi-0.29.0-neuronx-sdk2.19.1"}
 ROPE_REFUSED = {"meta-llama--Llama-3.1-8B-Instruct": _LLAMA3_ROPE_REFUSED,
                 "meta-llama--Llama-3.2-3B-Instruct": _LLAMA3_ROPE_REFUSED}
 PROFILES = [p.name for p in load_profiles()]

@@ -1,8 +1,9 @@
 """RoPE scaling per LMI Neuron release (issue 21 finding 8): Llama-3.x's llama3 rope_scaling is
 refused on 0.26-0.28 (the image's transformers 4.35/4.36 LlamaConfig cannot parse it); linear scaling
 (deepseek-coder, CodeLlama-style fine-tunes) is refused on 0.26-0.28 (TNX 0.9/0.10 never read rope_scaling:
-unscaled RoPE, wrong outputs) and on 0.32-0.34 (TNX 0.13 raises ValueError); llama3 plans on 0.32+; 0.29
-and 0.30 warn (no public source of TNX 0.11.351 or 0.12.313; DJL gates Llama-3.1 on 0.29 by MMLU)."""
+unscaled RoPE, wrong outputs) and on 0.30-0.34 (TNX 0.12/0.13 raise ValueError); llama3 plans on 0.30+ and is
+refused on 0.29, whose TNX 0.11.351 ignores it (issue 42 item 8: the Neuron release notes name 0.12.313 the first
+with scaled RoPE), naming 0.30 as the first release that scales it."""
 
 from __future__ import annotations
 
@@ -35,21 +36,26 @@ def test_llama3_scaling_is_refused_where_transformers_cannot_parse_it(plan_model
     plan = _plan(plan_model, model_dir, "llama3", LLAMA3, profile)
     error = next(e for e in plan.errors if e.code == "neuron_rope_scaling")
     assert "transformers cannot read this config" in error.message and "two fields" in error.message
-    assert "configuration_llama.py" in error.message  # cited
+    # One line naming where its sources are (issue 42: a kilobyte of citations was one error line), cited there.
+    assert f"(sources: lmi-build profiles show {profile}, rope_scaling_sources)" in error.message
+    assert len(error.message) < 400 and "configuration_llama.py" in " ".join(get_profile(profile).rope_scaling_sources)
 
 
 @pytest.mark.parametrize("scaling", [LLAMA3, LINEAR], ids=["llama3", "linear"])
-def test_029_is_unchecked_a_warning(plan_model: Planner, model_dir: ModelDirFactory, scaling: dict[str, Any]) -> None:
-    """The public sync read for 0.11.351 calls itself 0.10.x, and DJL's own 0.29 correctness test serves
-    Llama-3.1-8B there: what 0.29 does with rope_scaling is a warning, not a refusal."""
-    plan = _plan(plan_model, model_dir, str(scaling.get("rope_type") or scaling["type"]), scaling, P029)
-    assert plan.valid, [e.message for e in plan.errors]
-    warning = next(w for w in plan.warnings if w.code == "neuron_rope_scaling_unchecked")
-    # One line that names where its sources are (issue 30 item 6), not the sources themselves.
-    assert "unchecked" in warning.message and "c8d6bdc" not in warning.message and len(warning.message) < 240
-    assert f"lmi-build profiles show {P029}, rope_scaling_sources" in warning.message
-    sources = " ".join(get_profile(P029).rope_scaling_sources)
-    assert "c8d6bdc" in sources and "tests.py:879-883" in sources  # still cited, there
+def test_029_ignores_rope_scaling_an_error_naming_the_first_release_that_scales(
+        plan_model: Planner, model_dir: ModelDirFactory, scaling: dict[str, Any]) -> None:
+    """transformers-neuronx 0.11.351 (0.29) reads no rope_scaling: Llama-3.1 would be served with unscaled
+    RoPE. Refused, with the release notes cited and the first release that scales named in the hint."""
+    kind = str(scaling.get("rope_type") or scaling["type"])
+    plan = _plan(plan_model, model_dir, kind, scaling, P029)
+    error = next(e for e in plan.errors if e.code == "neuron_rope_scaling")
+    assert "unscaled RoPE" in error.message and "0.11.351" in error.message
+    assert "Scaled RoPE for LLAMA 3.1" in " ".join(get_profile(P029).rope_scaling_sources)  # the release notes
+    assert "neuron_rope_scaling_unchecked" not in warning_codes(plan)
+    if kind == "llama3":
+        assert error.hint.startswith(f"pick {P030} or newer, the first release") and "llama3" in error.hint
+    else:  # no release applies linear scaling (0.30+ refuse it): no release to pick
+        assert "no LMI Neuron release applies llama's linear" in error.hint and "GPU target" in error.hint
 
 
 @pytest.mark.parametrize("profile", [P026, P027, P028])
@@ -59,20 +65,16 @@ def test_linear_scaling_is_ignored_before_029(plan_model: Planner, model_dir: Mo
     assert "unscaled RoPE" in next(e.message for e in plan.errors if e.code == "neuron_rope_scaling")
 
 
-@pytest.mark.parametrize("profile", [P032, P033, P034])
-def test_032_to_034_refuse_linear_and_load_llama3(plan_model: Planner, model_dir: ModelDirFactory,
+@pytest.mark.parametrize("profile", [P030, P032, P033, P034])
+def test_030_to_034_refuse_linear_and_load_llama3(plan_model: Planner, model_dir: ModelDirFactory,
                                                    profile: str) -> None:
     refused = _plan(plan_model, model_dir, "linear", LINEAR, profile)
     error = next(e for e in refused.errors if e.code == "neuron_rope_scaling")
-    assert "Only default and llama3" in error.message and "1ade6d7" in error.message
+    assert "Only default and llama3" in error.message
+    assert {"1ade6d7", "6c0b875"} & set(" ".join(get_profile(profile).rope_scaling_sources).split())
     loads = _plan(plan_model, model_dir, "llama3", LLAMA3, profile)
     assert loads.valid, [e.message for e in loads.errors]
     assert "neuron_rope_scaling_unchecked" not in warning_codes(loads)
-
-
-def test_030_is_unchecked_a_warning(plan_model: Planner, model_dir: ModelDirFactory) -> None:
-    plan = _plan(plan_model, model_dir, "llama3", LLAMA3, P030)
-    assert plan.valid and "neuron_rope_scaling_unchecked" in warning_codes(plan)
 
 
 def test_no_scaling_plans_on_every_release(plan_model: Planner) -> None:
@@ -100,4 +102,6 @@ def test_transformers_436_validation_as_written() -> None:
 def test_every_rule_is_cited() -> None:
     for profile in load_profiles():
         assert profile.rope_scaling_sources, profile.name
-    assert not get_profile(P030).rope_scaling_checked and not get_profile(P029).rope_scaling_checked
+    assert all(profile.rope_scaling_checked for profile in load_profiles())  # 0.29 and 0.30 read (issue 42 item 8)
+    assert "72825d50" in " ".join(get_profile(P029).rope_scaling_sources)  # the Neuron release notes
+    assert "6c0b875" in " ".join(get_profile(P030).rope_scaling_sources)  # release-2.20, version.py 0.12.x

@@ -75,8 +75,8 @@ def test_each_finding_artifact_gives_the_release_outcome_with_its_rule(tmp_path:
 
 
 def test_rope_outcome_per_release(tmp_path: Path, neuron_standin: Callable[..., None]) -> None:
-    """Finding 8 through the one model: 0.28's transformers rejects llama3 rope_scaling; what 0.29 makes of it
-    is unchecked (a warning: no public source of its transformers-neuronx 0.11.351)."""
+    """Finding 8 through the one model: 0.28's transformers rejects llama3 rope_scaling; 0.29's
+    transformers-neuronx 0.11.351 ignores it (unscaled RoPE: degrades, issue 42 item 8)."""
     neuron_standin(neuronx_cc="2.16.372.0")
     model = write_neuron_model(tmp_path / "llama3")
     config = json.loads((model / "config.json").read_text())
@@ -88,8 +88,9 @@ def test_rope_outcome_per_release(tmp_path: Path, neuron_standin: Callable[..., 
     rejected = _startup(manifest, P028)
     rope = next(r for r in rejected.rules if r.rule == "neuron_rope_scaling")
     assert rejected.outcome == "rejected" and rope.effect == "rejected" and "two fields" in rope.message
-    unchecked = next(r for r in _startup(manifest, P029).rules if r.rule == "neuron_rope_scaling_unchecked")
-    assert unchecked.effect == "warning" and unchecked.sources == get_profile(P029).rope_scaling_sources
+    ignored = next(r for r in _startup(manifest, P029).rules if r.rule == "neuron_rope_scaling")
+    assert ignored.effect == "degrades" and ignored.sources == get_profile(P029).rope_scaling_sources
+    assert "unscaled RoPE" in ignored.message
     # (A 0.32 artifact on 0.29 is rejected anyway: 0.29 passes no on_device_embedding, its NEFFs have it.)
 
 @pytest.mark.parametrize("extra", [(), ("--max-batch-size", "4"), ("--option", "option.batch_size=4")])

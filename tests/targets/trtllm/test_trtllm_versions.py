@@ -68,6 +68,7 @@ def test_prequantized_gptq_names_the_safetensors_file(profile: str, flag: str, p
     model = tmp_path / "gptq"
     model.mkdir()
     (model / "config.json").write_text(json.dumps(source))
+    (model / "tokenizer.json").write_text("{}")  # a plan refuses a model without a tokenizer
     plan = plan_model("trtllm", model, profile=profile, tp="1")
     assert plan.valid, plan.errors
     checkpoint = _argv(plan, profile, "checkpoint")

@@ -22,7 +22,7 @@ COMMITS = [
     ("0.9.474", "8b01968", "2024-01-02 sync of 12/28 (version.py 0.9.x); SDK 2.16 (LMI 0.26)"),
     ("0.10.0.360", "0623de2", "2024-04-15 sync (version.py 0.10.x); SDK 2.18 (LMI 0.27/0.28)"),
     ("0.11.351", "c8d6bdc", "2024-07-03 sync of 06/28 (version.py 0.10.x); SDK 2.19 (LMI 0.29)"),
-    ("0.12.313", "c8d6bdc", "no public sync of 0.12: the nearest earlier one (LMI 0.30)"),
+    ("0.12.313", "6c0b875", "release-2.20 branch head, 2024-08-23 (version.py 0.12.x); SDK 2.20 (LMI 0.30)"),
     ("0.13.380", "1ade6d7", "2024-12-26 sync of 12/12 (version.py 0.13.x); SDK 2.21 (LMI 0.32-0.34)"),
 ]
 MODULES = ["__init__", "config", "constants", "module", "modeling_auto", "bloom/model", "gpt2/model",
