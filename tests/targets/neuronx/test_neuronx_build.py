@@ -234,7 +234,7 @@ def test_script_bundle_runs_and_its_finish_command_packages(tmp_path: Path) -> N
 def test_cache_tree_layout_for_an_s3_compiled_graph_path(tmp_path: Path, neuron_standin: Callable[..., None],
                                                          offline_hub: OfflineHub) -> None:
     neuron_standin()
-    offline_hub.add_repo("lmi-test/tiny-llama", tiny_model_files())
+    offline_hub.add_repo("lmi-test/tiny-llama", {**tiny_model_files(), "tokenizer.json": b"{}"})
     out = tmp_path / "cache-artifact"
     graph = "s3://models/tiny-llama-neffs/"
     code, output = _run("--model", "lmi-test/tiny-llama", "--tp", "2", "--n-positions", "256",

@@ -32,7 +32,7 @@ def _plan(profile: str, *option: str) -> BuildPlan:
 
 @pytest.fixture
 def hub_model(offline_hub: OfflineHub) -> None:
-    offline_hub.add_repo("lmi-test/tiny-llama", tiny_model_files())
+    offline_hub.add_repo("lmi-test/tiny-llama", {**tiny_model_files(), "tokenizer.json": b"{}"})
 
 
 @pytest.mark.usefixtures("hub_model")

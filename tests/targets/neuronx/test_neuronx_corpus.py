@@ -91,6 +91,8 @@ def _plan(entry: dict[str, Any], tmp_path: Path) -> BuildPlan:
     model = tmp_path / "model"
     model.mkdir()
     shutil.copyfile(config, model / "config.json")
+    # The fixture's placeholder tokenizer: a plan refuses a model without one (tokenizer_missing).
+    shutil.copyfile(config.with_name("tokenizer.json"), model / "tokenizer.json")
     return plan_for("neuronx", model=str(model), properties=_properties(entry, tmp_path),
                     profile=PROFILES[entry["branch"]])
 
