@@ -472,10 +472,18 @@ class _Guarded(io.TextIOBase):
     def write(self, text: str) -> int:
         if self.failure is None:
             try:
-                self._stream.write(text)
+                self._write(text)
             except (OSError, ValueError) as error:
                 self._fail(error)
         return len(text)
+
+    def _write(self, text: str) -> None:
+        """A character the stream's encoding cannot write is its ``\\u`` escape (a latin-1 stdout and a
+        CJK path), not a failure of the stream."""
+        try:
+            self._stream.write(text)
+        except UnicodeEncodeError:
+            self._stream.write(_encodable(text, self.encoding, self.errors or "strict"))
 
     def flush(self) -> None:
         if self.failure is None:

@@ -43,7 +43,7 @@ def check_dtype_cast(ctx: PlanContext, planned: str) -> None:
     family_said = any(message.code == "family_dtype_default" for message in ctx.findings.warnings)
     if model is None or model not in DTYPES.values() or model == planned or family_said:
         return
-    source = ctx.options.source_of("dtype")
+    source = ctx.source_of_field(CommonOptions, "dtype")
     if source in _USER_SOURCES:
         return
     if source is Source.RECIPE:

@@ -138,6 +138,11 @@ class PlanContext(TypedReader):
         return kind.model_validate({key: item.value if item is not None and item.value != "" else None
                                     for key, item in items.items()})
 
+    def source_of_field(self, kind: type[BaseModel], name: str) -> Source | None:
+        """Where the option behind ``kind``'s field ``name`` came from (its key from the mapping)."""
+        field = kind.model_fields[name]
+        return self.options.source_of(field.alias or name)
+
     def user_set(self, key: str) -> bool:
         """True when the value came from the user (flag, properties, env), not a default."""
         return self.options.source_of(key) in (Source.CLI, Source.PROPERTIES, Source.ENV, Source.ALIAS)

@@ -52,6 +52,7 @@ def test_a_stream_that_cannot_encode_a_name_gets_escapes(tmp_path: Path) -> None
 
     (tmp_path / "模型").mkdir()
     shutil.copy(FIXTURES_DIR / "hf-configs" / "meta-llama--Llama-2-7b-hf" / "config.json", tmp_path / "模型")
+    shutil.copy(FIXTURES_DIR / "hf-configs" / "meta-llama--Llama-2-7b-hf" / "tokenizer.json", tmp_path / "模型")
     env = {**os.environ, "PYTHONIOENCODING": "latin-1"}
     result = run_lmi_build_process("plan", "hf", "--model", "./模型", cwd=tmp_path, env=env)
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr

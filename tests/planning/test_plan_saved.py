@@ -204,6 +204,7 @@ def _saved(tmp_path: Path, target: str = "trtllm", **fields: object) -> tuple[Pa
     model = tmp_path / "llama"
     model.mkdir(exist_ok=True)
     shutil.copy(FIXTURE_CONFIGS / "meta-llama--Llama-2-7b-hf" / "config.json", model / "config.json")
+    shutil.copy(FIXTURE_CONFIGS / "meta-llama--Llama-2-7b-hf" / "tokenizer.json", model / "tokenizer.json")
     saved = plan_request(request_for(target, {"model": str(model), **fields}, env={}), get_target(target))  # type: ignore[arg-type]
     path = tmp_path / "plan.json"
     saved.save(path)
