@@ -4,6 +4,7 @@ and a helper that plans one of them with an isolated (empty) environment."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -24,9 +25,15 @@ def model_dir(tmp_path: Path) -> ModelDirFactory:
     fixture's config.json (with the overrides merged in) and its placeholder tokenizer.json, named after
     the model."""
 
+    made: set[Path] = set()
+
     def make(name: str, *, dirname: str | None = None, **overrides: Any) -> Path:
         source = FIXTURE_CONFIGS / name / "config.json"
         target = tmp_path / "models" / (dirname or name)
+        if not overrides and target in made and sorted(os.listdir(target)) == ["config.json", "tokenizer.json"] \
+                and (target / "config.json").read_bytes() == source.read_bytes():
+            return target  # as made and unchanged: a test that plans one fixture many times reuses it
+        made.discard(target)
         target.mkdir(parents=True, exist_ok=True)
         if overrides:
             config = json.loads(source.read_text())
@@ -36,6 +43,8 @@ def model_dir(tmp_path: Path) -> ModelDirFactory:
             shutil.copyfile(source, target / "config.json")
         # The fixture's placeholder tokenizer: a plan refuses a model without one (tokenizer_missing).
         shutil.copyfile(source.with_name("tokenizer.json"), target / "tokenizer.json")
+        if not overrides:
+            made.add(target)
         return target
 
     return make

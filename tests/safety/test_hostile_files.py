@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from lmi_build.sources.digest_cache import CACHE_DIR, cache_file_for
 from tests.hostile import World, make_world
 
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -107,7 +108,11 @@ def test_deeply_nested_matrix(world: World) -> None:
 
 
 def test_digest_cache_that_is_hostile_is_ignored(world: World) -> None:
+    # Both homes a digest cache had: the one file of old, and the model directory's file of now.
     (world.cache / "file-digests.json").write_text(DEEP)
+    ours = world.cache / CACHE_DIR / cache_file_for(world.model.resolve()).name
+    ours.parent.mkdir(parents=True)
+    ours.write_text(DEEP)
     before = world.snapshot()
     result = world.run("hf", "--model", "./model", "--output", "out", "--no-cache")
     world.expect(result, code=0, before=before, allowed=("work/out",))

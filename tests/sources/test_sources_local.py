@@ -11,7 +11,7 @@ import pytest
 from lmi_build.errors import SourceError
 from lmi_build.hashing import sha256_file, tree_digest
 from lmi_build.paths import cache_root
-from lmi_build.sources.digest_cache import CACHE_NAME
+from lmi_build.sources.digest_cache import cache_file_for
 from lmi_build.sources.resolve import resolve_source
 from tests.fixtures_hub import tiny_model_files
 
@@ -37,8 +37,8 @@ def test_identity_is_the_name_and_the_digest_of_build_files(tmp_path: Path) -> N
 def test_second_run_reads_nothing_but_stat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     model = _model_dir(tmp_path / "m")
     first = resolve_source(str(model), purpose="build")
-    cache = json.loads((cache_root() / CACHE_NAME).read_text())
-    assert str((model / "model.safetensors").resolve()) in cache
+    cache = json.loads(cache_file_for(model.resolve()).read_text())
+    assert cache["directory"] == str(model.resolve()) and "model.safetensors" in cache["files"]
 
     def no_hashing(paths: list[Path], **_: object) -> dict[Path, str]:
         raise AssertionError(f"re-hashed {paths}")
@@ -48,6 +48,21 @@ def test_second_run_reads_nothing_but_stat(tmp_path: Path, monkeypatch: pytest.M
     with monkeypatch.context() as patch:
         patch.setattr(digest_cache, "sha256_files", no_hashing)
         assert resolve_source(str(model), purpose="build").identity.digest == first.identity.digest
+
+
+def test_the_digest_cache_keeps_one_small_file_per_directory_and_a_bounded_number(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: one file held every directory ever hashed, read, pruned by a stat per record and
+    rewritten by every plan (the suite's plans slowed as it grew)."""
+    import lmi_build.sources.digest_cache as digest_cache
+
+    monkeypatch.setattr(digest_cache, "MAX_DIRECTORIES", 3)
+    models = [_model_dir(tmp_path / f"m{index}") for index in range(5)]
+    for model in models:
+        resolve_source(str(model), purpose="build")
+    kept = sorted(path.name for path in (cache_root() / digest_cache.CACHE_DIR).iterdir())
+    assert kept == sorted(cache_file_for(model.resolve()).name for model in models[2:])
+    assert not (cache_root() / "file-digests.json").exists()
 
 
 def test_replaced_weights_with_the_same_size_and_mtime_are_hashed_again(tmp_path: Path) -> None:

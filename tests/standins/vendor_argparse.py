@@ -11,6 +11,7 @@ is not checked (``missing_reason`` says why); a release it does not list at all 
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,14 @@ SCRIPT_FLAGS = VENDOR / "script_flags.json"  # tests/vendor/trtllm/extract_scrip
 CONVERTER_FLAGS = VENDOR / "converter_flags.json"  # read by hand: flag names and choices per copy
 
 
+@functools.cache  # the extracts do not change while a process runs; a test checks hundreds of argvs
+def _extract(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
 def release(version: str) -> dict[str, Any]:
-    versions: dict[str, Any] = json.loads(BUILD_FLAGS.read_text())["versions"]
+    versions: dict[str, Any] = _extract(BUILD_FLAGS)["versions"]
     if version not in versions:
         raise KeyError(f"TensorRT-LLM {version} is not in {BUILD_FLAGS.name} (known: {', '.join(versions)})")
     entry: dict[str, Any] = versions[version]
@@ -150,11 +157,11 @@ def script_flags(version: str, script: str) -> tuple[dict[str, Any] | None, str]
     ``(None, why)`` when no extract covers it (the stand-in then runs unchecked, saying so).
     Raises FileNotFoundError when the release's extracted tree has no such script, KeyError when the
     release is in no extract."""
-    builds = json.loads(BUILD_FLAGS.read_text())["versions"]
+    builds = _extract(BUILD_FLAGS)["versions"]
     build = builds.get(version)
     if build and build.get("tool") == "legacy_build" and script in build.get("paths", ()):
         return build["flags"], f"build_flags.json {version} @{build['commit'][:8]}"
-    releases: dict[str, Any] = json.loads(SCRIPT_FLAGS.read_text())["releases"]
+    releases: dict[str, Any] = _extract(SCRIPT_FLAGS)["releases"]
     if version not in releases and build is None:
         raise KeyError(f"TensorRT-LLM {version} is not in {SCRIPT_FLAGS.name} (known: {', '.join(releases)})")
     entry = releases.get(version, {"missing": True, "why": "not in script_flags.json"})
@@ -168,7 +175,7 @@ def script_flags(version: str, script: str) -> tuple[dict[str, Any] | None, str]
         inferred = ", inferred" if entry.get("inferred") else ""
         return scripts[script]["flags"], f"script_flags.json {version} @{entry['commit'][:8]}{inferred}"
     # No tree read for this release: converter_flags.json's hand-read copies (names and choices only)
-    converters: dict[str, Any] = json.loads(CONVERTER_FLAGS.read_text())["converters"]
+    converters: dict[str, Any] = _extract(CONVERTER_FLAGS)["converters"]
     base = version.split("rc", 1)[0]
     for key, converter in converters.items():
         if converter["path"] == script and (version in converter["tags"] or base in converter["tags"]):
