@@ -21,11 +21,12 @@ MATRIX_EPILOG = """[bold]Examples[/bold]
   lmi-build matrix builds.toml --cache s3://team-bucket/lmi-build-cache/ \\
       --executor ray --ray-address auto --json
 
-Every build is planned and checked first: one invalid build fails the run before any work.
+Every build is planned and checked first: one invalid build fails the run before any work. Problems
+are listed one per line after a summary line.
+
 Exit status: 0 every build succeeded or was cached, 2 invalid matrix (or plans), 1 any build failed or
 could not be planned (an unreachable Hub or bucket, a missing file), 3 the others succeeded and some
-stopped at their checkpoint (no TensorRT-LLM here): kept, with the command that finishes each. Problems are listed one per line
-after a summary line."""
+stopped at their checkpoint (no TensorRT-LLM here): kept, with the command that finishes each."""
 
 
 class ExecutorChoice(str, Enum):
