@@ -129,11 +129,21 @@ def test_the_live_view_shows_each_running_builds_step_and_time_left() -> None:
     for name in ("estimated", "unestimated"):
         progress.started(Started(name=name, host="host-a"), now=1000.0)
     progress.event("estimated", events.make("step_start", step="quantize", estimate_s=200.0), now=1010.0)
-    progress.event("unestimated", events.make("step_start", step="engine_build"), now=1010.0)
+    progress.event("unestimated", events.make("step_start", step="engine"), now=1010.0)
     lines = {line.split()[0]: line for line in _text(progress, now=1040.0).splitlines()[1:] if line.strip()}
     assert lines["estimated"].split()[-3:] == ["quantize", "~2m", "50s"]
-    assert lines["unestimated"].split()[-2:] == ["engine_build", "?"]
+    assert lines["unestimated"].split()[-2:] == ["engine", "?"]
     assert "queued" not in lines
     assert _text(progress, now=1500.0).count("overdue") == 1  # past its estimate: never negative time
     progress.event("estimated", events.make("step_end", step="quantize", status="ok", seconds=1.0))
     assert "quantize" not in _text(progress, now=1500.0)
+
+
+def test_the_events_document_lists_every_type_and_field_of_the_schema() -> None:
+    document = (Path(__file__).resolve().parents[1] / "docs" / "EVENTS.md").read_text(encoding="utf-8")
+    rows = {line.split("|")[1].strip(" `"): line for line in document.splitlines() if line.startswith("| `")}
+    for branch in SCHEMA["allOf"]:
+        kind = branch["if"]["properties"]["type"]["const"]
+        assert kind in rows, kind
+        missing = [field for field in branch["then"]["properties"] if f"`{field}`" not in rows[kind]]
+        assert not missing, (kind, missing)

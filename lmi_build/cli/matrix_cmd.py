@@ -15,6 +15,9 @@ from lmi_build.output import current
 
 MATRIX_EPILOG = """[bold]Examples[/bold]
 
+  # this host alone, its local build cache (no S3); events as JSON lines:
+  lmi-build matrix builds.toml --events events.jsonl
+
   lmi-build matrix builds.toml --cache s3://team-bucket/lmi-build-cache/
 
   lmi-build matrix builds.toml --cache s3://team-bucket/lmi-build-cache/ \\

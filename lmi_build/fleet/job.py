@@ -160,6 +160,7 @@ def _cached_or_built(job: Job, result: BuildResult) -> None:
     cache = RemoteBuildCache(job.cache, endpoint_url=job.endpoint_url) if job.cache else None
     entry = cache.lookup(job.cache_key) if cache is not None else None
     if cache is not None and entry is not None:
+        events.emit("cache_hit", cache="shared", key=job.cache_key, where=entry.url)
         result.status, result.artifact_url = "cached", _published(cache, entry, job)
         return
     work = private_dir(job_dir(job))
