@@ -103,6 +103,11 @@ def test_the_events_option_of_a_build_and_its_errors(tmp_path: Path, _session_ca
     assert {("step_start", "fetch"), ("step_end", "fetch"), ("step_start", "package"), ("step_end", "package")} <= set(kinds)
     assert written[-1]["exit_code"] == 0 and written[-1]["data"]["status"] == "artifact"
 
+    full = run_lmi_build("hf", "--model", "demo:tiny-llama", "--output", str(tmp_path / "full"), "--no-cache",
+                         "--events", "/dev/full")
+    assert full.returncode == 0 and full.stderr.count("events could not be written") == 1, full.stderr
+    assert (tmp_path / "full" / "lmi-build.json").is_file()  # a build that succeeded stays a success
+
     refused = run_lmi_build("hf", "--model", "demo:tiny-llama", "--output", str(tmp_path / "no"),
                             "--events", str(tmp_path / "missing" / "e.jsonl"))
     assert refused.returncode == 1 and "cannot write" in refused.stderr and not (tmp_path / "no").exists()
