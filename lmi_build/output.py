@@ -44,6 +44,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from lmi_build import events
 from lmi_build.errors import MESSAGE_CHARS, bounded, with_hint
 from lmi_build.redaction import environment_secrets, redact_text, redact_tree
 
@@ -103,7 +104,8 @@ class Output:
 
     def result(self, data: Any, render: Any = None) -> None:
         """Print a command's result: ``data`` as JSON in json mode, ``render`` (a rich renderable
-        or string) in human mode, nothing in quiet mode."""
+        or string) in human mode, nothing in quiet mode. ``data`` is also the ``result`` event's (``--events``)."""
+        events.keep_result(data)
         if self.mode is Mode.JSON:
             sys.stdout.write(json.dumps(redact_tree(data, _secrets()), indent=2, sort_keys=False, default=str) + "\n")
             sys.stdout.flush()
@@ -117,6 +119,7 @@ class Output:
             self.err.print(_plain("", "", message), highlight=False)
 
     def warn(self, message: str) -> None:
+        events.emit("warning", message=message)
         if self.mode is not Mode.QUIET:
             self.err.print(_plain("warning:", "yellow", message), highlight=False)
 
@@ -131,6 +134,7 @@ class Output:
         ``details`` list in JSON. Each is bounded, and so is the number of details."""
         message, hint = bounded(message), None if hint is None else bounded(hint)
         details = _bounded_details(details)
+        events.emit("error", code=code, message=message, hint=hint, details=list(details) or None)
 
         if self.mode is Mode.JSON:
             error: dict[str, Any] = {"code": code, "message": message, "hint": hint}
@@ -226,12 +230,14 @@ class Output:
     @contextmanager
     def watch_written(self, label: str, directory: Any, *, total: int | None = None) -> Iterator[None]:
         """While the block runs (a library writing a checkpoint we cannot instrument), show the bytes
-        written under ``directory`` so far, polled twice a second; nothing in --quiet/--json."""
+        written under ``directory`` so far, polled twice a second; nothing in --quiet/--json. The
+        same counts go out as ``bytes`` events (``--events``, a matrix's live view)."""
         with self.progress() as progress:
-            if progress is None:
+            if progress is None and not events.listened():
                 yield
                 return
-            task = progress.add_task(label, total=total)
+            task = progress.add_task(label, total=total) if progress is not None else None
+            counted = events.ByteEvents(label, total)
             done = threading.Event()
 
             def written() -> int:
@@ -246,7 +252,9 @@ class Output:
                 # ``total`` is the plan's estimate: a bar never reads "7.1/6.3 MB" (the total grows
                 # with what was written), and the finished one reads what was really written.
                 shown_total = size if final or total is None or size > total else total
-                progress.update(task, completed=size, total=shown_total if total is not None or final else None)
+                counted.set(size)
+                if progress is not None and task is not None:
+                    progress.update(task, completed=size, total=shown_total if total is not None or final else None)
 
             def poll() -> None:
                 while not done.wait(0.5):
@@ -260,10 +268,12 @@ class Output:
                 done.set()
                 watcher.join()
                 show(written())  # stopped (Ctrl-C, a failure): the bar keeps what was written, never "done"
+                counted.finish(complete=False)
                 raise
             done.set()
             watcher.join()
             show(written(), final=True)
+            counted.finish()
 
     @contextmanager
     def counting_bytes(self, label: str, *, total: int | None) -> Iterator[ByteCount]:
@@ -273,7 +283,11 @@ class Output:
         until then. Nothing is shown in --quiet/--json."""
         with self.progress() as progress:
             count = ByteCount(label, total, progress)
-            yield count
+            try:
+                yield count
+            except BaseException:
+                count.events.finish(complete=False)
+                raise
             count.finish()
 
     @contextmanager
@@ -351,6 +365,7 @@ class ByteCount:
         self._progress = progress
         self._task = progress.add_task(label, total=total) if progress is not None else None
         self.written = 0
+        self.events = events.ByteEvents(label, total)
 
     def stage(self, doing: str) -> None:
         if self._progress is not None and self._task is not None:
@@ -358,12 +373,14 @@ class ByteCount:
 
     def add(self, size: int) -> None:
         self.written += size
+        self.events.set(self.written)
         if self._progress is not None and self._task is not None:
             # The total is an estimate: a bar never reads "7.1/6.3 MB".
             total = None if self._total is None else max(self._total, self.written)
             self._progress.update(self._task, completed=self.written, total=total)
 
     def finish(self) -> None:
+        self.events.finish()
         if self._progress is not None and self._task is not None:
             self._progress.update(self._task, description=self._label, completed=self.written, total=self.written)
 
@@ -702,6 +719,7 @@ def reset() -> Output:
     line starts from."""
     global _SECRETS
     _SECRETS = None
+    events.reset()
     set_debugging(_debug_from_env())
     return set_mode(Mode.HUMAN)
 

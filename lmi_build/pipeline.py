@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
+from lmi_build import events
 from lmi_build.artifact.cache import ArtifactCache
 from lmi_build.artifact.manifest import BuildRecord, StepTiming, load_manifest
 from lmi_build.artifact.output_place import check_output_place, protected_places
@@ -230,6 +231,7 @@ def _from_cache(plan: BuildPlan, output: Path, settings: BuildSettings, target: 
     hit = ArtifactCache().restore(plan.cache_key, output, {target.name: target}, overwrite=settings.overwrite)
     if hit is None:
         return None
+    events.emit("cache_hit", cache="local", key=plan.cache_key, where=str(hit))
     return _cached_outcome(plan, output, "restored from the local cache, verified", started,
                            message=f"reused the cached artifact for {plan.cache_key[:19]}… (verified)")
 
@@ -273,6 +275,7 @@ def _from_remote_cache(remote: RemoteBuildCache, plan: BuildPlan, output: Path,
             current().warn(f"the shared cache entry {entry.url} is unusable ({error.message}); building afresh")
             return None
         install_directory(staging / "artifact", output, overwrite=settings.overwrite)
+        events.emit("cache_hit", cache="shared", key=plan.cache_key, where=entry.url)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return _cached_outcome(plan, output, "pulled from the shared cache, verified", started,

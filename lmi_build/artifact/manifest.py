@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from lmi_build import __version__
+from lmi_build import __version__, events
 from lmi_build.artifact.files import MANIFEST_NAME, FileEntry, list_files
 from lmi_build.artifact.hygiene import (
     host_path_leaks,
@@ -80,11 +80,13 @@ class BuildRecord(BaseModel):
     started_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
 
     @contextmanager
-    def timed(self, name: str, detail: str | None = None) -> Iterator[None]:
-        """Record the wall time of a step (also when it fails, so a failed build shows where)."""
+    def timed(self, name: str, detail: str | None = None, *, estimate_s: float | None = None) -> Iterator[None]:
+        """Record the wall time of a step (also when it fails, so a failed build shows where), and
+        announce its start (with the plan's ``estimate_s``) and its end (``events.step``)."""
         start = time.perf_counter()
         try:
-            yield
+            with events.step(name, estimate_s=estimate_s, detail=detail):
+                yield
         finally:
             self.steps.append(StepTiming(name=name, seconds=round(time.perf_counter() - start, 3), detail=detail))
 

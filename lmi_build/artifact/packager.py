@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from lmi_build import events
 from lmi_build.artifact.files import MANIFEST_NAME
 from lmi_build.artifact.hygiene import is_secret_key, secret_values
 from lmi_build.artifact.layout import Layout
@@ -174,7 +175,8 @@ def package(
     output_dir = output_dir.absolute()
     check_output(output_dir, overwrite)
     # The staged artifact replaces output_dir only after it passed verification (see fs.staged_directory).
-    with staged_directory(output_dir, commits_output=True) as staging:
+    with events.step("package", detail=f"layout {layout.name}"), \
+            staged_directory(output_dir, commits_output=True) as staging:
         start = time.perf_counter()
         # The user's files (the model, an --engine-dir or --checkpoint given): copied or cloned while
         # writable, and never changed (no mode bit of theirs is ours to set).

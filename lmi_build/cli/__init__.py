@@ -14,6 +14,7 @@ from types import TracebackType
 
 import typer
 
+from lmi_build import events
 from lmi_build.cli import commands
 from lmi_build.cli.app import click_exceptions, new_app, root_callback
 from lmi_build.errors import LmiBuildError, Terminated
@@ -89,6 +90,20 @@ def _skip_collection_at_exit() -> None:
 
 
 def _run(args: list[str]) -> int:
+    """The command line's exit status; with ``--events`` the ``result`` event ends the file."""
+    status = 1
+    try:
+        status = _run_command(args)
+    finally:
+        events.close_sink(exit_code=status, outcome=_outcome(status), data=events.take_result())
+    return status
+
+
+def _outcome(status: int) -> str:
+    return {0: "ok", 2: "invalid", 3: "incomplete", 130: "interrupted", 143: "interrupted"}.get(status, "failed")
+
+
+def _run_command(args: list[str]) -> int:
     reset()  # the environment of this command line decides --debug's default, not the one at import
     _signals_received.clear()
     _terminate_like_interrupt()

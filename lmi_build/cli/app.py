@@ -17,7 +17,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from lmi_build import __version__
+from lmi_build import __version__, events
 from lmi_build.cli.user_config import endpoint_default
 from lmi_build.output import Mode, current, reset, set_debugging, set_mode
 
@@ -47,6 +47,39 @@ DEBUG_HELP = "Show tracebacks and what libraries print (also LMI_BUILD_DEBUG=1).
 JsonOpt = Annotated[bool, typer.Option("--json", is_eager=True, callback=_json_mode, help=JSON_HELP)]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", is_eager=True, callback=_quiet_mode, help=QUIET_HELP)]
 DebugOpt = Annotated[bool, typer.Option("--debug", is_eager=True, callback=_debug_mode, help=DEBUG_HELP)]
+def _events_to(value: str | None) -> str | None:
+    """``--events PATH`` (``-``: stderr): from now on every event of the command is a JSON line there
+    (``lmi_build.events``; closed, with the ``result`` event, when the command ends)."""
+    if value is not None:
+        try:
+            events.open_sink(value)
+        except OSError as error:
+            raise typer.BadParameter(f"cannot write {value}: {error.strerror or error}") from None
+    return value
+
+
+EVENTS_HELP = ("Write what the command does as JSON lines to PATH (- for stderr): the plan, each step's start "
+               "and end, bytes done of transfers and conversions, retries, cache hits, the result (docs/EVENTS.md).")
+EventsOpt = Annotated[str | None, typer.Option("--events", is_eager=True, callback=_events_to, metavar="PATH",
+                                               help=EVENTS_HELP)]
+EVENTS_PARAMETER = inspect.Parameter("events_path", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=EventsOpt)
+
+
+def with_events_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``command`` (a long one: a build, matrix, publish, pull, verify) with ``--events`` added; the
+    option's callback does its work, so the value is dropped before the command is called."""
+    signature = inspect.signature(command, eval_str=True)
+
+    @functools.wraps(command)
+    def run(**kwargs: Any) -> Any:
+        kwargs.pop(EVENTS_PARAMETER.name, None)
+        return command(**kwargs)
+
+    run.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*signature.parameters.values(), EVENTS_PARAMETER])
+    return run
+
+
 def _endpoint_default(value: str | None) -> str | None:
     return endpoint_default(value)
 

@@ -8,7 +8,7 @@ from rich.markup import escape
 
 from lmi_build.artifact.describe import describe, render
 from lmi_build.artifact.verify import serving_target
-from lmi_build.cli.app import EndpointOpt
+from lmi_build.cli.app import EndpointOpt, with_events_option
 from lmi_build.cli.unfinished import unfinished_build
 from lmi_build.errors import with_hint
 from lmi_build.output import current
@@ -104,5 +104,5 @@ def inspect_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("verify", no_args_is_help=True)(verify_command)
+    app.command("verify", no_args_is_help=True)(with_events_option(verify_command))
     app.command("inspect", no_args_is_help=True)(inspect_command)

@@ -17,10 +17,11 @@ import typer
 from rich.console import Group
 from rich.table import Table
 
+from lmi_build import events
 from lmi_build.artifact.manifest import StepTiming
 from lmi_build.building.context import BuildOutcome, BuildSettings
 from lmi_build.building.target import Target
-from lmi_build.cli.app import EndpointOpt
+from lmi_build.cli.app import EndpointOpt, with_events_option
 from lmi_build.cli.plan_flags import PlanFileOpt, load_plan_for, plan_request_from, with_knobs
 from lmi_build.cli.user_config import cache_default
 from lmi_build.errors import with_hint
@@ -62,7 +63,7 @@ PublishOpt = Annotated[str | None, typer.Option(
 def register(app: typer.Typer) -> None:
     for target in TARGETS.values():
         app.command(target.name, help=target.command.help, epilog=target.command.epilog)(
-            with_knobs(build_command(target), target.name))
+            with_events_option(with_knobs(build_command(target), target.name)))
 
 
 def build_command(target: Target) -> Callable[..., None]:
@@ -104,6 +105,7 @@ def _build(target: Target, knobs: dict[str, Any], settings: BuildSettings) -> No
     if saved is None:
         saved = plan_request(plan_request_from(knobs, target=target.name, endpoint_url=settings.endpoint_url), target)
     plan = saved.plan
+    events.emit("plan", **plan.event_fields())
     if not plan.valid:
         report_plan(plan)
         raise typer.Exit(2)

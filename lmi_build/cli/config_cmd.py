@@ -36,6 +36,7 @@ _SHOW_EPILOG = """Examples:
 
 Precedence (first wins): --option > --properties file > environment > engine alias > recipe > table default;
 with --model the plan then derives what the profile and the model decide (source "derived"), as `plan` does.
+
 Exit status 2 when a value is invalid (or, with --strict, on any warning)."""
 
 _OPTIONS_EPILOG = """Examples:

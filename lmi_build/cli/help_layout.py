@@ -46,12 +46,29 @@ class _Row:
 
 
 def install() -> None:
-    """Draw typer's option panels with ``print_options_panel`` (once; a no-op on a typer without them)."""
+    """Draw typer's option panels with ``print_options_panel`` and its paragraphs (a command's help
+    and epilog) with ``reflow_paragraphs`` (once; a no-op on a typer without them)."""
     if getattr(rich_utils, "_print_options_panel", None) is print_options_panel:
         return
     if not hasattr(rich_utils, "_print_options_panel") or not hasattr(rich_utils, "_get_parameter_help"):
         return  # another typer: its own layout (tests/cli/test_cli_80_columns.py checks the result)
     rich_utils._print_options_panel = print_options_panel
+    if hasattr(rich_utils, "_fix_linebreaks"):
+        rich_utils._fix_linebreaks = reflow_paragraphs
+
+
+def reflow_paragraphs(paragraphs: list[str], markup_mode: Any = None) -> str:
+    """The paragraphs of a help or an epilog, joined by blank lines, each prose paragraph (no line
+    indented) made one line that the console wraps at its width. typer keeps the source's single line
+    breaks, so a sentence broken in the source near 100 columns broke again where the screen is
+    narrower: at 100 columns the matrix epilog read "failed or" / "could not be planned" (issue 40).
+    A paragraph with an indented line (an example, a list) keeps its lines as written."""
+    shown = []
+    for paragraph in paragraphs:
+        lines = paragraph.strip("\n").split("\n")
+        prose = all(line and not line[0].isspace() for line in lines)
+        shown.append(" ".join(line.strip() for line in lines) if prose else paragraph)
+    return "\n\n".join(shown)
 
 
 def print_options_panel(*, name: str, params: list[Any], ctx: Any, markup_mode: Any, console: Console) -> None:
@@ -72,7 +89,8 @@ def _row(param: Any, ctx: Any, markup_mode: Any) -> _Row:
         secondary = ", ".join(param.secondary_opts)
         if secondary:
             names = f"{names} / {secondary}" if names else secondary
-    type_text = param.display_type_rich(ctx=ctx) or ""
+    # A flag takes no value: typer showed "<bool>" beside it (``--json <bool>``), as if it took one.
+    type_text = "" if _takes_no_value(param) else param.display_type_rich(ctx=ctx) or ""
     if range_text := param._get_number_range_help_str():
         type_text += rich_utils.RANGE_STRING.format(range_text)
     help_renderable = _help(rich_utils._get_parameter_help(param=param, ctx=ctx, markup_mode=markup_mode))
@@ -80,6 +98,11 @@ def _row(param: Any, ctx: Any, markup_mode: Any) -> _Row:
     longest = max((len(word) for word in plain.split()), default=0)
     return _Row(required=bool(param.required), names=names, short=short, type=type_text,
                 help=help_renderable, longest_word=longest)
+
+
+def _takes_no_value(param: Any) -> bool:
+    """A flag (``--json``, ``--overwrite / --no-overwrite``, ``--help``) or a counter (``-vvv``)."""
+    return bool(getattr(param, "is_flag", False) or getattr(param, "count", False))
 
 
 def _help(columns: Any) -> RenderableType:

@@ -1,5 +1,5 @@
 """``lmi-build matrix``: plan every build of a matrix file, then run them on this host or on Ray,
-sharing one S3 build cache. Ray is imported only when ``--executor ray`` runs."""
+sharing one S3 build cache (without one, on this host: its local build cache). Ray is imported only when ``--executor ray`` runs."""
 
 from enum import Enum
 from pathlib import Path
@@ -7,25 +7,28 @@ from typing import Annotated
 
 import typer
 
-from lmi_build.cli.app import EndpointOpt
+from lmi_build.cli.app import EndpointOpt, with_events_option
 from lmi_build.cli.build_cmd import EXIT_INCOMPLETE
-from lmi_build.cli.user_config import cache_default, config_path
-from lmi_build.errors import OptionError
+from lmi_build.cli.user_config import cache_default
 from lmi_build.fleet.run import run_matrix
 from lmi_build.output import current
 
 MATRIX_EPILOG = """[bold]Examples[/bold]
+
+  # this host alone, its local build cache (no S3); events as JSON lines:
+  lmi-build matrix builds.toml --events events.jsonl
 
   lmi-build matrix builds.toml --cache s3://team-bucket/lmi-build-cache/
 
   lmi-build matrix builds.toml --cache s3://team-bucket/lmi-build-cache/ \\
       --executor ray --ray-address auto --json
 
-Every build is planned and checked first: one invalid build fails the run before any work.
+Every build is planned and checked first: one invalid build fails the run before any work. Problems
+are listed one per line after a summary line.
+
 Exit status: 0 every build succeeded or was cached, 2 invalid matrix (or plans), 1 any build failed or
 could not be planned (an unreachable Hub or bucket, a missing file), 3 the others succeeded and some
-stopped at their checkpoint (no TensorRT-LLM here): kept, with the command that finishes each. Problems are listed one per line
-after a summary line."""
+stopped at their checkpoint (no TensorRT-LLM here): kept, with the command that finishes each."""
 
 
 class ExecutorChoice(str, Enum):
@@ -34,18 +37,15 @@ class ExecutorChoice(str, Enum):
 
 
 MatrixFileArg = Annotated[Path, typer.Argument(help="The matrix file (builds.toml): defaults and \\[\\[build]] tables.")]
-def _cache_required(value: str | None) -> str:
-    found = cache_default(value)
-    if found is None:
-        raise OptionError("matrix needs a shared build cache",
-                          hint=f"pass --cache s3://bucket/prefix/, or set cache = \"s3://...\" in {config_path()}")
-    return found
+def _cache_default(value: str | None) -> str | None:
+    return cache_default(value)
 
 
 CacheOpt = Annotated[str | None, typer.Option(
-    "--cache", callback=_cache_required,
+    "--cache", callback=_cache_default,
     help="Shared build cache s3://bucket/prefix: committed entries are reused, new artifacts stored "
-    "(a build's artifact lives there, and at its publish URL). Default: cache in ~/.config/lmi-build/config.toml.")]
+    "(a build's artifact lives there, and at its publish URL). Default: cache in ~/.config/lmi-build/config.toml, "
+    "else this host's local build cache (one host only: a Ray cluster needs the shared one).")]
 ExecutorOpt = Annotated[ExecutorChoice, typer.Option(
     "--executor", help="local: one process per build on this host; ray: one Ray task per build, resources from its plan.")]
 RayAddressOpt = Annotated[str | None, typer.Option(
@@ -65,7 +65,7 @@ WaitOpt = Annotated[float, typer.Option(
 def register(app: typer.Typer) -> None:
     app.command("matrix", epilog=MATRIX_EPILOG,
                 help="Build a matrix of artifacts (models x tp x quantization ...) on this host or a Ray cluster, "
-                "sharing an S3 build cache.")(matrix)
+                "sharing an S3 build cache.")(with_events_option(matrix))
 
 
 def matrix(
@@ -78,10 +78,9 @@ def matrix(
     wait_for_resources: WaitOpt = 0.0,
     endpoint_url: EndpointOpt = None,
 ) -> None:
-    assert cache is not None  # _cache_required gave one or stopped
     progress = run_matrix(matrix_file, cache=cache, executor=executor.value, ray_address=ray_address,
                           max_parallel=max_parallel, max_retries=max_retries, endpoint_url=endpoint_url,
-                          wait_for_resources=wait_for_resources)
+                          wait_for_resources=wait_for_resources, local_cache=cache is None)
     out = current()
     out.result(progress.to_json(), progress.table())
     if progress.stopped_only:

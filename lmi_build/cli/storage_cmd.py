@@ -7,7 +7,7 @@ import typer
 from rich.markup import escape
 
 from lmi_build.artifact.files import MANIFEST_NAME
-from lmi_build.cli.app import EndpointOpt
+from lmi_build.cli.app import EndpointOpt, with_events_option
 from lmi_build.cli.unfinished import unfinished_build
 from lmi_build.output import current
 from lmi_build.storage.publish import publish
@@ -43,6 +43,7 @@ def _summary_line(verb: str, data: dict[str, float | int], where: str) -> str:
 
 def register(app: typer.Typer) -> None:
     @app.command("publish", help=PUBLISH_HELP)
+    @with_events_option
     def publish_cmd(
         artifact_dir: Annotated[Path, typer.Argument(help="Artifact directory (holds lmi-build.json).")],
         url: Annotated[str, typer.Argument(help="Destination, s3://bucket/prefix.")],
@@ -67,6 +68,7 @@ def register(app: typer.Typer) -> None:
         out.result(data, _summary_line("published", data, url))
 
     @app.command("pull", help=PULL_HELP)
+    @with_events_option
     def pull_cmd(
         url: Annotated[str, typer.Argument(help="Published artifact, s3://bucket/prefix.")],
         dest: Annotated[Path, typer.Argument(help="Local directory to create.")],

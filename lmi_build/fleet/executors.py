@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from lmi_build import events
+from lmi_build.errors import OptionError
 from lmi_build.fleet import worker
 from lmi_build.fleet.job import BuildResult, Job, Started, remove_job_dir, run_job
 from lmi_build.fleet.ray_address import RayAddressError, RayTarget, resolve_ray_address
@@ -32,6 +34,7 @@ from lmi_build.redaction import redact_text
 ExecutorName = Literal["local", "ray"]
 OnStarted = Callable[[Started], None]
 OnResult = Callable[[BuildResult], None]
+OnEvent = Callable[[str, dict[str, Any]], None]  # a build's name and one event of its build (lmi_build.events)
 POLL_SECONDS = 0.25
 RAY_CALLS_PER_WORKER = 1  # see _run_ray
 # Every Ray head node offers this resource (ray/_common/constants.py HEAD_NODE_RESOURCE_NAME).
@@ -49,11 +52,18 @@ class Execution:
     wait_for_resources: float = 0.0
 
 
-def run_jobs(jobs: Sequence[Job], execution: Execution, on_started: OnStarted, on_result: OnResult) -> None:
+def _ignore_event(name: str, event: dict[str, Any]) -> None:
+    """The default for ``on_event``: a run that does not follow its builds' steps."""
+
+
+def run_jobs(jobs: Sequence[Job], execution: Execution, on_started: OnStarted, on_result: OnResult,
+             on_event: OnEvent = _ignore_event) -> None:
+    """Run every job; each start, each event of a build (its steps, byte counts) and each result is
+    handed to its callback as it happens."""
     if execution.executor == "ray":
-        _run_ray(jobs, execution, on_started, on_result)
+        _run_ray(jobs, execution, on_started, on_result, on_event)
     else:
-        _run_local(jobs, execution.max_parallel or 2, execution.max_retries, on_started, on_result)
+        _run_local(jobs, execution.max_parallel or 2, execution.max_retries, on_started, on_result, on_event)
 
 
 def _failed(job: Job, error: str) -> BuildResult:
@@ -109,8 +119,8 @@ def _start_worker(job: Job) -> _Worker:
     return _Worker(job=job, process=process, channel=read_end)
 
 
-def _read_channel(running: _Worker, on_started: OnStarted, *, to_end: bool = False) -> None:
-    """Take the worker's complete lines: a start event is announced, a result kept."""
+def _read_channel(running: _Worker, on_started: OnStarted, on_event: OnEvent, *, to_end: bool = False) -> None:
+    """Take the worker's complete lines: a start is announced, a build's event handed on, a result kept."""
     wait_s = 1.0 if to_end else 0.0  # an exited worker's pipe ends at once (unless a child kept it)
     while True:
         ready, _, _ = select.select([running.channel], [], [], wait_s)
@@ -128,6 +138,8 @@ def _read_channel(running: _Worker, on_started: OnStarted, *, to_end: bool = Fal
         kind, payload = message
         if kind == "started":
             on_started(Started.model_validate(payload))
+        elif kind == "event":
+            on_event(running.job.name, payload)
         else:
             running.result = BuildResult.model_validate(payload)
 
@@ -158,7 +170,7 @@ def _stop_workers(running: list[_Worker]) -> None:
 
 
 def _run_local(jobs: Sequence[Job], max_parallel: int, max_retries: int, on_started: OnStarted,
-               on_result: OnResult) -> None:
+               on_result: OnResult, on_event: OnEvent) -> None:
     """One process per build, ``max_parallel`` at once. A worker that dies without a result (SIGKILL,
     the OOM killer) fails only its own build, which runs again up to ``max_retries`` times (as Ray
     re-runs a task whose worker was lost); what it left in its work directory is removed."""
@@ -171,10 +183,10 @@ def _run_local(jobs: Sequence[Job], max_parallel: int, max_retries: int, on_star
                 running.append(_start_worker(waiting.pop(0)))
             select.select([each.channel for each in running], [], [], POLL_SECONDS)
             for each in list(running):
-                _read_channel(each, on_started)
+                _read_channel(each, on_started, on_event)
                 if each.process.poll() is None:
                     continue
-                _read_channel(each, on_started, to_end=True)
+                _read_channel(each, on_started, on_event, to_end=True)
                 os.close(each.channel)
                 running.remove(each)
                 if each.result is not None:
@@ -183,6 +195,9 @@ def _run_local(jobs: Sequence[Job], max_parallel: int, max_retries: int, on_star
                 remove_job_dir(each.job)
                 deaths[each.job.name] = deaths.get(each.job.name, 0) + 1
                 if deaths[each.job.name] <= max_retries:
+                    on_event(each.job.name, events.make("retry", what=f"the build {each.job.name}",
+                                                        attempt=deaths[each.job.name] + 1, of=max_retries + 1,
+                                                        reason=f"its process was {_death(each.process)}"))
                     waiting.insert(0, each.job)
                 else:
                     on_result(_failed(each.job, f"the build process was {_death(each.process)} "
@@ -238,16 +253,25 @@ def infeasible_reason(nodes: list[dict[str, Any]], options: dict[str, Any]) -> s
             f"(most GPUs on a node: {most_gpus:g})")
 
 
-def _ray_announce(events: Any) -> Callable[[Started], None]:
+def _ray_announce(channel: Any) -> Callable[[Started], None]:
     def announce(started: Started) -> None:
         with contextlib.suppress(Exception):  # progress only: a lost event must never fail a build
-            events.put(started, timeout=5)
+            channel.put(started, timeout=5)
 
     return announce
 
 
-def _ray_job(job: Job, events: Any) -> BuildResult:
-    result = run_job(job, _ray_announce(events))
+def _ray_forward(channel: Any, name: str) -> Callable[[dict[str, Any]], None]:
+    """A build's events into the driver's queue, as (name, event): never blocking the build."""
+    def forward(event: dict[str, Any]) -> None:
+        with contextlib.suppress(Exception):  # progress only: a lost event must never fail a build
+            channel.put_nowait((name, event))
+
+    return forward
+
+
+def _ray_job(job: Job, channel: Any) -> BuildResult:
+    result = run_job(job, _ray_announce(channel), _ray_forward(channel, job.name))
     # The worker exits after this call (RAY_CALLS_PER_WORKER): its interpreter's shutdown would
     # garbage-collect all of torch and ModelOpt for seconds, holding ~0.5 GiB meanwhile (a peak
     # showed four such exiting workers). See lmi_build.cli._skip_collection_at_exit.
@@ -255,12 +279,24 @@ def _ray_job(job: Job, events: Any) -> BuildResult:
     return result
 
 
-def _run_ray(jobs: Sequence[Job], execution: Execution, on_started: OnStarted, on_result: OnResult) -> None:
+def _run_ray(jobs: Sequence[Job], execution: Execution, on_started: OnStarted, on_result: OnResult,
+             on_event: OnEvent) -> None:
     target = resolve_ray_address(execution.ray_address)  # before Ray: parsed, probed, redacted
     # Ray's own processes and C++ core write to the inherited stdout/stderr (banners, stack dumps
     # on SIGTERM): that goes to the debug channel; lmi-build's own lines still reach the console.
     with current().native_output_to_debug():
-        _run_ray_tasks(jobs, execution, target, on_started, on_result)
+        _run_ray_tasks(jobs, execution, target, on_started, on_result, on_event)
+
+
+def _check_local_cache(jobs: Sequence[Job], nodes: list[dict[str, Any]]) -> None:
+    """A matrix without a shared cache uses this host's local one: right for a Ray of this host
+    alone, wrong for a cluster, whose other nodes would neither reuse it nor leave their artifacts in it."""
+    alive = [node for node in nodes if node.get("Alive")]
+    if len(alive) > 1 and any(job.local_cache for job in jobs):
+        raise OptionError(f"matrix --executor ray on a cluster of {len(alive)} nodes needs a shared build cache: "
+                          "this host's local cache is not on the other nodes (their builds would neither reuse "
+                          "it nor leave their artifacts in it)",
+                          hint="pass --cache s3://bucket/prefix/ (or set cache = \"s3://...\" in the config file)")
 
 
 @contextlib.contextmanager
@@ -293,7 +329,7 @@ def _init_ray(target: RayTarget) -> None:
 
 
 def _run_ray_tasks(jobs: Sequence[Job], execution: Execution, target: RayTarget, on_started: OnStarted,
-                   on_result: OnResult) -> None:
+                   on_result: OnResult, on_event: OnEvent) -> None:
     import ray
     from ray.exceptions import RayError
     from ray.util.queue import Empty, Queue
@@ -302,9 +338,10 @@ def _run_ray_tasks(jobs: Sequence[Job], execution: Execution, target: RayTarget,
     if started_here:
         _init_ray(target)
     try:
-        # Start events go through a Ray queue actor on the head node (as Ray Train places its state
+        _check_local_cache(jobs, ray.nodes())
+        # Start and build events go through a Ray queue actor on the head node (as Ray Train places its state
         # actor), so losing a worker node never loses the progress channel.
-        events = Queue(actor_options={"num_cpus": 0, "resources": {HEAD_NODE_RESOURCE: 0.001}})
+        channel = Queue(actor_options={"num_cpus": 0, "resources": {HEAD_NODE_RESOURCE: 0.001}})
         # max_calls=1: a build's worker exits when the build ends. Ray keeps an idle worker per CPU
         # for reuse, and one that had run a build held torch, transformers and ModelOpt (~530 MB
         # each, measured: 5 idle workers, 2.6 GiB, on the suite's two-node cluster). A build takes
@@ -317,7 +354,11 @@ def _run_ray_tasks(jobs: Sequence[Job], execution: Execution, target: RayTarget,
         def drain() -> None:
             while True:
                 try:
-                    on_started(events.get_nowait())
+                    item = channel.get_nowait()
+                    if isinstance(item, Started):
+                        on_started(item)
+                    else:  # (build name, event)
+                        on_event(*item)
                 except Empty:
                     return
                 except RayError:  # the queue's node is gone: progress only
@@ -337,7 +378,7 @@ def _run_ray_tasks(jobs: Sequence[Job], execution: Execution, target: RayTarget,
                 if reason is not None:  # an autoscaling cluster may add the node; say what it waits for
                     current().info(f"{job.name} {reason}: waiting up to {execution.wait_for_resources:g} s "
                                    "for a node that has it (--wait-for-resources)")
-                ref = task.options(**options).remote(job, events)
+                ref = task.options(**options).remote(job, channel)
                 pending[ref], submitted[ref] = job, time.monotonic()
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_SECONDS)
             drain()

@@ -6,6 +6,7 @@ driver. A build failure is a result, never an exception: Ray retries only tasks 
 node was lost, not builds that failed.
 """
 
+import contextlib
 import os
 import shutil
 import socket
@@ -17,6 +18,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from lmi_build import events
+from lmi_build.artifact.cache import ArtifactCache
 from lmi_build.building.context import BuildSettings
 from lmi_build.errors import LmiBuildError
 from lmi_build.fs import live_users, private_dir
@@ -53,6 +56,8 @@ class Job(FrozenModel):
     cache_key: str
     saved_plan: str  # SavedPlan JSON
     cache: str | None = None  # s3://... shared build cache
+    # No shared cache: reuse and fill this host's local build cache (a matrix on one host, issue 40).
+    local_cache: bool = False
     publish: str | None = None
     endpoint_url: str | None = None
     runner: Literal["local", "docker", "script"] = "local"
@@ -112,8 +117,10 @@ def host_label() -> str:
     return label
 
 
-def run_job(job: Job, announce: Callable[[Started], None] | None = None) -> BuildResult:
-    """Reuse the shared cache entry, or build the plan, store it in the cache and publish it."""
+def run_job(job: Job, announce: Callable[[Started], None] | None = None,
+            forward: events.Listener | None = None) -> BuildResult:
+    """Reuse the shared cache entry, or build the plan, store it in the cache and publish it.
+    ``forward`` receives every event of the build (its steps, byte counts, cache hits) for the driver."""
     set_mode(Mode.QUIET)  # the driver reports; a worker's own lines would interleave
     host = host_label()
     if announce is not None:
@@ -121,7 +128,8 @@ def run_job(job: Job, announce: Callable[[Started], None] | None = None) -> Buil
     started = time.monotonic()
     result = BuildResult(name=job.name, cache_key=job.cache_key, status="failed", host=host)
     try:
-        _cached_or_built(job, result)
+        with events.listening(forward) if forward is not None else contextlib.nullcontext():
+            _cached_or_built(job, result)
     except LmiBuildError as error:
         result.status, result.error = "failed", error.one_line()
     except Exception as error:  # a bug, not a lost node: report it, never retry it
@@ -152,6 +160,7 @@ def _cached_or_built(job: Job, result: BuildResult) -> None:
     cache = RemoteBuildCache(job.cache, endpoint_url=job.endpoint_url) if job.cache else None
     entry = cache.lookup(job.cache_key) if cache is not None else None
     if cache is not None and entry is not None:
+        events.emit("cache_hit", cache="shared", key=job.cache_key, where=entry.url)
         result.status, result.artifact_url = "cached", _published(cache, entry, job)
         return
     work = private_dir(job_dir(job))
@@ -160,9 +169,13 @@ def _cached_or_built(job: Job, result: BuildResult) -> None:
         output = work / "artifact"
         target = get_target(saved.plan.target)
         run = target.command.settings(runner=job.runner, step_timeout_s=job.step_timeout_s)
-        settings = BuildSettings(output=output, run=run, use_cache=False, endpoint_url=job.endpoint_url,
+        settings = BuildSettings(output=output, run=run, use_cache=job.local_cache, endpoint_url=job.endpoint_url,
                                  overwrite=True)  # what a killed run of this job left
         outcome = run_plan(saved, settings, target)
+        if outcome.status == "cached":  # this host's local cache (a shared one was looked up above)
+            result.status = "cached"
+            result.artifact_url = _published_local(job, output)
+            return
         if outcome.status in ("checkpoint", "script"):  # no engine toolchain here, or a bundle for a GPU host
             keep = True
             result.status, result.error = outcome.status, outcome.message
@@ -174,15 +187,24 @@ def _cached_or_built(job: Job, result: BuildResult) -> None:
             return
         result.status = "built"
         if cache is None:
-            if job.publish is not None:
-                publish(output, job.publish, endpoint_url=job.endpoint_url)
-                result.artifact_url = job.publish
+            result.artifact_url = _published_local(job, output)
             return
         entry = cache.store(job.cache_key, output)
         result.artifact_url = _published(cache, entry, job)
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _published_local(job: Job, output: Path) -> str | None:
+    """Without a shared cache: the publish URL once published; else, with the local cache, the
+    artifact's entry there (the work directory goes when the job ends)."""
+    if job.publish is not None:
+        publish(output, job.publish, endpoint_url=job.endpoint_url)
+        return job.publish
+    if job.local_cache:
+        return str(ArtifactCache().entry(job.cache_key))
+    return None
 
 
 def _published(cache: RemoteBuildCache, entry: CacheEntry, job: Job) -> str:

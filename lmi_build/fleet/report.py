@@ -7,6 +7,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -23,6 +24,26 @@ STATUS_STYLE = {"cached": "cyan", "built": "green", "script": "green", "stand_in
                 "failed": "red"}
 
 
+@dataclass(frozen=True)
+class RunningStep:
+    """The step a running build is in: its name, the plan's estimate of its seconds, when it began."""
+
+    name: str
+    estimate_s: float | None
+    since: float  # time.monotonic() on the driver
+
+    def left(self, now: float) -> str:
+        """The estimate minus the time in the step ("~3m 20s"); "?" without an estimate; "overdue"
+        past it (an estimate is never shown as negative time)."""
+        if self.estimate_s is None:
+            return "?"
+        remaining = self.estimate_s - (now - self.since)
+        if remaining < 0:
+            return "overdue"
+        minutes, seconds = divmod(round(remaining), 60)
+        return f"~{minutes}m {seconds:02d}s" if minutes else f"~{seconds}s"
+
+
 class MatrixProgress:
     """The state of every job, fed by the executor's callbacks."""
 
@@ -34,18 +55,33 @@ class MatrixProgress:
         self.starts: Counter[str] = Counter()  # more than one: Ray re-ran it after losing a worker
         self.results: dict[str, BuildResult] = {}
         self.started_at = time.monotonic()
+        self.steps: dict[str, RunningStep] = {}  # the step each running build is in, from its events
 
-    def started(self, event: Started) -> None:
+    def started(self, event: Started, now: float | None = None) -> None:
         if event.name in self.results:
             return
         self.state[event.name] = "running"
         self.host[event.name] = event.host
-        self.since[event.name] = time.monotonic()
+        self.since[event.name] = time.monotonic() if now is None else now
+        self.steps.pop(event.name, None)  # a build run again starts from its first step
         self.starts[event.name] += 1
 
     def finished(self, result: BuildResult) -> None:
         self.results[result.name] = result
         self.state[result.name] = result.status
+        self.steps.pop(result.name, None)
+
+    def event(self, name: str, event: dict[str, Any], now: float | None = None) -> None:
+        """One event of a running build (``lmi_build.events``): a step's start or end."""
+        if name in self.results:
+            return
+        kind, step = event.get("type"), event.get("step")
+        if kind == "step_start" and isinstance(step, str):
+            estimate = event.get("estimate_s")
+            self.steps[name] = RunningStep(step, float(estimate) if isinstance(estimate, (int, float)) else None,
+                                           time.monotonic() if now is None else now)
+        elif kind == "step_end" and name in self.steps and self.steps[name].name == step:
+            del self.steps[name]
 
     @property
     def succeeded(self) -> bool:
@@ -62,7 +98,9 @@ class MatrixProgress:
     def counts(self) -> Counter[str]:
         return Counter(self.state.values())
 
-    def render(self) -> RenderableType:
+    def render(self, now: float | None = None) -> RenderableType:
+        """The live view at ``now`` (``time.monotonic()``): the counts, then each running build with
+        its host, seconds, current step and that step's time left (issue 42: none was shown)."""
         counts = self.counts()
         summary = Text(f"{len(self.results)}/{len(self.jobs)} finished  ")
         for state in LIVE_STATES:
@@ -72,11 +110,15 @@ class MatrixProgress:
         running.add_column("running", no_wrap=True)
         running.add_column("host", no_wrap=True)
         running.add_column("s", justify="right")
-        now = time.monotonic()
+        running.add_column("step", no_wrap=True)
+        running.add_column("left", justify="right", no_wrap=True)
+        now = time.monotonic() if now is None else now
         for name, state in self.state.items():
             if state == "running":
+                step = self.steps.get(name)
                 # Cells as text, never markup; user text as printable (a name or host may hold "[...]" or escapes).
-                running.add_row(identifier(name), identifier(self.host.get(name, "")), f"{now - self.since[name]:.0f}")
+                running.add_row(identifier(name), identifier(self.host.get(name, "")), f"{now - self.since[name]:.0f}",
+                                identifier(step.name) if step else "", step.left(now) if step else "")
         return Group(summary, running) if running.row_count else summary
 
     @contextmanager

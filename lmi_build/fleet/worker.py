@@ -1,6 +1,6 @@
 """The process of one local matrix build (``python -m lmi_build.fleet.worker FD PARENT``): reads
-its ``Job`` as JSON on stdin, runs it, and writes its start event and then its result as JSON
-lines to the descriptor FD.
+its ``Job`` as JSON on stdin, runs it, and writes its start event, its build's events (steps, byte
+counts: ``lmi_build.events``) and then its result as JSON lines to the descriptor FD.
 
 One process per build, not a pool: a worker killed by SIGKILL (or the kernel's OOM killer) fails
 only its own build, which the driver may run again; the others go on. No multiprocessing either:
@@ -10,6 +10,7 @@ KeyError traceback per semaphore. The worker dies with its driver (``die_with_pa
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import gc
@@ -19,7 +20,8 @@ import signal
 import sys
 import threading
 import time
-from typing import IO
+from collections.abc import Callable
+from typing import IO, Any
 
 from lmi_build.errors import Terminated
 from lmi_build.fleet.job import Job, run_job
@@ -53,9 +55,23 @@ def _terminate(signum: int, frame: object) -> None:
     raise Terminated()
 
 
+# The kinds of line a worker writes: its start, each event of its build, its result.
+MESSAGE_KINDS = ("started", "event", "result")
+_channel_lock = threading.Lock()  # events come from a transfer's threads too: one whole line at a time
+
+
 def _send(channel: IO[str], kind: str, payload: dict[str, object]) -> None:
-    channel.write(json.dumps({kind: payload}) + "\n")
-    channel.flush()
+    with _channel_lock:
+        channel.write(json.dumps({kind: payload}, default=str) + "\n")
+        channel.flush()
+
+
+def _forward_event(channel: IO[str]) -> Callable[[dict[str, Any]], None]:
+    def forward(event: dict[str, Any]) -> None:
+        with contextlib.suppress(OSError, ValueError):  # progress only: a lost event never fails a build
+            _send(channel, "event", event)
+
+    return forward
 
 
 def main(argv: list[str]) -> int:
@@ -68,7 +84,8 @@ def main(argv: list[str]) -> int:
     job = Job.model_validate_json(sys.stdin.read())
     with os.fdopen(channel_fd, "w", encoding="utf-8") as channel:
         try:
-            result = run_job(job, lambda started: _send(channel, "started", started.model_dump()))
+            result = run_job(job, lambda started: _send(channel, "started", started.model_dump()),
+                             _forward_event(channel))
         except KeyboardInterrupt:  # SIGTERM: the build cleaned up; the driver reports it
             return 128 + signal.SIGTERM
         _send(channel, "result", result.model_dump())
@@ -86,7 +103,7 @@ def parse_message(line: bytes) -> tuple[str, dict[str, object]] | None:
     if not isinstance(message, dict) or len(message) != 1:
         return None
     kind, payload = next(iter(message.items()))
-    return (kind, payload) if kind in ("started", "result") and isinstance(payload, dict) else None
+    return (kind, payload) if kind in MESSAGE_KINDS and isinstance(payload, dict) else None
 
 
 

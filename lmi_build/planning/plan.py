@@ -179,6 +179,15 @@ class BuildPlan(Record, Generic[KnobsT]):
             "model": self.model.model_copy(update={"id": redact_text(self.model.id, known)}),
         })
 
+    def event_fields(self) -> dict[str, Any]:
+        """What the ``plan`` event says of this plan (docs/EVENTS.md): the build's identity, whether it
+        is valid, and the estimate of its convert/quantize step."""
+        step = self.checkpoint_step
+        return {"target": self.target, "model": self.model.id, "profile": self.toolchain.profile,
+                "cache_key": self.cache_key, "valid": self.valid, "errors": [m.message for m in self.errors],
+                "warnings": len(self.warnings), "quantize": self.quantization.method,
+                "checkpoint_estimate_s": step.seconds if step is not None else None}
+
     def to_json(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
         data["spec"].pop("raw", None)  # the raw config is large and in the artifact anyway

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from lmi_build import events
 from lmi_build.errors import PublishError
 from lmi_build.fs import open_private
 from lmi_build.output import Output
@@ -112,26 +113,34 @@ def transfer_config(workers: int) -> Any:
     )
 
 
-def _subscriber(progress: Progress | None, task: TaskID | None) -> list[Any]:
-    if progress is None or task is None:
+def _subscriber(progress: Progress | None, task: TaskID | None, counted: events.ByteEvents) -> list[Any]:
+    if (progress is None or task is None) and not events.listened():
         return []
     from s3transfer.subscribers import BaseSubscriber
-
-    bar, task_id = progress, task
 
     class _Advance(BaseSubscriber):
         def on_progress(self, future: Any, bytes_transferred: int, **kwargs: Any) -> None:
             # Negative on a retried part: rich's advance() moves back, which is what we want.
-            bar.advance(task_id, bytes_transferred)
+            if progress is not None and task is not None:
+                progress.advance(task, bytes_transferred)
+            counted.add(bytes_transferred)
 
     return [_Advance()]
 
 
 @contextmanager
-def _progress_task(output: Output, label: str, total: int) -> Iterator[tuple[Progress | None, TaskID | None]]:
+def _progress_task(output: Output, label: str,
+                   total: int) -> Iterator[tuple[Progress | None, TaskID | None, events.ByteEvents]]:
+    """The transfer's bar (human mode) and its ``bytes`` events (``--events``, a matrix's live view)."""
     with output.progress() as progress:
         task = progress.add_task(label, total=total) if progress is not None else None
-        yield progress, task
+        counted = events.ByteEvents(label, total)
+        try:
+            yield progress, task, counted
+        except BaseException:
+            counted.finish(complete=False)
+            raise
+        counted.finish()
 
 
 def upload_all(client: Any, bucket: str, uploads: Sequence[Upload], *, workers: int, output: Output,
@@ -142,8 +151,8 @@ def upload_all(client: Any, bucket: str, uploads: Sequence[Upload], *, workers: 
     from boto3.s3.transfer import create_transfer_manager
 
     total = sum(u.size for u in uploads)
-    with _progress_task(output, label, total) as (progress, task):
-        subscribers = _subscriber(progress, task)
+    with _progress_task(output, label, total) as (progress, task, counted):
+        subscribers = _subscriber(progress, task, counted)
         with create_transfer_manager(client, transfer_config(workers)) as manager:
             futures = []
             for item in uploads:
@@ -189,12 +198,14 @@ class _Progress:
 
     STEP = 1024 * 1024
 
-    def __init__(self, progress: Progress | None, task: TaskID | None) -> None:
-        self.progress, self.task = progress, task
+    def __init__(self, progress: Progress | None, task: TaskID | None, counted: events.ByteEvents) -> None:
+        self.progress, self.task, self.counted = progress, task, counted
 
     def advance(self, count: int) -> None:
         if self.progress is not None and self.task is not None and count:
             self.progress.advance(self.task, count)
+        if count:
+            self.counted.add(count)
 
 
 class _FileSink:
@@ -361,10 +372,12 @@ def _fetch_part(client: Any, bucket: str, sink: _FileSink, start: int, end: int,
                 try:
                     with deadline.watching(response["Body"]):  # a read cut short at the deadline
                         count = readinto(view[offset:min(end, offset + READ_CHUNK)])
-                except retryable:
+                except retryable as error:
                     deadline.check(offset - start, end - start)  # cut short: no retry past the bound
                     if attempt == DOWNLOAD_ATTEMPTS:
                         raise
+                    events.emit("retry", what=where, attempt=attempt + 1, of=DOWNLOAD_ATTEMPTS,
+                                reason=type(error).__name__)
                     break
                 deadline.check(offset + count - start, end - start)
                 if not count:
@@ -410,8 +423,8 @@ def download_all(client: Any, bucket: str, downloads: Sequence[Download], *, wor
     total = sum(d.size for d in downloads)
     sinks: list[_FileSink] = []
     stop = threading.Event()
-    with _progress_task(output, label, total) as (progress, task):
-        bar = _Progress(progress, task)
+    with _progress_task(output, label, total) as (progress, task, counted):
+        bar = _Progress(progress, task, counted)
         try:
             jobs: list[tuple[_FileSink, int, int]] = []
             for item in downloads:

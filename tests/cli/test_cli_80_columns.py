@@ -10,6 +10,7 @@ or word of a help text is cut, and every example command line is printed whole."
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -208,3 +209,32 @@ def test_a_narrow_terminal_cuts_no_name_that_fits_a_line(width: int) -> None:
         words = {word.strip("*;,") for line in lines for word in line.split()}
         cut = sorted(name for name in wanted if len(name) + 2 <= width and name not in words)
         assert not cut, (width, args, cut)
+
+
+def _flag_rows(lines: list[str], command: object) -> list[str]:
+    """The panel lines that start with a flag that takes no value (``--json``, ``--overwrite``)."""
+    flags = {opt for param in getattr(command, "params", []) if getattr(param, "is_flag", False)
+             for opt in (*param.opts, *param.secondary_opts)} | {"--help", "-h"}
+    return [line for line in lines if (words := line.strip("│ ").split()) and words[0] in flags]
+
+
+def _broken_early(lines: list[str], width: int) -> list[tuple[str, str]]:
+    """Pairs of prose lines of the epilog (after the last panel, indented by the one-column padding)
+    where the first ended although the next line's first word would have fitted on it."""
+    epilog = lines[max((at for at, line in enumerate(lines) if line.startswith("╰")), default=-1) + 1:]
+    prose = [line.rstrip() if line.startswith(" ") and not line.startswith("  ") else "" for line in epilog]
+    return [(first, second) for first, second in itertools.pairwise(prose)
+            if first and second and len(first) + 1 + len(second.split()[0]) <= width - 1]
+
+
+@pytest.mark.parametrize("path", [path for path, _ in COMMANDS], ids=lambda path: " ".join(path) or "lmi-build")
+def test_every_help_shows_flags_without_a_value_and_epilogs_unbroken(path: tuple[str, ...]) -> None:
+    """Issue 40: a flag showed ``<bool>`` (``--json <bool>``) as if it took a value; the matrix epilog
+    broke its sentences at the source's line ends ("failed or" / "could not be planned" at 100 columns)."""
+    command = dict(COMMANDS)[path]
+    for width in (80, 100):
+        lines = _at_width(width, *path, "--help")
+        rows = _flag_rows(lines, command)
+        assert any("--help" in row for row in rows), lines
+        assert not [row for row in rows if "<bool>" in row], rows
+        assert not _broken_early(lines, width), (width, _broken_early(lines, width))

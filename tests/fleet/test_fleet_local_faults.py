@@ -9,18 +9,27 @@ workers), run with no shared cache (``run_matrix(cache=None)``), so no S3 is nee
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
+import jsonschema
 import pytest
+from rich.console import Console
 
+from lmi_build import events
+from lmi_build.events import SCHEMA_PATH
 from lmi_build.fleet.job import BuildResult, Started
+from lmi_build.fleet.report import MatrixProgress
 from lmi_build.fleet.run import run_matrix
+from tests.cli_process import run_lmi_build
 from tests.fixtures_ray import fleet_cache
 
 pytestmark = pytest.mark.slow
@@ -161,3 +170,58 @@ def test_engine_builds_without_tensorrt_llm_keep_what_the_gpu_stage_needs(
     assert set(fleet_env.iterdir()) == kept, "only the kept outputs stay"
     for directory in kept:
         assert [p.name for p in directory.iterdir()] == ["artifact"], "no lock or work directory beside them"
+
+
+def _shown(renderable: object) -> str:
+    console = Console(width=120, file=io.StringIO(), color_system=None)
+    console.print(renderable)
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    """The events written to ``path``, each checked against the committed schema."""
+    validator = jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
+    found = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    for event in found:
+        validator.validate(event)
+        datetime.fromisoformat(event["time"].replace("Z", "+00:00"))
+    return found
+
+
+def test_a_matrix_without_a_cache_uses_this_hosts_and_shows_each_step(fleet_env: Path, tmp_path: Path) -> None:
+    """Issue 40 item 4: without --cache a matrix runs with this host's local build cache (a rerun
+    reuses it); issue 42 item 4: the live view shows each running build's step and time left; the
+    builds' events (their workers') reach the driver's --events file with each build's name."""
+    shown: list[str] = []
+
+    def update(progress: MatrixProgress) -> None:
+        if progress.steps:
+            shown.append(_shown(progress.render()))
+
+    first_events = tmp_path / "first.jsonl"
+    events.open_sink(str(first_events))
+    try:
+        progress = run_matrix(tmp_path / "builds.toml", cache=None, local_cache=True, on_update=update)
+    finally:
+        events.close_sink(exit_code=0, outcome="ok")
+    builds = progress.to_json()["builds"]
+    assert {build["status"] for build in builds} == {"built"}
+    cache = Path(os.environ["LMI_BUILD_CACHE"]) / "artifacts"
+    assert all(Path(build["artifact_url"]).parent == cache for build in builds), builds
+    assert any("package" in text and "?" in text for text in shown), shown  # the step, no estimate for it
+    first = _events(first_events)
+    steps = {(event["build"], event["step"]) for event in first if event["type"] == "step_end"}
+    assert {step for _, step in steps} >= {"fetch", "package"} and len({name for name, _ in steps}) == 2
+    assert [event["type"] for event in first].count("plan") == 2 and first[-1]["type"] == "result"
+
+    # The CLI, without --cache, on one of those builds (one worker: each costs a second or two).
+    one = tmp_path / "one.toml"
+    one.write_text(TWO_BUILDS.replace(', ["option.max_rolling_batch_size=8"]', ""), encoding="utf-8")
+    again_events = tmp_path / "again.jsonl"
+    rerun = run_lmi_build("matrix", str(one), "--events", str(again_events))
+    assert rerun.returncode == 0, rerun.stderr
+    assert "this host's local build cache" in rerun.stderr
+    again = _events(again_events)
+    assert [event["cache"] for event in again if event["type"] == "cache_hit"] == ["local"]
+    assert {event["status"] for event in again if event["type"] == "build_result"} == {"cached"}
+    assert again[-1]["type"] == "result" and again[-1]["exit_code"] == 0

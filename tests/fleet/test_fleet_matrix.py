@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 
-from lmi_build.errors import PublishError
+from lmi_build.errors import OptionError, PublishError
 from lmi_build.fleet.executors import ray_task_options
 from lmi_build.fleet.job import BuildResult, Started
 from lmi_build.fleet.matrix import MatrixError, plan_matrix
+from lmi_build.fleet.report import MatrixProgress
 from lmi_build.fleet.run import run_matrix
 from lmi_build.storage.remote import verify_remote
 from lmi_build.targets import parse_plan_text
@@ -94,7 +95,14 @@ def test_matrix_on_ray_then_rerun_is_cached(ray_cluster: RayCluster, fleet_bucke
               .replace('dtype = ["fp16", "bf16"]', 'dtype = ["fp16"]').replace("tp = [1, 2]", "tp = [1]"))
     matrix = write_matrix(tmp_path, builds + LABELLED_BUILD, fleet_bucket)
     cache = f"s3://{fleet_bucket}/lmi-build-cache"
-    first = run_matrix(matrix, cache=cache, executor="ray", ray_address=ray_cluster.address).to_json()
+    steps: set[tuple[str, str]] = set()  # (build, step) the live view showed, from the tasks' events
+
+    def seen(progress: MatrixProgress) -> None:
+        steps.update((name, step.name) for name, step in progress.steps.items())
+
+    first = run_matrix(matrix, cache=cache, executor="ray", ray_address=ray_cluster.address,
+                       on_update=seen).to_json()
+    assert {("hf-tiny-llama-float16", "package"), ("trtllm-tiny-llama-tp1", "engine")} <= steps, steps
     assert statuses(first) == {
         "hf-tiny-llama-float16": "built", "trtllm-tiny-llama-tp1": "stand_in", "hf-tiny-llama": "built",
     }, first
@@ -117,7 +125,7 @@ def test_matrix_on_ray_then_rerun_is_cached(ray_cluster: RayCluster, fleet_bucke
     assert {b["status"] for b in hf.values()} == {"cached"}
     assert {b["artifact_url"] for b in hf.values()} == {b["artifact_url"] for b in first["builds"] if b["target"] == "hf"}
     # Stand-in engines are never cached: they are built again, and say so.
-    assert [b["status"] for b in again["builds"] if b["target"] == "trtllm"] == ["stand_in"]
+    assert [b["status"] for b in again["builds"] if b["target"] == "trtllm"] == ["stand_in"], again
 
 
 def test_lost_worker_node_loses_nothing(ray_cluster: RayCluster, fleet_bucket: str, tmp_path: Path) -> None:
@@ -260,6 +268,9 @@ model = "demo:tiny-llama"
 dtype = "fp32"
 node_labels = { "lmi-build/profile" = "no-such-node-group" }
 """, fleet_bucket)
+    # A matrix without --cache (this host's local cache) is refused on a cluster of more than one node.
+    with pytest.raises(OptionError, match="cluster of 2 nodes needs a shared build cache"):
+        run_matrix(matrix, cache=None, local_cache=True, executor="ray", ray_address=ray_cluster.address)
     started = time.monotonic()
     result = run_matrix(matrix, cache=None, executor="ray", ray_address=ray_cluster.address).to_json()
     assert time.monotonic() - started < 60

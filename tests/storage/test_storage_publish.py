@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -9,10 +10,12 @@ import sys
 import time
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from lmi_build.artifact.files import MANIFEST_NAME
 from lmi_build.errors import LmiBuildError, PublishError, VerifyError
+from lmi_build.events import SCHEMA_PATH
 from lmi_build.output import Mode, Output
 from lmi_build.storage.publish import publish, remote_manifest, verify_remote
 from lmi_build.storage.pull import pull
@@ -22,6 +25,7 @@ from tests.fixtures_s3 import S3Server, make_artifact, tree_bytes
 
 pytestmark = pytest.mark.s3
 QUIET = Output(mode=Mode.QUIET)
+EVENTS_SCHEMA = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
 
 
 def _files(count: int = 4, size: int = 100_000) -> dict[str, bytes]:
@@ -62,12 +66,27 @@ def test_a_republish_counts_what_it_skipped_as_its_summary_does(tmp_path: Path, 
     files = _files()
     artifact = make_artifact(tmp_path / "art", files)
     url = f"s3://{s3_bucket}/recount"
-    assert run_lmi_build("publish", str(artifact), url).returncode == 0
+    published = tmp_path / "publish.jsonl"
+    assert run_lmi_build("publish", str(artifact), url, "--events", str(published)).returncode == 0
     again = run_lmi_build("publish", str(artifact), url)
     assert again.returncode == 0, again.stderr
     objects = len(files) + 1  # and the manifest
     said = again.stdout + again.stderr
     assert f"{objects} of {objects} objects already in place" in said and f"skipped {objects}," in said, said
+    # Issue 40: the transfers' events (bytes done of the total), read back against their schema.
+    pulled = tmp_path / "pull.jsonl"
+    assert run_lmi_build("pull", url, str(tmp_path / "copy"), "--events", str(pulled)).returncode == 0
+    payload = sum(len(data) for data in files.values())
+    for path in (published, pulled):
+        text = path.read_text(encoding="utf-8")
+        assert os.environ["AWS_SECRET_ACCESS_KEY"] not in text
+        found = [json.loads(line) for line in text.splitlines()]
+        for event in found:
+            jsonschema.validate(event, EVENTS_SCHEMA)
+        final = [event for event in found if event["type"] == "bytes" and event["final"]]
+        assert final and sum(event["done"] for event in final) >= payload, found
+        assert all(event["done"] == event["total"] for event in final), final
+        assert found[-1]["type"] == "result" and found[-1]["exit_code"] == 0
 
 
 def test_changed_artifact_uncommits_then_replaces(tmp_path: Path, s3_env: S3Server, s3_bucket: str) -> None:

@@ -32,7 +32,8 @@ def build(ctx: BuildContext) -> None:
         return
     detail = plan.quantization.quant_algo or f"dtype {knobs.dtype}"
     name = "quantize" if plan.quantization.method else "convert"
-    with ctx.record.timed(name, detail=detail):
+    estimate = plan.checkpoint_step.seconds if plan.checkpoint_step is not None else None
+    with ctx.record.timed(name, detail=detail, estimate_s=estimate):
         result = build_hf_checkpoint(plan, ctx.source.path, ctx.work / CHECKPOINT_DIR,
                                      calib_file=ctx.inputs.calib_data, use_cache=ctx.settings.use_cache)
     ctx.record.record_checkpoint(name, result)

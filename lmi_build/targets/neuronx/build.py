@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from lmi_build import events
 from lmi_build.artifact.manifest import HardwareTarget, StepTiming
 from lmi_build.building.context import BuildContext, BuildOutcome, BuildSettings
 from lmi_build.building.run_settings import narrowed
@@ -134,7 +135,8 @@ def build(ctx: BuildContext) -> None:
         python = neuron_python() if run.runner == "local" else "python3"
         step = compile_step(python, timeout_s=run.step_timeout_s)
         runner = make_runner(run.runner, image=profile.image, devices=host_neuron_devices())
-        result = runner.run(step, paths, ctx.work, plan)
+        with events.step("compile", detail=f"{runner.kind} runner, {profile.name}"):
+            result = runner.run(step, paths, ctx.work, plan)
         ctx.record.steps.append(StepTiming(name="compile", seconds=result.seconds,
                                            detail=f"{runner.kind} runner, {profile.name}"))
         for entry in remove_unusable(cache):  # never shipped nor trusted: the container would replay it

@@ -9,6 +9,7 @@ import shlex
 import shutil
 from pathlib import Path
 
+from lmi_build import events
 from lmi_build.artifact.manifest import HardwareTarget, StepTiming
 from lmi_build.artifact.packager import install_directory
 from lmi_build.building.context import BuildContext, BuildOutcome, BuildSettings
@@ -81,7 +82,8 @@ def build(ctx: BuildContext) -> None:
         host = [s for s in steps if s.in_process is not None and run.checkpoint is None]
         vendor = [s for s in steps if s.in_process is None]
         for step in host:  # ModelOpt runs here whatever the engine runner is
-            with ctx.record.timed(step.name, detail=plan.quantization.quant_algo or "unquantized"):
+            estimate = plan.checkpoint_step.seconds if plan.checkpoint_step is not None else None
+            with ctx.record.timed(step.name, detail=plan.quantization.quant_algo or "unquantized", estimate_s=estimate):
                 exported = _export_checkpoint(ctx, paths)
             ctx.record.record_checkpoint(step.name, exported)
         if run.until == "checkpoint":
@@ -98,7 +100,8 @@ def build(ctx: BuildContext) -> None:
             return
         runner = make_runner(run.runner, image=profile.image)
         for step in vendor:
-            result = runner.run(step, paths, ctx.work, plan)
+            with events.step(step.name, detail=f"{runner.kind} runner"):
+                result = runner.run(step, paths, ctx.work, plan)
             ctx.record.steps.append(StepTiming(name=step.name, seconds=result.seconds, detail=f"{runner.kind} runner"))
         _keep_logs(ctx.work, engine)
 
