@@ -17,8 +17,9 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from lmi_build.artifact.manifest import load_manifest
 from lmi_build.building.context import BuildSettings
-from lmi_build.errors import LmiBuildError
+from lmi_build.errors import LmiBuildError, StepError
 from lmi_build.fs import live_users, private_dir
 from lmi_build.output import Mode, set_mode
 from lmi_build.pipeline import run_plan
@@ -71,6 +72,8 @@ class BuildResult(BaseModel):
     error: str | None = None
     kept: str | None = None  # checkpoint / script: where its output stays on ``host``
     next_command: str | None = None  # ... and the command that finishes it
+    total_bytes: int | None = None  # the artifact's size (its manifest's total_bytes)
+    log: str | None = None  # a failed step's log, kept on ``host`` (its work directory is removed)
 
 
 class Started(BaseModel):
@@ -153,6 +156,7 @@ def _cached_or_built(job: Job, result: BuildResult) -> None:
     entry = cache.lookup(job.cache_key) if cache is not None else None
     if cache is not None and entry is not None:
         result.status, result.artifact_url = "cached", _published(cache, entry, job)
+        result.total_bytes = entry.total_bytes
         return
     work = private_dir(job_dir(job))
     keep = False
@@ -162,7 +166,11 @@ def _cached_or_built(job: Job, result: BuildResult) -> None:
         run = target.command.settings(runner=job.runner, step_timeout_s=job.step_timeout_s)
         settings = BuildSettings(output=output, run=run, use_cache=False, endpoint_url=job.endpoint_url,
                                  overwrite=True)  # what a killed run of this job left
-        outcome = run_plan(saved, settings, target)
+        try:
+            outcome = run_plan(saved, settings, target)
+        except StepError as error:
+            _keep_log(job, error, result)
+            raise
         if outcome.status in ("checkpoint", "script"):  # no engine toolchain here, or a bundle for a GPU host
             keep = True
             result.status, result.error = outcome.status, outcome.message
@@ -173,6 +181,7 @@ def _cached_or_built(job: Job, result: BuildResult) -> None:
             result.error = "built by a STAND-IN engine compiler: not cached, not published"
             return
         result.status = "built"
+        result.total_bytes = load_manifest(output).total_bytes
         if cache is None:
             if job.publish is not None:
                 publish(output, job.publish, endpoint_url=job.endpoint_url)
@@ -183,6 +192,20 @@ def _cached_or_built(job: Job, result: BuildResult) -> None:
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _keep_log(job: Job, error: StepError, result: BuildResult) -> None:
+    """Copy the failed step's log beside the job's work directory (which is removed), and point the
+    error's hint at the copy: a matrix's report names a log that is still there."""
+    if error.log is None or not error.log.is_file():
+        return
+    kept = job_dir(job).with_name(f"{job_dir(job).name}-{error.log.name}")
+    try:
+        shutil.copyfile(error.log, kept)
+    except OSError:
+        return
+    result.log = str(kept)
+    error.hint = f"full log: {kept} on {result.host}"
 
 
 def _published(cache: RemoteBuildCache, entry: CacheEntry, job: Job) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from lmi_build.fleet.executors import Execution, ExecutorName, OnResult, OnStarted, run_jobs
@@ -18,10 +19,12 @@ def run_matrix(matrix_file: Path, *, cache: str | None, executor: ExecutorName =
                ray_address: str | None = None, max_parallel: int | None = None, max_retries: int = 3,
                endpoint_url: str | None = None, wait_for_resources: float = 0.0,
                on_started: OnStarted | None = None,
-               on_result: OnResult | None = None) -> MatrixProgress:
+               on_result: OnResult | None = None,
+               on_planned: Callable[[MatrixProgress], None] | None = None) -> MatrixProgress:
     """Run every build of ``matrix_file``; the returned progress holds every result. Nothing runs
     unless every build plans cleanly, the cache bucket is reachable and every publish bucket
-    takes a test write."""
+    takes a test write. ``on_planned`` receives the progress before the first build starts (what
+    an interrupted run reports from)."""
     jobs = plan_matrix(matrix_file, cache=cache, endpoint_url=endpoint_url)
     if executor == "ray":  # a wrong or dead Ray address fails now, in seconds, before the cache is touched
         resolve_ray_address(ray_address)
@@ -29,6 +32,8 @@ def run_matrix(matrix_file: Path, *, cache: str | None, executor: ExecutorName =
         RemoteBuildCache(cache, endpoint_url=endpoint_url).check()
     check_publish_targets([job.publish for job in jobs if job.publish is not None], endpoint_url)
     progress = MatrixProgress(jobs)
+    if on_planned is not None:
+        on_planned(progress)
 
     def started(event: Started) -> None:
         progress.started(event)
