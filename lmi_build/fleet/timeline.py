@@ -56,7 +56,7 @@ class TextGantt:
             return
         width = max(1, options.max_width)
         cells = max(10, min(GANTT_CELLS, width // 2))
-        total = max(span.end for span in self.spans) or 1.0
+        total = max(max(span.end, span.start) for span in self.spans) or 1.0
         title = f"Timeline per host (0 to {total:.1f} s, one cell {total / cells:.2g} s)"
         for part in textwrap.wrap(title, width, break_long_words=False, break_on_hyphens=False):
             yield Text(part, style="table.title", no_wrap=True, overflow="ignore")
