@@ -111,3 +111,10 @@ def test_plan_ends_its_memory_section_with_the_bar(columns: str) -> None:
     for part in ("█ weights", "▓ activations", "▒ runtime", "░ KV cache", "· free"):
         assert part in section
     assert all(len(line) <= int(columns) for line in lines[caption:lines.index("Toolchain")])
+
+
+def test_the_axis_reaches_a_build_that_just_started() -> None:
+    """A start the driver's clock took after the end it has for a build (its result came back first)."""
+    lines = _render(TextGantt([Span("a", "x", 0.0, 5.0, "built"), Span("a", "y", 9.0, 4.0, "running")]), 80)
+    assert lines[0].startswith("Timeline per host (0 to 9.0 s")
+    assert lines[-1].split(" ")[0].endswith("█")  # drawn at the end of the axis, not past it
