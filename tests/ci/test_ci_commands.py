@@ -99,3 +99,16 @@ def test_a_build_summary_has_its_row(hf_artifact: Path) -> None:
     assert "<td>cached</td>\n<td style=\"text-align:right\">1.2 s</td>\n<td>hit</td>\n" in html
     assert "<td><code>s3://bucket/models/tiny/</code></td>" in html
     assert re.search(r"<td style=\"text-align:right\">[0-9.]+ KiB</td>", html)  # the artifact's size, from its manifest
+
+
+def test_a_properties_finding_is_annotated_on_its_line(tmp_path: Path) -> None:
+    properties = tmp_path / "conf" / "serving.properties"
+    properties.parent.mkdir()
+    properties.write_text("option.max_rolling_batch_size=16\noption.rolling_batch=auto\n"
+                          "option.max_rolling_batch_size=32\n", encoding="utf-8")
+    result = run_lmi_build("plan", "hf", "--model", "demo:tiny-llama", "--properties", str(properties),
+                           env=_actions_env(tmp_path))
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("::warning ")]
+    assert any(line.startswith("::warning title=lmi-build,file=conf/serving.properties,line=1::")
+               and "set twice" in line for line in warnings), result.stderr
