@@ -8,6 +8,7 @@ only with ``--debug``. Anything else that escapes is a bug and keeps its traceba
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 # The most characters one message (an error, a warning, a hint, one detail line) shows: a message
 # built from what the user gave (a list of 15,000 context lengths) is shortened in its middle, so
@@ -119,9 +120,10 @@ class VerifyError(LmiBuildError):
 
 
 class StepError(LmiBuildError):
-    """A build step (quantize, convert, vendor compiler) failed."""
+    """A build step (quantize, convert, vendor compiler) failed; ``log`` is its log file, when it wrote one."""
 
     code = "step"
+    log: Path | None = None
 
 
 class MissingDependency(LmiBuildError):

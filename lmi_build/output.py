@@ -45,6 +45,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lmi_build import events
+from lmi_build.ci import github
 from lmi_build.errors import MESSAGE_CHARS, bounded, with_hint
 from lmi_build.redaction import environment_secrets, redact_text, redact_tree
 
@@ -122,10 +123,12 @@ class Output:
         events.emit("warning", message=message)
         if self.mode is not Mode.QUIET:
             self.err.print(_plain("warning:", "yellow", message), highlight=False)
+            annotate("warning", message)
 
     def error(self, message: str) -> None:
         # Errors are printed in every mode: a pipeline must see why it failed.
         self.err.print(_plain("error:", "red", message), highlight=False)
+        annotate("error", message)
 
     def failure(self, code: str, message: str, hint: str | None, details: tuple[str, ...] = ()) -> None:
         """The command failed: one line on stderr in every mode and, with ``--json``,
@@ -147,6 +150,9 @@ class Output:
         self.err.print(line, highlight=False)
         for detail in details:
             self.err.print(Text("  " + printable(detail)), highlight=False)
+        annotate("error", with_hint(message, hint), title=f"lmi-build: {code}")
+        for detail in details:
+            annotate("error", detail, title=f"lmi-build: {code}")
 
     def traceback(self, error: BaseException) -> None:
         """``error``'s traceback on stderr (--debug, or a bug), redacted as every other line is."""
@@ -720,8 +726,20 @@ def reset() -> Output:
     global _SECRETS
     _SECRETS = None
     events.reset()
+    github.forget_sources()
     set_debugging(_debug_from_env())
     return set_mode(Mode.HUMAN)
+
+
+def annotate(kind: github.Kind, message: str, *, title: str = "lmi-build") -> None:
+    """Under GitHub Actions, ``message`` also as a workflow command (an annotation of the run, on the
+    file and line it names when lmi-build read that file: ``github.locate``); nothing elsewhere."""
+    if not github.in_actions():
+        return
+    shown = printable(bounded(message))
+    stream = _redacting("stderr")
+    stream.write(github.workflow_command(kind, shown, title=title, location=github.locate(shown)) + "\n")
+    stream.flush()
 
 
 def _plain(label: str, style: str, message: str) -> Text:

@@ -25,7 +25,7 @@ from lmi_build.artifact.output_place import check_output_place, protected_places
 from lmi_build.artifact.packager import check_output, install_directory, package
 from lmi_build.building.context import BuildContext, BuildOutcome, BuildSettings
 from lmi_build.building.target import Target
-from lmi_build.errors import InvalidPlan, LmiBuildError, Terminated, UnsupportedTarget
+from lmi_build.errors import InvalidPlan, LmiBuildError, StepError, Terminated, UnsupportedTarget
 from lmi_build.fs import (
     DirectoryBusy,
     directory_lock,
@@ -204,6 +204,8 @@ def _keep_failed_logs(work: Path, output: Path, error: LmiBuildError) -> None:
         note = f" ({planted} is not a log directory lmi-build wrote, so it was left alone)"
     error.message = error.message.replace(str(found[0]), str(kept))
     error.hint = ((error.hint or "").replace(str(found[0]), str(kept)) or f"logs: {kept}") + note
+    if isinstance(error, StepError) and error.log is not None and error.log.is_relative_to(found[0]):
+        error.log = kept / error.log.relative_to(found[0])
 
 
 def _ours(path: Path) -> bool:

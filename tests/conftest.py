@@ -51,6 +51,11 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # CLI tests run lmi-build in this process, where the S3 fixtures import botocore first: the same setting.
 os.environ.setdefault("BOTO_DISABLE_CRT", "true")
 
+# The suite run as a GitHub Actions job: its commands must print what they print elsewhere (the tests
+# of the workflow commands and the step summary set these variables themselves).
+for _actions in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY"):
+    os.environ.pop(_actions, None)
+
 # Data the tests read, kept in the repository so that a fresh clone passes (see tests/fixtures/README.md).
 FIXTURE_CONFIGS = FIXTURES_DIR / "hf-configs"
 SEEDS_DIR = FIXTURES_DIR / "seeds"

@@ -5,11 +5,11 @@ Engines and NEFFs fail late and obscurely on the wrong TensorRT/neuronx-cc versi
 every mismatch is refused here with a message naming both sides. No torch import.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from lmi_build.artifact.files import MANIFEST_NAME, inside_artifact, verify_entries, walk_files
 from lmi_build.artifact.manifest import Manifest, load_manifest
@@ -26,6 +26,14 @@ from lmi_build.reading import BadFile, read_regular_bytes
 from lmi_build.types import PlanMessage
 
 
+class CheckOutcome(BaseModel):
+    """One check of ``verify`` (the manifest, the files, the layout, the serving target) and what it found."""
+
+    name: str
+    errors: list[PlanMessage] = []
+    warnings: list[PlanMessage] = []
+
+
 class VerifyReport(BaseModel):
     valid: bool
     errors: list[PlanMessage] = []
@@ -34,6 +42,8 @@ class VerifyReport(BaseModel):
     # What the serving container release does with the artifact at start-up (--for-container, where
     # the artifact's target models its containers' start-up): outcome, loader, resolved keys, rules.
     startup: StartupOutcome | None = None
+    # Each check with what it found (a JUnit report's test cases); not in --json, which lists the findings.
+    checks: list[CheckOutcome] = Field(default=[], exclude=True)
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -233,30 +243,57 @@ def verify_local(path: Path, targets: TargetsByName, *, serving: ServingTarget |
     if not path.is_dir():
         raise LmiBuildError(f"{path} is not a directory", hint="give the artifact directory or an s3:// URL",
                             code="not_found")
+    checks = Checks()
     try:
         manifest = load_manifest(path)
     except VerifyError as error:
-        return report([_msg("manifest", error.message, error.hint)], [], {"location": str(path)})
-    errors, warnings = check_files(path, manifest, rehash=rehash)
+        checks.add("manifest", [_msg("manifest", error.message, error.hint)])
+        return checks.report({"location": str(path)})
+    checks.add("manifest")
+    checks.add("files", *check_files(path, manifest, rehash=rehash))
     try:
-        errors += check_serving_record(read_serving_record(path), manifest)
+        checks.add(SERVING_PROPERTIES, check_serving_record(read_serving_record(path), manifest))
     except OptionError as error:
-        errors.append(_msg("serving_properties", error.message, "the file was edited after the build: rebuild it"))
+        checks.add(SERVING_PROPERTIES, [_msg("serving_properties", error.message,
+                                             "the file was edited after the build: rebuild it")])
     target = targets.get(manifest.target)
     if target is None:
-        errors.append(_msg("target_unknown", f"artifact of target '{manifest.target}', which this lmi-build does "
-                           f"not know ({', '.join(targets)})", "upgrade lmi-build"))
-        return report(errors, warnings, summarize(manifest, str(path)))
+        checks.add("target", [_msg("target_unknown", f"artifact of target '{manifest.target}', which this lmi-build "
+                                   f"does not know ({', '.join(targets)})", "upgrade lmi-build")])
+        return checks.report(summarize(manifest, str(path)))
     serving = serving or ServingTarget()
     if records:
-        errors += target.record_problems(manifest, local_reader(path, manifest))
-    for found_errors, found_warnings in (check_layout(path, manifest, target),
-                                         check_compatibility(manifest, target, serving)):
-        errors += found_errors
-        warnings += found_warnings
-    return report(errors, warnings, summarize(manifest, str(path)), container_startup(manifest, target, serving))
+        checks.add("records", target.record_problems(manifest, local_reader(path, manifest)))
+    checks.add("layout", *check_layout(path, manifest, target))
+    checks.add(compatibility_check(serving), *check_compatibility(manifest, target, serving))
+    return checks.report(summarize(manifest, str(path)), container_startup(manifest, target, serving))
 
 
-__all__ = ["MANIFEST_NAME", "SERVING_PROPERTIES", "ServingTarget", "VerifyReport", "built_by_stand_in",
-           "check_compatibility", "check_serving_record", "container_startup", "read_serving_record", "report",
+class Checks:
+    """The checks of one verification, in the order they ran; the report's errors and warnings are theirs, in that order."""
+
+    def __init__(self) -> None:
+        self.done: list[CheckOutcome] = []
+
+    def add(self, name: str, errors: Iterable[PlanMessage] = (), warnings: Iterable[PlanMessage] = ()) -> None:
+        self.done.append(CheckOutcome(name=name, errors=list(errors), warnings=list(warnings)))
+
+    def report(self, artifact: dict[str, Any], startup: StartupOutcome | None = None) -> VerifyReport:
+        errors = [message for check in self.done for message in check.errors]
+        warnings = [message for check in self.done for message in check.warnings]
+        return VerifyReport(valid=not errors, errors=errors, warnings=warnings, artifact=artifact, startup=startup,
+                            checks=self.done)
+
+
+def compatibility_check(serving: ServingTarget) -> str:
+    """The compatibility check's name: what it was checked against (a plain integrity check: none given)."""
+    given = [f"container {serving.container}" if serving.container else "",
+             serving.gpu_sm or "", serving.neuron_platform or "",
+             f"{serving.devices} devices" if serving.devices is not None else ""]
+    shown = ", ".join(part for part in given if part)
+    return f"compatibility with {shown}" if shown else "compatibility"
+
+
+__all__ = ["MANIFEST_NAME", "SERVING_PROPERTIES", "CheckOutcome", "Checks", "ServingTarget", "VerifyReport", "built_by_stand_in",
+           "check_compatibility", "check_serving_record", "compatibility_check", "container_startup", "read_serving_record", "report",
            "serving_target", "summarize", "verify_local"]

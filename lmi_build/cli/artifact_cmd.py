@@ -1,16 +1,22 @@
 """`lmi-build verify` and `lmi-build inspect`: check and describe a built artifact (local or s3://)."""
 
+import time
 from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
 
+from lmi_build.artifact.ci_reports import error_suite, verify_suite, verify_summary
 from lmi_build.artifact.describe import describe, render
 from lmi_build.artifact.verify import serving_target
+from lmi_build.ci import github, markdown
+from lmi_build.ci.junit import Suite, check_report_path, write_report
 from lmi_build.cli.app import EndpointOpt, with_events_option
 from lmi_build.cli.unfinished import unfinished_build
-from lmi_build.errors import with_hint
+from lmi_build.errors import LmiBuildError, with_hint
 from lmi_build.output import current
 from lmi_build.planning.render import SHOWN_MESSAGES
 from lmi_build.storage.verify import load_any, verify
@@ -37,6 +43,9 @@ def verify_command(
         typer.Option("--neuron-cc-flags", help="The neuronx-cc flags string the serving container computes."),
     ] = None,
     endpoint_url: EndpointOpt = None,
+    junit_xml: Annotated[Path | None, typer.Option(
+        "--junit-xml", metavar="PATH",
+        help="Also write a JUnit XML report there (outside the artifact): a test case per check.")] = None,
 ) -> None:
     """Check an artifact is intact, complete, and fits where it will be served.
 
@@ -52,11 +61,23 @@ def verify_command(
       lmi-build verify s3://models/llama-7b/trt \\
           --endpoint-url http://localhost:8333 --json
     """
-    if (unfinished := unfinished_build(location)) is not None:
-        raise unfinished
-    serving = serving_target(TARGETS, container=for_container, gpu=gpu, neuron_platform=neuron_platform,
-                             devices=devices, compiler_flags=neuron_cc_flags)
-    report = verify(location, TARGETS, serving=serving, endpoint_url=endpoint_url)
+    started, clock = datetime.now().astimezone(), time.monotonic()
+    if junit_xml is not None:
+        check_report_path(junit_xml, outside=() if location.startswith("s3://") else (Path(location),))
+    try:
+        if (unfinished := unfinished_build(location)) is not None:
+            raise unfinished
+        serving = serving_target(TARGETS, container=for_container, gpu=gpu, neuron_platform=neuron_platform,
+                                 devices=devices, compiler_flags=neuron_cc_flags)
+        report = verify(location, TARGETS, serving=serving, endpoint_url=endpoint_url)
+    except LmiBuildError as error:  # nothing could be checked: the reports say why
+        code, reason = error.code, error.one_line()
+        _write_reports(junit_xml, lambda: error_suite(location, code, reason, started=started),
+                       lambda: f"## lmi-build verify {markdown.code(location)}: {markdown.text(reason)}\n")
+        raise
+    _write_reports(junit_xml, lambda: verify_suite(location, report, started=started,
+                                                   seconds=time.monotonic() - clock),
+                   lambda: verify_summary(location, report))
     out = current()
     _report_lines(out.warn, "warning", report.warnings)
     if report.startup is not None:
@@ -70,6 +91,13 @@ def verify_command(
     _report_lines(out.error, "error", report.errors)
     out.result(report.to_json(), f"[red]invalid[/red] {escape(location)}: {len(report.errors)} error(s)")
     raise typer.Exit(2)
+
+
+def _write_reports(junit_xml: Path | None, suite: Callable[[], Suite], summary: Callable[[], str]) -> None:
+    if junit_xml is not None:
+        write_report(junit_xml, [suite()])
+        current().info(f"JUnit report: {junit_xml}")
+    github.append_summary(summary())
 
 
 def _report_lines(emit: Callable[[str], None], kind: str, messages: Sequence[PlanMessage]) -> None:

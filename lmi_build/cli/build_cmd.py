@@ -7,6 +7,7 @@ settings, ``Target.command``) and the knobs declared for it (``PlanRequest``'s f
 """
 
 import inspect
+import time
 import typing
 from collections.abc import Callable
 from datetime import datetime
@@ -21,10 +22,11 @@ from lmi_build import events
 from lmi_build.artifact.manifest import StepTiming
 from lmi_build.building.context import BuildOutcome, BuildSettings
 from lmi_build.building.target import Target
+from lmi_build.cli import build_summary
 from lmi_build.cli.app import EndpointOpt, with_events_option
 from lmi_build.cli.plan_flags import PlanFileOpt, load_plan_for, plan_request_from, with_knobs
 from lmi_build.cli.user_config import cache_default
-from lmi_build.errors import with_hint
+from lmi_build.errors import LmiBuildError, with_hint
 from lmi_build.output import current, identifier
 from lmi_build.pipeline import run_plan
 from lmi_build.planner import plan_request
@@ -108,12 +110,19 @@ def _build(target: Target, knobs: dict[str, Any], settings: BuildSettings) -> No
     events.emit("plan", **plan.event_fields())
     if not plan.valid:
         report_plan(plan)
+        build_summary.append(build_summary.invalid_summary(plan.redacted()))
         raise typer.Exit(2)
     out = current()
     for warning in plan.warnings:
         out.warn(with_hint(warning.message, warning.hint))
-    outcome = run_plan(saved, settings, target)
+    started = time.monotonic()
+    try:
+        outcome = run_plan(saved, settings, target)
+    except LmiBuildError as error:
+        build_summary.append(build_summary.failed_summary(plan.redacted(), error.one_line()))
+        raise
     _report(outcome)
+    build_summary.append(build_summary.build_summary(outcome, time.monotonic() - started))
     if outcome.status == "checkpoint" and settings.run.until != "checkpoint":
         raise typer.Exit(EXIT_INCOMPLETE)
 

@@ -10,6 +10,9 @@ import typer
 from lmi_build.cli.app import EndpointOpt, with_events_option
 from lmi_build.cli.build_cmd import EXIT_INCOMPLETE
 from lmi_build.cli.user_config import cache_default
+from lmi_build.errors import LmiBuildError
+from lmi_build.fleet.ci_reports import MatrixReports
+from lmi_build.fleet.matrix import MatrixError
 from lmi_build.fleet.run import run_matrix
 from lmi_build.output import current
 
@@ -37,6 +40,8 @@ class ExecutorChoice(str, Enum):
 
 
 MatrixFileArg = Annotated[Path, typer.Argument(help="The matrix file (builds.toml): defaults and \\[\\[build]] tables.")]
+
+
 def _cache_default(value: str | None) -> str | None:
     return cache_default(value)
 
@@ -62,6 +67,12 @@ WaitOpt = Annotated[float, typer.Option(
     "autoscaling cluster); 0 fails it at once.")]
 
 
+JunitXmlOpt = Annotated[Path | None, typer.Option(
+    "--junit-xml", metavar="PATH",
+    help="Also write a JUnit XML report there: a test case per build (a failure per failed or refused build), "
+    "written too when the matrix is invalid or the run is interrupted.")]
+
+
 def register(app: typer.Typer) -> None:
     app.command("matrix", epilog=MATRIX_EPILOG,
                 help="Build a matrix of artifacts (models x tp x quantization ...) on this host or a Ray cluster, "
@@ -77,12 +88,26 @@ def matrix(
     max_retries: MaxRetriesOpt = 3,
     wait_for_resources: WaitOpt = 0.0,
     endpoint_url: EndpointOpt = None,
+    junit_xml: JunitXmlOpt = None,
 ) -> None:
-    progress = run_matrix(matrix_file, cache=cache, executor=executor.value, ray_address=ray_address,
-                          max_parallel=max_parallel, max_retries=max_retries, endpoint_url=endpoint_url,
-                          wait_for_resources=wait_for_resources, local_cache=cache is None)
+    reports = MatrixReports(matrix_file, junit_xml)
+    try:
+        progress = run_matrix(matrix_file, cache=cache, executor=executor.value, ray_address=ray_address,
+                              max_parallel=max_parallel, max_retries=max_retries, endpoint_url=endpoint_url,
+                              wait_for_resources=wait_for_resources, local_cache=cache is None,
+                              on_planned=reports.hold)
+    except MatrixError as error:
+        reports.refused(error)
+        raise
+    except LmiBuildError as error:
+        reports.failed(error)
+        raise
+    except KeyboardInterrupt:
+        reports.interrupted()
+        raise
     out = current()
     out.result(progress.to_json(), progress.table())
+    reports.finished(progress)
     if progress.stopped_only:
         raise typer.Exit(EXIT_INCOMPLETE)
     if not progress.succeeded:

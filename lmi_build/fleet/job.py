@@ -20,8 +20,9 @@ from pydantic import BaseModel
 
 from lmi_build import events
 from lmi_build.artifact.cache import ArtifactCache
+from lmi_build.artifact.manifest import load_manifest
 from lmi_build.building.context import BuildSettings
-from lmi_build.errors import LmiBuildError
+from lmi_build.errors import LmiBuildError, StepError
 from lmi_build.fs import live_users, private_dir
 from lmi_build.output import Mode, set_mode
 from lmi_build.pipeline import run_plan
@@ -76,6 +77,8 @@ class BuildResult(BaseModel):
     error: str | None = None
     kept: str | None = None  # checkpoint / script: where its output stays on ``host``
     next_command: str | None = None  # ... and the command that finishes it
+    total_bytes: int | None = None  # the artifact's size (its manifest's total_bytes)
+    log: str | None = None  # a failed step's log, kept on ``host`` (its work directory is removed)
 
 
 class Started(BaseModel):
@@ -162,6 +165,7 @@ def _cached_or_built(job: Job, result: BuildResult) -> None:
     if cache is not None and entry is not None:
         events.emit("cache_hit", cache="shared", key=job.cache_key, where=entry.url)
         result.status, result.artifact_url = "cached", _published(cache, entry, job)
+        result.total_bytes = entry.total_bytes
         return
     work = private_dir(job_dir(job))
     keep = False
@@ -171,9 +175,14 @@ def _cached_or_built(job: Job, result: BuildResult) -> None:
         run = target.command.settings(runner=job.runner, step_timeout_s=job.step_timeout_s)
         settings = BuildSettings(output=output, run=run, use_cache=job.local_cache, endpoint_url=job.endpoint_url,
                                  overwrite=True)  # what a killed run of this job left
-        outcome = run_plan(saved, settings, target)
+        try:
+            outcome = run_plan(saved, settings, target)
+        except StepError as error:
+            _keep_log(job, error, result)
+            raise
         if outcome.status == "cached":  # this host's local cache (a shared one was looked up above)
             result.status = "cached"
+            result.total_bytes = load_manifest(output).total_bytes
             result.artifact_url = _published_local(job, output)
             return
         if outcome.status in ("checkpoint", "script"):  # no engine toolchain here, or a bundle for a GPU host
@@ -186,6 +195,7 @@ def _cached_or_built(job: Job, result: BuildResult) -> None:
             result.error = "built by a STAND-IN engine compiler: not cached, not published"
             return
         result.status = "built"
+        result.total_bytes = load_manifest(output).total_bytes
         if cache is None:
             result.artifact_url = _published_local(job, output)
             return
@@ -205,6 +215,20 @@ def _published_local(job: Job, output: Path) -> str | None:
     if job.local_cache:
         return str(ArtifactCache().entry(job.cache_key))
     return None
+
+
+def _keep_log(job: Job, error: StepError, result: BuildResult) -> None:
+    """Copy the failed step's log beside the job's work directory (which is removed), and point the
+    error's hint at the copy: a matrix's report names a log that is still there."""
+    if error.log is None or not error.log.is_file():
+        return
+    kept = job_dir(job).with_name(f"{job_dir(job).name}-{error.log.name}")
+    try:
+        shutil.copyfile(error.log, kept)
+    except OSError:
+        return
+    result.log = str(kept)
+    error.hint = f"full log: {kept} on {result.host}"
 
 
 def _published(cache: RemoteBuildCache, entry: CacheEntry, job: Job) -> str:

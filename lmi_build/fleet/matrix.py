@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from lmi_build.ci import github
 from lmi_build.errors import LmiBuildError
 from lmi_build.fleet.job import Job, resources_for
 from lmi_build.output import printable
@@ -118,6 +119,7 @@ def read_matrix(path: Path) -> Matrix:
     except BadFile as error:
         # An unreadable input (a pipe, a directory, too large): exit 1, like a missing file.
         raise MatrixError(path, [error.message], errors=[error]) from None
+    github.note_source(path, text)  # a problem of build[2] is annotated on its [[build]] table
     try:
         data = parse_toml(text, what="matrix file")
     except BadFile as error:  # unreadable content: an invalid matrix (exit 2)

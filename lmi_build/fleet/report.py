@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lmi_build.fleet.job import SUCCESSFUL, BuildResult, Job, Started
+from lmi_build.fleet.timeline import Span, TextGantt
 from lmi_build.output import Output, identifier, printable
 
 # The statuses of the live view, in the order it lists them.
@@ -54,6 +55,7 @@ class MatrixProgress:
         self.since: dict[str, float] = {}
         self.starts: Counter[str] = Counter()  # more than one: Ray re-ran it after losing a worker
         self.results: dict[str, BuildResult] = {}
+        self.ended: dict[str, float] = {}  # when each result came back (the timeline's ends)
         self.started_at = time.monotonic()
         self.steps: dict[str, RunningStep] = {}  # the step each running build is in, from its events
 
@@ -70,6 +72,7 @@ class MatrixProgress:
         self.results[result.name] = result
         self.state[result.name] = result.status
         self.steps.pop(result.name, None)
+        self.ended[result.name] = time.monotonic()
 
     def event(self, name: str, event: dict[str, Any], now: float | None = None) -> None:
         """One event of a running build (``lmi_build.events``): a step's start or end."""
@@ -139,7 +142,8 @@ class MatrixProgress:
             builds.append({"name": job.name, "target": job.target, "key": job.cache_key, "status": result.status,
                            "host": result.host, "seconds": result.seconds, "artifact_url": result.artifact_url,
                            "error": result.error, "attempts": max(1, self.starts[job.name]),
-                           "kept": result.kept, "next_command": result.next_command})
+                           "kept": result.kept, "next_command": result.next_command,
+                           "total_bytes": result.total_bytes, "log": result.log})
         counts = Counter(build["status"] for build in builds)
         return {"succeeded": self.succeeded, "seconds": round(time.monotonic() - self.started_at, 3),
                 "counts": dict(counts), "builds": builds}
@@ -164,4 +168,19 @@ class MatrixProgress:
                 line = Text(f"{printable(build['name'])}: ", style=STATUS_STYLE.get(build["status"], ""))
                 line.append(printable(detail))  # plain text: an error may hold "[...]"
                 details.append(line)
-        return Group(table, *details)
+        return Group(table, *details, TextGantt(self.spans()))
+
+    def spans(self) -> list[Span]:
+        """Each build that started or finished, on its host's lane of the timeline (a running one
+        ends now). A build a worker reported without its start began its own seconds before its end."""
+        now = time.monotonic()
+        spans = []
+        for job in self.jobs:
+            result, end = self.results.get(job.name), self.ended.get(job.name, now)
+            if result is None and job.name not in self.since:
+                continue
+            start = self.since.get(job.name, end - (result.seconds if result is not None else 0.0))
+            spans.append(Span(lane=(result.host if result is not None else "") or self.host.get(job.name, ""),
+                              name=job.name, start=max(0.0, start - self.started_at),
+                              end=max(0.0, end - self.started_at), status=self.state[job.name]))
+        return spans

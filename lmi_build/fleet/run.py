@@ -25,12 +25,14 @@ def run_matrix(matrix_file: Path, *, cache: str | None, executor: ExecutorName =
                ray_address: str | None = None, max_parallel: int | None = None, max_retries: int = 3,
                endpoint_url: str | None = None, wait_for_resources: float = 0.0, local_cache: bool = False,
                on_started: OnStarted | None = None, on_result: OnResult | None = None,
-               on_update: OnUpdate | None = None) -> MatrixProgress:
+               on_update: OnUpdate | None = None,
+               on_planned: OnUpdate | None = None) -> MatrixProgress:
     """Run every build of ``matrix_file``; the returned progress holds every result. Nothing runs
     unless every build plans cleanly, the cache bucket is reachable and every publish bucket
     takes a test write. ``local_cache`` (no ``cache``): the builds reuse and fill this host's local
-    build cache (refused on a Ray cluster of more than one node). ``on_update`` sees the progress
-    after each start, step and result (what the live view draws)."""
+    build cache (refused on a Ray cluster of more than one node). ``on_planned`` receives the
+    progress before the first build starts (what an interrupted run reports from); ``on_update``
+    sees it after each start, step and result (what the live view draws)."""
     jobs = plan_matrix(matrix_file, cache=cache, endpoint_url=endpoint_url)
     if cache is None and local_cache:
         jobs = [job.model_copy(update={"local_cache": True}) for job in jobs]
@@ -42,6 +44,8 @@ def run_matrix(matrix_file: Path, *, cache: str | None, executor: ExecutorName =
     check_publish_targets([job.publish for job in jobs if job.publish is not None], endpoint_url)
     progress = MatrixProgress(jobs)
     _announce_plans(jobs)
+    if on_planned is not None:
+        on_planned(progress)
 
     def updated() -> None:
         if on_update is not None:

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lmi_build.ci import github
 from lmi_build.errors import OptionError
 from lmi_build.fs import atomic_write_text
 from lmi_build.output import current
@@ -217,6 +218,7 @@ def read_properties_with_lines(path: Path) -> PropertiesFile:
     """The file's values with the line each came from (for source tracking) and reader warnings."""
     text = _read_text(path)
     origin = path.name
+    github.note_source(path)  # a finding that names "serving.properties:7" is annotated on that line
     entries = parse_properties(text, origin=origin)
     return collect_properties(entries, had_bom=text.startswith(_BOM), origin=origin)
 

@@ -13,6 +13,7 @@ from rich.text import Text
 from lmi_build.options.resolve import option_spec
 from lmi_build.output import current, human_bytes, human_count, identifier
 from lmi_build.planning.instances import GIB
+from lmi_build.planning.memory_bar import MemoryBar, device_memory
 from lmi_build.planning.plan import BuildPlan, MemoryEstimate
 from lmi_build.types import PlanMessage
 
@@ -55,6 +56,7 @@ def render_plan(plan: BuildPlan) -> RenderableType:
     parts.append(_options_table(plan))
     if plan.memory is not None:
         parts.append(_memory_table(plan))
+        parts.append(MemoryBar(device_memory(plan.memory)))
     if plan.checkpoint_step is not None:
         parts.append(_checkpoint_step_table(plan))
     parts.append(_mapping_table("Toolchain", {"profile": plan.toolchain.profile, "image": plan.toolchain.image,

@@ -81,7 +81,11 @@ def _stream(process: subprocess.Popen[str], argv: list[str], *, name: str, log_p
         timer.cancel()
     last = " | ".join(tail) if tail else "no output"
     if timed_out.is_set():
-        raise StepError(f"step '{name}' timed out after {timeout_s:g}s and was killed; last lines: {last}",
-                        hint=f"full log: {log_path}")
-    if code != 0:
-        raise StepError(f"step '{name}' failed (exit {code}); last lines: {last}", hint=f"full log: {log_path}")
+        error = StepError(f"step '{name}' timed out after {timeout_s:g}s and was killed; last lines: {last}",
+                          hint=f"full log: {log_path}")
+    elif code != 0:
+        error = StepError(f"step '{name}' failed (exit {code}); last lines: {last}", hint=f"full log: {log_path}")
+    else:
+        return
+    error.log = log_path  # a matrix worker keeps it past its work directory (fleet/job.py)
+    raise error

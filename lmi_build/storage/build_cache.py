@@ -45,6 +45,7 @@ SINGLE_COPY_LIMIT = 5 * 1024**3
 class CacheEntry:
     cache_key: str
     url: str  # s3://.../<digest>/<attempt>: a complete, verified artifact
+    total_bytes: int | None = None  # its manifest's, when the lookup read it
 
 
 # An attempt is the uuid4 hex ``store`` wrote; anything else in entry.json ("..", "a/b") was not.
@@ -111,7 +112,7 @@ class RemoteBuildCache:
             reason = problems[0].message if problems else "its manifest has another cache key"
             self.output.warn(f"ignoring a corrupted cache entry ({reason}); building afresh")
             return None
-        return CacheEntry(cache_key=cache_key, url=url)
+        return CacheEntry(cache_key=cache_key, url=url, total_bytes=found.manifest.total_bytes)
 
     def store(self, cache_key: str, artifact_dir: Path) -> CacheEntry:
         """Publish ``artifact_dir`` as this key's entry, or reuse the entry another host committed

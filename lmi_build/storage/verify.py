@@ -13,10 +13,11 @@ from lmi_build.artifact.manifest import Manifest, load_manifest
 from lmi_build.artifact.serving import ServingTarget
 from lmi_build.artifact.target_api import TargetsByName
 from lmi_build.artifact.verify import (
+    Checks,
     VerifyReport,
     check_compatibility,
+    compatibility_check,
     container_startup,
-    report,
     summarize,
     verify_local,
 )
@@ -30,23 +31,31 @@ def verify_s3(url: str, targets: TargetsByName, *, serving: ServingTarget | None
               endpoint_url: str | None = None) -> VerifyReport:
     """Verify a published artifact: the remote files against the manifest, and compatibility from
     the remote manifest. The layout's structural checks need the files locally (`lmi-build pull`)."""
+    checks = Checks()
     try:
-        errors = list(verify_remote(url, endpoint_url))
+        files = list(verify_remote(url, endpoint_url))
         manifest = remote_manifest(url, endpoint_url)
     except VerifyError as error:  # e.g. a corrupt remote manifest
-        return report([PlanMessage(code="manifest", message=error.message, hint=error.hint)], [], {"location": url})
+        checks.add("manifest", [PlanMessage(code="manifest", message=error.message, hint=error.hint)])
+        return checks.report({"location": url})
     if manifest is None:
-        return report(errors or [PlanMessage(code="manifest", message=f"no {MANIFEST_NAME} under {url}")], [],
-                      {"location": url})
+        if files:
+            checks.add("files", files)
+        else:
+            checks.add("manifest", [PlanMessage(code="manifest", message=f"no {MANIFEST_NAME} under {url}")])
+        return checks.report({"location": url})
+    checks.add("manifest")
+    checks.add("files", files)
     target = targets.get(manifest.target)
     if target is None:
         unknown = PlanMessage(code="target_unknown", message=f"artifact of target '{manifest.target}', which this "
                               f"lmi-build does not know", hint="upgrade lmi-build")
-        return report([*errors, unknown], [], summarize(manifest, url))
+        checks.add("target", [unknown])
+        return checks.report(summarize(manifest, url))
     serving = serving or ServingTarget()
-    errors += target.record_problems(manifest, remote_reader(url, manifest, endpoint_url))
-    compat_errors, warnings = check_compatibility(manifest, target, serving)
-    return report(errors + compat_errors, warnings, summarize(manifest, url), container_startup(manifest, target, serving))
+    checks.add("records", target.record_problems(manifest, remote_reader(url, manifest, endpoint_url)))
+    checks.add(compatibility_check(serving), *check_compatibility(manifest, target, serving))
+    return checks.report(summarize(manifest, url), container_startup(manifest, target, serving))
 
 
 def verify(location: str, targets: TargetsByName, *, serving: ServingTarget | None = None,

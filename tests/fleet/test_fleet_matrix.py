@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from markdown_it import MarkdownIt
 
 from lmi_build.errors import OptionError, PublishError
 from lmi_build.fleet.executors import ray_task_options
@@ -30,6 +31,7 @@ from lmi_build.targets import parse_plan_text
 from tests.cli_process import run_lmi_build
 from tests.fixtures_ray import PROFILE, RayCluster, fleet_cache, fleet_env
 from tests.fixtures_s3 import S3Server
+from tests.junit_reading import read_report
 
 pytestmark = [pytest.mark.slow, pytest.mark.s3]
 
@@ -233,18 +235,31 @@ dtype = ["fp16", "bf16"]
     matrix = write_matrix(tmp_path, text, s3_bucket)
     env = {**os.environ, **fleet_env(s3_env, fleet_cache(tmp_path / "local-cache", _session_cache))}
 
-    def run() -> subprocess.CompletedProcess[str]:
-        return run_lmi_build("matrix", str(matrix), "--cache", f"s3://{s3_bucket}/cache", "--json", env=env,
-                             timeout=600)
+    def run(*extra: str, environ: dict[str, str] = env) -> subprocess.CompletedProcess[str]:
+        return run_lmi_build("matrix", str(matrix), "--cache", f"s3://{s3_bucket}/cache", "--json", *extra,
+                             env=environ, timeout=600)
 
     first = run()
     assert first.returncode == 0, first.stderr
     assert set(statuses(json.loads(first.stdout)).values()) == {"built"}
-    second = run()
+    # The rerun as a GitHub Actions job reporting to JUnit: the same JSON on stdout, and both reports.
+    summary, junit = tmp_path / "summary.md", tmp_path / "reports" / "matrix.xml"
+    second = run("--junit-xml", str(junit), environ={**env, "GITHUB_ACTIONS": "true",
+                                                     "GITHUB_STEP_SUMMARY": str(summary)})
     assert second.returncode == 0, second.stderr
     rerun = json.loads(second.stdout)
     assert set(statuses(rerun).values()) == {"cached"}
     assert all(b["artifact_url"].startswith(f"s3://{s3_bucket}/cache/") for b in rerun["builds"])
+    report, cases = read_report(junit)
+    assert (report.tests, report.failures) == (2, 0)
+    urls = {build["name"]: build["artifact_url"] for build in rerun["builds"]}
+    assert {case.name for case in cases} == set(urls)
+    for case in cases:
+        assert f"artifact: {urls[case.name]}" in case.system_out and "cache: hit" in case.system_out
+        assert "size: " in case.system_out and case.classname == "lmi-build.matrix.hf"
+    html = MarkdownIt("commonmark").enable("table").render(summary.read_text(encoding="utf-8"))
+    assert all(f"<td><code>{url}</code></td>" in html for url in urls.values())
+    assert html.count("<td>hit</td>") == 2 and '<code class="language-mermaid">gantt' in html
 
 
 def test_build_failure_is_reported_not_retried(s3_env: S3Server, s3_bucket: str, tmp_path: Path,
@@ -257,6 +272,9 @@ def test_build_failure_is_reported_not_retried(s3_env: S3Server, s3_bucket: str,
     progress = run_matrix(matrix, cache=f"s3://{s3_bucket}/cache", on_result=results.append)
     assert [r.status for r in results] == ["failed"] and results[0].error
     assert progress.starts["trtllm-tiny-llama"] == 1 and not progress.succeeded
+    # The failed step's log outlives the work directory, and the error names where it is.
+    assert results[0].log is not None and Path(results[0].log).is_file()
+    assert f"full log: {results[0].log} on {results[0].host}" in results[0].error
 
 
 def test_a_build_no_node_can_take_fails_at_once(ray_cluster: RayCluster, fleet_bucket: str, tmp_path: Path) -> None:
