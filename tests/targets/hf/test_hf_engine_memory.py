@@ -21,7 +21,8 @@ from tests.fixtures_planning import Planner, codes
 MEMORY_JSON = Path(__file__).resolve().parents[2] / "vendor" / "vllm" / "memory.json"
 EXTRACTED = json.loads(MEMORY_JSON.read_text())["versions"]
 PROFILES = {p.name: p for p in load_profiles()}
-VLLM_PROFILES = sorted(name for name, p in PROFILES.items() if p.engine == "vllm")
+# every hf profile's engine sizes its KV cache so: vLLM's, and LMI-Dist's on the vLLM it is built on
+ENGINE_PROFILES = sorted(PROFILES)
 LLAMA32_3B = "meta-llama--Llama-3.2-3B-Instruct"  # the base model has the same config
 
 
@@ -97,7 +98,7 @@ def _plan(plan_model: Planner, model: str, instance: str, profile: str, **option
     return plan_model("hf", model, instance_type=instance, profile=profile, option=pairs)
 
 
-@pytest.mark.parametrize("profile", VLLM_PROFILES)
+@pytest.mark.parametrize("profile", ENGINE_PROFILES)
 def test_llama32_3b_full_length_on_g5_xlarge_is_refused_with_the_length_that_fits(plan_model: Planner,
                                                                                  profile: str) -> None:
     plan = _plan(plan_model, LLAMA32_3B, "g5.xlarge", profile)
@@ -114,7 +115,7 @@ def test_llama32_3b_full_length_on_g5_xlarge_is_refused_with_the_length_that_fit
     assert f"{fits:,}" in message.message and f"option.max_model_len={fits}" in (message.hint or "")
 
 
-@pytest.mark.parametrize("profile", VLLM_PROFILES)
+@pytest.mark.parametrize("profile", ENGINE_PROFILES)
 def test_llama32_3b_at_8192_on_g5_xlarge_starts_and_says_how_many_fit(plan_model: Planner, profile: str) -> None:
     plan = _plan(plan_model, LLAMA32_3B, "g5.xlarge", profile, max_model_len=8192)
     memory = plan.memory

@@ -4,8 +4,9 @@ artifact, check that the profile's engine loads the checkpoint's architecture at
 The truth is tests/vendor/vllm/architectures.json, extracted from each vLLM release's own model registry
 by tests/vendor/vllm/extract_architectures.py; lmi-build's table (lmi_build/targets/hf/data/
 loader_architectures.toml) must agree with it, and the plans and verify reports are checked against the
-JSON, never against the tool's table. One fact is not vLLM's: LMI-Dist 11 (the 0.29 profile) serves T5,
-which its vLLM 0.5.3.post1 has no class for (djl-serving v0.29.0 lmi-dist_user_guide.md:22,66)."""
+JSON, never against the tool's table. One fact is not vLLM's: LMI-Dist 9-13 (the 0.27-0.32 profiles) serve
+T5, which their vLLM has no class for (djl-serving v0.29.0 lmi-dist_user_guide.md:22,66; each branch's
+guide and handler, loader_architectures.toml [[engine]])."""
 
 from __future__ import annotations
 
@@ -36,9 +37,12 @@ LMI_DIST = "lmi-0.29.0-lmi-dist-11.0.0"
 VLLM_0_11 = "lmi-0.35.0-vllm-0.11.1"
 VLLM_0_17 = "lmi-0.36.0-vllm-0.17.0"
 HF_PROFILES = {p.name: p.vllm for p in load_profiles()}
-# Beyond its vLLM's registry: LMI-Dist 11's own T5 (DJL's documentation; LMI-Dist's source is not public).
-ENGINE_ADDS = {(LMI_DIST, "T5ForConditionalGeneration")}
-TEXT_TABLES = ("_GENERATION_MODELS", "_TEXT_GENERATION_MODELS")
+# Beyond its vLLM's registry: LMI-Dist 9-13's own T5 (DJL's documentation and handler of each branch;
+# LMI-Dist's source is not public).
+LMI_DIST_PROFILES = ("lmi-0.27.0-lmi-dist-9.0.0", "lmi-0.28.0-lmi-dist-10.0.0", LMI_DIST, "lmi-0.30.0-lmi-dist-12.0.0",
+                     "lmi-0.31.0-lmi-dist-13.0.0", "lmi-0.32.0-lmi-dist-13.0.0")
+ENGINE_ADDS = {(profile, "T5ForConditionalGeneration") for profile in LMI_DIST_PROFILES}
+TEXT_TABLES = ("_MODELS", "_GENERATION_MODELS", "_TEXT_GENERATION_MODELS")  # _MODELS: 0.3.x-0.4.x
 
 QWEN25 = "Qwen--Qwen2.5-7B-Instruct"
 LLAMA31 = "meta-llama--Llama-3.1-8B-Instruct"

@@ -9,9 +9,16 @@ Run where vLLM's source is at hand, either a clone (its release tags) or the rel
     python tests/vendor/vllm/extract_architectures.py --git /path/to/vllm > tests/vendor/vllm/architectures.json
     python tests/vendor/vllm/extract_architectures.py --wheels /dir/of/wheels > tests/vendor/vllm/architectures.json
 
+Some versions only (the others kept as the committed JSON has them):
+
+    python tests/vendor/vllm/extract_architectures.py --sources DIR --only 0.3.3 0.4.2 \
+        --keep tests/vendor/vllm/architectures.json > /tmp/architectures.json
+
 What is read, per version (the vLLM of each hf profile in lmi_build/targets/hf/data/serving_formats.toml):
-- 0.5.x: vllm/model_executor/models/__init__.py, the ``_GENERATION_MODELS`` dict literal (its keys
-  are the config.json ``architectures`` the engine resolves; ``ModelRegistry.load_model_cls``).
+- 0.3.x-0.4.x: vllm/model_executor/models/__init__.py, the ``_MODELS`` dict literal (its keys are the
+  config.json ``architectures`` the engine resolves; ``ModelRegistry.load_model_cls``).
+- 0.5.x-0.6.2: the same file's ``_GENERATION_MODELS`` (and 0.6.2's ``_MULTIMODAL_MODELS``); its
+  ``_MODELS`` there merges the tables (``**``) and is not read.
 - later: vllm/model_executor/models/registry.py, ``_TEXT_GENERATION_MODELS`` and ``_MULTIMODAL_MODELS``
   (both generate text), and whether the registry falls back to the Transformers backend for an
   architecture outside them (``def _try_resolve_transformers``).
@@ -30,10 +37,10 @@ import sys
 import zipfile
 from pathlib import Path
 
-VERSIONS = ["0.5.3.post1", "0.8.4", "0.10.2", "0.11.1", "0.12.0", "0.14.0", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.0",
+VERSIONS = ["0.3.3", "0.4.2", "0.5.3.post1", "0.6.2", "0.6.3.post1", "0.7.3", "0.8.4", "0.10.2", "0.11.1", "0.12.0", "0.14.0", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.0",
             "0.20.1", "0.22.0", "0.23.0"]
 PATHS = ["vllm/model_executor/models/registry.py", "vllm/model_executor/models/__init__.py"]
-TABLES = ["_GENERATION_MODELS", "_TEXT_GENERATION_MODELS", "_MULTIMODAL_MODELS"]
+TABLES = ["_MODELS", "_GENERATION_MODELS", "_TEXT_GENERATION_MODELS", "_MULTIMODAL_MODELS"]
 FALLBACK = "_try_resolve_transformers"
 
 
@@ -45,6 +52,8 @@ def _tables(source: str) -> dict[str, dict[str, object]]:
         value = getattr(node, "value", None)
         for name in names:
             if name in TABLES and isinstance(value, ast.Dict):
+                if name == "_MODELS" and any(k is None for k in value.keys):
+                    continue  # 0.5.x-0.6.2: {**_GENERATION_MODELS, ...}, the tables above merged
                 if not all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in value.keys):
                     raise SystemExit(f"{name} at line {node.lineno} has a key that is not a string literal")
                 keys = sorted({k.value for k in value.keys if isinstance(k, ast.Constant)})
@@ -87,6 +96,8 @@ def _wheel_commit(wheel: zipfile.ZipFile) -> tuple[str, str]:
         found = re.search(r'__commit__ = "([0-9a-f]+)"', text)
         if found:
             return found.group(1), "the wheel's vllm/commit_id.py __commit__"
+    if "vllm/_version.py" not in names:  # 0.3.x-0.6.2 wheels name no commit
+        raise SystemExit("no vllm/commit_id.py or vllm/_version.py in the wheel")
     text = wheel.read("vllm/_version.py").decode()
     found = re.search(r"commit_id = '?g?([0-9a-f]+)'?", text)
     if not found:
@@ -135,7 +146,7 @@ def from_sources(folder: str) -> dict[str, object]:
         unpacked = _Unpacked(root)
         try:
             commit, how = _wheel_commit(unpacked)  # type: ignore[arg-type]
-        except SystemExit:  # 0.7.x-0.8.x wheels name no commit: the release tag stands for it
+        except SystemExit:  # 0.3.x-0.6.2 and 0.7.x-0.8.x wheels name no commit: the release tag stands for it
             commit, how = f"v{version}", "no commit in the wheel's vllm/_version.py: the release tag"
         wheel_name = (root / "WHEEL").read_text().strip()
         for path in PATHS:
@@ -147,19 +158,32 @@ def from_sources(folder: str) -> dict[str, object]:
     return versions
 
 
+def _kept(path: str | None, versions: dict[str, object]) -> dict[str, object]:
+    """``versions`` with those of the JSON at ``path`` that were not extracted this time (their sources
+    not at hand) kept as that JSON has them; the re-extracted ones replace theirs."""
+    if path is None:
+        return versions
+    return {**json.loads(Path(path).read_text())["versions"], **versions}
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--git", help="a clone of vllm-project/vllm with its release tags")
     where.add_argument("--wheels", help="a folder with the vllm release wheels of each version")
     where.add_argument("--sources", help="a folder with each version's wheel unpacked in <version>/")
+    parser.add_argument("--only", nargs="+", help="extract these versions only (with --keep: the others as kept)")
+    parser.add_argument("--keep", help="an earlier architectures.json whose other versions are kept as they are")
     args = parser.parse_args(argv)
+    if args.only:
+        VERSIONS[:] = [v for v in VERSIONS if v in args.only]
     versions = (from_git(args.git) if args.git else from_wheels(args.wheels) if args.wheels
                 else from_sources(args.sources))
     missing = [v for v in VERSIONS if v not in versions]
     if missing:
         raise SystemExit(f"no model registry found for {', '.join(missing)}")
-    json.dump({"generated_by": "tests/vendor/vllm/extract_architectures.py", "versions": versions}, sys.stdout,
+    json.dump({"generated_by": "tests/vendor/vllm/extract_architectures.py", "versions": _kept(args.keep, versions)},
+              sys.stdout,
               indent=1, sort_keys=True)
     sys.stdout.write("\n")
     return 0
