@@ -101,6 +101,7 @@ class HfPlanning:
         ctx.write_options(HfServing(tensor_parallel_degree=tp), "resolved tp")
         ctx.write_options(HfServing(dtype=checks.lmi_dtype(dtype)), "resolved dtype")
         if profile is not None:
+            self._write_start_keys(ctx, profile)
             self._check_startup(ctx, profile)
         return TargetPlan(
             build=build,
@@ -111,6 +112,16 @@ class HfPlanning:
             dtype=dtype,
             checkpoint_work=checkpoint_work(ctx.quantization, ctx.spec.torch_dtype, dtype),
         )
+
+    @staticmethod
+    def _write_start_keys(ctx: PlanContext, profile: HfProfile) -> None:
+        """The keys without which ``profile``'s image would not start its engine (``start_sources``);
+        a value the user gave is kept (the start-up check reads it)."""
+        why = f"{profile.name}'s image starts {profile.engine} only so ({profile.start_sources[0] if profile.start_sources else ''})"
+        if profile.start_rolling_batch and not ctx.user_set("option.rolling_batch"):
+            ctx.write_options(HfServing(rolling_batch=profile.start_rolling_batch), why)
+        if profile.start_mpi_mode and not ctx.user_set("option.mpi_mode"):
+            ctx.write_options(HfServing(mpi_mode=True), why)
 
     @staticmethod
     def _check_startup(ctx: PlanContext, profile: HfProfile) -> None:
