@@ -19,7 +19,7 @@ from lmi_build.planning.target_api import ContainerFacts, RecipeRoute, TargetPla
 from lmi_build.recipes.schema import Recipe, TargetSupport
 from lmi_build.targets.hf.engine_memory import engine_kv_budget
 from lmi_build.targets.hf.knobs import HfBuild
-from lmi_build.targets.hf.loaders import architecture_problems
+from lmi_build.targets.hf.loaders import architecture_problems, rope_problems
 from lmi_build.targets.hf.options import HfOptions, HfServing, withhold_quantize
 from lmi_build.targets.hf.profiles import (
     ExportFormat,
@@ -93,7 +93,7 @@ class HfPlanning:
         profile = get_profile(ctx.request.profile) if ctx.request.profile else None
         if profile is not None:
             errors, warnings = architecture_problems(profile, ctx.spec.architectures)
-            ctx.findings.add_errors(errors)
+            ctx.findings.add_errors(errors + rope_problems(profile, ctx.spec.rope.scaling_type if ctx.spec.rope else None))
             for warning in warnings:
                 ctx.findings.warn(warning.code, warning.message, warning.hint)
         build = HfBuild(tp=tp, dtype=dtype, export_format=plan_export_format(ctx, profile, dtype))

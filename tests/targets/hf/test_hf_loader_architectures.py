@@ -100,6 +100,25 @@ def test_loader_table_equals_vllm_registry(vllm: str) -> None:
     assert f"{theirs['path']}:{theirs['tables'][text]['lines']} {text}" in cited
     if "_MULTIMODAL_MODELS" in theirs["tables"]:
         assert f"{theirs['path']}:{theirs['tables']['_MULTIMODAL_MODELS']['lines']} _MULTIMODAL_MODELS" in cited
+    rope = theirs.get("rope")  # the rope_scaling types get_rope builds, where extracted
+    assert ours.get("rope_scaling_types") == (rope["types"] if rope else None)
+    if rope:
+        assert f"{rope['path']}:{rope['lines']} get_rope" in cited
+
+
+ROPE_READ = sorted(p for p, v in HF_PROFILES.items() if (VENDOR[v].get("rope") or {}).get("types"))
+
+
+@pytest.mark.parametrize("profile", ROPE_READ)
+def test_llama3_rope_is_refused_where_get_rope_lacks_it(profile: str, plan_model: Any) -> None:
+    plan = plan_model("hf", LLAMA31, profile=profile)
+    has = "llama3" in VENDOR[HF_PROFILES[profile]]["rope"]["types"]
+    found = [m for m in plan.errors if m.code == "hf_rope_scaling"]
+    assert (found == []) is has, found
+    if not has:
+        first = next(p for p in ROPE_READ if "llama3" in VENDOR[HF_PROFILES[p]]["rope"]["types"])
+        assert "'llama3'" in found[0].message and first in found[0].message and found[0].hint == f"use --profile {first}"
+    assert "hf_rope_scaling" not in {m.code for m in plan_model("hf", QWEN25, profile=profile).errors}
 
 
 # --- plan --profile ---------------------------------------------------------------------------------
@@ -196,3 +215,14 @@ def test_verify_warns_where_vllm_would_try_transformers(artifact_of: Callable[[s
     errors, warnings = _report(artifact_of("YiForCausalLM"), VLLM_0_17)
     assert errors == [] and len(warnings) == 1 and warnings[0].startswith("hf_architecture_fallback: ")
     assert "no hf profile lmi-build knows loads it" in warnings[0]
+
+
+def test_verify_refuses_a_rope_type_the_profiles_vllm_lacks(make_artifact: Callable[..., Path], source_model: Path) -> None:
+    """verify --for-container applies the plan's RoPE rule to the built artifact's spec."""
+    spec = ModelSpec(**{**tiny_spec().model_dump(), "rope": {"theta": 500000.0, "scaling_type": "llama3",
+                                                             "scaling_factor": 32.0}})
+    artifact = make_artifact(make_plan("hf", spec=spec, build=HfBuild(tp=1, dtype="float16")), HF, HF_LAYOUT,
+                             source_model, source_model)
+    errors, _ = _report(artifact, "lmi-0.28.0-lmi-dist-10.0.0")
+    assert [e.split(":")[0] for e in errors] == ["hf_rope_scaling"] and "'llama3'" in errors[0]
+    assert _report(artifact, LMI_DIST)[0] == []

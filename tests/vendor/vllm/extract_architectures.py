@@ -23,6 +23,11 @@ What is read, per version (the vLLM of each hf profile in lmi_build/targets/hf/d
   (both generate text), and whether the registry falls back to the Transformers backend for an
   architecture outside them (``def _try_resolve_transformers``).
 
+And the RoPE scaling types the version builds a rotary embedding for (``rope``): the string literals
+``scaling_type`` is compared with (``==``, ``in``) in vllm/model_executor/layers/rotary_embedding.py
+``get_rope``, any other type raising there ("Unknown RoPE scaling type"); recorded for the versions
+extracted with ``--sources`` or ``--wheels`` (``None`` where not read).
+
 Nothing here reads lmi-build's own tables.
 """
 
@@ -42,6 +47,7 @@ VERSIONS = ["0.3.3", "0.4.2", "0.5.3.post1", "0.6.2", "0.6.3.post1", "0.7.3", "0
 PATHS = ["vllm/model_executor/models/registry.py", "vllm/model_executor/models/__init__.py"]
 TABLES = ["_MODELS", "_GENERATION_MODELS", "_TEXT_GENERATION_MODELS", "_MULTIMODAL_MODELS"]
 FALLBACK = "_try_resolve_transformers"
+ROPE = "vllm/model_executor/layers/rotary_embedding.py"
 
 
 def _tables(source: str) -> dict[str, dict[str, object]]:
@@ -68,10 +74,33 @@ def _fallback_line(source: str) -> int | None:
     return None
 
 
-def _entry(version: str, path: str, source: str, commit: str, how: str) -> dict[str, object]:
+def _rope_types(source: str | None) -> dict[str, object] | None:
+    """The scaling types ``get_rope`` compares ``scaling_type`` with (== and in), and its line range."""
+    if source is None:
+        return None
+    node = next((n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef) and n.name == "get_rope"),
+                None)
+    if node is None:
+        return None
+    types: set[str] = set()
+    for compare in ast.walk(node):
+        if not (isinstance(compare, ast.Compare) and isinstance(compare.left, ast.Name)
+                and compare.left.id == "scaling_type"):
+            continue
+        for op, right in zip(compare.ops, compare.comparators, strict=True):
+            if isinstance(op, ast.Eq) and isinstance(right, ast.Constant):
+                types.add(str(right.value))
+            elif isinstance(op, ast.In) and isinstance(right, (ast.Set, ast.Tuple, ast.List)):
+                types.update(str(e.value) for e in right.elts if isinstance(e, ast.Constant))
+    return {"path": ROPE, "lines": f"{node.lineno}-{node.end_lineno}", "types": sorted(types)}
+
+
+def _entry(version: str, path: str, source: str, commit: str, how: str,
+           rope: str | None = None) -> dict[str, object]:
     return {"tag": f"v{version}", "commit": commit, "commit_source": how, "path": path,
             "source": f"vllm-project/vllm v{version} ({commit[:9]}) {path}",
-            "tables": _tables(source), "transformers_fallback_line": _fallback_line(source)}
+            "tables": _tables(source), "transformers_fallback_line": _fallback_line(source),
+            "rope": _rope_types(rope)}
 
 
 def from_git(repo: str) -> dict[str, object]:
@@ -118,7 +147,8 @@ def from_wheels(folder: str) -> dict[str, object]:
                 if path in names:
                     source = wheel.read(path).decode()
                     if any(f"{t} =" in source for t in TABLES):
-                        versions[version] = _entry(version, path, source, commit, f"{wheels[0].name}: {how}")
+                        rope = wheel.read(ROPE).decode() if ROPE in names else None
+                        versions[version] = _entry(version, path, source, commit, f"{wheels[0].name}: {how}", rope)
                         break
     return versions
 
@@ -153,7 +183,8 @@ def from_sources(folder: str) -> dict[str, object]:
             if (root / path).exists():
                 source = (root / path).read_text()
                 if any(f"{t} =" in source for t in TABLES):
-                    versions[version] = _entry(version, path, source, commit, f"{wheel_name}: {how}")
+                    rope = (root / ROPE).read_text() if (root / ROPE).exists() else None
+                    versions[version] = _entry(version, path, source, commit, f"{wheel_name}: {how}", rope)
                     break
     return versions
 
