@@ -260,6 +260,10 @@ def test_trtllm_gptq_is_refused_with_what_to_do(plan_model: Planner, profile: st
 # every hf profile, oldest first (lmi-0.29.0-lmi-dist-11.0.0 first: the one LMI-Dist profile)
 HF_PROFILES = tuple(p.name for p in load_hf_profiles())
 VLLM_PROFILES = tuple(p.name for p in load_hf_profiles() if p.engine == "vllm")
+# --quantize fp8: the profiles that load some FP8 format lmi-build writes, and those loading ModelOpt's
+# (vLLM 0.6.2+: LMI-Dist 0.30-0.32 and every vLLM profile; 0.29 loads compressed-tensors; 0.27-0.28 neither)
+FP8_PROFILES = tuple(p.name for p in load_hf_profiles() if p.formats.get("fp8"))
+MODELOPT_FP8_PROFILES = tuple(p.name for p in load_hf_profiles() if p.formats.get("fp8") == "modelopt_hf")
 
 
 @pytest.mark.parametrize("profile", [None, *HF_PROFILES])
@@ -316,7 +320,7 @@ def test_hf_refuses_a_format_the_container_cannot_load(plan_model: Planner,
     assert "hf_format" in codes(plan)
     error = next(m for m in plan.errors if m.code == "hf_format")
     assert profile in error.message and error.hint and "awq" in error.hint
-    assert f"or --profile {' or '.join(VLLM_PROFILES)}" in error.hint  # those that load it
+    assert f"or --profile {' or '.join(n for n in FP8_PROFILES if n != profile)}" in error.hint  # those that load it
 
 
 def test_hf_packed_formats_note_bf16_and_refuse_kv_cache_scales(plan_model: Planner) -> None:
@@ -369,9 +373,12 @@ def test_hf_awq_plan_names_every_profile_that_loads_it(plan_model: Planner, prof
 
 def test_hf_fp8_plan_names_the_profiles_that_load_it_and_how_to_build_for_the_others(plan_model: Planner) -> None:
     stated = _loaded_by(plan_model("hf", LLAMA, quantize="fp8"))
-    lmi_dist, *vllm = HF_PROFILES
-    assert stated.message == (f"--quantize fp8 writes a ModelOpt FP8 checkpoint, loaded by {', '.join(vllm)}; "
-                              f"not by {lmi_dist}")
+    lmi_dist = "lmi-0.29.0-lmi-dist-11.0.0"  # compressed-tensors FP8 (no ModelOpt loader in vLLM 0.5.3)
+    others = [name for name in HF_PROFILES if name not in MODELOPT_FP8_PROFILES]
+    assert lmi_dist in others and set(others) - set(FP8_PROFILES) == {"lmi-0.27.0-lmi-dist-9.0.0",
+                                                                      "lmi-0.28.0-lmi-dist-10.0.0"}
+    assert stated.message == (f"--quantize fp8 writes a ModelOpt FP8 checkpoint, loaded by "
+                              f"{', '.join(MODELOPT_FP8_PROFILES)}; not by {', '.join(others)}")
     assert stated.hint and f"--profile {lmi_dist} writes the format that one loads" in stated.hint
     stated = _loaded_by(plan_model("hf", LLAMA, quantize="fp8", profile=lmi_dist))
     assert stated.message.startswith("--quantize fp8 writes a compressed-tensors checkpoint, loaded by "
@@ -402,7 +409,7 @@ def test_hf_plan_refuses_a_profile_that_does_not_load_its_checkpoint(plan_model:
     monkeypatch.setattr(hf_plan, "get_profile", lambda name: next(p for p in broken if p.name == name))
     plan = plan_model("hf", LLAMA, quantize="fp8", profile=profile)
     error = next(m for m in plan.errors if m.code == "hf_format")
-    others = [name for name in VLLM_PROFILES if name != profile]
+    others = [name for name in MODELOPT_FP8_PROFILES if name != profile]
     assert error.message == (f"--quantize fp8 writes a ModelOpt FP8 checkpoint, which {profile} does not load; "
                              f"loaded by {', '.join(others)}")
     assert error.hint == f"use --profile {' or '.join(others)}"

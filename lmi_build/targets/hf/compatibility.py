@@ -17,7 +17,7 @@ from lmi_build.artifact.target_api import (
     read_json_fact,
     record_mismatch,
 )
-from lmi_build.targets.hf.loaders import architecture_problems
+from lmi_build.targets.hf.loaders import architecture_problems, rope_problems
 from lmi_build.targets.hf.profiles import get_profile, load_profiles, loads_format
 from lmi_build.targets.hf.startup import startup_problems
 from lmi_build.types import PlanMessage
@@ -51,8 +51,9 @@ def container_problems(manifest: Manifest, container: str, owner: str) -> Proble
                         f"or build for this container: lmi-build {owner} --profile {container} ...")], []
 
     profile = get_profile(container)
-    architectures = (manifest.plan.get("spec") or {}).get("architectures") or ()
-    arch_errors, arch_warnings = architecture_problems(profile, architectures)
+    spec = manifest.plan.get("spec") or {}
+    arch_errors, arch_warnings = architecture_problems(profile, spec.get("architectures") or ())
+    arch_errors += rope_problems(profile, (spec.get("rope") or {}).get("scaling_type"))
     errors, warnings = format_problems(manifest, profile)
     return arch_errors + errors + startup_problems(profile, manifest.serving_properties), arch_warnings + warnings
 

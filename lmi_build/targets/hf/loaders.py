@@ -20,6 +20,8 @@ class Loader(Record):
     sources: tuple[str, ...]
     architectures: tuple[str, ...]  # the text-generation table
     multimodal: tuple[str, ...] = ()  # the multimodal table (0.5.x keeps these in the table above)
+    # the rope_scaling types its get_rope builds (any other raises at start-up); None: not read for this vLLM
+    rope_scaling_types: tuple[str, ...] | None = None
 
 
 class EngineArchitectures(Record):
@@ -77,3 +79,20 @@ def architecture_problems(profile: HfProfile, architectures: Sequence[str]) -> t
             f"(it loads only if transformers' class supports vLLM's attention backend: not checked); {has_it}"))]
     return [PlanMessage(code="hf_architecture", hint=hint,
                         message=f"{where} has no loader for {names}; {has_it}")], []
+
+
+def rope_problems(profile: HfProfile, scaling_type: str | None) -> list[PlanMessage]:
+    """A config.json rope_scaling type ``profile``'s vLLM builds no rotary embedding for (its get_rope
+    raises at start-up), naming the first hf profile whose vLLM has one."""
+    known = loader_of(profile).rope_scaling_types
+    if scaling_type is None or known is None or scaling_type in known:
+        return []
+    first = next((p for p in load_profiles() if scaling_type in (loader_of(p).rope_scaling_types or ())), None)
+    where = f"{profile.name} ({profile.engine}, vLLM {profile.vllm})"
+    return [PlanMessage(code="hf_rope_scaling", hint=f"use --profile {first.name}" if first else
+                        "build for another target whose recipe serves it (lmi-build recipes list)",
+                        message=f"{where} has no rotary embedding for config.json rope_scaling type {scaling_type[:40]!r} "
+                                f"(its get_rope builds {', '.join(known)}; any other raises at start-up); "
+                                + (f"first hf profile that has it: {first.name} (vLLM {first.vllm})" if first
+                                   else "no hf profile lmi-build knows has it"))]
+

@@ -38,6 +38,8 @@ class HfServing(Record):
     engine: str | None = None
     tensor_parallel_degree: int | None = None
     dtype: str | None = None
+    rolling_batch: str | None = None
+    mpi_mode: bool | None = None
 
 
 class HfText(Record):

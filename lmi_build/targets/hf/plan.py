@@ -19,7 +19,7 @@ from lmi_build.planning.target_api import ContainerFacts, RecipeRoute, TargetPla
 from lmi_build.recipes.schema import Recipe, TargetSupport
 from lmi_build.targets.hf.engine_memory import engine_kv_budget
 from lmi_build.targets.hf.knobs import HfBuild
-from lmi_build.targets.hf.loaders import architecture_problems
+from lmi_build.targets.hf.loaders import architecture_problems, rope_problems
 from lmi_build.targets.hf.options import HfOptions, HfServing, withhold_quantize
 from lmi_build.targets.hf.profiles import (
     ExportFormat,
@@ -93,7 +93,7 @@ class HfPlanning:
         profile = get_profile(ctx.request.profile) if ctx.request.profile else None
         if profile is not None:
             errors, warnings = architecture_problems(profile, ctx.spec.architectures)
-            ctx.findings.add_errors(errors)
+            ctx.findings.add_errors(errors + rope_problems(profile, ctx.spec.rope.scaling_type if ctx.spec.rope else None))
             for warning in warnings:
                 ctx.findings.warn(warning.code, warning.message, warning.hint)
         build = HfBuild(tp=tp, dtype=dtype, export_format=plan_export_format(ctx, profile, dtype))
@@ -101,6 +101,7 @@ class HfPlanning:
         ctx.write_options(HfServing(tensor_parallel_degree=tp), "resolved tp")
         ctx.write_options(HfServing(dtype=checks.lmi_dtype(dtype)), "resolved dtype")
         if profile is not None:
+            self._write_start_keys(ctx, profile)
             self._check_startup(ctx, profile)
         return TargetPlan(
             build=build,
@@ -111,6 +112,16 @@ class HfPlanning:
             dtype=dtype,
             checkpoint_work=checkpoint_work(ctx.quantization, ctx.spec.torch_dtype, dtype),
         )
+
+    @staticmethod
+    def _write_start_keys(ctx: PlanContext, profile: HfProfile) -> None:
+        """The keys without which ``profile``'s image would not start its engine (``start_sources``);
+        a value the user gave is kept (the start-up check reads it)."""
+        why = f"{profile.name}'s image starts {profile.engine} only so ({profile.start_sources[0] if profile.start_sources else ''})"
+        if profile.start_rolling_batch and not ctx.user_set("option.rolling_batch"):
+            ctx.write_options(HfServing(rolling_batch=profile.start_rolling_batch), why)
+        if profile.start_mpi_mode and not ctx.user_set("option.mpi_mode"):
+            ctx.write_options(HfServing(mpi_mode=True), why)
 
     @staticmethod
     def _check_startup(ctx: PlanContext, profile: HfProfile) -> None:

@@ -80,8 +80,20 @@ class HfProfile(ContainerRelease):
     engine_arg_conflicts: dict[str, str]
     startup_sources: tuple[str, ...]
     vllm_memory: VllmMemory
+    # What the plan writes so that the image starts this engine where its Java front-end would not: the
+    # option.rolling_batch (its recommender picks another engine, or none, for some model types) and
+    # option.mpi_mode=true (0.27 sets it only when it writes engine itself); cited in start_sources.
+    start_rolling_batch: Literal["vllm", "lmi-dist"] | None = None
+    start_mpi_mode: bool = False
+    start_sources: tuple[str, ...] = ()
     dlc: str | None = None  # the published DLC image's ECR URI
     dlc_source: str | None = None  # the image-list file and line it is read from
+
+    @model_validator(mode="after")
+    def _start_keys_cited(self) -> "HfProfile":
+        if (self.start_rolling_batch or self.start_mpi_mode) and not self.start_sources:
+            raise ValueError("start_rolling_batch and start_mpi_mode need start_sources")
+        return self
 
     def versions(self) -> dict[str, str]:
         return {"lmi": self.lmi_version, "vllm": self.vllm, "transformers": self.transformers}

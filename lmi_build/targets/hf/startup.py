@@ -31,9 +31,13 @@ def startup_problems(profile: HfProfile, properties: Mapping[str, str]) -> list[
     text = read_text(properties, HfText)
     pp = (text.pipeline_parallel_degree or "").strip()
     if not profile.pipeline_parallel and pp and pp != "1":
-        errors.append(message("hf_pipeline_parallel",
-                              f"{where} refuses option.pipeline_parallel_degree={pp}: DJL raises \"Pipeline "
-                              f"parallelism is not supported in vLLM's LLMEngine\" at start-up ({cited})",
+        # vLLM's handler raises; LMI-Dist's before 0.29 has no such field and drops the key unread
+        what = (f"{where} refuses option.pipeline_parallel_degree={pp}: DJL raises \"Pipeline parallelism is not "
+                f"supported in vLLM's LLMEngine\" at start-up ({cited})" if profile.engine == "vllm" else
+                f"{where} ignores option.pipeline_parallel_degree={pp}: DJL's LmiDistRbProperties has no such field "
+                f"and builds LMI-Dist's engine without pipeline_parallel_size, so the model would run unpipelined "
+                f"({cited})")
+        errors.append(message("hf_pipeline_parallel", what,
                               "drop --pp / option.pipeline_parallel_degree (shard with --tp), or serve with a "
                               "profile whose engine takes pipeline parallelism (lmi-build profiles list)"))
     errors += _lmi_dist_removed(profile, (text.rolling_batch or "").strip())

@@ -4,8 +4,9 @@ artifact, check that the profile's engine loads the checkpoint's architecture at
 The truth is tests/vendor/vllm/architectures.json, extracted from each vLLM release's own model registry
 by tests/vendor/vllm/extract_architectures.py; lmi-build's table (lmi_build/targets/hf/data/
 loader_architectures.toml) must agree with it, and the plans and verify reports are checked against the
-JSON, never against the tool's table. One fact is not vLLM's: LMI-Dist 11 (the 0.29 profile) serves T5,
-which its vLLM 0.5.3.post1 has no class for (djl-serving v0.29.0 lmi-dist_user_guide.md:22,66)."""
+JSON, never against the tool's table. One fact is not vLLM's: LMI-Dist 9-13 (the 0.27-0.32 profiles) serve
+T5, which their vLLM has no class for (djl-serving v0.29.0 lmi-dist_user_guide.md:22,66; each branch's
+guide and handler, loader_architectures.toml [[engine]])."""
 
 from __future__ import annotations
 
@@ -36,9 +37,12 @@ LMI_DIST = "lmi-0.29.0-lmi-dist-11.0.0"
 VLLM_0_11 = "lmi-0.35.0-vllm-0.11.1"
 VLLM_0_17 = "lmi-0.36.0-vllm-0.17.0"
 HF_PROFILES = {p.name: p.vllm for p in load_profiles()}
-# Beyond its vLLM's registry: LMI-Dist 11's own T5 (DJL's documentation; LMI-Dist's source is not public).
-ENGINE_ADDS = {(LMI_DIST, "T5ForConditionalGeneration")}
-TEXT_TABLES = ("_GENERATION_MODELS", "_TEXT_GENERATION_MODELS")
+# Beyond its vLLM's registry: LMI-Dist 9-13's own T5 (DJL's documentation and handler of each branch;
+# LMI-Dist's source is not public).
+LMI_DIST_PROFILES = ("lmi-0.27.0-lmi-dist-9.0.0", "lmi-0.28.0-lmi-dist-10.0.0", LMI_DIST, "lmi-0.30.0-lmi-dist-12.0.0",
+                     "lmi-0.31.0-lmi-dist-13.0.0", "lmi-0.32.0-lmi-dist-13.0.0")
+ENGINE_ADDS = {(profile, "T5ForConditionalGeneration") for profile in LMI_DIST_PROFILES}
+TEXT_TABLES = ("_MODELS", "_GENERATION_MODELS", "_TEXT_GENERATION_MODELS")  # _MODELS: 0.3.x-0.4.x
 
 QWEN25 = "Qwen--Qwen2.5-7B-Instruct"
 LLAMA31 = "meta-llama--Llama-3.1-8B-Instruct"
@@ -96,6 +100,25 @@ def test_loader_table_equals_vllm_registry(vllm: str) -> None:
     assert f"{theirs['path']}:{theirs['tables'][text]['lines']} {text}" in cited
     if "_MULTIMODAL_MODELS" in theirs["tables"]:
         assert f"{theirs['path']}:{theirs['tables']['_MULTIMODAL_MODELS']['lines']} _MULTIMODAL_MODELS" in cited
+    rope = theirs.get("rope")  # the rope_scaling types get_rope builds, where extracted
+    assert ours.get("rope_scaling_types") == (rope["types"] if rope else None)
+    if rope:
+        assert f"{rope['path']}:{rope['lines']} get_rope" in cited
+
+
+ROPE_READ = sorted(p for p, v in HF_PROFILES.items() if (VENDOR[v].get("rope") or {}).get("types"))
+
+
+@pytest.mark.parametrize("profile", ROPE_READ)
+def test_llama3_rope_is_refused_where_get_rope_lacks_it(profile: str, plan_model: Any) -> None:
+    plan = plan_model("hf", LLAMA31, profile=profile)
+    has = "llama3" in VENDOR[HF_PROFILES[profile]]["rope"]["types"]
+    found = [m for m in plan.errors if m.code == "hf_rope_scaling"]
+    assert (found == []) is has, found
+    if not has:
+        first = next(p for p in ROPE_READ if "llama3" in VENDOR[HF_PROFILES[p]]["rope"]["types"])
+        assert "'llama3'" in found[0].message and first in found[0].message and found[0].hint == f"use --profile {first}"
+    assert "hf_rope_scaling" not in {m.code for m in plan_model("hf", QWEN25, profile=profile).errors}
 
 
 # --- plan --profile ---------------------------------------------------------------------------------
@@ -192,3 +215,14 @@ def test_verify_warns_where_vllm_would_try_transformers(artifact_of: Callable[[s
     errors, warnings = _report(artifact_of("YiForCausalLM"), VLLM_0_17)
     assert errors == [] and len(warnings) == 1 and warnings[0].startswith("hf_architecture_fallback: ")
     assert "no hf profile lmi-build knows loads it" in warnings[0]
+
+
+def test_verify_refuses_a_rope_type_the_profiles_vllm_lacks(make_artifact: Callable[..., Path], source_model: Path) -> None:
+    """verify --for-container applies the plan's RoPE rule to the built artifact's spec."""
+    spec = ModelSpec(**{**tiny_spec().model_dump(), "rope": {"theta": 500000.0, "scaling_type": "llama3",
+                                                             "scaling_factor": 32.0}})
+    artifact = make_artifact(make_plan("hf", spec=spec, build=HfBuild(tp=1, dtype="float16")), HF, HF_LAYOUT,
+                             source_model, source_model)
+    errors, _ = _report(artifact, "lmi-0.28.0-lmi-dist-10.0.0")
+    assert [e.split(":")[0] for e in errors] == ["hf_rope_scaling"] and "'llama3'" in errors[0]
+    assert _report(artifact, LMI_DIST)[0] == []

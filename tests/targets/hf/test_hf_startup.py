@@ -43,6 +43,39 @@ def test_pipeline_parallel_taken_by_lmi_dist(plan_model: Planner) -> None:
     assert plan.options["option.pipeline_parallel_degree"] == "2"
 
 
+@pytest.mark.parametrize("profile", ["lmi-0.27.0-lmi-dist-9.0.0", "lmi-0.28.0-lmi-dist-10.0.0"])
+def test_pipeline_parallel_ignored_by_lmi_dist_before_0_29(profile: str, plan_model: Planner) -> None:
+    # 0.27-0.28's LmiDistRbProperties has no pipeline_parallel_degree (pydantic drops the key unread) and
+    # builds VllmEngineArgs without pipeline_parallel_size (tests/vendor/djl/lmi_dist_releases.json)
+    plan = plan_model("hf", LLAMA, profile=profile, pp=2)
+    message = next(e.message for e in plan.errors if e.code == "hf_pipeline_parallel")
+    assert "ignores option.pipeline_parallel_degree=2" in message and "lmi_dist_rb_properties.py" in message
+    assert "Pipeline parallelism is not supported" not in message
+
+
+START_KEYS = {p.name: p for p in load_profiles() if p.start_rolling_batch or p.start_mpi_mode}
+
+
+def test_the_profiles_whose_image_picks_another_engine_say_so() -> None:
+    # 0.27-0.28 pick lmi-dist only for the model types of a map; 0.32 picks lmi-dist, not vllm; 0.27 sets
+    # mpi_mode only with the engine it writes itself (each profile's start_sources)
+    assert {n: (p.start_rolling_batch, p.start_mpi_mode) for n, p in START_KEYS.items()} == {
+        "lmi-0.27.0-lmi-dist-9.0.0": ("lmi-dist", True), "lmi-0.28.0-lmi-dist-10.0.0": ("lmi-dist", False),
+        "lmi-0.32.0-vllm-0.7.3": ("vllm", False)}
+
+
+@pytest.mark.parametrize("profile", sorted(START_KEYS))
+def test_the_plan_writes_the_keys_its_image_starts_the_engine_with(profile: str, plan_model: Planner) -> None:
+    found = START_KEYS[profile]
+    plan = plan_model("hf", LLAMA, profile=profile)
+    assert plan.options["option.rolling_batch"] == found.start_rolling_batch
+    assert plan.options.get("option.mpi_mode") == ("true" if found.start_mpi_mode else None)
+    # the user's own choice is kept (and checked at start-up as given)
+    given = plan_model("hf", LLAMA, profile=profile, option=("option.rolling_batch=disable",))
+    assert given.options["option.rolling_batch"] == "disable"
+    assert "option.rolling_batch" not in plan_model("hf", LLAMA, profile=VLLM_0_17).options
+
+
 @pytest.mark.parametrize(("option", "lmi_key"), [("option.max_num_seqs=64", "option.max_rolling_batch_size"),
                                                  ("option.tensor_parallel_size=1", "option.tensor_parallel_degree"),
                                                  ("option.pipeline_parallel_size=1", "option.pipeline_parallel_degree")])

@@ -36,6 +36,12 @@ outside the repository, which needs only pydantic and numpy (djl_python/np_util.
     .venv/bin/python tests/vendor/djl/execute_properties.py /path/to/djl-serving.git \
         --pydantic1-python /tmp/venv-pyd1/bin/python > tests/vendor/djl/verdicts.json
 
+Some branches only, the others kept as recorded (the issue 39 LMI-Dist / 0.32 vLLM branches, on SMALL_CORPUS):
+
+    .venv/bin/python tests/vendor/djl/execute_properties.py /path/to/djl-serving.git --only 0.27.0-dlc#lmi-dist \
+        0.28.0-dlc#lmi-dist 0.30.0-dlc#lmi-dist 0.31.0-dlc#lmi-dist 0.32.0-dlc#lmi-dist 0.32.0-dlc#vllm \
+        --keep tests/vendor/djl/verdicts.json > /tmp/verdicts.json
+
 (recorded with pydantic 1.10.27 there, 2.14.4 here).
 
 Nothing here copies DJL code into the repository: the facts are.
@@ -44,6 +50,7 @@ Nothing here copies DJL code into the repository: the facts are.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import subprocess
 import sys
@@ -85,7 +92,30 @@ BRANCHES: dict[str, tuple[str, str, str, str, str]] = {
     "0.29.0-dlc#trtllm": ("lmi-0.29.0-trtllm-0.11.0", "trtllm", "TensorRtLlmProperties", "trt_properties", "trtllm"),
     "0.26.0-dlc": ("lmi-0.26.0-neuronx-sdk2.16.0", "neuronx", "TransformerNeuronXProperties", "tnx_properties", ""),
     "0.27.0-dlc": ("lmi-0.27.0-neuronx-sdk2.18.0", "neuronx", "TransformerNeuronXProperties", "tnx_properties", ""),
+    # issue 39: the LMI-Dist releases 0.27-0.32 and 0.32's vllm rolling batch, on SMALL_CORPUS (0.27-0.28: the
+    # DeepSpeed / lmi image picks lmi-dist for listed model types; lmi-build writes option.rolling_batch itself)
+    "0.27.0-dlc#lmi-dist": ("lmi-0.27.0-lmi-dist-9.0.0", "hf", "LmiDistRbProperties", "lmi_dist_rb_properties",
+                            "lmi-dist"),
+    "0.28.0-dlc#lmi-dist": ("lmi-0.28.0-lmi-dist-10.0.0", "hf", "LmiDistRbProperties", "lmi_dist_rb_properties",
+                            "lmi-dist"),
+    "0.30.0-dlc#lmi-dist": ("lmi-0.30.0-lmi-dist-12.0.0", "hf", "LmiDistRbProperties", "lmi_dist_rb_properties",
+                            "lmi-dist"),
+    "0.31.0-dlc#lmi-dist": ("lmi-0.31.0-lmi-dist-13.0.0", "hf", "LmiDistRbProperties", "lmi_dist_rb_properties",
+                            "lmi-dist"),
+    "0.32.0-dlc#lmi-dist": ("lmi-0.32.0-lmi-dist-13.0.0", "hf", "LmiDistRbProperties", "lmi_dist_rb_properties",
+                            "lmi-dist"),
+    "0.32.0-dlc#vllm": ("lmi-0.32.0-vllm-0.7.3", "hf", "VllmRbProperties", "vllm_rb_properties", "lmi-dist"),
 }
+# The branches executed on a small corpus (a full one per branch costs the comparison test a plan per entry):
+# two fixtures (Llama-2-7B, and Llama-3.2-3B's llama3 RoPE) x the option sets that reach the start-up rules
+# (pp, a vLLM spelling, max_model_len, a quantization)
+SMALL_CORPUS = ("meta-llama--Llama-2-7b-hf", "meta-llama--Llama-3.2-3B-Instruct")
+SMALL_OPTION_SETS: list[dict[str, Any]] = [{}, {"pp": 2}, {"option": ("option.max_num_seqs=64",)},
+                                           {"option": ("option.max_model_len=8192",)}, {"quantize": "awq"}]
+SMALL = tuple(key for key in BRANCHES if key.endswith(("#lmi-dist", "#vllm")) and not key.startswith("0.29."))
+# 0.27's recommender sets option.mpi_mode only with the engine it writes itself (setEngine,
+# LmiConfigRecommender.java@0.27.0-dlc:95-114), and lmi-build's hf artifacts name engine=Python
+MPI_ONLY_WITH_ENGINE = ("0.27.0-dlc",)
 # The branches written for pydantic 1 itself (``from pydantic import BaseModel, root_validator, validator``,
 # properties_manager/properties.py@0.26.0-dlc:16), executed with --pydantic1-python. 0.27.0-dlc imports
 # the same API as ``pydantic.v1`` (properties.py@0.27.0-dlc:16), which pydantic 2 ships: run like the rest.
@@ -122,16 +152,18 @@ RESOLVED_TRTLLM = ("max_batch_size", "max_input_len", "max_output_len", "max_seq
 
 
 # ------------------------------------------------------------------ corpus (lmi-build's side)
-def corpus(target: str, profile: str) -> list[dict[str, Any]]:
-    """The serving.properties lmi-build writes for every fixture x option set (lmi-build's verdict on
-    each is the comparison test's to compute: tests/targets/test_djl_verdicts.py)."""
+def corpus(target: str, profile: str, small: bool = False) -> list[dict[str, Any]]:
+    """The serving.properties lmi-build writes for every fixture x option set (``small``: SMALL_CORPUS x
+    SMALL_OPTION_SETS; lmi-build's verdict on each is the comparison test's to compute:
+    tests/targets/test_djl_verdicts.py)."""
     from lmi_build.artifact.packager import serving_properties
     from lmi_build.planner import plan_request
     from lmi_build.targets import get_target, request_for
 
     entries = []
-    for config in sorted(FIXTURES.glob("*/config.json")):
-        for fields in OPTION_SETS[target]:
+    configs = [FIXTURES / name / "config.json" for name in SMALL_CORPUS] if small else sorted(FIXTURES.glob("*/config.json"))
+    for config in configs:
+        for fields in (SMALL_OPTION_SETS if small else OPTION_SETS[target]):
             request = request_for(target, {"model": str(config.parent), "profile": profile, "tp": "2", **fields}, env={})
             try:
                 plan = plan_request(request, get_target(target)).plan
@@ -207,11 +239,20 @@ class _EngineArgs:
 
 
 class _Parser:
+    """vLLM's FlexibleArgumentParser as DJL uses it: ``--key value`` and (0.32) ``--key=value``; it holds no
+    StoreBoolean actions (0.32's construct_vllm_args_list reads ``_actions``: every boolean is then written
+    as a bare ``--flag`` when true, as vLLM's StoreBoolean-free flags are)."""
+
+    _actions: ClassVar[list[Any]] = []
+
     def parse_args(self, args: list[str]) -> Any:
         parsed: dict[str, Any] = {}
         key = None
         for item in args:
-            if item.startswith("--"):
+            if item.startswith("--") and "=" in item:
+                name, value = item[2:].split("=", 1)
+                parsed[name.replace("-", "_")], key = value, None
+            elif item.startswith("--"):
                 key = item[2:]
                 parsed[key] = True
             elif key is not None:
@@ -265,7 +306,7 @@ def java_fills(properties: dict[str, str], rolling_batch: str = "", release: str
         elif given.get("rolling_batch", "disable" if unset_disables else "auto") == "auto":
             large = int(given.get("max_rolling_batch_size", "1")) >= 12
             given["rolling_batch"] = "vllm" if rolling_batch == "tnx" and large else rolling_batch
-    if given.get("rolling_batch") == "lmi-dist" and rolling_batch == "lmi-dist":
+    if given.get("rolling_batch") == "lmi-dist" and rolling_batch == "lmi-dist" and release not in MPI_ONLY_WITH_ENGINE:
         given["mpi_mode"] = "true"  # only in the lmi-dist image: on Neuron it is the refusal (not executed)
     given.setdefault("model_dir", "/opt/ml/model")  # the model directory the front-end always passes
     given.setdefault("pipeline_parallel_degree", "1")
@@ -293,7 +334,10 @@ def execute(setup: Path, class_name: str, module: str, rolling_batch: str,
             config = properties_class(**given)
             engine_args = None
             if hasattr(config, "get_engine_args"):
-                args = config.get_engine_args(async_engine=True)
+                # 0.35+ build the async engine's arguments; 0.32's LLMEngine handler takes no argument
+                # (rolling_batch/vllm_rolling_batch.py@0.32.0-dlc:48)
+                takes_async = "async_engine" in inspect.signature(config.get_engine_args).parameters
+                args = config.get_engine_args(async_engine=True) if takes_async else config.get_engine_args()
                 engine_args = {k: v for k, v in sorted(vars(args).items()) if v not in (None, False)}
             resolved = {key: _plain(getattr(config, key)) for key in RESOLVED if hasattr(config, key)}
             if class_name == "TensorRtLlmProperties":
@@ -357,8 +401,11 @@ def main() -> None:
     parser.add_argument("--execute", nargs=4, metavar=("SETUP_DIR", "CLASS", "MODULE", "ROLLING_BATCH"))
     parser.add_argument("--pydantic1-python", help="the interpreter of a pydantic<2 venv, for PYDANTIC_1 branches")
     parser.add_argument("--release", default="", help="with --execute: the branch, for java_fills' older rules")
+    parser.add_argument("--only", nargs="+", metavar="KEY", help="execute these BRANCHES keys only (with --keep)")
+    parser.add_argument("--keep", help="an earlier verdicts.json whose other branches are kept as they are")
     args = parser.parse_args()
-    if args.repo and not args.pydantic1_python:
+    keys = [key for key in BRANCHES if not args.only or key in args.only]
+    if args.repo and not args.pydantic1_python and any(key.split("#")[0] in PYDANTIC_1 for key in keys):
         parser.error(f"--pydantic1-python is needed to execute {', '.join(PYDANTIC_1)} (see the module docstring)")
     if args.execute:
         setup, class_name, module, rolling_batch = args.execute
@@ -370,16 +417,21 @@ def main() -> None:
     facts: dict[str, Any] = {"source": "deepjavalibrary/djl-serving",
                              "extracted_by": "tests/vendor/djl/execute_properties.py",
                              "recorders": list(RECORDED), "branches": []}
-    for key, (profile, target, class_name, module, rolling_batch) in BRANCHES.items():
+    if args.keep:  # the branches not executed now, as recorded before
+        executed_now = {(BRANCHES[key][0], key.split("#")[0]) for key in keys}
+        facts["branches"] = [b for b in json.loads(Path(args.keep).read_text())["branches"]
+                             if (b["profile"], b["branch"]) not in executed_now]
+    for key in keys:
+        profile, target, class_name, module, rolling_batch = BRANCHES[key]
         branch = key.split("#")[0]
         commit = subprocess.run(["git", f"--git-dir={args.repo}", "rev-parse", branch], capture_output=True,
                                 text=True, check=True).stdout.strip()
-        entries = corpus(target, profile)
+        entries = corpus(target, profile, small=key in SMALL)
         python = args.pydantic1_python if branch in PYDANTIC_1 else sys.executable
         executed = execute_branch(args.repo, branch, class_name, module, rolling_batch, entries, python, branch)
         facts["branches"].append({"branch": branch, "commit": commit, "profile": profile, "target": target,
                                   "executed": f"djl_python.properties_manager.{module}.{class_name}",
-                                  "pydantic": executed["pydantic"],
+                                  "pydantic": executed["pydantic"], "corpus": "small" if key in SMALL else "full",
                                   "entries": entries})
     json.dump(facts, sys.stdout, indent=None, separators=(",", ":"))
     sys.stdout.write("\n")

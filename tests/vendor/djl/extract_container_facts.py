@@ -20,7 +20,8 @@ Read with ``git show <commit>:<path>`` (each fact with its branch, commit, path 
   at HEAD, and every djl-inference URI of available_images.md at the last commit that still held the
   table (the parent of ba15380d4c, "point available_images.md to website").
 - aws/sagemaker-python-sdk: the ``tag_prefix`` of every version in
-  sagemaker-core/src/sagemaker/core/image_uri_config/djl-{tensorrtllm,neuronx,lmi}.json at HEAD, and
+  sagemaker-core/src/sagemaker/core/image_uri_config/djl-{tensorrtllm,neuronx,lmi,deepspeed}.json at HEAD (deepspeed:
+  the 0.26-0.27 images that held LMI-Dist), and
   the us-west-2 registry account.
 """
 
@@ -46,7 +47,7 @@ NEURON_REMOVED = "1132e3ab0332f5165e2815811e1830a6742b3c5c"
 DLC_DOCS = "docs/src/data/djl-inference"
 DLC_TABLE_COMMIT = "ba15380d4c"  # its parent is the last available_images.md with the table
 SDK_CONFIGS = "sagemaker-core/src/sagemaker/core/image_uri_config"
-SDK_FILES = ("djl-tensorrtllm.json", "djl-neuronx.json", "djl-lmi.json")
+SDK_FILES = ("djl-tensorrtllm.json", "djl-neuronx.json", "djl-lmi.json", "djl-deepspeed.json")  # deepspeed: 0.26-0.27 LMI-Dist
 
 
 def git(repo: str, *args: str) -> str:

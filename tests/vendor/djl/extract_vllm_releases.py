@@ -8,11 +8,13 @@ tests/targets/hf/test_hf_vllm_releases.py compares with the profiles.
 
 Read per branch (each with its commit, path and line):
 - serving/docker/lmi-container-requirements.txt: the vllm pin (a release, ``vllm==X``, or a wheel URL, whose
-  file name is a development build ``X.devN+gHASH``) and the transformers pin.
+  file name is a development build ``X.devN+gHASH``) and the transformers pin. 0.32.0-dlc has none: its
+  vllm rolling batch runs in a virtualenv of serving/docker/requirements-vllm.txt (the vllm pin) over the
+  system packages of serving/docker/lmi-container-requirements-common.txt (the transformers pin).
 - engines/python/setup/djl_python/properties_manager/vllm_rb_properties.py: the pipeline-parallel refusal,
   the three DJL/vLLM name conflicts, the pass-through of other keys to vLLM's engine arguments.
 - engines/python/setup/djl_python/lmi_vllm/vllm_async_service.py: AsyncLLMEngine.from_engine_args (no usage
-  context given: vLLM's default).
+  context given: vLLM's default); 0.32.0-dlc rolling_batch/vllm_rolling_batch.py: LLMEngine.from_engine_args.
 And, from aws/deep-learning-containers docs/src/data/djl-inference/<version>-lmi<N>.0.0-gpu.yml: the image
 tag and its "engine" line; docs/src/global.yml the ECR account and example region.
 """
@@ -27,7 +29,7 @@ from pathlib import Path
 
 # branch -> the image list file of its published DLC (None: none published)
 BRANCHES: dict[str, str | None] = {
-    "0.33.0-dlc": "0.33-lmi15.0.0-gpu.yml", "0.34.0-dlc": "0.34-lmi16.0.0-gpu.yml",
+    "0.32.0-dlc": "0.32-lmi14.0.0-gpu.yml", "0.33.0-dlc": "0.33-lmi15.0.0-gpu.yml", "0.34.0-dlc": "0.34-lmi16.0.0-gpu.yml",
     "0.36.0-lmi18-dlc": "0.36-lmi18.0.0-gpu.yml", "0.36.0-lmi19-dlc": "0.36-lmi19.0.0-gpu.yml",
     "0.36.0-lmi20-dlc": "0.36-lmi20.0.0-gpu.yml", "0.36.0-lmi21-dlc": "0.36-lmi21.0.0-gpu.yml",
     "0.36.0-lmi22-dlc": "0.36-lmi22.0.0-gpu.yml", "0.36.0-lmi23-dlc": "0.36-lmi23.0.0-gpu.yml",
@@ -37,8 +39,11 @@ BRANCHES: dict[str, str | None] = {
 # image lists with no DJL branch (lmi28: vLLM 0.26 is in the DLC data only)
 UNBRANCHED = ("0.36-lmi28.0.0-gpu.yml",)
 REQUIREMENTS = "serving/docker/lmi-container-requirements.txt"
+# 0.32.0-dlc: the vllm virtualenv's requirements, and the system packages it sees
+VLLM_REQUIREMENTS = ("serving/docker/requirements-vllm.txt", "serving/docker/lmi-container-requirements-common.txt")
 PROPERTIES = "engines/python/setup/djl_python/properties_manager/vllm_rb_properties.py"
 SERVICE = "engines/python/setup/djl_python/lmi_vllm/vllm_async_service.py"
+ROLLING_BATCH = "engines/python/setup/djl_python/rolling_batch/vllm_rolling_batch.py"
 DLC_DIR = "docs/src/data/djl-inference"
 
 
@@ -55,8 +60,8 @@ def _find(lines: list[str], pattern: str, path: str) -> dict[str, object] | None
     return None
 
 
-def _vllm_pin(lines: list[str]) -> dict[str, object] | None:
-    found = _find(lines, r"^(?:vllm\s*==\s*|vllm @ )?(\S*vllm[-=]\S+)$", REQUIREMENTS)
+def _vllm_pin(lines: list[str], path: str = REQUIREMENTS) -> dict[str, object] | None:
+    found = _find(lines, r"^(?:vllm\s*==\s*|vllm @ )?(\S*vllm[-=]\S+)$", path)
     if found is None:
         return None
     text = str(found["value"])
@@ -71,18 +76,24 @@ def _branch(git: Path, branch: str) -> dict[str, object]:
                             text=True, check=True).stdout.strip()
     requirements = _show(git, branch, REQUIREMENTS)
     properties = _show(git, branch, PROPERTIES)
-    service = _show(git, branch, SERVICE)
+    service, service_path = _show(git, branch, SERVICE), SERVICE
+    vllm, transformers = _vllm_pin(requirements), _find(requirements, r"^(transformers\s*[=<>!].*)$", REQUIREMENTS)
+    if not requirements:  # 0.32.0-dlc: a virtualenv per engine, the vllm rolling batch on LLMEngine
+        venv, common = VLLM_REQUIREMENTS
+        vllm = _vllm_pin(_show(git, branch, venv), venv)
+        transformers = _find(_show(git, branch, common), r"^(transformers\s*[=<>!].*)$", common)
+        service, service_path = _show(git, branch, ROLLING_BATCH), ROLLING_BATCH
     # validate_potential_lmi_vllm_config_conflict("<DJL key>",\n "<vLLM name>"): the vLLM name's line
     conflicts = [found for name in ("tensor_parallel_size", "pipeline_parallel_size", "max_num_seqs")
                  if (found := _find(properties, rf"^\s+\"({name})\"\)$", PROPERTIES))]
     return {
         "commit": commit,
-        "vllm": _vllm_pin(requirements),
-        "transformers": _find(requirements, r"^(transformers\s*[=<>!].*)$", REQUIREMENTS),
+        "vllm": vllm,
+        "transformers": transformers,
         "pipeline_parallel_refused": _find(properties, r"(Pipeline parallelism is not supported)", PROPERTIES),
         "conflicts": conflicts,
         "passthrough": _find(properties, r"(if k in EngineArgs\.__annotations__)", PROPERTIES),
-        "from_engine_args": _find(service, r"(AsyncLLMEngine\.from_engine_args\()", SERVICE),
+        "from_engine_args": _find(service, r"((?:Async)?LLMEngine\.from_engine_args\()", service_path),
     }
 
 

@@ -7,6 +7,9 @@ Run where the release wheels' Python source is at hand (``pip download vllm==X -
 ``vllm/_version.py`` or ``vllm/commit_id.py`` names the commit it was built from):
 
     python tests/vendor/vllm/extract_memory.py DIR > tests/vendor/vllm/memory.json
+    python tests/vendor/vllm/extract_memory.py DIR --keep tests/vendor/vllm/memory.json > /tmp/memory.json
+
+(the second: DIR holds some versions only, the others are kept as the committed JSON has them).
 
 DIR holds one directory per version (``DIR/0.11.1/vllm/...``). What is read, per version, each with
 its path and line:
@@ -21,7 +24,8 @@ its path and line:
 - ``check``: where a KV cache too small for one max_model_len sequence raises, and its message: V1
   ``check_enough_kv_cache_memory`` (v1/core/kv_cache_utils.py) with ``estimate_max_model_len`` (a
   binary search over 1..max_model_len of ``cdiv(len, block_size) * page_size_bytes`` per layer); V0
-  ``raise_if_cache_size_invalid`` (worker/worker.py: max tokens = block_size x num_gpu_blocks).
+  ``raise_if_cache_size_invalid`` (worker/worker.py: max tokens = block_size x num_gpu_blocks; 0.3.x has it
+  in engine/llm_engine.py ``_init_cache``).
 - ``v1_default``: whether VLLM_USE_V1 defaults on (envs.py), i.e. which of the two checks runs.
 - ``cudagraph_in_budget``: whether determine_available_memory (V1 gpu_worker.py) subtracts CUDA graph
   memory before the KV cache is sized (older versions capture the graphs afterwards, out of the
@@ -93,16 +97,20 @@ def _check(root: Path) -> Found:
     estimate = _function(root, "vllm/v1/core/kv_cache_utils.py", "estimate_max_model_len")
     usage = _first(root, ["vllm/v1/kv_cache_interface.py"], r"return (cdiv\(max_model_len, self\.block_size\) \* self\.page_size_bytes)")
     message = _first(root, ["vllm/v1/core/kv_cache_utils.py"], r"(To serve at least one request with the models's max seq len)")
-    v0 = _function(root, "vllm/worker/worker.py", "raise_if_cache_size_invalid")
-    v0_message = _first(root, ["vllm/worker/worker.py"], r"(is larger than the maximum number of tokens that can be)")
+    v0_path, v0_name = "vllm/worker/worker.py", "raise_if_cache_size_invalid"
+    v0 = _function(root, v0_path, v0_name)
+    if v0 is None:  # 0.3.x: the engine checks it after sizing the cache (LLMEngine._init_cache)
+        v0_path, v0_name = "vllm/engine/llm_engine.py", "_init_cache"
+        v0 = _function(root, v0_path, v0_name)
+    v0_message = _first(root, [v0_path], r"(is larger than the maximum number of tokens that can be)")
     return {
         "v1": None if v1 is None else {
             "path": "vllm/v1/core/kv_cache_utils.py", "function": "check_enough_kv_cache_memory",
             "line": v1[0].lineno, "estimate_max_model_len_line": estimate[0].lineno if estimate else None,
             "binary_search": bool(estimate and "while left <= right" in ast.get_source_segment(estimate[1], estimate[0])),
             "message_line": message["line"] if message else None, "per_layer_bytes": usage},
-        "v0": None if v0 is None else {
-            "path": "vllm/worker/worker.py", "function": "raise_if_cache_size_invalid", "line": v0[0].lineno,
+        "v0": None if v0 is None or v0_message is None else {
+            "path": v0_path, "function": v0_name, "line": v0[0].lineno,
             "message_line": v0_message["line"] if v0_message else None},
     }
 
@@ -184,7 +192,7 @@ def extract(root: Path) -> Found:
             "v1": _two_lines(root, ["vllm/v1/worker/utils.py", "vllm/v1/worker/gpu_worker.py"], r"total_(?:gpu_)?memory( \*|$)",
                              r"(total_(?:gpu_)?memory \* (?:self\.)?cache_config\.gpu_memory_utilization)"),
             "v0": _two_lines(root, ["vllm/worker/worker.py"], r"total_gpu_memory \*",
-                             r"(total_gpu_memory \* \\? ?self\.cache_config\.gpu_memory_utilization)")},
+                             r"(total_gpu_memory \* \\? ?(?:self\.cache_config\.)?gpu_memory_utilization)")},
         # absent: no V0 engine left, V1 always
         "v1_default": _number(_two_lines(root, ["vllm/envs.py"], r"\"VLLM_USE_V1\":",
                                          r"os\.getenv\(\"VLLM_USE_V1\", \"(\d)\"\)")),
@@ -197,8 +205,10 @@ def main() -> None:
     top = Path(sys.argv[1])
     versions = sorted((p.name for p in top.iterdir() if (p / "vllm").is_dir()),
                       key=lambda v: [int(x) if x.isdigit() else x for x in re.split(r"[.]", v)])
+    # --keep FILE: the versions of an earlier memory.json that DIR does not hold are kept as they are
+    kept = json.loads(Path(sys.argv[3]).read_text())["versions"] if sys.argv[2:3] == ["--keep"] else {}
     out = {"generated_by": "tests/vendor/vllm/extract_memory.py (vLLM release wheels from PyPI)",
-           "versions": {v: extract(top / v) for v in versions}}
+           "versions": {**kept, **{v: extract(top / v) for v in versions}}}
     json.dump(out, sys.stdout, indent=1, sort_keys=True)
     sys.stdout.write("\n")
 
