@@ -31,7 +31,9 @@ def _no_gpu_path() -> str:
 
 @pytest.fixture(scope="module")
 def demo_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One cache for the module: the demo model (real weights) is generated once."""
+    """One cache for the module: the demo model (real weights) is generated once, and the builds (one
+    model, profile and lengths) convert its checkpoint once, the later ones restoring it from the
+    checkpoint cache: what is tested is the engine step's process group, not the conversion."""
     return tmp_path_factory.mktemp("signals-cache")
 
 
@@ -54,7 +56,7 @@ def _alive(pid: int) -> bool:
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_signal_kills_the_vendor_tool_and_removes_the_work(world: World, sig: int, code: int) -> None:
     before = world.snapshot()
-    process = world.start("trtllm", "--model", "demo:tiny-llama", "--profile", PROFILE, "--output", "out", "--no-cache", *SHORT,
+    process = world.start("trtllm", "--model", "demo:tiny-llama", "--profile", PROFILE, "--output", "out", *SHORT,
                           env={"STANDIN_MODE": "hang", "PYTHONUNBUFFERED": "1"})
     assert process.stderr is not None
     banner = wait_for_line(process.stderr, "hanging")
@@ -67,7 +69,7 @@ def test_signal_kills_the_vendor_tool_and_removes_the_work(world: World, sig: in
 
 def test_failed_step_log_is_where_the_message_says(world: World) -> None:
     before = world.snapshot()
-    result = world.run("trtllm", "--model", "demo:tiny-llama", "--profile", PROFILE, "--output", "out", "--no-cache", *SHORT,
+    result = world.run("trtllm", "--model", "demo:tiny-llama", "--profile", PROFILE, "--output", "out", *SHORT,
                        env={"STANDIN_MODE": "fail"})
     world.expect(result, code=1, before=before, allowed=("work/out.build-logs",))
     match = re.search(r"full log: (\S+\.log)", result.error_lines[0])
@@ -93,7 +95,7 @@ def test_vendor_tool_gets_no_credentials_and_its_output_is_redacted(world: World
     leak = "a-custom-api-key-value-0123456789"
     world.secrets["MY_API_KEY"] = leak
     before = world.snapshot()
-    result = world.run("trtllm", "--model", "demo:tiny-llama", "--profile", PROFILE, "--output", "out", "--no-cache", *SHORT,
+    result = world.run("trtllm", "--model", "demo:tiny-llama", "--profile", PROFILE, "--output", "out", *SHORT,
                        env={"PATH": f"{spy}{os.pathsep}{world.env['PATH']}", "MY_API_KEY": leak,
                             "LEAK_ME": world.secrets["HF_TOKEN"]})
     world.expect(result, code=0, before=before, allowed=("work/out", "spy-bin", "tool-env.txt"))

@@ -41,6 +41,26 @@ def _save_model(out_dir: Path, config_class: str, dtype: str, **overrides: Any) 
     return out_dir
 
 
+def _save_zero_model(out_dir: Path, **overrides: Any) -> Path:
+    """A fp16 Llama of real tensor shapes and zero weights: for what a writer holds in memory, where the
+    values do not matter (a random init of a 0.2 GB model cost ~12 s of CPU)."""
+    import torch
+    import transformers
+    from safetensors.torch import save_file
+
+    config = transformers.LlamaConfig(**{**SMALL, **overrides}, architectures=["LlamaForCausalLM"])
+    config.torch_dtype = torch.float16
+    with torch.device("meta"):
+        shapes = {name: tensor.shape for name, tensor in
+                  transformers.AutoModelForCausalLM.from_config(config).state_dict().items()}
+    out_dir.mkdir(parents=True)
+    save_file({name: torch.zeros(shape, dtype=torch.float16) for name, shape in shapes.items()},
+              str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+    config.save_pretrained(out_dir)
+    (out_dir / "tokenizer.json").write_text("{}")
+    return out_dir
+
+
 def _modelopt_export(model_dir: Path, out_dir: Path, decoder: str, dtype: str, tp: int, pp: int) -> None:
     import torch
     from modelopt.torch.export import export_tensorrt_llm_checkpoint
@@ -216,11 +236,15 @@ _MEASURE = textwrap.dedent("""
 def test_host_memory_is_a_few_tensors_not_the_model(tmp_path: Path) -> None:
     """A 0.2 GB model (fp16, 24 layers): ModelOpt's exporter peaks at ~1.5-1.9x the model above the
     interpreter; the streamed writer holds one layer's tensors and their pieces."""
-    model_dir = _save_model(tmp_path / "hf", "LlamaConfig", "float16", architectures=["LlamaForCausalLM"],
-                            hidden_size=512, intermediate_size=1536, num_hidden_layers=24,
-                            num_attention_heads=8, num_key_value_heads=8, vocab_size=8000)
+    from lmi_build.quantize.trtllm_stream import modelopt_layout
+
+    model_dir = _save_zero_model(tmp_path / "hf", hidden_size=512, intermediate_size=1536, num_hidden_layers=24,
+                                 num_attention_heads=8, num_key_value_heads=8, vocab_size=8000)
     disk = sum(p.stat().st_size for p in model_dir.glob("*.safetensors"))
     (tmp_path / "out").mkdir()
+    # The layout, computed here once, is cached: the measured process imports no ModelOpt (its import
+    # alone cost ~20 s of CPU there), as a build whose layout is cached does not.
+    modelopt_layout(model_dir, "llama", "float16", 2, 1)
     measured = subprocess.run([sys.executable, "-c", _MEASURE, str(model_dir), str(tmp_path / "out")],
                               capture_output=True, text=True, check=True, timeout=600)
     peaks = json.loads(measured.stdout.strip().splitlines()[-1])
