@@ -13,13 +13,14 @@ is advisory: a lost, foreign or corrupt file only costs a re-hash."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from lmi_build.fs import atomic_write_json
-from lmi_build.hashing import sha256_files, sha256_text
+from lmi_build.hashing import sha256_files
 from lmi_build.paths import cache_root
 from lmi_build.reading import read_json_file
 
@@ -29,7 +30,8 @@ MAX_DIRECTORIES = 1024
 
 def cache_file_for(directory: Path) -> Path:
     """Where the records of the files directly inside ``directory`` (an absolute, resolved path) are kept."""
-    return cache_root() / CACHE_DIR / f"{sha256_text(str(directory))[:32]}.json"
+    # The path's bytes: a name that is not UTF-8 (read under LC_ALL=C as surrogates) has a digest too.
+    return cache_root() / CACHE_DIR / f"{hashlib.sha256(os.fsencode(directory)).hexdigest()[:32]}.json"
 
 
 def _load(path: Path, directory: Path) -> dict[str, Any]:

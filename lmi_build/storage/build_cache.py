@@ -117,7 +117,8 @@ class RemoteBuildCache:
     def store(self, cache_key: str, artifact_dir: Path) -> CacheEntry:
         """Publish ``artifact_dir`` as this key's entry, or reuse the entry another host committed
         first. The artifact's own manifest must carry ``cache_key``."""
-        if load_manifest(artifact_dir).cache_key != cache_key:
+        manifest = load_manifest(artifact_dir)
+        if manifest.cache_key != cache_key:
             raise PublishError(f"{artifact_dir} is not the artifact of {cache_key[:19]}…",
                                hint="this is a bug: store the artifact the plan produced")
         entry_root = self._entry_root(cache_key)
@@ -125,15 +126,16 @@ class RemoteBuildCache:
         url = f"s3://{entry_root.bucket}/{entry_root.key(attempt)}"
         publish(artifact_dir, url, endpoint_url=self.endpoint_url, output=self.output)
         pointer = json.dumps({"attempt": attempt, "cache_key": cache_key}).encode()
+        ours = CacheEntry(cache_key=cache_key, url=url, total_bytes=manifest.total_bytes)
         if self._commit(entry_root, pointer):
-            return CacheEntry(cache_key=cache_key, url=url)
+            return ours
         # Another host committed first: ours was never visible to anyone, so it can go.
         self._delete_prefix(parse_s3_url(url))
         winner = self.lookup(cache_key)
         if winner is None:  # the winner's entry does not verify: replace the pointer with ours
             publish(artifact_dir, url, endpoint_url=self.endpoint_url, output=self.output)
             self._commit(entry_root, pointer, replace=True)
-            return CacheEntry(cache_key=cache_key, url=url)
+            return ours
         return winner
 
     def copy_to(self, entry: CacheEntry, publish_url: str, *, overwrite: bool = False) -> int:

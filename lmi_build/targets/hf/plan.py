@@ -118,9 +118,10 @@ class HfPlanning:
         """The keys without which ``profile``'s image would not start its engine (``start_sources``);
         a value the user gave is kept (the start-up check reads it)."""
         why = f"{profile.name}'s image starts {profile.engine} only so ({profile.start_sources[0] if profile.start_sources else ''})"
-        if profile.start_rolling_batch and not ctx.user_set("option.rolling_batch"):
+        given = ctx.user_options(HfServing).model_fields_set
+        if profile.start_rolling_batch and "rolling_batch" not in given:
             ctx.write_options(HfServing(rolling_batch=profile.start_rolling_batch), why)
-        if profile.start_mpi_mode and not ctx.user_set("option.mpi_mode"):
+        if profile.start_mpi_mode and "mpi_mode" not in given:
             ctx.write_options(HfServing(mpi_mode=True), why)
 
     @staticmethod
