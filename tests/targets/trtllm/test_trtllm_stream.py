@@ -269,3 +269,28 @@ def test_a_qwen2_checkpoint_carries_what_tensorrt_llms_qwen_model_reads(tmp_path
     assert (config["intermediate_size"], config["norm_epsilon"], config["rotary_base"]) == (256, 1e-5, 1000000.0)
     assert any("qwen_type=qwen2" in note for note in result.notes), result.notes
     assert result.writer == writer
+
+
+@pytest.mark.parametrize("split", ["replicate", "columns", "rows_each", "rows"])
+def test_piece_shapes_are_the_shapes_cut_gives_without_torchs_meta_ops(split: str) -> None:
+    """The writer checks each piece's shape before reading any weight; it computed the shapes with
+    ``cut`` on meta tensors, whose ``torch.cat`` imported torch._dynamo into every conversion."""
+    import torch
+
+    from lmi_build.quantize.tensor_map import TensorRule
+    from lmi_build.quantize.trtllm_stream import cut, piece_shape
+
+    rule = TensorRule(trtllm="x", hf=["a", "b"], split=split)
+    for rows, columns, second_rows in [(8, 6, 4), (7, 5, 3), (1, 3, 2), (13, 16, 5)]:
+        tensors = [torch.zeros(rows, columns), torch.zeros(second_rows, columns)]
+        for tp in (1, 2, 4):
+            for rank in range(tp):
+                try:
+                    expected: tuple[int, ...] | None = tuple(cut(rule, tensors, tp, rank).shape)
+                except IndexError:
+                    expected = None
+                try:
+                    actual: tuple[int, ...] | None = piece_shape(rule, [t.shape for t in tensors], tp, rank)
+                except IndexError:
+                    actual = None
+                assert actual == expected, (split, rows, columns, second_rows, tp, rank)
