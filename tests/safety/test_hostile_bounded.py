@@ -80,7 +80,9 @@ def test_properties_path_is_a_directory(world: World) -> None:
     world.expect(result, code=1, before=before)
 
 
-# ---- 8. a manifest of 200k entries is summarised, not printed line by line ----
+# ---- 8. a manifest of tens of thousands of entries is summarised, not printed line by line ----
+# 25,000 entries: 250 times what any listing shows (verify is linear in them: 200,000 took ~14 s of CPU).
+MANY = 25_000
 
 def _built_artifact(world: World) -> Path:
     result = world.run("hf", "--model", "./model", "--output", "out", "--no-cache")
@@ -98,25 +100,25 @@ def _swell_manifest(artifact: Path, entries: int) -> None:
     path.write_text(json.dumps(manifest))
 
 
-def test_inspect_of_a_200k_entry_manifest_summarises(world: World) -> None:
+def test_inspect_of_a_huge_manifest_summarises(world: World) -> None:
     artifact = _built_artifact(world)
-    _swell_manifest(artifact, 200_000)
+    _swell_manifest(artifact, MANY)
     before = world.snapshot()
     result = world.run("inspect", "out", timeout=300)
     world.expect(result, code=0, before=before)
-    assert len(result.stdout.splitlines()) < 300, "200k entries must not be 200k lines"
+    assert len(result.stdout.splitlines()) < 300, "25k entries must not be 25k lines"
     assert result.stdout.count("(--json lists every one)") == 2, "steps and serving.properties are cut"
     assert "total" in result.stdout, "the step total is shown however many steps were cut"
 
 
-def test_verify_of_a_200k_entry_manifest_summarises(world: World) -> None:
+def test_verify_of_a_huge_manifest_summarises(world: World) -> None:
     artifact = _built_artifact(world)
-    _swell_manifest(artifact, 200_000)
+    _swell_manifest(artifact, MANY)
     before = world.snapshot()
     result = world.run("verify", "out", timeout=300)
     assert result.returncode == 2, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
-    assert len(result.stderr.splitlines()) < 100, "200k missing files must not be 200k lines"
+    assert len(result.stderr.splitlines()) < 100, "25k missing files must not be 25k lines"
     assert "more errors (--json lists every one)" in result.stderr
     assert world.snapshot() == before
 
