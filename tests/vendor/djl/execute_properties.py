@@ -42,7 +42,16 @@ Some branches only, the others kept as recorded (the issue 39 LMI-Dist / 0.32 vL
         0.28.0-dlc#lmi-dist 0.30.0-dlc#lmi-dist 0.31.0-dlc#lmi-dist 0.32.0-dlc#lmi-dist 0.32.0-dlc#vllm \
         --keep tests/vendor/djl/verdicts.json > /tmp/verdicts.json
 
-(recorded with pydantic 1.10.27 there, 2.14.4 here).
+(recorded with pydantic 1.10.27 there, 2.14.4 here). The issue 39 vLLM images from 0.33 and the TensorRT-LLM images
+not executed before, on SMALL_CORPUS (the TensorRT-LLM ones with their own option sets: small_option_sets):
+
+    .venv/bin/python tests/vendor/djl/execute_properties.py /path/to/djl-serving.git --only 0.33.0-dlc#vllm \
+        0.34.0-dlc#vllm 0.36.0-lmi18-dlc#vllm 0.36.0-lmi19-dlc#vllm 0.36.0-lmi20-dlc#vllm 0.36.0-lmi21-dlc#vllm \
+        0.36.0-lmi23-dlc#vllm 0.36.0-lmi24-dlc#vllm 0.36.0-lmi25-dlc#vllm 0.36.0-lmi26-dlc#vllm 0.36.0-lmi27-dlc#vllm \
+        0.36.0-lmi22-dlc#vllm 0.31.0-dlc#trtllm 0.32.0-dlc#trtllm 0.34.0-dlc#trtllm 0.35.0-dlc#trtllm \
+        0.35.1-dlc#trtllm v0.36.0#trtllm master#trtllm --keep tests/vendor/djl/verdicts.json > /tmp/verdicts.json
+
+A key's branch may be any ref (a tag: v0.36.0); the commit recorded is the one it names.
 
 Nothing here copies DJL code into the repository: the facts are.
 """
@@ -105,6 +114,27 @@ BRANCHES: dict[str, tuple[str, str, str, str, str]] = {
     "0.32.0-dlc#lmi-dist": ("lmi-0.32.0-lmi-dist-13.0.0", "hf", "LmiDistRbProperties", "lmi_dist_rb_properties",
                             "lmi-dist"),
     "0.32.0-dlc#vllm": ("lmi-0.32.0-vllm-0.7.3", "hf", "VllmRbProperties", "vllm_rb_properties", "lmi-dist"),
+    # issue 39: every vLLM image from 0.33 (the lmi image's engine is vllm: lmi-dist removed in 0.33) at its own
+    # branch, on SMALL_CORPUS; lmi-0.36.0-vllm-0.17.0 is lmi22's image (v0.36.0 is 0.36.0-lmi22-dlc's commit),
+    # executed here at its own branch besides the full corpus recorded at 0.36.0-lmi27-dlc above
+    "0.33.0-dlc#vllm": ("lmi-0.33.0-vllm-0.8.4", "hf", "VllmRbProperties", "vllm_rb_properties", "vllm"),
+    "0.34.0-dlc#vllm": ("lmi-0.34.0-vllm-0.10.2", "hf", "VllmRbProperties", "vllm_rb_properties", "vllm"),
+    **{f"0.36.0-lmi{release}-dlc#vllm": (f"lmi-0.36.0-lmi{release}-vllm-{vllm}", "hf", "VllmRbProperties",
+                                         "vllm_rb_properties", "vllm")
+       for release, vllm in (("18", "0.12.0"), ("19", "0.14.0"), ("20", "0.15.0"), ("21", "0.16.0"), ("23", "0.18.0"),
+                             ("24", "0.19.0"), ("25", "0.20.1"), ("26", "0.22.0"), ("27", "0.23.0"))},
+    "0.36.0-lmi22-dlc#vllm": ("lmi-0.36.0-vllm-0.17.0", "hf", "VllmRbProperties", "vllm_rb_properties", "vllm"),
+    # issue 39: the TensorRT-LLM images whose properties manager was not executed yet (0.31/0.32/0.34: TensorRT-LLM
+    # 0.12.0, 0.30's trt_properties.py; 0.35/0.35.1/0.36: 1.0.0, the LLM API service), on SMALL_CORPUS. 0.36.0 has
+    # no -dlc branch for this image: the release tag (v0.36.0, the commit 0.36.0-lmi22-dlc points at)
+    "0.31.0-dlc#trtllm": ("lmi-0.31.0-trtllm-0.12.0", "trtllm", "TensorRtLlmProperties", "trt_properties", "trtllm"),
+    "0.32.0-dlc#trtllm": ("lmi-0.32.0-trtllm-0.12.0", "trtllm", "TensorRtLlmProperties", "trt_properties", "trtllm"),
+    "0.34.0-dlc#trtllm": ("lmi-0.34.0-trtllm-0.12.0", "trtllm", "TensorRtLlmProperties", "trt_properties", "trtllm"),
+    "0.35.0-dlc#trtllm": ("lmi-0.35.0-trtllm-1.0.0", "trtllm", "TensorRtLlmProperties", "trt_properties", "trtllm"),
+    "0.35.1-dlc#trtllm": ("lmi-0.35.1-trtllm-1.0.0", "trtllm", "TensorRtLlmProperties", "trt_properties", "trtllm"),
+    "v0.36.0#trtllm": ("lmi-0.36.0-trtllm-1.0.0", "trtllm", "TensorRtLlmProperties", "trt_properties", "trtllm"),
+    # the moving nightly tag: master, at the commit recorded (its profile's facts were read at master d21927c4)
+    "master#trtllm": ("djl-nightly-trtllm-1.0.0", "trtllm", "TensorRtLlmProperties", "trt_properties", "trtllm"),
 }
 # The branches executed on a small corpus (a full one per branch costs the comparison test a plan per entry):
 # two fixtures (Llama-2-7B, and Llama-3.2-3B's llama3 RoPE) x the option sets that reach the start-up rules
@@ -112,7 +142,11 @@ BRANCHES: dict[str, tuple[str, str, str, str, str]] = {
 SMALL_CORPUS = ("meta-llama--Llama-2-7b-hf", "meta-llama--Llama-3.2-3B-Instruct")
 SMALL_OPTION_SETS: list[dict[str, Any]] = [{}, {"pp": 2}, {"option": ("option.max_num_seqs=64",)},
                                            {"option": ("option.max_model_len=8192",)}, {"quantize": "awq"}]
-SMALL = tuple(key for key in BRANCHES if key.endswith(("#lmi-dist", "#vllm")) and not key.startswith("0.29."))
+# the branches on SMALL_CORPUS: the issue 39 ones (every branch recorded before issue 39 has the full corpus)
+SMALL_TRTLLM = ("0.31.0-dlc#trtllm", "0.32.0-dlc#trtllm", "0.34.0-dlc#trtllm", "0.35.0-dlc#trtllm", "0.35.1-dlc#trtllm",
+                "v0.36.0#trtllm", "master#trtllm")
+SMALL = tuple(key for key in BRANCHES if key in SMALL_TRTLLM
+              or (key.endswith(("#lmi-dist", "#vllm")) and not key.startswith("0.29.")))
 # 0.27's recommender sets option.mpi_mode only with the engine it writes itself (setEngine,
 # LmiConfigRecommender.java@0.27.0-dlc:95-114), and lmi-build's hf artifacts name engine=Python
 MPI_ONLY_WITH_ENGINE = ("0.27.0-dlc",)
@@ -163,7 +197,7 @@ def corpus(target: str, profile: str, small: bool = False) -> list[dict[str, Any
     entries = []
     configs = [FIXTURES / name / "config.json" for name in SMALL_CORPUS] if small else sorted(FIXTURES.glob("*/config.json"))
     for config in configs:
-        for fields in (SMALL_OPTION_SETS if small else OPTION_SETS[target]):
+        for fields in (small_option_sets(target) if small else OPTION_SETS[target]):
             request = request_for(target, {"model": str(config.parent), "profile": profile, "tp": "2", **fields}, env={})
             try:
                 plan = plan_request(request, get_target(target)).plan
@@ -175,6 +209,13 @@ def corpus(target: str, profile: str, small: bool = False) -> list[dict[str, Any
                 continue
             entries.append({"model": config.parent.name, "fields": _shown(fields), "properties": properties})
     return entries
+
+
+def small_option_sets(target: str) -> list[dict[str, Any]]:
+    """SMALL_OPTION_SETS; for TensorRT-LLM its own option sets (pp, the batch size, both spellings of the KV
+    cache's memory fraction: what its start-up rules read; an engine's max_model_len and quantization are
+    fixed at compile time, which DJL's runtime properties do not take)."""
+    return OPTION_SETS["trtllm"] if target == "trtllm" else SMALL_OPTION_SETS
 
 
 def written_layout(target: str, profile: str, plan: Any) -> Any:
@@ -424,7 +465,7 @@ def main() -> None:
     for key in keys:
         profile, target, class_name, module, rolling_batch = BRANCHES[key]
         branch = key.split("#")[0]
-        commit = subprocess.run(["git", f"--git-dir={args.repo}", "rev-parse", branch], capture_output=True,
+        commit = subprocess.run(["git", f"--git-dir={args.repo}", "rev-parse", f"{branch}^{{commit}}"], capture_output=True,
                                 text=True, check=True).stdout.strip()
         entries = corpus(target, profile, small=key in SMALL)
         python = args.pydantic1_python if branch in PYDANTIC_1 else sys.executable
