@@ -127,7 +127,8 @@ def test_matrix_on_ray_then_rerun_is_cached(ray_cluster: RayCluster, fleet_bucke
     assert {b["status"] for b in hf.values()} == {"cached"}
     assert {b["artifact_url"] for b in hf.values()} == {b["artifact_url"] for b in first["builds"] if b["target"] == "hf"}
     # Stand-in engines are never cached: they are built again, and say so.
-    assert [b["status"] for b in again["builds"] if b["target"] == "trtllm"] == ["stand_in"], again
+    assert [b["status"] for b in again["builds"] if b["target"] == "trtllm"] == ["stand_in"], \
+        [b.get("error") for b in again["builds"]]
 
 
 def test_lost_worker_node_loses_nothing(ray_cluster: RayCluster, fleet_bucket: str, tmp_path: Path) -> None:
