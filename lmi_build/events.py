@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from lmi_build.errors import MESSAGE_CHARS, bounded
-from lmi_build.redaction import environment_secrets, redact_text, redact_tree
+from lmi_build.redaction import command_secrets, redact_text, redact_tree
 
 SCHEMA_VERSION = 1
 SCHEMA_PATH = Path(__file__).with_name("data") / "events.schema.json"
@@ -42,33 +42,17 @@ Listener = Callable[[Event], None]
 
 _listeners: list[Listener] = []
 _lock = threading.RLock()  # transfers count bytes from many threads
-_secrets: list[str] | None = None  # the environment's credential values, read once per command line
-
-
-def _known_secrets() -> list[str]:
-    global _secrets
-    if _secrets is None:
-        _secrets = environment_secrets()
-    return _secrets
-
-
-def reset() -> None:
-    """Forget the secrets read (``output.reset``: each command line reads its environment again)."""
-    global _secrets
-    _secrets = None
-
-
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _bounded(value: Any, depth: int = 0) -> Any:
+def _bounded(value: Any) -> Any:
     if isinstance(value, str):
         return bounded(value, EVENT_CHARS)
     if isinstance(value, dict):
-        return {str(key)[:100]: _bounded(item, depth + 1) for key, item in list(value.items())[:MAX_EVENT_ITEMS]}
+        return {str(key)[:100]: _bounded(item) for key, item in list(value.items())[:MAX_EVENT_ITEMS]}
     if isinstance(value, (list, tuple)):
-        return [_bounded(item, depth + 1) for item in list(value)[:MAX_EVENT_ITEMS]]
+        return [_bounded(item) for item in list(value)[:MAX_EVENT_ITEMS]]
     if value is None or isinstance(value, (bool, int, float)):
         return value
     return bounded(str(value), EVENT_CHARS)
@@ -90,7 +74,7 @@ def forward(event: Event) -> None:
     """Hand an event already made (a matrix worker's, received by the driver) to every listener."""
     if not _listeners:
         return
-    shown = redact_tree(_bounded(event), _known_secrets())
+    shown = redact_tree(_bounded(event), command_secrets())
     with _lock:
         for listener in list(_listeners):
             with contextlib.suppress(Exception):  # a listener's fault never fails the work it watches
@@ -195,7 +179,7 @@ class EventsFile:
             # Straight to stderr (this module sits under the console's): once, and never raising.
             with contextlib.suppress(Exception):
                 sys.stderr.write(redact_text(f"warning: --events {self.where}: events could not be written "
-                                             f"({reason}); no more are written\n", _known_secrets()))
+                                             f"({reason}); no more are written\n", command_secrets()))
                 sys.stderr.flush()
 
     def close(self) -> None:

@@ -47,7 +47,7 @@ from rich.text import Text
 from lmi_build import events
 from lmi_build.ci import github
 from lmi_build.errors import MESSAGE_CHARS, bounded, with_hint
-from lmi_build.redaction import environment_secrets, redact_text, redact_tree
+from lmi_build.redaction import command_secrets, forget_command_secrets, redact_text, redact_tree
 
 # Width of tables written to a pipe or a file when $COLUMNS does not say one: wide enough that most
 # rows stay on one line. $COLUMNS, when set, is honoured in a pipe too (COLUMNS=80 lmi-build ... | less).
@@ -391,15 +391,9 @@ class ByteCount:
             self._progress.update(self._task, description=self._label, completed=self.written, total=self.written)
 
 
-_SECRETS: list[str] | None = None
-
-
 def _secrets() -> list[str]:
     """The environment's credential values, read once per command line (``reset()`` forgets them)."""
-    global _SECRETS
-    if _SECRETS is None:
-        _SECRETS = environment_secrets()
-    return _SECRETS
+    return command_secrets()
 
 
 class _Redacting(io.TextIOBase):
@@ -723,9 +717,7 @@ def set_debugging(enabled: bool) -> None:
 def reset() -> Output:
     """Human mode, debug and the secrets to redact as the environment says: the state every command
     line starts from."""
-    global _SECRETS
-    _SECRETS = None
-    events.reset()
+    forget_command_secrets()
     github.forget_sources()
     set_debugging(_debug_from_env())
     return set_mode(Mode.HUMAN)

@@ -87,6 +87,23 @@ def environment_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
     return sorted(found, key=len, reverse=True)
 
 
+_COMMAND_SECRETS: list[str] | None = None
+
+
+def command_secrets() -> list[str]:
+    """``environment_secrets()`` read once per command line, for every channel that prints or writes
+    (the console, --events, annotations, step summaries); ``forget_command_secrets`` reads anew."""
+    global _COMMAND_SECRETS
+    if _COMMAND_SECRETS is None:
+        _COMMAND_SECRETS = environment_secrets()
+    return _COMMAND_SECRETS
+
+
+def forget_command_secrets() -> None:
+    global _COMMAND_SECRETS
+    _COMMAND_SECRETS = None
+
+
 def is_secret_env_name(name: str) -> bool:
     """A variable that holds a credential: the fixed list or a credential-like name."""
     return name in SECRET_ENV_VARS or _SECRET_ENV_NAME.search(name) is not None

@@ -16,6 +16,7 @@ from lmi_build import events
 from lmi_build.errors import MESSAGE_CHARS
 from lmi_build.fleet.job import Job, Started
 from lmi_build.fleet.report import MatrixProgress
+from lmi_build.redaction import forget_command_secrets
 from tests.cli_process import run_lmi_build
 
 SCHEMA = json.loads(events.SCHEMA_PATH.read_text(encoding="utf-8"))
@@ -39,12 +40,12 @@ def test_the_schema_is_a_schema_and_refuses_what_is_not_an_event() -> None:
 
 def test_events_are_bounded_and_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_TOKEN", "hf_abcdefghijklmnopqrstuvwxyz0123")
-    events.reset()
+    forget_command_secrets()
     got: list[dict[str, Any]] = []
     with events.listening(got.append):
         events.emit("warning", message="token hf_abcdefghijklmnopqrstuvwxyz0123 " + "x" * 50_000)
         events.emit("error", code="c", message="m", details=[f"d{i}" for i in range(10_000)])
-    events.reset()
+    forget_command_secrets()
     assert "hf_abcdefghijklmnopqrstuvwxyz0123" not in json.dumps(got)
     assert len(got[0]["message"]) <= MESSAGE_CHARS and len(got[1]["details"]) == events.MAX_EVENT_ITEMS
     for event in got:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 from lmi_build.errors import bounded
-from lmi_build.redaction import environment_secrets, redact_text
+from lmi_build.redaction import command_secrets, environment_secrets, redact_text
 
 Kind = Literal["error", "warning", "notice"]
 # The largest step summary GitHub shows is 1 MiB (its documented limit); lmi-build's own stay far below.
@@ -63,7 +63,7 @@ def workflow_command(kind: Kind, message: str, *, title: str | None = None, loca
 
 
 def _clean(text: str) -> str:
-    return redact_text(text, environment_secrets())
+    return redact_text(text, command_secrets())
 
 
 @dataclass
@@ -130,7 +130,7 @@ def append_summary(markdown: str) -> bool:
     target = summary_file()
     if target is None:
         return False
-    text = redact_text(markdown, environment_secrets())
+    text = redact_text(markdown, environment_secrets())  # once per summary: read afresh
     data = text.encode("utf-8")
     if len(data) > MAX_SUMMARY_BYTES:
         data = data[:MAX_SUMMARY_BYTES - 64].decode("utf-8", "ignore").encode("utf-8") + b"\n\n(summary shortened)\n"
