@@ -195,7 +195,9 @@ def test_a_body_slower_than_the_request_bound_is_not_cut(world: World, s3_env: S
         served = proxy.served_lies
     assert result.returncode == 0, result.stdout + result.stderr
     assert served == 1, (served, result.stdout + result.stderr)
-    assert seconds >= 4.0
+    # The answer took about its 4 s (an upload's head in pieces may take one 0.4 s interval less: 3.98 s
+    # was seen), well past the 2 s request bound it must not be cut at.
+    assert seconds >= 0.9 * lie.seconds > float(FAST_BOUNDS["LMI_BUILD_S3_TIMEOUT"])
     if command == "pull":
         assert (world.cwd / "dest" / "model.safetensors").read_bytes() == (built / "model.safetensors").read_bytes()
     else:
