@@ -93,7 +93,9 @@ def show(
     out.result(_show_json(target, shown, standing), _options_table(shown.rows) if out.human else None)
     if out.human:
         _say_what_differs(shown)
-        _say_standing_defaults(standing)
+    if out.human and standing.values:
+        shown_values = ", ".join(f"{key}={value}" for key, value in standing.values.items())
+        out.info(f"standing defaults from {standing.path}: {shown_values} (a flag or the environment overrides each)")
     for warning in shown.warnings:
         out.warn(_line(warning.message, warning.hint))
     for problem in shown.errors:
@@ -184,12 +186,6 @@ def _say_what_differs(shown: _Shown) -> None:
                    f"{DIFF_MODEL} (not yours; profile {shown.plan.toolchain.profile}), `lmi-build plan` writes other "
                    f"values for {len(shown.differs)} key(s), some of them the model's: {changes}. Add --model MODEL to "
                    "see the values the plan writes for yours.")
-
-
-def _say_standing_defaults(standing: StandingDefaults) -> None:
-    if standing.values:
-        shown = ", ".join(f"{key}={value}" for key, value in standing.values.items())
-        current().info(f"standing defaults from {standing.path}: {shown} (a flag or the environment overrides each)")
 
 
 def _plan_origin(key: str, plan: BuildPlan[Any], layered: dict[str, Any]) -> str:

@@ -6,6 +6,7 @@ A matrix with any error fails as a whole, listing every error, not only the firs
 """
 
 import itertools
+import math
 import os
 import re
 import string
@@ -154,9 +155,7 @@ def expand(matrix: Matrix) -> tuple[list[tuple[str, BuildEntry, dict[str, Any]]]
             problems.append(f"build[{index}].matrix: every key needs a non-empty list of values")
             continue
         keys = list(product)
-        count = 1
-        for choices in product.values():
-            count *= len(choices)
+        count = math.prod(len(choices) for choices in product.values())
         if len(builds) + count > MAX_BUILDS:
             problems.append(f"build[{index}].matrix expands to {count:,} builds; a matrix file may hold at most "
                             f"{MAX_BUILDS:,} (split it, or narrow the product)")

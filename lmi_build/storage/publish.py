@@ -65,14 +65,10 @@ def verify_local_files(root: Path, entries: list[FileEntry], *, workers: int = 8
         inside(root, entry.path)  # a manifest path must never lead outside the artifact
     for problem in verify_entries(root, entries, workers=workers):
         entry = problem.entry
-        if problem.kind == "missing":
-            raise PublishError(f"{entry.path} is listed in {MANIFEST_NAME} but missing from {root}",
-                               hint="the artifact is incomplete: rebuild it")
-        if problem.kind == "size":
-            raise PublishError(f"{entry.path} has {problem.found_size} bytes, {MANIFEST_NAME} says {entry.size}",
-                               hint="the artifact is corrupted: rebuild it")
-        raise PublishError(f"{entry.path} does not match its sha256 in {MANIFEST_NAME}",
-                           hint="the artifact is corrupted: rebuild it")
+        why, state = {"missing": (f"is listed in {MANIFEST_NAME} but missing from {root}", "incomplete"),
+                      "size": (f"has {problem.found_size} bytes, {MANIFEST_NAME} says {entry.size}", "corrupted"),
+                      "sha256": (f"does not match its sha256 in {MANIFEST_NAME}", "corrupted")}[problem.kind]
+        raise PublishError(f"{entry.path} {why}", hint=f"the artifact is {state}: rebuild it")
 
 
 def write_tarball(artifact_dir: Path, entries: list[FileEntry], destination: Path) -> None:
@@ -167,12 +163,7 @@ def _plan_uploads(client: Any, target: S3Url, uploads: list[Upload], *, workers:
     sizes = list_sizes(client, target.bucket, target.list_prefix, extra=owner_args)
     same_size = [u.key for u in uploads if sizes.get(u.key) == u.size]
     heads = head_many(client, target.bucket, same_size, workers=workers, extra=owner_args)
-    todo: list[Upload] = []
-    for upload in uploads:
-        head = heads.get(upload.key)
-        if head is not None and (head.get("Metadata") or {}).get(SHA256_META) == upload.sha256:
-            continue
-        todo.append(upload)
+    todo = [u for u in uploads if ((heads.get(u.key) or {}).get("Metadata") or {}).get(SHA256_META) != u.sha256]
     return todo, len(uploads) - len(todo), set(sizes)
 
 
