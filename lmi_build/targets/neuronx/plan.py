@@ -33,7 +33,7 @@ from lmi_build.targets.neuronx.options import (
     withhold_static_batch,
 )
 from lmi_build.targets.neuronx.profiles import get_profile, load_profiles
-from lmi_build.targets.neuronx.sdk import NeuronDefaults, NeuronPlatform, sdk
+from lmi_build.targets.neuronx.sdk import NeuronPlatform, sdk
 from lmi_build.targets.neuronx.serving import (
     LoaderRefused,
     choose_loader,
@@ -129,7 +129,7 @@ def unbuilt_reason(profile: NeuronProfile, loader: str, layout: str) -> tuple[st
 
 
 def tnx_kwargs(*, batch: int, amp: str, tp: int, n_positions: int, continuous: bool,
-               given_contexts: list[int] | None, contexts: tuple[int, ...]) -> dict[str, Any]:
+               given_contexts: tuple[int, ...] | None, contexts: tuple[int, ...]) -> dict[str, Any]:
     """``NeuronAutoModelForCausalLM.from_pretrained`` kwargs as DJL builds them: n_positions as one
     int (TNX derives the buckets), context_length_estimate only when given (in the order given: DJL
     passes its parsed list), both as lists under continuous batching (DJL then fills the context
@@ -230,17 +230,14 @@ class NeuronxPlanning:
 
 # The stages of ``NeuronxPlanning.plan``, in its order: tensor parallelism, batching, the lengths
 # compiled, GQA, the loader and layout, then the start-up check of what the plan writes.
-
 def _platform(ctx: PlanContext) -> NeuronPlatform | None:
     """The Neuron platform of --instance-type, refused (None) when the SDK table has no facts
     for it (Trainium2: neuron_sdk.toml holds inf2 and trn1 tensor-parallel degrees only)."""
-    platform = ctx.instance.accelerator.platform if ctx.instance else None
-    if platform is None or ctx.instance is None:
+    if ctx.instance is None or (platform := ctx.instance.accelerator.platform) is None:
         return None
     known = sdk().tp_degrees
-    for name in known:
-        if name == platform:
-            return name
+    if (name := next((name for name in known if name == platform), None)) is not None:
+        return name
     ctx.findings.error("neuron_platform", f"{ctx.instance.name} is a {platform} instance; the neuronx target "
                        f"builds for {' and '.join(known)} only (transformers-neuronx, {sdk().name})",
                        hint=f"plan with an {' or '.join(f'{name}.*' for name in known)} instance type")
@@ -307,6 +304,7 @@ def _batching(ctx: PlanContext, profile: NeuronProfile, engine: str) -> tuple[in
     # DJL's older name max_dynamic_batch_size: the server's batch when batch_size is unset
     # (ModelInfo.java@0.30.0-dlc:864-867)
     server = user.batch_size if user.batch_size is not None else user.max_dynamic_batch_size
+    option_batch = user.option_batch_size
     if requested not in (None, "disable"):
         max_rolling = given.max_rolling_batch_size or 1
         # The recommender resolves auto from the size the user wrote, before it sets its own default
@@ -317,9 +315,21 @@ def _batching(ctx: PlanContext, profile: NeuronProfile, engine: str) -> tuple[in
                                  batch_size=server)
         reading = container_batching(written_text(written), profile)
         if reading.rolling:
-            _write_rolling_batch(ctx, profile, reading, max_rolling, user.option_batch_size, server)
+            _write_rolling_batch(ctx, profile, reading, max_rolling, option_batch, server)
             return max_rolling, True
-    return _write_static_batch(ctx, user.option_batch_size, server), False
+    if option_batch is not None and server is not None and option_batch != server:
+        ctx.findings.error("neuron_batch_size",
+                           f"option.batch_size={option_batch} (the batch the NEFFs are compiled for) and "
+                           f"batch_size={server} (the requests DJL hands the model at once) differ",
+                           hint="give one of them: lmi-build writes both with the same value")
+    batch = option_batch or server or 1
+    ctx.write_options(NeuronxServing(rolling_batch="disable"),
+                      "static batching (an unset option.rolling_batch is auto on LMI 0.30+)")
+    ctx.write_options(NeuronxServing(option_batch_size=batch), "the batch the NEFFs are compiled for")
+    ctx.write_options(NeuronxServing(batch_size=batch),
+                      "the requests DJL's server batches per call (ModelInfo.java:864-867)")
+    withhold_rolling_batch(ctx)
+    return batch, False
 
 
 def _write_rolling_batch(ctx: PlanContext, profile: NeuronProfile, reading: ContainerBatching, max_rolling: int,
@@ -334,31 +344,12 @@ def _write_rolling_batch(ctx: PlanContext, profile: NeuronProfile, reading: Cont
                                 "-o option.rolling_batch=disable for a static batch")
     if server is not None and server > 1:
         ctx.findings.error("neuron_batch_rolling",
-                           f"batch_size={server} batches requests statically, next to rolling batch "
-                           f"({reading.why})",
+                           f"batch_size={server} batches requests statically, next to rolling batch ({reading.why})",
                            hint="drop batch_size for rolling batch, or drop option.rolling_batch")
     ctx.write_options(NeuronxServing(rolling_batch=reading.rolling_batch),
                       f"as {profile.name} resolves it ({reading.why})")
     ctx.write_options(NeuronxServing(max_rolling_batch_size=max_rolling), "build knob")
     withhold_static_batch(ctx)
-
-
-def _write_static_batch(ctx: PlanContext, option_batch: int | None, server: int | None) -> int:
-    """The static batch, written both as the batch compiled and as the server's; returns it."""
-    if option_batch is not None and server is not None and option_batch != server:
-        ctx.findings.error("neuron_batch_size",
-                           f"option.batch_size={option_batch} (the batch the NEFFs are compiled for) and "
-                           f"batch_size={server} (the requests DJL hands the model at once) differ",
-                           hint="give one of them: lmi-build writes both with the same value")
-    batch = option_batch or server or 1
-    ctx.write_options(NeuronxServing(rolling_batch="disable"),
-                      "static batching (an unset option.rolling_batch is auto on LMI 0.30+)")
-    ctx.write_options(NeuronxServing(option_batch_size=batch), "the batch the NEFFs are compiled for")
-    ctx.write_options(NeuronxServing(batch_size=batch),
-                      "the requests DJL's server batches per call (ModelInfo.java:864-867)")
-    withhold_rolling_batch(ctx)
-    return batch
-
 
 
 @dataclass(frozen=True)
@@ -370,11 +361,7 @@ class NeffShape:
     continuous: bool  # TNX continuous batching (DJL compiles the shared caches for it)
     n_positions: tuple[int, ...]  # token-generation buckets
     contexts: tuple[int, ...]  # context-encoding buckets
-    given_contexts: list[int] | None  # option.context_length_estimate in the order given (DJL passes it so)
-
-    @property
-    def top(self) -> int:
-        return max(self.n_positions)
+    top: int  # the largest n_positions
 
 
 def _neff_shape(ctx: PlanContext, profile: NeuronProfile, batch: int, rolling: bool) -> NeffShape:
@@ -384,27 +371,18 @@ def _neff_shape(ctx: PlanContext, profile: NeuronProfile, batch: int, rolling: b
     given = read_options(ctx, NeuronxOptions)  # with what the batching wrote
     continuous = continuous_batching(profile, rolling=rolling, batch=batch, model_type=ctx.spec.model_type,
                                      rolling_batch=given.rolling_batch)
-    requested = _n_positions(ctx, defaults, profile)
+    # option.n_positions as given (one int, as the container reads it; it derives the buckets), else what
+    # the release resolves when serving.properties has none (``n_positions_default``)
+    requested = given.n_positions if given.n_positions is not None else profile.n_positions_default
+    if requested is None:
+        limit, cap = ctx.spec.max_position_embeddings, defaults.max_n_positions
+        requested = min(limit, cap) if limit else cap
     n_positions = (requested,) if continuous else token_buckets(requested, defaults.first_bucket)
     checks.check_total_length(ctx, max(n_positions), "n_positions", "lower --n-positions to at most {limit}")
     contexts = _contexts(ctx, profile, given, n_positions, continuous)
     _check_io_lengths(ctx, max(n_positions))
-    given_contexts = list(given.context_length_estimate) if given.context_length_estimate is not None else None
     return NeffShape(batch=batch, rolling=rolling, continuous=continuous, n_positions=n_positions,
-                     contexts=contexts, given_contexts=given_contexts)
-
-
-def _n_positions(ctx: PlanContext, defaults: NeuronDefaults, profile: NeuronProfile) -> int:
-    """option.n_positions as given (one int, as the container reads it; it derives the buckets), else
-    what ``profile``'s release resolves when serving.properties has none (``n_positions_default``)."""
-    given = read_options(ctx, NeuronxOptions).n_positions
-    if given is not None:
-        return given
-    if profile.n_positions_default is not None:
-        return profile.n_positions_default
-    limit = ctx.spec.max_position_embeddings
-    cap = defaults.max_n_positions
-    return min(limit, cap) if limit else cap
+                     contexts=contexts, top=max(n_positions))
 
 
 def _contexts(ctx: PlanContext, profile: NeuronProfile, given: NeuronxOptions, n_positions: tuple[int, ...],
@@ -491,7 +469,7 @@ def _neff_build(ctx: PlanContext, profile: NeuronProfile, *, tp: int, amp: str, 
         optimum_kwargs=optimum_kwargs(tp=tp, amp=amp, batch=batch, n_positions=top) if loader == "optimum" else {},
         split_class=sdk().split_classes.get(model_type) if layout == "neuronx-split" else None,
         tnx_kwargs=tnx_kwargs(batch=batch, amp=amp, tp=tp, n_positions=top, continuous=shape.continuous,
-                              given_contexts=shape.given_contexts, contexts=shape.contexts),
+                              given_contexts=given.context_length_estimate, contexts=shape.contexts),
         neuron_config=neuron_config(continuous=shape.continuous, batch=batch, gqa_requested=requested,
                                     quantized=ctx.quantization.method == "int8", amp=amp,
                                     on_device_embedding=embedding),
@@ -542,8 +520,7 @@ def _layout(ctx: PlanContext, profile: NeuronProfile, loader: Loader) -> Literal
                            "from it (model.load), which a compile-cache tree cannot satisfy",
                            hint="give the s3:// URL the artifact will be published to, or leave it unset "
                                 "for the self-contained precompiled layout")
-    profile_rejects = profile.compiled_graph_path_s3 == "rejected"
-    if graph.startswith("s3://") and profile_rejects:
+    if graph.startswith("s3://") and profile.compiled_graph_path_s3 == "rejected":
         ctx.findings.error("compiled_graph_path_rejected",
                            f"{profile.name} would model.load() {graph} itself, which transformers-neuronx refuses "
                            f"as a missing directory ({'; '.join(profile.compiled_graph_path_sources)})",
