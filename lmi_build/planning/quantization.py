@@ -231,15 +231,9 @@ class QuantizationRules:
     refused_methods: Mapping[str, PlanMessage] = field(default_factory=dict)
 
 
-def plan_quantization(
-    method: str | None,
-    options: ResolvedOptions,
-    spec: ModelSpec,
-    rules: QuantizationRules,
-    calib_file: Path | None,
-    *,
-    checkpoint_route: Route = "modelopt",
-) -> tuple[QuantizationPlan, list[PlanMessage]]:
+def plan_quantization(method: str | None, options: ResolvedOptions, spec: ModelSpec, rules: QuantizationRules,
+                      calib_file: Path | None, *,
+                      checkpoint_route: Route = "modelopt") -> tuple[QuantizationPlan, list[PlanMessage]]:
     """Resolve the quantization step. ``method`` (a METHODS name or alias) wins over option.quantize.
 
     Returns the plan and its messages; messages whose code is in ``WARNING_CODES`` are warnings,
@@ -364,11 +358,9 @@ def _plan_prequantized(
     return plan, messages
 
 
-def _plan_calibration(
-    entry: QuantMethod, options: ResolvedOptions, given: CommonOptions, calib_file: Path | None,
-    messages: list[PlanMessage],
-) -> CalibrationPlan | None:
-
+def _plan_calibration(entry: QuantMethod, options: ResolvedOptions, given: CommonOptions, calib_file: Path | None,
+                      messages: list[PlanMessage]) -> CalibrationPlan | None:
+    """The calibration samples and settings, from the options (LMI's awq_calib_size first for AWQ)."""
     default_size = entry.default_calib_size or 64
     # awq_calib_size (LMI's key) wins over lmi-build's general calib_size for AWQ.
     # A table default of awq_calib_size must not hide an explicit calib_size.
