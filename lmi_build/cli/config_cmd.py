@@ -141,7 +141,8 @@ def _layers_beside_plan(target: str, resolution: OptionResolution, request: Plan
     return _Shown(rows, plan, differs, resolution.warnings, resolution.errors)
 
 
-def _rows(target: str, values: Mapping[str, tuple[str, str, str | None]], secrets: list[str]) -> dict[str, dict[str, Any]]:
+def _rows(target: str, values: Mapping[str, tuple[str, str, str | None]],
+          secrets: list[str]) -> dict[str, dict[str, Any]]:
     return {key: {"value": redact(key, value, secrets), "source": source, "origin": origin,
                   "build_relevant": spec.is_build_relevant(target) if (spec := exact_spec(key)) else None}
             for key, (value, source, origin) in values.items()}

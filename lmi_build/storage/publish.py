@@ -235,7 +235,8 @@ def publish(
     output.info(f"checking {len(entries)} files against {MANIFEST_NAME}")
     verify_local_files(artifact_dir, entries, workers=workers)
 
-    manifest_meta = {SHA256_META: hashlib.sha256(manifest_bytes).hexdigest(), LAYOUT_META: "tarball" if tarball else "files"}
+    manifest_meta = {SHA256_META: hashlib.sha256(manifest_bytes).hexdigest(),
+                     LAYOUT_META: "tarball" if tarball else "files"}
     tar_path = artifact_dir.parent / f".{artifact_dir.name}.{TARBALL_NAME}.partial" if tarball else None
     try:
         if tar_path is not None:
