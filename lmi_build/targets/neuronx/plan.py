@@ -85,12 +85,9 @@ def effective_gqa(requested: str | None, *, batch_size: int, tp: int, heads: int
                   head_dim: int) -> str:
     """The strategy transformers-neuronx settles on, in its control flow (neuron_sdk.toml [gqa]:
     1ade6d7 decoder.py:112-176): early returns keep a strategy whatever the KV heads."""
-    if requested is None:
-        if heads == kv_heads:
-            return DEFAULT_GQA  # plain MHA: TNX configures no GQA, the heads are sharded (padded where needed)
-        effective = DEFAULT_GQA
-    else:
-        effective = requested
+    if requested is None and heads == kv_heads:
+        return DEFAULT_GQA  # plain MHA: TNX configures no GQA, the heads are sharded (padded where needed)
+    effective = DEFAULT_GQA if requested is None else requested
     if requested == "replicated-heads":
         return effective
     if requested == "shard-over-batch":
