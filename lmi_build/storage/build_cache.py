@@ -29,7 +29,7 @@ from lmi_build.artifact.manifest import load_manifest
 from lmi_build.errors import LmiBuildError, PublishError
 from lmi_build.output import Output, current
 from lmi_build.reading import MAX_DOCUMENT_BYTES, parse_json
-from lmi_build.storage.bounded import list_pages, read_limited
+from lmi_build.storage.bounded import read_limited
 from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors
 from lmi_build.storage.publish import check_prefix_owned, publish, refuse_replacing
 from lmi_build.storage.remote import (
@@ -40,7 +40,7 @@ from lmi_build.storage.remote import (
     verify_remote,
 )
 from lmi_build.storage.s3url import S3Url, parse_s3_url
-from lmi_build.storage.transfer import SHA256_META, head_many
+from lmi_build.storage.transfer import SHA256_META, delete_keys, head_many, list_sizes
 
 ENTRY_NAME = "entry.json"
 # copy_object copies up to 5 GiB in one request; larger objects go through s3transfer's multipart copy.
@@ -165,10 +165,8 @@ class RemoteBuildCache:
                 raise PublishError(f"after the copy, {problems[0].message}", hint="rerun the same command")
             if not manifest_kept:
                 self._copy_object(source, target, MANIFEST_NAME, len(found.data))
-            stale = sorted(replaced - {target.key(p) for p, _, _ in wanted})
-            if stale:  # the replaced artifact's own objects, and nothing else (check_prefix_owned)
-                self.client.delete_objects(Bucket=target.bucket,
-                                           Delete={"Objects": [{"Key": k} for k in stale], "Quiet": True})
+            # The replaced artifact's own objects, and nothing else (check_prefix_owned).
+            delete_keys(self.client, target.bucket, replaced - {target.key(p) for p, _, _ in wanted})
         return len(todo)
 
     def _copies_needed(self, target: S3Url, found: RemoteManifest, wanted: list[tuple[str, int, str]],
@@ -237,7 +235,4 @@ class RemoteBuildCache:
 
     def _delete_prefix(self, prefix: S3Url) -> None:
         with s3_errors(prefix, self.endpoint, operation="removing an uncommitted cache attempt"):
-            for page in list_pages(self.client, prefix.bucket, prefix.list_prefix):
-                keys = [{"Key": key} for key, _size in page]
-                if keys:
-                    self.client.delete_objects(Bucket=prefix.bucket, Delete={"Objects": keys, "Quiet": True})
+            delete_keys(self.client, prefix.bucket, list_sizes(self.client, prefix.bucket, prefix.list_prefix))

@@ -51,6 +51,7 @@ from lmi_build.storage.transfer import (
     TransferSummary,
     Upload,
     b64_sha256,
+    delete_keys,
     head_many,
     list_sizes,
     upload_all,
@@ -104,10 +105,8 @@ def _remove_replaced(client: Any, target: S3Url, old: set[str], keep: set[str], 
                      output: Output) -> None:
     """After the new manifest committed: delete the replaced artifact's objects (those its manifest
     listed) that the new one does not list. Nothing else under the prefix is ever deleted."""
-    stale = sorted(old - keep - {target.key(MANIFEST_NAME)})
-    for start in range(0, len(stale), 1000):  # DeleteObjects takes at most 1000 keys
-        batch = [{"Key": key} for key in stale[start:start + 1000]]
-        client.delete_objects(Bucket=target.bucket, Delete={"Objects": batch, "Quiet": True}, **owner_args)
+    stale = old - keep - {target.key(MANIFEST_NAME)}
+    delete_keys(client, target.bucket, stale, extra=owner_args)
     if stale:
         output.info(f"removed {len(stale)} objects of the replaced artifact")
 
