@@ -195,6 +195,19 @@ def _check_passed_through(ctx: PlanContext, profile: HfProfile, pre: PreQuantiza
                        else "start from the unquantized model")
 
 
+def _refuse_unloadable_method(ctx: PlanContext, profile: HfProfile, method: str, where: str) -> None:
+    """--quantize ``method`` on a profile that loads none of the formats lmi-build writes for it: the
+    methods it does load (if any), and the other profiles that load this one."""
+    model_type = ctx.spec.model_type
+    loadable = sorted(m for m, f in profile.formats.items() if f and writable(f, model_type))
+    others = [p.name for p in load_profiles() if p.name != profile.name and p.formats.get(method)
+              and writable(p.formats[method], model_type)]
+    ctx.findings.error("hf_format", f"{where} loads no --quantize {method} checkpoint that lmi-build writes",
+                       hint=(f"use --quantize {' or '.join(loadable)} for this profile" if loadable else
+                             "leave --quantize out for this profile (it loads no quantized checkpoint lmi-build writes)")
+                            + (f", or --profile {' or '.join(others)}" if others else ""))
+
+
 def plan_export_format(ctx: PlanContext, profile: HfProfile | None, dtype: str) -> ExportFormat:
     """``export_format`` with its plan findings; a quantized checkpoint declares its method in
     config.json, so option.quantize is kept out of serving.properties (serving_formats.toml [serving])."""
@@ -208,13 +221,7 @@ def plan_export_format(ctx: PlanContext, profile: HfProfile | None, dtype: str) 
     where = "LMI's vLLM/LMI-Dist containers" if profile is None else f"{profile.name} ({profile.engine}, vLLM {profile.vllm})"
     if chosen is None:
         assert profile is not None
-        loadable = sorted(m for m, f in profile.formats.items() if f and writable(f, model_type))
-        others = [p.name for p in load_profiles() if p.name != profile.name and p.formats.get(quant.method)
-                  and writable(p.formats[quant.method], model_type)]
-        ctx.findings.error("hf_format", f"{where} loads no --quantize {quant.method} checkpoint that lmi-build writes",
-                           hint=(f"use --quantize {' or '.join(loadable)} for this profile" if loadable else
-                                 "leave --quantize out for this profile (it loads no quantized checkpoint lmi-build writes)")
-                                + (f", or --profile {' or '.join(others)}" if others else ""))
+        _refuse_unloadable_method(ctx, profile, quant.method, where)
         chosen = "modelopt_hf"
     folds = format_facts("awq").fold_model_types
     if chosen == "awq" and ctx.spec.model_type not in folds:
