@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sys
 import threading
 import time
@@ -123,7 +124,7 @@ class ByteEvents:
         self.what, self.total = what, total
         self.done = 0
         self.sent = 0
-        self.last = 0.0
+        self.last = -math.inf  # the first is sent at once: time.monotonic() may start near 0 (a fresh host's uptime)
         self.last_done = -1
         self.lock = threading.Lock()
 

@@ -212,30 +212,41 @@ def plan_export_format(ctx: PlanContext, profile: HfProfile | None, dtype: str) 
     """``export_format`` with its plan findings; a quantized checkpoint declares its method in
     config.json, so option.quantize is kept out of serving.properties (serving_formats.toml [serving])."""
     quant = ctx.quantization
-    model_type = ctx.spec.model_type
-    chosen = export_format(quant, profile, model_type)
     if quant.pre_quantized is not None and profile is not None:
         _check_passed_through(ctx, profile, quant.pre_quantized)
     if quant.method is None or quant.pre_quantized is not None:
         return "hf"
     where = "LMI's vLLM/LMI-Dist containers" if profile is None else f"{profile.name} ({profile.engine}, vLLM {profile.vllm})"
-    if chosen is None:
+    model_type = ctx.spec.model_type
+    chosen = export_format(quant, profile, model_type)
+    if chosen is None:  # only a profile loads none
         assert profile is not None
         _refuse_unloadable_method(ctx, profile, quant.method, where)
         chosen = "modelopt_hf"
+    _check_format(ctx, chosen, dtype, where)
+    if serving_formats().serving.withhold_quantize:
+        withhold_quantize(ctx)
+    state_loading_profiles(ctx, profile, chosen)
+    return chosen
+
+
+def _check_format(ctx: PlanContext, chosen: ExportFormat, dtype: str, where: str) -> None:
+    """What the ``chosen`` format cannot hold (AWQ scales left unfolded, KV-cache scales) or serves
+    only on some GPUs."""
+    kv_cache = ctx.quantization.kv_cache_quant_algo
     folds = format_facts("awq").fold_model_types
     if chosen == "awq" and ctx.spec.model_type not in folds:
         ctx.findings.error("hf_format_awq_fold", f"AWQ scales of {ctx.spec.architecture} cannot be folded into "
                            f"the AutoAWQ format {where} loads (ModelOpt folds them for model types {', '.join(folds)})",
                            hint="use --quantize gptq or fp8 for this profile (AWQ of this model is written only in "
                                 "ModelOpt's format, without --profile, which no LMI profile loads)")
-    if chosen in ("awq", "gptq") and quant.kv_cache_quant_algo is not None:
+    if chosen in ("awq", "gptq") and kv_cache is not None:
         ctx.findings.error("hf_format_kv_cache", f"the {chosen} checkpoint format has no place for "
-                           f"{quant.kv_cache_quant_algo} KV-cache scales",
+                           f"{kv_cache} KV-cache scales",
                            hint="drop option.kv_cache_dtype (vLLM can quantize the KV cache at run time), "
                                 "or use --quantize fp8")
-    if chosen == "compressed_tensors" and quant.kv_cache_quant_algo is not None:
-        ctx.findings.error("hf_format_kv_cache", f"lmi-build writes no {quant.kv_cache_quant_algo} KV-cache scales "
+    if chosen == "compressed_tensors" and kv_cache is not None:
+        ctx.findings.error("hf_format_kv_cache", f"lmi-build writes no {kv_cache} KV-cache scales "
                            "into compressed-tensors checkpoints (ModelOpt's FP8 export is rewritten without them)",
                            hint="drop option.kv_cache_dtype (vLLM can quantize the KV cache at run time)")
     if chosen == "compressed_tensors":
@@ -246,10 +257,6 @@ def plan_export_format(ctx: PlanContext, profile: HfProfile | None, dtype: str) 
         ctx.findings.warn("hf_format_dtype", f"{chosen} in bfloat16 is served only by vLLM's {chosen}_marlin "
                           f"kernel (its {chosen} kernel takes float16 activations)",
                           hint="serve on a GPU the marlin kernel supports (sm80+), or build with --dtype fp16")
-    if serving_formats().serving.withhold_quantize:
-        withhold_quantize(ctx)
-    state_loading_profiles(ctx, profile, chosen)
-    return chosen
 
 
 def state_loading_profiles(ctx: PlanContext, profile: HfProfile | None, fmt: ExportFormat) -> None:
