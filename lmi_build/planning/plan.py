@@ -93,6 +93,9 @@ class MemoryEstimate(FrozenModel):
     kv_cache_needed_bytes: int | None = None
     max_model_len_fits: int | None = None
     cudagraph_bytes: int | None = None  # CUDA graph memory subtracted first (releases that do; estimate)
+    # whether the engine refuses a max_model_len sequence that does not fit (False: LMI-Dist 8, whose start-up
+    # check is its warmup prefill; ``fits`` then says whether that passes)
+    sequence_checked: bool | None = None
 
 
 class CheckpointStepEstimate(FrozenModel):

@@ -277,7 +277,11 @@ def _engine_kv_rows(table: _Section, memory: MemoryEstimate) -> None:
         return
     table.add_row("KV cache", f"{memory.kv_cache_tokens:,} tokens ({human_bytes(memory.kv_cache_device_bytes or 0)} on "
                   f"each device, {per_token}) of {memory.instance_type}'s {human_bytes(memory.device_memory_bytes or 0)} x {util}")
-    if memory.fits:
+    if memory.sequence_checked is False:  # LMI-Dist 8: its warmup is the start-up check, no sequence length
+        outcome = "starts (no sequence length is checked)" if memory.fits else "fails its start-up warmup"
+        table.add_row("sequences", f"{memory.full_length_sequences:,} of max_model_len {memory.max_seq_len:,} fit in it at "
+                      f"once (the engine batches at most {memory.max_batch_size:,}); {need}; {outcome}")
+    elif memory.fits:
         table.add_row("sequences", f"{memory.full_length_sequences:,} of max_model_len {memory.max_seq_len:,} fit in it at "
                       f"once (the engine batches at most {memory.max_batch_size:,}); {need}: starts")
     else:

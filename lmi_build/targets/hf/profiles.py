@@ -41,7 +41,10 @@ class VllmMemory(Record):
     max_model_len (``planning/memory.py`` has the rule): its vLLM's defaults, read from that vLLM's source
     (``tests/vendor/vllm/memory.json``, which a test compares with these) and its DJL handler's engine args."""
 
-    check: Literal["v1", "v0"]  # V1 check_enough_kv_cache_memory, V0 raise_if_cache_size_invalid
+    # V1 check_enough_kv_cache_memory, V0 raise_if_cache_size_invalid (one max_model_len sequence must fit);
+    # "warmup": an engine not built on vLLM (LMI-Dist 8) that sizes its KV cache in a warmup prefill of
+    # max_num_batched_tokens and checks no sequence length (it reads no gpu_memory_utilization or max_model_len)
+    check: Literal["v1", "v0", "warmup"]
     check_source: str  # where that check is (version, path:line, function)
     gpu_memory_utilization: float  # the default when option.gpu_memory_utilization is unset
     block_size: int  # tokens per KV cache block on CUDA
