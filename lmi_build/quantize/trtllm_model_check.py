@@ -79,16 +79,13 @@ def tensor_problems(rank_tensors: Mapping[int, Set[str]], layers: int | None, *,
 def _layer_tensors(names: Set[str]) -> dict[int, set[str]]:
     """Layer number -> the names after its ``transformer.layers.<n>.`` prefix."""
     per_layer: dict[int, set[str]] = {}
-    for name in names:
-        found = _LAYER.fullmatch(name)
-        if found:
-            per_layer.setdefault(int(found.group(1)), set()).add(found.group(2))
+    for found in filter(None, map(_LAYER.fullmatch, names)):
+        per_layer.setdefault(int(found.group(1)), set()).add(found.group(2))
     return per_layer
 
 
 def _placement_problems(rank: int, rank_tensors: Mapping[int, Set[str]], *, tp: int, pp: int) -> list[str]:
-    """The embedding on a first-stage rank, the last stage's tensors on a last-stage one, and the same
-    tensors as the stage's first tensor rank."""
+    """The first stage's embedding, the last stage's tensors, the same tensors as the stage's rank 0."""
     stage, tp_rank = divmod(rank, tp)
     names = rank_tensors[rank]
     needed = ([EMBEDDING] if stage == 0 else []) + (list(LAST_RANK_TENSORS) if stage == pp - 1 else [])

@@ -64,7 +64,7 @@ def preflight(saved: SavedPlan, settings: BuildSettings) -> None:
 
 def build(ctx: BuildContext) -> None:
     plan, run = ctx.plan, narrowed(ctx.settings.run, TrtllmRun)
-    world_size = plan.knobs(TrtllmBuild).world_size
+    knobs = plan.knobs(TrtllmBuild)
     profile = get_profile(plan.toolchain.profile)
     ctx.layout = layout_for(profile.layout)
     checkpoint = run.checkpoint.absolute() if run.checkpoint else ctx.work / BUNDLE_CHECKPOINT
@@ -77,7 +77,16 @@ def build(ctx: BuildContext) -> None:
             ctx.stopped = stopped
             return
         _keep_logs(ctx.work, engine)
-    _accept_engine(ctx, engine, profile, world_size)
+    info = check_engine_dir(engine, profile, world_size=knobs.world_size)
+    _check_engine_is_the_plans(engine, plan)
+    sm, name = gpu_sm()
+    ctx.record.hardware = HardwareTarget(gpu_sm=sm, gpu_name=name)
+    ctx.record.toolchain = {"tensorrt_llm": info.version}
+    if info.stand_in:
+        ctx.record.toolchain["stand_in"] = "true"
+        current().warn("the engine directory was written by a STAND-IN trtllm-build: this is not a real engine")
+    ctx.stand_in = info.stand_in
+    ctx.produced = engine
 
 
 def _run_steps(ctx: BuildContext, run: TrtllmRun, profile: ContainerProfile, paths: Paths,
@@ -106,20 +115,6 @@ def _run_steps(ctx: BuildContext, run: TrtllmRun, profile: ContainerProfile, pat
             result = runner.run(step, paths, ctx.work, ctx.plan)
         ctx.record.steps.append(StepTiming(name=step.name, seconds=result.seconds, detail=f"{runner.kind} runner"))
     return None
-
-
-def _accept_engine(ctx: BuildContext, engine: Path, profile: ContainerProfile, world_size: int) -> None:
-    """The engine directory must be the plan's; the record names the GPU and TensorRT-LLM it was built with."""
-    info = check_engine_dir(engine, profile, world_size=world_size)
-    _check_engine_is_the_plans(engine, ctx.plan)
-    sm, name = gpu_sm()
-    ctx.record.hardware = HardwareTarget(gpu_sm=sm, gpu_name=name)
-    ctx.record.toolchain = {"tensorrt_llm": info.version}
-    if info.stand_in:
-        ctx.record.toolchain["stand_in"] = "true"
-        current().warn("the engine directory was written by a STAND-IN trtllm-build: this is not a real engine")
-    ctx.stand_in = info.stand_in
-    ctx.produced = engine
 
 
 def check_checkpoint(directory: Path, plan: BuildPlan, *, legacy: bool = False) -> None:

@@ -5,7 +5,7 @@ Generating the vendor tools' argv from these knobs is ``lmi_build.targets.trtllm
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from lmi_build.errors import LmiBuildError, OptionError
 from lmi_build.model.spec import ModelSpec
@@ -21,7 +21,7 @@ from lmi_build.planning.startup import outcome_messages
 from lmi_build.planning.target_api import ContainerFacts, RecipeRoute, TargetPlan
 from lmi_build.quantize.tensor_map import lm_head_written, streamable
 from lmi_build.recipes.schema import Recipe, TargetSupport
-from lmi_build.targets.trtllm.families import family_limits
+from lmi_build.targets.trtllm.families import FamilyLimits, family_limits
 from lmi_build.targets.trtllm.flags import flag_table
 from lmi_build.targets.trtllm.knobs import TrtllmBuild, TrtllmRequest
 from lmi_build.targets.trtllm.kv_cache import paged_kv_cache
@@ -29,7 +29,7 @@ from lmi_build.targets.trtllm.layouts import FLAT_ENGINE
 from lmi_build.targets.trtllm.lengths import resolve_lengths
 from lmi_build.targets.trtllm.options import TrtllmOptions, TrtllmServing, apply_release_defaults
 from lmi_build.targets.trtllm.prequantized import QUANTIZATION
-from lmi_build.targets.trtllm.profiles import get_profile, load_profiles
+from lmi_build.targets.trtllm.profiles import ContainerProfile, get_profile, load_profiles
 from lmi_build.targets.trtllm.routes import recipe_route
 from lmi_build.targets.trtllm.since import (
     checkpoint_architecture,
@@ -42,10 +42,6 @@ from lmi_build.targets.trtllm.startup import RELEASE_DEFECT, evaluate, from_plan
 from lmi_build.targets.trtllm.steps import StepInputs, plan_steps
 from lmi_build.types import TargetName
 from lmi_build.versions import release
-
-if TYPE_CHECKING:
-    from lmi_build.targets.trtllm.families import FamilyLimits
-    from lmi_build.targets.trtllm.profiles import ContainerProfile
 
 
 class TrtllmPlanning:
@@ -118,8 +114,7 @@ class TrtllmPlanning:
         _check_startup(ctx, profile, build)
         return TargetPlan(
             build=build, dtype=dtype, checkpoint_work=checkpoint_work(build, ctx.quantization),
-            toolchain=ToolchainRef(target="trtllm", profile=profile.name, image=profile.image,
-                                   versions=profile.versions()),
+            toolchain=self.toolchain(profile.name),
             workload=Workload(batch_size=build.max_batch_size, seq_len=lengths.max_seq_len, tp=tp, pp=pp,
                               paged=paged_kv_cache(ctx, profile, build),
                               tied_head_written=ctx.spec.tie_word_embeddings and lm_head_written(

@@ -235,7 +235,18 @@ def _convert_checkpoint_step(build: TrtllmBuild, quant: QuantizationPlan, table:
     args = _Args(table, "convert_checkpoint",
                  ["python3", f"{{examples}}/{table.example_dir(example)}/convert_checkpoint.py"])
     _converter_layout_args(args, build, table, example)
-    _converter_variant_args(args, build, table, example)
+    variant = table.variants.get(example)
+    if variant is not None and variant.option in build.model_version:
+        # Each converter names the model's variant its own way (flags.toml [variants]); an unknown flag
+        # fails plan_steps' validation instead of reaching argparse.
+        args.add(variant.flag, variant.value(build.model_version[variant.option]))
+    elif build.model_version:
+        # Without its variant flag a converter guesses the variant from the model directory's name
+        # (examples/chatglm load_chatglm_config, examples/gpt load_gpt_config): a local directory's path.
+        options = ", ".join(full_key(key) for key in sorted(build.model_version))
+        raise UnsupportedTarget(f"{_converter(table, example)} has no flag lmi-build knows for {options} "
+                                "(flags.toml [variants])",
+                                hint="plan with a profile of a newer TensorRT-LLM (lmi-build profiles list)")
     _converter_quantization_args(args, quant, table)
     lacking = [flag for flag in (table.limits.converter_lacks or {}).get(example, ())
                if f"--{flag}" in _flags_part(args.argv)]
@@ -264,21 +275,6 @@ def _converter_layout_args(args: _Args, build: TrtllmBuild, table: FlagTable, ex
             args.add(parallel, number)
     if spelling.workers is not None and args.has(spelling.workers):
         args.add(spelling.workers, "{workers}")
-
-
-def _converter_variant_args(args: _Args, build: TrtllmBuild, table: FlagTable, example: str) -> None:
-    variant = table.variants.get(example)
-    if variant is not None and variant.option in build.model_version:
-        # Each converter names the model's variant its own way (flags.toml [variants]); an unknown flag
-        # fails plan_steps' validation instead of reaching argparse.
-        args.add(variant.flag, variant.value(build.model_version[variant.option]))
-    elif build.model_version:
-        # Without its variant flag a converter guesses the variant from the model directory's name
-        # (examples/chatglm load_chatglm_config, examples/gpt load_gpt_config): a local directory's path.
-        options = ", ".join(full_key(key) for key in sorted(build.model_version))
-        raise UnsupportedTarget(f"{_converter(table, example)} has no flag lmi-build knows for {options} "
-                                "(flags.toml [variants])",
-                                hint="plan with a profile of a newer TensorRT-LLM (lmi-build profiles list)")
 
 
 def _converter_quantization_args(args: _Args, quant: QuantizationPlan, table: FlagTable) -> None:
@@ -352,9 +348,8 @@ def _trtllm_build_step(plan: StepInputs, build: TrtllmBuild, table: FlagTable, w
     args.add("gpt_attention_plugin", _dtype_value(build.gpt_attention_plugin))
     if args.has("paged_kv_cache"):
         # 0.8-0.11 need these spelled out for in-flight batching (the LMI rolling batch).
-        args.switch("context_fmha", True)
-        args.switch("paged_kv_cache", True)
-        args.switch("remove_input_padding", True)
+        for feature in ("context_fmha", "paged_kv_cache", "remove_input_padding"):
+            args.switch(feature, True)
     args.add_unless_none("tokens_per_block", build.tokens_per_block)
     if build.use_paged_context_fmha:
         args.switch("use_paged_context_fmha", True)
@@ -377,8 +372,16 @@ def _trtllm_build_step(plan: StepInputs, build: TrtllmBuild, table: FlagTable, w
 # ---- 0.7.x: examples/<model>/build.py (+ hf_llama_convert.py / quantize.py) ----
 
 def _legacy_steps(plan: StepInputs, build: TrtllmBuild, table: FlagTable, warnings: list[str]) -> list[Step]:
-    quant = plan.quantization
-    example_dir = table.example_dir(_legacy_example(build, quant, table))
+    example, quant = build.trtllm_example, plan.quantization
+    if example not in LEGACY_EXAMPLES:
+        raise UnsupportedTarget(f"TensorRT-LLM {table.series} legacy builds support only {', '.join(LEGACY_EXAMPLES)} "
+                                f"examples here, not '{example}'",
+                                hint="pick a profile with TensorRT-LLM >= 0.8")
+    if quant.pre_quantized is not None and quant.pre_quantized.method != "gptq":
+        raise UnsupportedTarget(f"pre-quantized {quant.pre_quantized.method} checkpoints cannot be built with "
+                                f"TensorRT-LLM {table.series} (its build.py reads GPTQ ones only)",
+                                hint="pick a profile with TensorRT-LLM >= 0.16")
+    example_dir = table.example_dir(example)
     args = _Args(table, "legacy_build", ["python3", f"{{examples}}/{example_dir}/build.py"])
     checkpoint = _legacy_quantization(args, build, quant, table, example_dir)
     _legacy_engine_args(args, build)
@@ -388,21 +391,6 @@ def _legacy_steps(plan: StepInputs, build: TrtllmBuild, table: FlagTable, warnin
     return [*converted, Step(name="engine", argv=args.argv, where="container", tool="legacy_build",
                              inputs=["model", "examples", *(["checkpoint"] if converted else [])], outputs=["engine"],
                              timeout_s=BUILD_TIMEOUT_S)]
-
-
-def _legacy_example(build: TrtllmBuild, quant: QuantizationPlan, table: FlagTable) -> str:
-    """The example whose 0.7.x scripts build the plan: one of LEGACY_EXAMPLES, from no pre-quantized input
-    but GPTQ's."""
-    example = build.trtllm_example
-    if example not in LEGACY_EXAMPLES:
-        raise UnsupportedTarget(f"TensorRT-LLM {table.series} legacy builds support only {', '.join(LEGACY_EXAMPLES)} "
-                                f"examples here, not '{example}'",
-                                hint="pick a profile with TensorRT-LLM >= 0.8")
-    if quant.pre_quantized is not None and quant.pre_quantized.method != "gptq":
-        raise UnsupportedTarget(f"pre-quantized {quant.pre_quantized.method} checkpoints cannot be built with "
-                                f"TensorRT-LLM {table.series} (its build.py reads GPTQ ones only)",
-                                hint="pick a profile with TensorRT-LLM >= 0.16")
-    return example
 
 
 def _legacy_quantization(args: _Args, build: TrtllmBuild, quant: QuantizationPlan, table: FlagTable,
