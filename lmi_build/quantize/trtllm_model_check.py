@@ -63,31 +63,46 @@ def tensor_problems(rank_tensors: Mapping[int, Set[str]], layers: int | None, *,
     ranks, adding up to ``layers``; with ``uniform_layers`` every layer holding the same tensors."""
     if set(rank_tensors) != set(range(tp * pp)):
         return [f"ranks {sorted(rank_tensors)} (tp {tp} x pp {pp} makes ranks 0-{tp * pp - 1})"]
+    per_rank = [_layer_tensors(rank_tensors[rank]) for rank in range(tp * pp)]
+    # Every layer must hold what the first layer found holds (tensor names after the layer's prefix).
+    reference = next((held for layers_of in per_rank for _, held in sorted(layers_of.items())), None)
     problems: list[str] = []
-    total = 0
-    suffixes: set[str] | None = None
     for rank in range(tp * pp):
-        pp_rank, tp_rank = divmod(rank, tp)
-        names = rank_tensors[rank]
-        needed = ([EMBEDDING] if pp_rank == 0 else []) + (list(LAST_RANK_TENSORS) if pp_rank == pp - 1 else [])
-        problems += [f"rank{rank} has no {name}" for name in needed if name not in names]
-        if tp_rank and names != rank_tensors[pp_rank * tp]:
-            problems.append(f"rank{rank} holds other tensors than rank{pp_rank * tp} (same pipeline stage)")
-        per_layer: dict[int, set[str]] = {}
-        for name in names:
-            found = _LAYER.fullmatch(name)
-            if found:
-                per_layer.setdefault(int(found.group(1)), set()).add(found.group(2))
-        if sorted(per_layer) != list(range(len(per_layer))):
-            problems.append(f"rank{rank}'s layers are numbered {sorted(per_layer)[:8]}, not from 0 without gaps")
-        if tp_rank == 0:
-            total += len(per_layer)
-        for layer, held in sorted(per_layer.items()):
-            if uniform_layers and suffixes is not None and held != suffixes:
-                missing = sorted(suffixes - held) or sorted(held - suffixes)
-                problems.append(f"rank{rank} layer {layer} differs from the others ({', '.join(missing[:3])})")
-                break
-            suffixes = held if suffixes is None else suffixes
+        problems += _placement_problems(rank, rank_tensors, tp=tp, pp=pp)
+        problems += _layer_problems(rank, per_rank[rank], reference if uniform_layers else None)
+    total = sum(len(per_rank[stage * tp]) for stage in range(pp))  # a stage's layers are on each of its tp ranks
     if layers is not None and total != layers:
         problems.append(f"the rank files hold {total} layers, the model's config.json num_hidden_layers is {layers}")
     return problems[:8]
+
+
+def _layer_tensors(names: Set[str]) -> dict[int, set[str]]:
+    """Layer number -> the names after its ``transformer.layers.<n>.`` prefix."""
+    per_layer: dict[int, set[str]] = {}
+    for found in filter(None, map(_LAYER.fullmatch, names)):
+        per_layer.setdefault(int(found.group(1)), set()).add(found.group(2))
+    return per_layer
+
+
+def _placement_problems(rank: int, rank_tensors: Mapping[int, Set[str]], *, tp: int, pp: int) -> list[str]:
+    """The first stage's embedding, the last stage's tensors, the same tensors as the stage's rank 0."""
+    stage, tp_rank = divmod(rank, tp)
+    names = rank_tensors[rank]
+    needed = ([EMBEDDING] if stage == 0 else []) + (list(LAST_RANK_TENSORS) if stage == pp - 1 else [])
+    problems = [f"rank{rank} has no {name}" for name in needed if name not in names]
+    if tp_rank and names != rank_tensors[stage * tp]:
+        problems.append(f"rank{rank} holds other tensors than rank{stage * tp} (same pipeline stage)")
+    return problems
+
+
+def _layer_problems(rank: int, per_layer: Mapping[int, set[str]], reference: set[str] | None) -> list[str]:
+    """A rank's layers numbered from 0 without gaps; the first that does not hold ``reference`` (None: any)."""
+    problems = []
+    if sorted(per_layer) != list(range(len(per_layer))):
+        problems.append(f"rank{rank}'s layers are numbered {sorted(per_layer)[:8]}, not from 0 without gaps")
+    for layer, held in sorted(per_layer.items()):
+        if reference is not None and held != reference:
+            missing = sorted(reference - held) or sorted(held - reference)
+            problems.append(f"rank{rank} layer {layer} differs from the others ({', '.join(missing[:3])})")
+            break
+    return problems

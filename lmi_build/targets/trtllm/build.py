@@ -21,7 +21,6 @@ from lmi_build.planning.gpus import sm_requirements
 from lmi_build.planning.instances import get_instance
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import PLAN_FILE, SavedPlan
-from lmi_build.quantize.result import CheckpointResult
 from lmi_build.runners import LOG_DIR, Paths, Step, make_runner
 from lmi_build.runners.bundle import (
     Requirement,
@@ -72,39 +71,12 @@ def build(ctx: BuildContext) -> None:
     engine = run.engine_dir.absolute() if run.engine_dir else ctx.work / BUNDLE_ENGINE
     paths = trtllm_paths(model=ctx.source.path, checkpoint=checkpoint, engine=engine,
                          examples=run.trtllm_examples.absolute() if run.trtllm_examples else None)
-
     if run.engine_dir is None:
-        if run.checkpoint is None:
-            _check_prequantized_file(plan, ctx.source.path)
-        steps = engine_steps(plan, profile)
-        if run.step_timeout_s is not None:
-            steps = [step.model_copy(update={"timeout_s": run.step_timeout_s}) for step in steps]
-        host = [s for s in steps if s.in_process is not None and run.checkpoint is None]
-        vendor = [s for s in steps if s.in_process is None]
-        for step in host:  # ModelOpt runs here whatever the engine runner is
-            estimate = plan.checkpoint_step.seconds if plan.checkpoint_step is not None else None
-            with ctx.record.timed(step.name, detail=plan.quantization.quant_algo or "unquantized", estimate_s=estimate):
-                exported = _export_checkpoint(ctx, paths)
-            ctx.record.record_checkpoint(step.name, exported)
-        if run.until == "checkpoint":
-            ctx.stopped = _stop_with_checkpoint(ctx, profile, checkpoint, "checkpoint written (--until checkpoint)",
-                                                vendor)
+        stopped = _run_steps(ctx, run, profile, paths, checkpoint)
+        if stopped is not None:
+            ctx.stopped = stopped
             return
-        if run.runner == "script":
-            ctx.stopped = _write_script(ctx, vendor, paths, profile)
-            return
-        available, why = toolchain_available(run.runner, profile, vendor)
-        if not available:
-            ctx.stopped = _stop_with_checkpoint(ctx, profile, checkpoint, f"no TensorRT-LLM toolchain here: {why}",
-                                                vendor)
-            return
-        runner = make_runner(run.runner, image=profile.image)
-        for step in vendor:
-            with events.step(step.name, detail=f"{runner.kind} runner"):
-                result = runner.run(step, paths, ctx.work, plan)
-            ctx.record.steps.append(StepTiming(name=step.name, seconds=result.seconds, detail=f"{runner.kind} runner"))
         _keep_logs(ctx.work, engine)
-
     info = check_engine_dir(engine, profile, world_size=knobs.world_size)
     _check_engine_is_the_plans(engine, plan)
     sm, name = gpu_sm()
@@ -115,6 +87,34 @@ def build(ctx: BuildContext) -> None:
         current().warn("the engine directory was written by a STAND-IN trtllm-build: this is not a real engine")
     ctx.stand_in = info.stand_in
     ctx.produced = engine
+
+
+def _run_steps(ctx: BuildContext, run: TrtllmRun, profile: ContainerProfile, paths: Paths,
+               checkpoint: Path) -> BuildOutcome | None:
+    """The plan's steps: ModelOpt's checkpoint here, the vendor's in the engine runner; the outcome of a
+    build that stops before the engines (--until checkpoint, --runner script, no toolchain here)."""
+    if run.checkpoint is None:
+        _check_prequantized_file(ctx.plan, ctx.source.path)
+    steps = engine_steps(ctx.plan, profile)
+    if run.step_timeout_s is not None:
+        steps = [step.model_copy(update={"timeout_s": run.step_timeout_s}) for step in steps]
+    vendor = [s for s in steps if s.in_process is None]
+    for step in steps:  # ModelOpt runs here whatever the engine runner is
+        if step.in_process is not None and run.checkpoint is None:
+            _export_checkpoint(ctx, paths, step.name)
+    if run.until == "checkpoint":
+        return _stop_with_checkpoint(ctx, profile, checkpoint, "checkpoint written (--until checkpoint)", vendor)
+    if run.runner == "script":
+        return _write_script(ctx, vendor, paths, profile)
+    available, why = toolchain_available(run.runner, profile, vendor)
+    if not available:
+        return _stop_with_checkpoint(ctx, profile, checkpoint, f"no TensorRT-LLM toolchain here: {why}", vendor)
+    runner = make_runner(run.runner, image=profile.image)
+    for step in vendor:
+        with events.step(step.name, detail=f"{runner.kind} runner"):
+            result = runner.run(step, paths, ctx.work, ctx.plan)
+        ctx.record.steps.append(StepTiming(name=step.name, seconds=result.seconds, detail=f"{runner.kind} runner"))
+    return None
 
 
 def check_checkpoint(directory: Path, plan: BuildPlan, *, legacy: bool = False) -> None:
@@ -176,14 +176,17 @@ def _check_prequantized_file(plan: BuildPlan, model: Path) -> None:
                            "max_shard_size large enough), or start from the unquantized model")
 
 
-def _export_checkpoint(ctx: BuildContext, paths: Paths) -> CheckpointResult:
-    """The ModelOpt checkpoint step, run here whatever the engine runner is (never by a runner: it
-    also needs the user's calibration file; the plan records only its name and digest, and the step
-    refuses a file that changed since planning)."""
+def _export_checkpoint(ctx: BuildContext, paths: Paths, step: str) -> None:
+    """The ModelOpt checkpoint step, timed and recorded, run here whatever the engine runner is (never by a
+    runner: it also needs the user's calibration file; the plan records only its name and digest, and the
+    step refuses a file that changed since planning)."""
     model, checkpoint = paths.get("model"), paths.get("checkpoint")
     assert model is not None and checkpoint is not None  # trtllm_paths always names both
-    return build_trtllm_checkpoint(ctx.plan, model, checkpoint, calib_file=ctx.inputs.calib_data,
-                                   layout_cache=ctx.settings.use_cache)
+    estimate = ctx.plan.checkpoint_step.seconds if ctx.plan.checkpoint_step is not None else None
+    with ctx.record.timed(step, detail=ctx.plan.quantization.quant_algo or "unquantized", estimate_s=estimate):
+        exported = build_trtllm_checkpoint(ctx.plan, model, checkpoint, calib_file=ctx.inputs.calib_data,
+                                           layout_cache=ctx.settings.use_cache)
+    ctx.record.record_checkpoint(step, exported)
 
 
 def _keep_logs(work: Path, engine: Path) -> None:

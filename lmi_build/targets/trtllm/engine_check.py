@@ -59,10 +59,21 @@ def world_size_of(config: dict[str, object]) -> int:
 def check_engine_dir(engine_dir: Path, profile: ContainerProfile, *, world_size: int) -> EngineInfo:
     """Refuse an engine directory that does not match the plan and the profile."""
     config = read_engine_config(engine_dir)
+    build_config, version = _build_config_and_version(config, profile)
+    declared = world_size_of(config)
+    if declared != world_size:
+        raise StepError(f"engine config declares world size {declared}, the plan has {world_size}")
+    return EngineInfo(version=version, world_size=world_size, rank_files=_rank_files(engine_dir, world_size),
+                      stand_in=bool(config.get("stand_in", False)), build_config=build_config)
+
+
+def _build_config_and_version(config: dict[str, object], profile: ContainerProfile) -> tuple[dict[str, object], str]:
+    """The config's build settings (0.7's ``builder_config``, later ``build_config``) and the TensorRT-LLM
+    version that wrote it, which must be the profile's."""
     legacy = profile.workflow == "legacy"
-    build_config = config.get("builder_config" if legacy else "build_config")
+    key = "builder_config" if legacy else "build_config"
+    build_config = config.get(key)
     if not isinstance(build_config, dict):
-        key = "builder_config" if legacy else "build_config"
         raise StepError(f"engine config.json has no '{key}'", hint="rebuild the engine with the profile's tools")
     if release(profile.tensorrt_llm) >= (0, 8) and not isinstance(config.get("pretrained_config"), dict):
         raise StepError("engine config.json has no 'pretrained_config' (required since TensorRT-LLM 0.8)")
@@ -71,20 +82,20 @@ def check_engine_dir(engine_dir: Path, profile: ContainerProfile, *, world_size:
         raise StepError(f"engines were built by TensorRT-LLM '{version or 'unknown'}', the profile "
                         f"{profile.name} expects {profile.tensorrt_llm}",
                         hint="build inside the profile's image (--runner docker)")
-    declared = world_size_of(config)
-    if declared != world_size:
-        raise StepError(f"engine config declares world size {declared}, the plan has {world_size}")
+    return build_config, version
+
+
+def _rank_files(engine_dir: Path, world_size: int) -> tuple[str, ...]:
+    """The engine files rank0..rank<world_size - 1>, each once and none empty."""
     ranks = sorted((int(m.group(1)), p.name) for p in engine_dir.iterdir() if (m := RANK_FILE.match(p.name)))
-    numbers = [rank for rank, _ in ranks]
-    if numbers != list(range(world_size)):
+    if [rank for rank, _ in ranks] != list(range(world_size)):
         raise StepError(f"expected {world_size} engine file(s) rank0..rank{world_size - 1}, found "
                         f"{len(ranks)}: {', '.join(name for _, name in ranks) or 'none'}",
                         hint="the engine build is incomplete; rebuild")
     empty = [name for _, name in ranks if (engine_dir / name).stat().st_size == 0]
     if empty:
         raise StepError(f"empty engine file(s): {', '.join(empty)}", hint="rebuild the engine")
-    return EngineInfo(version=version, world_size=world_size, rank_files=tuple(n for _, n in ranks),
-                      stand_in=bool(config.get("stand_in", False)), build_config=build_config)
+    return tuple(name for _, name in ranks)
 
 
 def gpu_sm(nvidia_smi: str | None = None) -> tuple[str | None, str | None]:

@@ -131,11 +131,19 @@ class _Args:
         self.argv.append(f"--{flag}")
         self.argv.extend(str(v) for v in values)
 
+    def add_when(self, flag: str, on: bool | None) -> None:
+        """``--flag`` alone, only when ``on``."""
+        if on:
+            self.add(flag)
+
+    def add_unless_none(self, flag: str, value: object | None) -> None:
+        if value is not None:
+            self.add(flag, value)
+
     def switch(self, flag: str, on: bool) -> None:
         """A boolean feature in the version's own form: ``--flag`` or ``--flag enable|disable``."""
         if self.table.kind(self.tool, flag) == "store_true":
-            if on:
-                self.add(flag)
+            self.add_when(flag, on)
         else:
             self.add(flag, "enable" if on else "disable")
 
@@ -144,98 +152,145 @@ def _dtype_value(dtype: str | None) -> str:
     return dtype if dtype else "disable"
 
 
+# The weight-only methods and the precision the vendor scripts name them by.
+WEIGHT_ONLY_PRECISION = {"int8_wo": "int8", "int4_wo": "int4"}
+
+
+def _weight_only(args: _Args, precision: str, *, per_group: bool = False) -> None:
+    """The weight-only flags, spelled alike by convert_checkpoint.py and 0.7's build.py."""
+    args.add("use_weight_only")
+    args.add("weight_only_precision", precision)
+    args.add_when("per_group", per_group)
+
+
+def _shape_args(args: _Args, build: TrtllmBuild) -> None:
+    """The engine's shapes; a tool without --max_seq_len (0.7's build.py, trtllm-build before 0.11)
+    takes --max_output_len."""
+    args.add("max_batch_size", build.max_batch_size)
+    args.add("max_input_len", build.max_input_len)
+    if args.has("max_seq_len"):
+        args.add("max_seq_len", build.max_seq_len)
+    else:
+        args.add("max_output_len", build.max_output_len)
+    args.add("max_beam_width", build.max_beam_width)
+    args.add_unless_none("max_num_tokens", build.max_num_tokens)
+
+
+def _container_checkpoint_step(args: _Args) -> Step:
+    """A vendor script that writes the checkpoint from the model, in the container."""
+    return Step(name="checkpoint", argv=args.argv, where="container", tool=args.tool,
+                inputs=["model", "examples"], outputs=["checkpoint"], timeout_s=CHECKPOINT_TIMEOUT_S)
+
+
 # ---- >= 0.8: checkpoint (ModelOpt on the host, or the vendor scripts in the container) ----
 
 def _checkpoint_steps(plan: StepInputs, build: TrtllmBuild, table: FlagTable) -> list[Step]:
     quant = plan.quantization
     if build.checkpoint_route == "modelopt" and quant.pre_quantized is None:
-        return [Step(
-            name="checkpoint",
-            argv=["lmi-build-modelopt-export", "--model_dir", "{model}", "--output_dir", "{checkpoint}",
-                  "--dtype", build.dtype, "--tp_size", str(build.tp), "--pp_size", str(build.pp),
-                  *(["--quant_algo", quant.quant_algo] if quant.quant_algo else [])],
-            where="host", in_process=MODELOPT_EXPORT, inputs=["model"], outputs=["checkpoint"],
-            timeout_s=CHECKPOINT_TIMEOUT_S,
-        )]
+        return [Step(name="checkpoint", argv=["lmi-build-modelopt-export", "--model_dir", "{model}", "--output_dir",
+                                              "{checkpoint}", "--dtype", build.dtype, "--tp_size", str(build.tp),
+                                              "--pp_size", str(build.pp),
+                                              *(["--quant_algo", quant.quant_algo] if quant.quant_algo else [])],
+                     where="host", in_process=MODELOPT_EXPORT, inputs=["model"], outputs=["checkpoint"],
+                     timeout_s=CHECKPOINT_TIMEOUT_S)]
+    example = _vendor_example(plan, build, table)
+    method = quant.method
+    if method in ("awq", "fp8") and quant.pre_quantized is None:
+        return [_quantize_script_step(build, table, method, quant)]
+    return [_convert_checkpoint_step(build, quant, table, example)]
+
+
+def _converter(table: FlagTable, example: str) -> str:
+    """The example's convert_checkpoint.py, as the refusals name it."""
+    return f"examples/{table.example_dir(example)}/convert_checkpoint.py of TensorRT-LLM {table.series}"
+
+
+def _vendor_example(plan: StepInputs, build: TrtllmBuild, table: FlagTable) -> str:
+    """The recipe's example, whose converter must be one the flag table read and can split the plan's
+    ranks (flags.toml limits)."""
     example = build.trtllm_example
     if not example:
         raise UnsupportedTarget(f"recipe {plan.recipe} names no TensorRT-LLM example for the vendor converter",
                                 hint="add trtllm_example to the recipe or use the ModelOpt route")
-    if example in (table.limits.unread_converters or ()):
-        raise UnsupportedTarget(f"examples/{table.example_dir(example)}/convert_checkpoint.py of TensorRT-LLM "
-                                f"{table.series} was not read, so lmi-build does not know its flags "
-                                "(flags.toml limits unread_converters)",
-                                hint="plan with a profile of a newer TensorRT-LLM (lmi-build profiles list)")
-    single_rank = example in (table.limits.single_rank_examples or ())
-    if single_rank and build.tp * build.pp > 1:
-        raise UnsupportedTarget(f"examples/{table.example_dir(example)}/convert_checkpoint.py of TensorRT-LLM "
-                                f"{table.series} takes no --tp_size/--pp_size and writes a one-rank checkpoint; "
-                                f"the plan has tp {build.tp}, pp {build.pp} (flags.toml limits single_rank_examples)",
-                                hint="plan with --tp 1 --pp 1, or with a profile of a newer TensorRT-LLM")
-    if build.pp > 1 and example in (table.limits.single_pp_examples or ()):
-        raise UnsupportedTarget(f"examples/{table.example_dir(example)}/convert_checkpoint.py of TensorRT-LLM "
-                                f"{table.series} asserts pp_size == 1; the plan has pp {build.pp}",
-                                hint="plan with --pp 1 (tensor parallelism only)")
-    method = quant.method
-    if method in ("awq", "fp8") and quant.pre_quantized is None:
-        return [_quantize_script_step(build, table, method, quant.group_size,
-                                      quant.calibration.size if quant.calibration else None)]
-    spelling = table.spelling(example)
-    if build.pp > 1 and spelling.pp_size is None:
-        raise UnsupportedTarget(f"examples/{table.example_dir(example)}/convert_checkpoint.py of TensorRT-LLM "
-                                f"{table.series} takes tensor parallelism only (no pipeline-parallel flag); the plan "
-                                f"has pp {build.pp} (flags.toml spellings)", hint="plan with --pp 1")
+    limits, converter = table.limits, _converter(table, example)
+    # (the examples the limit lists, whether the plan needs what they lack, the refusal, its hint)
+    refusals = (
+        (limits.unread_converters, True,
+         f"{converter} was not read, so lmi-build does not know its flags (flags.toml limits unread_converters)",
+         "plan with a profile of a newer TensorRT-LLM (lmi-build profiles list)"),
+        (limits.single_rank_examples, build.tp * build.pp > 1,
+         f"{converter} takes no --tp_size/--pp_size and writes a one-rank checkpoint; the plan has tp {build.tp}, "
+         f"pp {build.pp} (flags.toml limits single_rank_examples)",
+         "plan with --tp 1 --pp 1, or with a profile of a newer TensorRT-LLM"),
+        (limits.single_pp_examples, build.pp > 1, f"{converter} asserts pp_size == 1; the plan has pp {build.pp}",
+         "plan with --pp 1 (tensor parallelism only)"),
+    )
+    for listed, needed, message, hint in refusals:
+        if needed and example in (listed or ()):
+            raise UnsupportedTarget(message, hint=hint)
+    return example
+
+
+def _convert_checkpoint_step(build: TrtllmBuild, quant: QuantizationPlan, table: FlagTable, example: str) -> Step:
     args = _Args(table, "convert_checkpoint",
                  ["python3", f"{{examples}}/{table.example_dir(example)}/convert_checkpoint.py"])
-    for fixed, value in spelling.fixed.items():
-        args.add(fixed, value)
-    args.add(spelling.model_dir, "{model}")
-    args.add(spelling.output_dir, "{checkpoint}")
-    args.add("dtype", build.dtype)
-    if not single_rank:
-        for parallel, number in ((spelling.tp_size, build.tp), (spelling.pp_size, build.pp)):
-            if parallel is not None:
-                args.add(parallel, number)
-        if spelling.workers is not None and args.has(spelling.workers):
-            args.add(spelling.workers, "{workers}")
+    _converter_layout_args(args, build, table, example)
     variant = table.variants.get(example)
     if variant is not None and variant.option in build.model_version:
         # Each converter names the model's variant its own way (flags.toml [variants]); an unknown flag
-        # fails the validation below instead of reaching argparse.
+        # fails plan_steps' validation instead of reaching argparse.
         args.add(variant.flag, variant.value(build.model_version[variant.option]))
     elif build.model_version:
         # Without its variant flag a converter guesses the variant from the model directory's name
         # (examples/chatglm load_chatglm_config, examples/gpt load_gpt_config): a local directory's path.
         options = ", ".join(full_key(key) for key in sorted(build.model_version))
-        raise UnsupportedTarget(f"examples/{table.example_dir(example)}/convert_checkpoint.py of TensorRT-LLM "
-                                f"{table.series} has no flag lmi-build knows for {options} (flags.toml [variants])",
+        raise UnsupportedTarget(f"{_converter(table, example)} has no flag lmi-build knows for {options} "
+                                "(flags.toml [variants])",
                                 hint="plan with a profile of a newer TensorRT-LLM (lmi-build profiles list)")
-    pre = quant.pre_quantized
+    _converter_quantization_args(args, quant, table)
+    lacking = [flag for flag in (table.limits.converter_lacks or {}).get(example, ())
+               if f"--{flag}" in _flags_part(args.argv)]
+    if lacking:
+        raise UnsupportedTarget(f"{_converter(table, example)} has no working {', '.join('--' + f for f in lacking)} "
+                                "(flags.toml limits converter_lacks)",
+                                hint="plan without the option that needs it, or with a profile of a newer TensorRT-LLM")
+    return _container_checkpoint_step(args)
+
+
+def _converter_layout_args(args: _Args, build: TrtllmBuild, table: FlagTable, example: str) -> None:
+    """The converter's fixed flags, directories, dtype and parallelism, in its own spelling (flags.toml spellings)."""
+    spelling = table.spelling(example)
+    if build.pp > 1 and spelling.pp_size is None:
+        raise UnsupportedTarget(f"{_converter(table, example)} takes tensor parallelism only (no pipeline-parallel "
+                                f"flag); the plan has pp {build.pp} (flags.toml spellings)", hint="plan with --pp 1")
+    for fixed, value in spelling.fixed.items():
+        args.add(fixed, value)
+    args.add(spelling.model_dir, "{model}")
+    args.add(spelling.output_dir, "{checkpoint}")
+    args.add("dtype", build.dtype)
+    if example in (table.limits.single_rank_examples or ()):
+        return  # a one-rank converter takes no parallelism flags (_vendor_example refused tp * pp > 1)
+    for parallel, number in ((spelling.tp_size, build.tp), (spelling.pp_size, build.pp)):
+        if parallel is not None:
+            args.add(parallel, number)
+    if spelling.workers is not None and args.has(spelling.workers):
+        args.add(spelling.workers, "{workers}")
+
+
+def _converter_quantization_args(args: _Args, quant: QuantizationPlan, table: FlagTable) -> None:
+    pre, method = quant.pre_quantized, quant.method
     if pre is not None:
         _prequantized_args(args, pre.method, table, quant.group_size or pre.group_size)
     elif method == "smoothquant":
         args.add("smoothquant", quant.smoothquant_alpha if quant.smoothquant_alpha is not None else 0.5)
-        if quant.per_token:
-            args.add("per_token")
-        if quant.per_channel:
-            args.add("per_channel")
-    elif method in ("int8_wo", "int4_wo"):
-        args.add("use_weight_only")
-        args.add("weight_only_precision", "int8" if method == "int8_wo" else "int4")
+        args.add_when("per_token", quant.per_token)
+        args.add_when("per_channel", quant.per_channel)
+    elif method in WEIGHT_ONLY_PRECISION:
+        _weight_only(args, WEIGHT_ONLY_PRECISION[method])
     elif method is not None:
         raise UnsupportedTarget(f"quantization '{method}' has no vendor convert_checkpoint route",
                                 hint="use the ModelOpt checkpoint route")
-    if quant.kv_cache_quant_algo == "INT8":
-        args.add("int8_kv_cache")
-    lacking = [flag for flag in (table.limits.converter_lacks or {}).get(example, ())
-               if f"--{flag}" in _flags_part(args.argv)]
-    if lacking:
-        raise UnsupportedTarget(f"examples/{table.example_dir(example)}/convert_checkpoint.py of TensorRT-LLM "
-                                f"{table.series} has no working {', '.join('--' + f for f in lacking)} "
-                                "(flags.toml limits converter_lacks)",
-                                hint="plan without the option that needs it, or with a profile of a newer TensorRT-LLM")
-    return [Step(name="checkpoint", argv=args.argv, where="container", tool="convert_checkpoint",
-                 inputs=["model", "examples"], outputs=["checkpoint"], timeout_s=CHECKPOINT_TIMEOUT_S)]
+    args.add_when("int8_kv_cache", quant.kv_cache_quant_algo == "INT8")
 
 
 # The vendor converter opens ONE .safetensors file of a pre-quantized GPTQ model (safe_open), not the
@@ -246,9 +301,7 @@ GPTQ_PATH_FLAGS = ("quant_ckpt_path", "modelopt_quant_ckpt_path", "ammo_quant_ck
 
 def _prequantized_args(args: _Args, method: str, table: FlagTable, group_size: int | None = None) -> None:
     if method == "gptq":
-        args.add("use_weight_only")
-        args.add("weight_only_precision", "int4_gptq")
-        args.add("per_group")
+        _weight_only(args, "int4_gptq", per_group=True)
         if group_size is not None and args.has("group_size"):
             args.add("group_size", group_size)  # the converter's default is 128, whatever the model has
         # --ammo_quant_ckpt_path at 0.8/0.9, --modelopt_quant_ckpt_path at 0.10, --quant_ckpt_path later (flags.toml).
@@ -260,29 +313,27 @@ def _prequantized_args(args: _Args, method: str, table: FlagTable, group_size: i
         if not table.limits.awq_from_quantization_config:
             raise UnsupportedTarget(f"AutoAWQ checkpoints need TensorRT-LLM >= 0.16 (this profile has {table.series})",
                                     hint="pick a newer profile or start from the unquantized model")
-        args.add("use_weight_only")
-        args.add("weight_only_precision", "int4_gptq")
-        args.add("per_group")
+        _weight_only(args, "int4_gptq", per_group=True)
     else:
         raise UnsupportedTarget(f"pre-quantized '{method}' checkpoints cannot be converted by convert_checkpoint.py",
                                 hint="start from the unquantized model")
 
 
-def _quantize_script_step(build: TrtllmBuild, table: FlagTable, method: str, group_size: int | None,
-                          calib_size: int | None) -> Step:
-    qformat = {"awq": "int4_awq", "fp8": "fp8"}[method]
+def _quantize_script_step(build: TrtllmBuild, table: FlagTable, method: str, quant: QuantizationPlan) -> Step:
+    """examples/quantization/quantize.py's checkpoint: 0.7's script exports to --export_path and takes
+    neither the AWQ block size nor the ranks."""
     args = _Args(table, "quantize", ["python3", "{examples}/quantization/quantize.py"])
     args.add("model_dir", "{model}")
     args.add("dtype", build.dtype)
-    args.add("qformat", qformat)
-    if method == "awq":
-        args.add("awq_block_size", group_size or 128)
-    args.add("output_dir", "{checkpoint}")
-    args.add("calib_size", calib_size or (32 if method == "awq" else 512))
-    args.add("tp_size", build.tp)
-    args.add("pp_size", build.pp)
-    return Step(name="checkpoint", argv=args.argv, where="container", tool="quantize",
-                inputs=["model", "examples"], outputs=["checkpoint"], timeout_s=CHECKPOINT_TIMEOUT_S)
+    args.add("qformat", {"awq": "int4_awq", "fp8": "fp8"}[method])
+    if method == "awq" and args.has("awq_block_size"):
+        args.add("awq_block_size", quant.group_size or 128)
+    args.add("output_dir" if args.has("output_dir") else "export_path", "{checkpoint}")
+    args.add("calib_size", (quant.calibration.size if quant.calibration else None) or (32 if method == "awq" else 512))
+    if args.has("tp_size"):
+        args.add("tp_size", build.tp)
+        args.add("pp_size", build.pp)
+    return _container_checkpoint_step(args)
 
 
 # ---- >= 0.8: trtllm-build ----
@@ -292,24 +343,14 @@ def _trtllm_build_step(plan: StepInputs, build: TrtllmBuild, table: FlagTable, w
     args.add("checkpoint_dir", "{checkpoint}")
     args.add("output_dir", "{engine}")
     args.add("workers", "{workers}")
-    args.add("max_batch_size", build.max_batch_size)
-    args.add("max_input_len", build.max_input_len)
-    if args.has("max_seq_len"):
-        args.add("max_seq_len", build.max_seq_len)
-    else:
-        args.add("max_output_len", build.max_output_len)
-    args.add("max_beam_width", build.max_beam_width)
-    if build.max_num_tokens is not None:
-        args.add("max_num_tokens", build.max_num_tokens)
+    _shape_args(args, build)
     args.add("gemm_plugin", _dtype_value(build.gemm_plugin))
     args.add("gpt_attention_plugin", _dtype_value(build.gpt_attention_plugin))
     if args.has("paged_kv_cache"):
         # 0.8-0.11 need these spelled out for in-flight batching (the LMI rolling batch).
-        args.switch("context_fmha", True)
-        args.switch("paged_kv_cache", True)
-        args.switch("remove_input_padding", True)
-    if build.tokens_per_block is not None:
-        args.add("tokens_per_block", build.tokens_per_block)
+        for feature in ("context_fmha", "paged_kv_cache", "remove_input_padding"):
+            args.switch(feature, True)
+    args.add_unless_none("tokens_per_block", build.tokens_per_block)
     if build.use_paged_context_fmha:
         args.switch("use_paged_context_fmha", True)
     if build.use_fused_mlp is not None:
@@ -331,107 +372,91 @@ def _trtllm_build_step(plan: StepInputs, build: TrtllmBuild, table: FlagTable, w
 # ---- 0.7.x: examples/<model>/build.py (+ hf_llama_convert.py / quantize.py) ----
 
 def _legacy_steps(plan: StepInputs, build: TrtllmBuild, table: FlagTable, warnings: list[str]) -> list[Step]:
-    example = build.trtllm_example
+    example, quant = build.trtllm_example, plan.quantization
     if example not in LEGACY_EXAMPLES:
         raise UnsupportedTarget(f"TensorRT-LLM {table.series} legacy builds support only {', '.join(LEGACY_EXAMPLES)} "
                                 f"examples here, not '{example}'",
                                 hint="pick a profile with TensorRT-LLM >= 0.8")
-    quant = plan.quantization
     if quant.pre_quantized is not None and quant.pre_quantized.method != "gptq":
         raise UnsupportedTarget(f"pre-quantized {quant.pre_quantized.method} checkpoints cannot be built with "
                                 f"TensorRT-LLM {table.series} (its build.py reads GPTQ ones only)",
                                 hint="pick a profile with TensorRT-LLM >= 0.16")
-    steps: list[Step] = []
     example_dir = table.example_dir(example)
     args = _Args(table, "legacy_build", ["python3", f"{{examples}}/{example_dir}/build.py"])
+    checkpoint = _legacy_quantization(args, build, quant, table, example_dir)
+    _legacy_engine_args(args, build)
+    if build.use_paged_context_fmha:
+        warnings.append("use_paged_context_fmha dropped: examples/llama/build.py of TensorRT-LLM 0.7 has no such flag")
+    converted = [checkpoint] if checkpoint is not None else []
+    return [*converted, Step(name="engine", argv=args.argv, where="container", tool="legacy_build",
+                             inputs=["model", "examples", *(["checkpoint"] if converted else [])], outputs=["engine"],
+                             timeout_s=BUILD_TIMEOUT_S)]
+
+
+def _legacy_quantization(args: _Args, build: TrtllmBuild, quant: QuantizationPlan, table: FlagTable,
+                         example_dir: str) -> Step | None:
+    """build.py's input and quantization flags; the step that converts the model first, where one does."""
     if quant.method == "smoothquant":
-        convert = _Args(table, "hf_convert", ["python3", f"{{examples}}/{example_dir}/hf_llama_convert.py"])
-        convert.add("i", "{model}")
-        convert.add("o", "{checkpoint}")
-        convert.add("sq", quant.smoothquant_alpha if quant.smoothquant_alpha is not None else 0.8)
-        convert.add("tensor-parallelism", build.tp)
-        convert.add("storage-type", _legacy_storage_type(build.dtype, table))
-        # The legacy converter's short options are single-dash (-i -o -sq), its long ones double-dash.
-        convert_argv = convert.argv[:2] + [a[1:] if a in ("--i", "--o", "--sq") else a for a in convert.argv[2:]]
-        steps.append(Step(name="checkpoint", argv=convert_argv, where="container", tool="hf_convert",
-                          inputs=["model", "examples"], outputs=["checkpoint"], timeout_s=CHECKPOINT_TIMEOUT_S))
-        args.add("ft_model_dir", f"{{checkpoint}}/{build.tp}-gpu")
-        args.add("use_smooth_quant")
-        if quant.per_token:
-            args.add("per_token")
-        if quant.per_channel:
-            args.add("per_channel")
-    elif quant.method == "awq":
-        quantize = _Args(table, "quantize", ["python3", "{examples}/quantization/quantize.py"])
-        quantize.add("model_dir", "{model}")
-        quantize.add("dtype", build.dtype)
-        quantize.add("qformat", "int4_awq")
-        quantize.add("export_path", "{checkpoint}")
-        quantize.add("calib_size", quant.calibration.size if quant.calibration else 32)
-        steps.append(Step(name="checkpoint", argv=quantize.argv, where="container", tool="quantize",
-                          inputs=["model", "examples"], outputs=["checkpoint"], timeout_s=CHECKPOINT_TIMEOUT_S))
-        args.add("model_dir", "{model}")
-        # AMMO 0.5 writes one .npz named <decoder>_tp1_rank0.npz; build.py splits it per rank.
-        args.add("quant_ckpt_path", "{checkpoint}/llama_tp1_rank0.npz")
-        args.add("use_weight_only")
-        args.add("weight_only_precision", "int4_awq")
-        args.add("per_group")
-    elif quant.pre_quantized is not None:
-        # A pre-quantized GPTQ model: build.py takes the config from --model_dir and, with --per_group,
-        # the int4 weights from ONE .safetensors file (load_from_gptq_llama), grouped by --group_size.
-        args.add("model_dir", "{model}")
-        args.add("quant_ckpt_path", f"{{model}}/{GPTQ_FILE}")
-        args.add("use_weight_only")
-        args.add("weight_only_precision", "int4_gptq")
-        args.add("per_group")
-        args.add("group_size", quant.group_size or quant.pre_quantized.group_size or 128)
-    elif quant.method in ("int8_wo", "int4_wo"):
-        args.add("model_dir", "{model}")
-        args.add("use_weight_only")
-        args.add("weight_only_precision", "int8" if quant.method == "int8_wo" else "int4")
-    elif quant.method is None:
-        args.add("model_dir", "{model}")
-    else:
+        return _legacy_smoothquant_step(args, build, quant, table, example_dir)
+    if quant.pre_quantized is None and quant.method not in (None, "awq", *WEIGHT_ONLY_PRECISION):
         raise UnsupportedTarget(f"quantization '{quant.method}' is not available with TensorRT-LLM 0.7",
                                 hint="pick a profile with TensorRT-LLM >= 0.8")
+    args.add("model_dir", "{model}")
+    if quant.method == "awq":
+        # AMMO 0.5 writes one .npz named <decoder>_tp1_rank0.npz; build.py splits it per rank.
+        args.add("quant_ckpt_path", "{checkpoint}/llama_tp1_rank0.npz")
+        _weight_only(args, "int4_awq", per_group=True)
+        return _quantize_script_step(build, table, "awq", quant)
+    if quant.pre_quantized is not None:
+        # A pre-quantized GPTQ model: build.py takes the config from --model_dir and, with --per_group,
+        # the int4 weights from ONE .safetensors file (load_from_gptq_llama), grouped by --group_size.
+        args.add("quant_ckpt_path", f"{{model}}/{GPTQ_FILE}")
+        _weight_only(args, "int4_gptq", per_group=True)
+        args.add("group_size", quant.group_size or quant.pre_quantized.group_size or 128)
+    elif quant.method is not None:
+        _weight_only(args, WEIGHT_ONLY_PRECISION[quant.method])
+    return None
+
+
+def _legacy_smoothquant_step(args: _Args, build: TrtllmBuild, quant: QuantizationPlan, table: FlagTable,
+                             example_dir: str) -> Step:
+    """hf_llama_convert.py's SmoothQuant checkpoint, and the flags build.py reads it with."""
+    convert = _Args(table, "hf_convert", ["python3", f"{{examples}}/{example_dir}/hf_llama_convert.py"])
+    convert.add("i", "{model}")
+    convert.add("o", "{checkpoint}")
+    convert.add("sq", quant.smoothquant_alpha if quant.smoothquant_alpha is not None else 0.8)
+    convert.add("tensor-parallelism", build.tp)
+    convert.add("storage-type", _legacy_storage_type(build.dtype, table))
+    # The legacy converter's short options are single-dash (-i -o -sq), its long ones double-dash.
+    convert.argv[2:] = [a[1:] if a in ("--i", "--o", "--sq") else a for a in convert.argv[2:]]
+    args.add("ft_model_dir", f"{{checkpoint}}/{build.tp}-gpu")
+    args.add("use_smooth_quant")
+    args.add_when("per_token", quant.per_token)
+    args.add_when("per_channel", quant.per_channel)
+    return _container_checkpoint_step(convert)
+
+
+def _legacy_engine_args(args: _Args, build: TrtllmBuild) -> None:
+    """build.py's engine flags: parallelism, shapes, plugins, the in-flight batching LMI serves, RoPE."""
     args.add("dtype", build.dtype)
     args.add("output_dir", "{engine}")
     args.add("world_size", build.world_size)
     args.add("tp_size", build.tp)
     args.add("pp_size", build.pp)
-    args.add("max_batch_size", build.max_batch_size)
-    args.add("max_input_len", build.max_input_len)
-    args.add("max_output_len", build.max_output_len)
-    args.add("max_beam_width", build.max_beam_width)
-    if build.max_num_tokens is not None:
-        args.add("max_num_tokens", build.max_num_tokens)
+    _shape_args(args, build)
     args.add("use_gpt_attention_plugin", _dtype_value(build.gpt_attention_plugin))
     if build.gemm_plugin:
         args.add("use_gemm_plugin", build.gemm_plugin)
-    args.add("use_inflight_batching")
-    args.add("paged_kv_cache")
-    args.add("remove_input_padding")
-    args.add("enable_context_fmha")
-    if build.tokens_per_block is not None:
-        args.add("tokens_per_block", build.tokens_per_block)
-    if build.use_fused_mlp:
-        args.add("use_fused_mlp")
-    if build.multi_block_mode:
-        args.add("multi_block_mode")
-    if build.use_custom_all_reduce:
-        args.add("use_custom_all_reduce")
-    if build.rotary_base is not None:
-        args.add("rotary_base", build.rotary_base)
+    for flag in ("use_inflight_batching", "paged_kv_cache", "remove_input_padding", "enable_context_fmha"):
+        args.add(flag)
+    args.add_unless_none("tokens_per_block", build.tokens_per_block)
+    args.add_when("use_fused_mlp", build.use_fused_mlp)
+    args.add_when("multi_block_mode", build.multi_block_mode)
+    args.add_when("use_custom_all_reduce", build.use_custom_all_reduce)
+    args.add_unless_none("rotary_base", build.rotary_base)
     if build.rotary_scaling_type and build.rotary_scaling_factor:
         args.add("rotary_scaling", build.rotary_scaling_type, build.rotary_scaling_factor)
-    if build.world_size > 1:
-        args.add("parallel_build")
-    if build.use_paged_context_fmha:
-        warnings.append("use_paged_context_fmha dropped: examples/llama/build.py of TensorRT-LLM 0.7 has no such flag")
-    steps.append(Step(name="engine", argv=args.argv, where="container", tool="legacy_build",
-                      inputs=["model", "examples", *(["checkpoint"] if steps else [])], outputs=["engine"],
-                      timeout_s=BUILD_TIMEOUT_S))
-    return steps
+    args.add_when("parallel_build", build.world_size > 1)
 
 
 def _legacy_storage_type(dtype: str, table: FlagTable) -> str:
