@@ -14,17 +14,17 @@ from rich.text import Text
 
 from lmi_build.cli.app import new_app
 from lmi_build.cli.user_config import StandingDefaults, load_standing_defaults, profile_default
-from lmi_build.errors import LmiBuildError, OptionError
+from lmi_build.core.errors import LmiBuildError, OptionError
+from lmi_build.core.redaction import redact, secret_values
+from lmi_build.core.target_names import TARGET_NAMES
+from lmi_build.core.types import PlanMessage
 from lmi_build.options.resolve import OptionInputs, OptionResolution, cli_option_pairs, resolve_options
 from lmi_build.options.spec import all_option_specs, exact_spec
-from lmi_build.output import current, identifier
-from lmi_build.planner import plan_request
+from lmi_build.planner.make import plan_request
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.request import PlanRequest
-from lmi_build.redaction import redact, secret_values
-from lmi_build.target_names import TARGET_NAMES
+from lmi_build.reporting.output import current, identifier
 from lmi_build.targets import get_target
-from lmi_build.types import PlanMessage
 
 config_app = new_app(help="Show how LMI options resolve, and the option reference.")
 

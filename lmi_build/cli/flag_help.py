@@ -7,10 +7,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 
+from lmi_build.core.target_names import TARGET_NAMES
 from lmi_build.options.spec import OptionSpec, exact_spec
 from lmi_build.planning.checks import DTYPES
 from lmi_build.planning.quantization import flag_methods
-from lmi_build.target_names import TARGET_NAMES
 from lmi_build.targets import every_knob
 
 # Flags that take fewer values than the option they set: the values the build itself makes, where

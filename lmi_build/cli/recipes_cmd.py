@@ -8,11 +8,11 @@ from rich.table import Table
 
 from lmi_build.cli.app import new_app
 from lmi_build.cli.profiles_cmd import _unknown_profile
-from lmi_build.output import ListingTable, current, identifier
+from lmi_build.core.target_names import TARGET_NAMES
 from lmi_build.planning.target_api import RecipeRoute, route_for
 from lmi_build.recipes.registry import load_recipes
 from lmi_build.recipes.schema import Recipe, TargetSupport, VersionOption
-from lmi_build.target_names import TARGET_NAMES
+from lmi_build.reporting.output import ListingTable, current, identifier
 from lmi_build.targets import TARGETS
 
 LIST_EPILOG = """[bold]Examples[/bold]

@@ -17,17 +17,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from lmi_build.ci import github
-from lmi_build.errors import LmiBuildError
+from lmi_build.core.errors import LmiBuildError
+from lmi_build.core.reading import BadFile, parse_toml, read_regular_text
+from lmi_build.core.types import Record, TargetName
 from lmi_build.fleet.job import Job, resources_for
-from lmi_build.output import printable
-from lmi_build.planner import plan_request, recheck_saved_plan
+from lmi_build.planner.make import plan_request
+from lmi_build.planner.recheck import recheck_saved_plan
 from lmi_build.planning.request import PlanRequest
 from lmi_build.planning.saved import SavedPlan
-from lmi_build.reading import BadFile, parse_toml, read_regular_text
+from lmi_build.reporting import github
+from lmi_build.reporting.output import printable
 from lmi_build.storage.s3url import parse_s3_url
 from lmi_build.targets import TARGETS, every_knob, get_target, load_saved_plan, request_for
-from lmi_build.types import Record, TargetName
 
 # A matrix file is a page of TOML; a megabyte is far beyond any real one.
 MAX_MATRIX_BYTES = 1024 * 1024

@@ -12,14 +12,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from lmi_build.errors import SourceError
+from lmi_build.core.errors import SourceError
+from lmi_build.core.reading import BadFile, parse_json, read_regular_bytes
 from lmi_build.model import aliases as A
 from lmi_build.model.lookup import first_present, get_path, matches
 from lmi_build.model.native import native_names
 from lmi_build.model.params import Mla, Shapes, estimate_parameters
 from lmi_build.model.prequant import modelopt_quant_config, parse_quantization_config
 from lmi_build.model.spec import ModelSpec, PositionEmbedding, PreQuantization, RopeSpec
-from lmi_build.reading import BadFile, parse_json, read_regular_bytes
 
 # Sibling files that describe a pre-quantized checkpoint when config.json does not.
 _MODELOPT_QUANT_FILE = "hf_quant_config.json"

@@ -16,7 +16,7 @@ import struct
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from lmi_build.reading import BadFile, parse_json
+from lmi_build.core.reading import BadFile, parse_json
 
 # The library refuses headers over 100 MB (safetensors/src/tensor.rs MAX_HEADER_SIZE).
 MAX_HEADER_BYTES = 100_000_000

@@ -23,7 +23,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lmi_build.errors import OptionError
+from lmi_build.core.errors import OptionError
+from lmi_build.core.redaction import is_secret_key, redact, secret_values
+from lmi_build.core.target_names import TARGET_NAMES
+from lmi_build.core.types import PlanMessage
 from lmi_build.options.env import translate_env
 from lmi_build.options.properties import read_properties_with_lines
 from lmi_build.options.resolved import OptionValue, ResolvedOptions, ResolvedValue, Source
@@ -38,9 +41,6 @@ from lmi_build.options.spec import (
 from lmi_build.options.spec import (
     option_spec as option_spec,
 )
-from lmi_build.redaction import is_secret_key, redact, secret_values
-from lmi_build.target_names import TARGET_NAMES
-from lmi_build.types import PlanMessage
 
 __all__ = [
     "OptionInputs",

@@ -13,12 +13,12 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from lmi_build.core.tables import DATA_DIR, read_table
+from lmi_build.core.target_names import TargetName
+from lmi_build.core.types import Record
 from lmi_build.options.booleans import SPELLING as BOOL_SPELLING
 from lmi_build.options.booleans import bool_text, parse_bool
 from lmi_build.options.resolved import TOP_LEVEL_KEYS, OptionValue
-from lmi_build.tables import DATA_DIR, read_table
-from lmi_build.target_names import TargetName
-from lmi_build.types import Record
 
 OptionType = Literal["str", "int", "float", "bool", "enum", "int_list", "int_or_max"]
 # "lmi-build": a build-time knob of this tool only; never written to the artifact's serving.properties.

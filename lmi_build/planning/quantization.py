@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from lmi_build.errors import LmiBuildError
+from lmi_build.core.errors import LmiBuildError
+from lmi_build.core.types import FrozenModel, PlanMessage
 from lmi_build.model.spec import ModelSpec, PreQuantization
 from lmi_build.options.resolved import ResolvedOptions, Source
 from lmi_build.options.spec import exact_spec
@@ -31,7 +32,6 @@ from lmi_build.planning.context import read_options
 from lmi_build.planning.options import CommonOptions
 from lmi_build.planning.plan import CalibrationPlan, QuantizationPlan
 from lmi_build.recipes.registry import load_recipes
-from lmi_build.types import FrozenModel, PlanMessage
 
 Route = Literal["modelopt", "vendor"]
 _N = TypeVar("_N", int, float)

@@ -16,11 +16,12 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from lmi_build.errors import SourceError
-from lmi_build.fs import atomic_write_json
-from lmi_build.hashing import sha256_text, tree_digest
-from lmi_build.output import current
-from lmi_build.paths import cache_root
+from lmi_build.core.errors import SourceError
+from lmi_build.core.fs import atomic_write_json
+from lmi_build.core.hashing import sha256_text, tree_digest
+from lmi_build.core.paths import cache_root
+from lmi_build.core.types import ModelIdentity
+from lmi_build.reporting.output import current
 from lmi_build.sources.base import ResolvedSource
 from lmi_build.sources.digest_cache import cached_sha256
 from lmi_build.sources.select import has_weights, select_build_files, select_plan_files
@@ -28,7 +29,6 @@ from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3
 from lmi_build.storage.paths import safe_relpath
 from lmi_build.storage.s3url import S3Url, parse_s3_url
 from lmi_build.storage.transfer import SHA256_META, Download, download_all, head_many, list_sizes
-from lmi_build.types import ModelIdentity
 
 
 def _checksum(head: dict[str, Any]) -> tuple[str, str] | None:

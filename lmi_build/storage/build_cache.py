@@ -26,9 +26,9 @@ from typing import Any
 
 from lmi_build.artifact.files import MANIFEST_NAME
 from lmi_build.artifact.manifest import load_manifest
-from lmi_build.errors import LmiBuildError, PublishError
-from lmi_build.output import Output, current
-from lmi_build.reading import MAX_DOCUMENT_BYTES, parse_json
+from lmi_build.core.errors import LmiBuildError, PublishError
+from lmi_build.core.reading import MAX_DOCUMENT_BYTES, parse_json
+from lmi_build.reporting.output import Output, current
 from lmi_build.storage.bounded import read_limited
 from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors
 from lmi_build.storage.publish import check_prefix_owned, publish, refuse_replacing

@@ -29,10 +29,10 @@ from typing import Any
 from lmi_build.artifact.files import MANIFEST_NAME, FileEntry, verify_entries
 from lmi_build.artifact.manifest import Manifest, load_manifest
 from lmi_build.artifact.verify import built_by_stand_in
-from lmi_build.errors import PublishError
-from lmi_build.fs import PlantedPath
-from lmi_build.hashing import sha256_file
-from lmi_build.output import Output, current
+from lmi_build.core.errors import PublishError
+from lmi_build.core.fs import PlantedPath
+from lmi_build.core.hashing import sha256_file
+from lmi_build.reporting.output import Output, current
 from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors
 from lmi_build.storage.paths import inside
 from lmi_build.storage.remote import (

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from lmi_build import events
-from lmi_build.errors import PublishError
-from lmi_build.fs import open_private
-from lmi_build.output import Output
+from lmi_build.core.errors import PublishError
+from lmi_build.core.fs import open_private
+from lmi_build.reporting import events
+from lmi_build.reporting.output import Output
 from lmi_build.storage.bounded import (
     MAX_LISTED_KEYS,
     RATE_RANGE,

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from lmi_build.core.tables import TableError
+from lmi_build.core.target_names import TARGET_NAMES
 from lmi_build.options.spec import (
     TABLE_PATH,
     alias_for,
@@ -15,8 +17,6 @@ from lmi_build.options.spec import (
     load_table,
     option_spec,
 )
-from lmi_build.tables import TableError
-from lmi_build.target_names import TARGET_NAMES
 from tests.conftest import SEEDS_DIR
 
 SEED_TABLES = (

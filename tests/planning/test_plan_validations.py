@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from lmi_build.core.types import PlanMessage
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets.hf.knobs import HfBuild
 from lmi_build.targets.hf.profiles import load_profiles as load_hf_profiles
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
-from lmi_build.types import PlanMessage
 from tests.fixtures_planning import ModelDirFactory, Planner, codes, warning_codes
 
 LLAMA = "meta-llama--Llama-2-7b-hf"
@@ -340,7 +340,7 @@ def test_hf_packed_formats_note_bf16_and_refuse_kv_cache_scales(plan_model: Plan
 
 
 def test_hf_profile_names_are_checked(plan_model: Planner) -> None:
-    from lmi_build.errors import UnknownName
+    from lmi_build.core.errors import UnknownName
 
     with pytest.raises(UnknownName, match="unknown hf container profile") as raised:
         plan_model("hf", LLAMA, quantize="awq", profile="lmi-0.33.0-trtllm-0.21.0")

@@ -14,9 +14,9 @@ import jsonschema
 import pytest
 
 from lmi_build.artifact.files import MANIFEST_NAME
-from lmi_build.errors import LmiBuildError, PublishError, VerifyError
-from lmi_build.events import SCHEMA_PATH
-from lmi_build.output import Mode, Output
+from lmi_build.core.errors import LmiBuildError, PublishError, VerifyError
+from lmi_build.reporting.events import SCHEMA_PATH
+from lmi_build.reporting.output import Mode, Output
 from lmi_build.storage.publish import publish, remote_manifest, verify_remote
 from lmi_build.storage.pull import pull
 from lmi_build.storage.transfer import PART_SIZE, delete_keys

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from lmi_build.artifact.packager import serving_properties
-from lmi_build.planner import plan_request
+from lmi_build.planner.make import plan_request
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.startup import StartupOutcome
 from lmi_build.targets import get_target, request_for

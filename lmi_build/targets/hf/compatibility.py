@@ -17,10 +17,10 @@ from lmi_build.artifact.target_api import (
     read_json_fact,
     record_mismatch,
 )
+from lmi_build.core.types import PlanMessage
 from lmi_build.targets.hf.loaders import architecture_problems, rope_problems
 from lmi_build.targets.hf.profiles import get_profile, load_profiles, loads_format
 from lmi_build.targets.hf.startup import startup_problems
-from lmi_build.types import PlanMessage
 
 if TYPE_CHECKING:
     from lmi_build.targets.hf.profiles import HfProfile

@@ -6,9 +6,9 @@ engine not built on vLLM (LMI-Dist 8, ``[[own_loader]]``), every list cited).
 from collections.abc import Sequence
 from pathlib import Path
 
-from lmi_build.tables import load_table
+from lmi_build.core.tables import load_table
+from lmi_build.core.types import PlanMessage, Record
 from lmi_build.targets.hf.profiles import HfProfile, load_profiles
-from lmi_build.types import PlanMessage, Record
 
 LOADERS_FILE = Path(__file__).resolve().parent / "data" / "loader_architectures.toml"
 

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from typing import Literal
 
 from lmi_build.artifact.packager import written_properties
+from lmi_build.core.types import TargetName
+from lmi_build.core.versions import installed_versions
 from lmi_build.model.spec import ModelSpec, PreQuantization
 from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning import checks
@@ -33,8 +35,6 @@ from lmi_build.targets.hf.profiles import (
     serving_formats,
 )
 from lmi_build.targets.hf.startup import startup_problems
-from lmi_build.types import TargetName
-from lmi_build.versions import installed_versions
 
 DEFAULT_MAX_BATCH_SIZE = 32
 DEFAULT_MAX_SEQ_LEN = 4096  # the memory estimate's sequence length when no max length is given

@@ -7,11 +7,11 @@ from typing import Any, Literal
 
 from pydantic import model_validator
 
-from lmi_build import container_profiles
-from lmi_build.container_profiles import ContainerRelease
-from lmi_build.errors import UnknownName
-from lmi_build.tables import load_table
-from lmi_build.types import Record
+from lmi_build.core import container_profiles
+from lmi_build.core.container_profiles import ContainerRelease
+from lmi_build.core.errors import UnknownName
+from lmi_build.core.tables import load_table
+from lmi_build.core.types import Record
 
 FORMATS_FILE = Path(__file__).resolve().parent / "data" / "serving_formats.toml"
 PROFILES_DIR = Path(__file__).resolve().parent / "data" / "profiles"

@@ -12,7 +12,8 @@ from lmi_build.artifact.serving import ServingTarget
 from lmi_build.artifact.target_api import Problems, ReadFile
 from lmi_build.building.context import BuildContext, BuildSettings
 from lmi_build.building.target import Unfinished
-from lmi_build.container_profiles import ProfileRow, ProfileView, published_line
+from lmi_build.core.container_profiles import ProfileRow, ProfileView, published_line
+from lmi_build.core.types import PlanMessage
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import PLAN_FILE, SavedPlan
 from lmi_build.planning.startup import StartupOutcome
@@ -21,7 +22,6 @@ from lmi_build.targets.hf import build, compatibility, layouts, profiles
 from lmi_build.targets.hf.command import COMMAND
 from lmi_build.targets.hf.knobs import HfBuild, HfRequest
 from lmi_build.targets.hf.plan import HfPlanning
-from lmi_build.types import PlanMessage
 
 
 class HfTarget(HfPlanning):

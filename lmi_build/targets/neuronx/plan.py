@@ -12,7 +12,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from lmi_build.errors import shown_values
+from lmi_build.core.errors import shown_values
+from lmi_build.core.types import TargetName
 from lmi_build.model.spec import ModelSpec
 from lmi_build.options.booleans import parse_bool
 from lmi_build.options.resolved import ResolvedOptions
@@ -44,7 +45,6 @@ from lmi_build.targets.neuronx.serving import (
     serving_compiler_flags,
 )
 from lmi_build.targets.neuronx.startup import evaluate, from_planned
-from lmi_build.types import TargetName
 
 if TYPE_CHECKING:
     from lmi_build.targets.neuronx.profiles import Loader, NeuronProfile

@@ -12,7 +12,8 @@ from lmi_build.artifact.serving import ServingTarget
 from lmi_build.artifact.target_api import Problems, ReadFile
 from lmi_build.building.context import BuildContext, BuildSettings
 from lmi_build.building.target import Unfinished
-from lmi_build.container_profiles import ProfileRow, ProfileView, published_line
+from lmi_build.core.container_profiles import ProfileRow, ProfileView, published_line
+from lmi_build.core.types import PlanMessage
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import SavedPlan
 from lmi_build.planning.startup import StartupOutcome
@@ -21,7 +22,6 @@ from lmi_build.targets.neuronx.command import COMMAND
 from lmi_build.targets.neuronx.knobs import NeuronxBuild, NeuronxRequest
 from lmi_build.targets.neuronx.plan import NeuronxPlanning
 from lmi_build.targets.neuronx.sdk import sdk
-from lmi_build.types import PlanMessage
 
 
 class NeuronxTarget(NeuronxPlanning):

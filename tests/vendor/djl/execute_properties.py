@@ -200,7 +200,7 @@ def corpus(target: str, profile: str, small: bool = False) -> list[dict[str, Any
     SMALL_OPTION_SETS; lmi-build's verdict on each is the comparison test's to compute:
     tests/targets/test_djl_verdicts.py)."""
     from lmi_build.artifact.packager import serving_properties
-    from lmi_build.planner import plan_request
+    from lmi_build.planner.make import plan_request
     from lmi_build.targets import get_target, request_for
 
     entries = []
