@@ -88,7 +88,7 @@ def architecture_problems(profile: HfProfile, architectures: Sequence[str]) -> t
     if not architectures or loaded_architectures(profile) & set(architectures):
         return [], []
     names = "/".join(architectures)
-    where = f"{profile.name} ({profile.engine}, vLLM {profile.vllm})"
+    where = f"{profile.name} ({profile.engine}, {profile.runs_on})"
     first = first_profile_loading(architectures)
     has_it = (f"first hf profile that loads it: {first.name} (vLLM {first.vllm})" if first is not None
               else "no hf profile lmi-build knows loads it")
@@ -110,7 +110,7 @@ def rope_problems(profile: HfProfile, scaling_type: str | None) -> list[PlanMess
     if scaling_type is None or known is None or scaling_type in known:
         return []
     first = next((p for p in load_profiles() if scaling_type in (loader_of(p).rope_scaling_types or ())), None)
-    where = f"{profile.name} ({profile.engine}, vLLM {profile.vllm})"
+    where = f"{profile.name} ({profile.engine}, {profile.runs_on})"
     return [PlanMessage(code="hf_rope_scaling", hint=f"use --profile {first.name}" if first else
                         "build for another target whose recipe serves it (lmi-build recipes list)",
                         message=f"{where} has no rotary embedding for config.json rope_scaling type {scaling_type[:40]!r} "

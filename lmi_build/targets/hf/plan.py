@@ -190,7 +190,7 @@ def _check_passed_through(ctx: PlanContext, profile: HfProfile, pre: PreQuantiza
         return
     others = [p.name for p in load_profiles() if loads_format(p, fmt, pre.quant_algo)]
     ctx.findings.error("hf_format", f"the input is a pre-quantized {format_words(fmt, pre.quant_algo)} checkpoint; "
-                       f"{profile.name} ({profile.engine}, vLLM {profile.vllm}) loads no {fmt} checkpoint",
+                       f"{profile.name} ({profile.engine}, {profile.runs_on}) loads no {fmt} checkpoint",
                        hint=f"use --profile {others[0]} (the first hf profile that loads it)" if others
                        else "start from the unquantized model")
 
@@ -216,7 +216,7 @@ def plan_export_format(ctx: PlanContext, profile: HfProfile | None, dtype: str) 
         _check_passed_through(ctx, profile, quant.pre_quantized)
     if quant.method is None or quant.pre_quantized is not None:
         return "hf"
-    where = "LMI's vLLM/LMI-Dist containers" if profile is None else f"{profile.name} ({profile.engine}, vLLM {profile.vllm})"
+    where = "LMI's vLLM/LMI-Dist containers" if profile is None else f"{profile.name} ({profile.engine}, {profile.runs_on})"
     model_type = ctx.spec.model_type
     chosen = export_format(quant, profile, model_type)
     if chosen is None:  # only a profile loads none

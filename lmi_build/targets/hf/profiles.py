@@ -101,6 +101,14 @@ class HfProfile(ContainerRelease):
     def versions(self) -> dict[str, str]:
         return {"lmi": self.lmi_version, "vllm": self.vllm, "transformers": self.transformers}
 
+    @property
+    def runs_on(self) -> str:
+        """What its engine runs on, for messages: its vLLM, or (LMI-Dist 8, the "warmup" check) its own
+        models beside an image's vLLM it does not use."""
+        if self.vllm_memory.check == "warmup":
+            return f"LMI-Dist models, vLLM {self.vllm} unused"
+        return f"vLLM {self.vllm}"
+
 
 class ServingFormats(Record):
     format: tuple[FormatFacts, ...]

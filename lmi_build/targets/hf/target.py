@@ -56,7 +56,7 @@ class HfTarget(HfPlanning):
 
     def profile_rows(self) -> list[ProfileRow]:
         """No default: without --profile an hf build writes the format the newest profile loads."""
-        return [ProfileRow(h.name, False, f"vLLM {h.vllm}", f"transformers {h.transformers}",
+        return [ProfileRow(h.name, False, h.runs_on, f"transformers {h.transformers}",
                            "hf (" + ", ".join(f"{m}->{f}" for m, f in h.formats.items() if f) + ")", h.engine,
                            h.model_dump(mode="json"))
                 for h in profiles.load_profiles()]
