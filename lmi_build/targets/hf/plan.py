@@ -200,12 +200,23 @@ def _refuse_unloadable_method(ctx: PlanContext, profile: HfProfile, method: str,
     methods it does load (if any), and the other profiles that load this one."""
     model_type = ctx.spec.model_type
     loadable = sorted(m for m, f in profile.formats.items() if f and writable(f, model_type))
+    names = [p.name for p in load_profiles()]  # oldest first
     others = [p.name for p in load_profiles() if p.name != profile.name and p.formats.get(method)
               and writable(p.formats[method], model_type)]
     ctx.findings.error("hf_format", f"{where} loads no --quantize {method} checkpoint that lmi-build writes",
                        hint=(f"use --quantize {' or '.join(loadable)} for this profile" if loadable else
                              "leave --quantize out for this profile (it loads no quantized checkpoint lmi-build writes)")
-                            + (f", or --profile {' or '.join(others)}" if others else ""))
+                            + (f", or --profile {_a_few(others, after=names.index(profile.name), order=names)}"
+                               if others else ""))
+
+
+def _a_few(others: list[str], *, after: int, order: list[str]) -> str:
+    """Two of ``others`` at most, so that a hint stays short: the first release after this one that
+    loads it (else the last before) and the last `profiles list` shows, with how many more do."""
+    newer = [name for name in others if order.index(name) > after]
+    picked = list(dict.fromkeys([(newer or others[-1:])[0], others[-1]]))
+    more = len(others) - len(picked)
+    return " or ".join(picked) + (f" ({more} more load it: lmi-build profiles list)" if more else "")
 
 
 def plan_export_format(ctx: PlanContext, profile: HfProfile | None, dtype: str) -> ExportFormat:
