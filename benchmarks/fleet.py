@@ -34,9 +34,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import record_comparison
+from lmi_build.core.paths import cache_root
 from lmi_build.fleet.matrix import plan_matrix
 from lmi_build.fleet.run import run_matrix
-from lmi_build.paths import cache_root
 from lmi_build.sources.resolve import resolve_source
 from tests.fixtures_ray import NODE_ARGS, PROFILE, fleet_cache, fleet_env
 from tests.fixtures_s3 import start_seaweedfs

@@ -30,11 +30,11 @@ from benchmarks import record_comparison, write_safetensors
 from lmi_build.artifact.manifest import BuildRecord
 from lmi_build.artifact.packager import package
 from lmi_build.artifact.verify import verify_local
+from lmi_build.core.types import ModelIdentity
 from lmi_build.model.spec import ModelSpec
 from lmi_build.planning.plan import BuildPlan, ToolchainRef
 from lmi_build.targets import TARGETS
 from lmi_build.targets.hf.knobs import HfBuild
-from lmi_build.types import ModelIdentity
 
 
 def write_model(directory: Path, size_bytes: int, shards: int) -> None:

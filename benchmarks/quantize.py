@@ -95,11 +95,11 @@ def _existing_model(reference: str) -> Path:
 
 def run_case(name: str, model_dir: Path, work_dir: Path, calib_size: int, calib_len: int,
              calib_batch: int) -> dict[str, Any]:
-    from lmi_build import output
-    from lmi_build.output import Mode
-    from lmi_build.planner import plan_request
+    from lmi_build.planner.make import plan_request
     from lmi_build.planning.quantization import plan_quantization, split_messages
     from lmi_build.planning.request import PlanRequest
+    from lmi_build.reporting import output
+    from lmi_build.reporting.output import Mode
     from lmi_build.targets import get_target
     from lmi_build.targets.hf.checkpoint import build_hf_checkpoint
     from lmi_build.targets.trtllm.checkpoint import build_trtllm_checkpoint
@@ -192,7 +192,7 @@ def import_baseline() -> dict[str, Any]:
     import torch  # noqa: F401
     import transformers  # noqa: F401
 
-    import lmi_build.planner
+    import lmi_build.planner.make
     import lmi_build.quantize.export  # noqa: F401
 
     return {}

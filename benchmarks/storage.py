@@ -33,7 +33,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import record_comparison, write_safetensors
-from lmi_build.output import Mode, Output
+from lmi_build.reporting.output import Mode, Output
 from lmi_build.sources.resolve import resolve_source
 from lmi_build.storage.publish import publish
 from lmi_build.storage.pull import pull

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import record_comparison, write_random
 from benchmarks.storage import timed_cpu
-from lmi_build.output import Mode, Output
+from lmi_build.reporting.output import Mode, Output
 from lmi_build.storage.client import s3_client
 from lmi_build.storage.transfer import Download, download_all
 from tests.fixtures_s3 import S3Server, start_seaweedfs

@@ -17,12 +17,12 @@ import pytest
 
 from lmi_build.artifact.layout import Layout
 from lmi_build.artifact.manifest import BuildRecord, HardwareTarget, StepTiming
+from lmi_build.core.types import ModelIdentity
 from lmi_build.model.spec import ModelSpec
 from lmi_build.planning.plan import BuildPlan, QuantizationPlan, ToolchainRef
 from lmi_build.targets import TARGETS
 from lmi_build.targets.hf.knobs import HfBuild
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
-from lmi_build.types import ModelIdentity
 
 HF = TARGETS["hf"]
 HF_LAYOUT = HF.layouts()["hf"]

@@ -52,7 +52,7 @@ def model_dir(tmp_path: Path) -> ModelDirFactory:
 
 def plan_for(target: str, **fields: Any) -> BuildPlan:
     """The plan ``lmi-build plan <target>`` makes of these PlanRequest fields (env={} unless given)."""
-    from lmi_build.planner import plan_request
+    from lmi_build.planner.make import plan_request
     from lmi_build.targets import get_target, request_for
 
     env = fields.pop("env", {})

@@ -125,13 +125,13 @@ def make_build_plan(model_dir: Path, *, target: str = "trtllm", method: str | No
                     dtype: str = "float16", decoder: str | None = "llama", route: str = "modelopt",
                     calib_file: Path | None = None, writer: str = "modelopt") -> Any:
     """A BuildPlan as the planner would make it, with ``plan_quantization``'s real output."""
+    from lmi_build.core.types import ModelIdentity
     from lmi_build.model.normalize import read_spec_file
     from lmi_build.planning.plan import BuildPlan, ToolchainRef
     from lmi_build.planning.quantization import plan_quantization, split_messages
     from lmi_build.targets import get_target
     from lmi_build.targets.hf.knobs import HfBuild
     from lmi_build.targets.trtllm.knobs import TrtllmBuild
-    from lmi_build.types import ModelIdentity
 
     spec = read_spec_file(model_dir)
     resolved = resolved_options(options or {})

@@ -232,8 +232,8 @@ def make_artifact(root: Path, files: dict[str, bytes], *, cache_key: str = "sha2
         build_environment,
         write_manifest,
     )
-    from lmi_build.hashing import tree_digest
-    from lmi_build.types import ModelIdentity
+    from lmi_build.core.hashing import tree_digest
+    from lmi_build.core.types import ModelIdentity
 
     root.mkdir(parents=True, exist_ok=True)
     for rel, data in files.items():

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lmi_build.container_profiles import PROFILES_ENV, ProfileError
+from lmi_build.core.container_profiles import PROFILES_ENV, ProfileError
 from lmi_build.targets import TARGETS
 from tests.cli_process import run_lmi_build
 from tests.paths import REPO_ROOT

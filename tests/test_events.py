@@ -1,4 +1,4 @@
-"""Build events (``lmi_build.events``): bounded, redacted, throttled, never failing the work; the
+"""Build events (``lmi_build.reporting.events``): bounded, redacted, throttled, never failing the work; the
 matrix live view's step and time left, drawn from a state given by hand (no clock)."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import jsonschema
 import pytest
 from rich.console import Console
 
-from lmi_build import events
-from lmi_build.errors import MESSAGE_CHARS
+from lmi_build.core.errors import MESSAGE_CHARS
+from lmi_build.core.redaction import forget_command_secrets
 from lmi_build.fleet.job import Job, Started
 from lmi_build.fleet.report import MatrixProgress
-from lmi_build.redaction import forget_command_secrets
+from lmi_build.reporting import events
 from tests.cli_process import run_lmi_build
 
 SCHEMA = json.loads(events.SCHEMA_PATH.read_text(encoding="utf-8"))

@@ -40,7 +40,7 @@ def test_every_target_has_the_files_the_new_target_checklist_names(name: str) ->
         assert (package / module).is_file(), f"{name} lacks {module}"
         assert f"`{module}`" in section, f"the checklist does not name {module}"
     assert any((package / "data" / "profiles").glob("*.toml"))
-    assert name in (REPO_ROOT / "lmi_build" / "target_names.py").read_text(encoding="utf-8")
+    assert name in (REPO_ROOT / "lmi_build" / "core" / "target_names.py").read_text(encoding="utf-8")
     assert f'"lmi_build.targets.{name}"' in (REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8")
     assert any(name in recipe.targets for recipe in load_recipes().recipes)
 

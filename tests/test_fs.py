@@ -1,4 +1,4 @@
-"""lmi_build.fs: atomic writes, stage-and-swap of directories, hard link or copy, umask permissions."""
+"""lmi_build.core.fs: atomic writes, stage-and-swap of directories, hard link or copy, umask permissions."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lmi_build.fs import (
+from lmi_build.core.fs import (
     atomic_write_bytes,
     atomic_write_json,
     atomic_write_text,

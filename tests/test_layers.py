@@ -43,8 +43,8 @@ def test_the_tree_keeps_the_layer_contract(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter is not installed (pip install -e '.[dev]')")
 @pytest.mark.parametrize(("module", "line", "expected"), [
-    ("lmi_build.artifact.files", "from lmi_build.pipeline import run_plan  # noqa",
-     "lmi_build.artifact is not allowed to import lmi_build.pipeline"),
+    ("lmi_build.artifact.files", "from lmi_build.building.pipeline import run_plan  # noqa",
+     "lmi_build.artifact is not allowed to import lmi_build.building"),
     ("lmi_build.options.spec", "from lmi_build.planning.plan import BuildPlan  # noqa",
      "lmi_build.options is not allowed to import lmi_build.planning"),
     ("lmi_build.artifact.verify", "from lmi_build.storage.publish import publish  # noqa",

@@ -24,8 +24,8 @@ def _build(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
 def test_the_checkpoint_step_shows_bytes_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The streamed writer moves its bar tensor by tensor (issue 42: it read 0.0 until the end, its
     files being preallocated), by exactly the bytes of weights it writes."""
-    from lmi_build import output
     from lmi_build.quantize.safetensors_files import read_header
+    from lmi_build.reporting import output
 
     added: list[int] = []
     count = output.ByteCount.add
@@ -60,7 +60,7 @@ def test_watch_written_counts_what_appears(tmp_path: Path) -> None:
 
     from rich.console import Console
 
-    from lmi_build.output import Mode, Output
+    from lmi_build.reporting.output import Mode, Output
 
     stream = io.StringIO()
     out = Output(mode=Mode.HUMAN)
@@ -79,10 +79,10 @@ def test_calibration_progress_advances_per_decoder_layer(monkeypatch: pytest.Mon
     from rich.console import Console
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from lmi_build import output
-    from lmi_build.output import Mode, Output
     from lmi_build.planning.plan import CalibrationPlan
     from lmi_build.quantize.calibration import CalibrationBatches, decoder_layers
+    from lmi_build.reporting import output
+    from lmi_build.reporting.output import Mode, Output
 
     model = LlamaForCausalLM(LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=3,
                                          num_attention_heads=4, num_key_value_heads=4, vocab_size=64)).eval()
@@ -113,8 +113,8 @@ def test_a_vendor_step_shows_its_elapsed_time_and_last_line(tmp_path: Path,
 
     from rich.console import Console
 
-    from lmi_build import output
-    from lmi_build.output import Mode, Output
+    from lmi_build.reporting import output
+    from lmi_build.reporting.output import Mode, Output
     from lmi_build.runners.process import stream_process
 
     stream = io.StringIO()

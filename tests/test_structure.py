@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import typer.main
 
-from lmi_build.target_names import TARGET_NAMES
+from lmi_build.core.target_names import TARGET_NAMES
 from lmi_build.targets import TARGETS, PlanKnobs, get_target
 from tests.paths import REPO_ROOT
 
@@ -136,7 +136,7 @@ def test_a_target_build_flag_is_one_declaration(tmp_path: Path) -> None:
     from lmi_build.cli.app import new_app
     from lmi_build.cli.build_cmd import build_command
     from lmi_build.cli.plan_flags import with_knobs
-    from lmi_build.errors import LmiBuildError
+    from lmi_build.core.errors import LmiBuildError
 
     @dataclasses.dataclass(frozen=True)
     class WithFlag(RunSettings):

@@ -1,4 +1,4 @@
-"""lmi_build.tables: every bundled TOML table validates against its model; a malformed one is a
+"""lmi_build.core.tables: every bundled TOML table validates against its model; a malformed one is a
 one-line error naming the file and the field."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
+from lmi_build.core.tables import DATA_DIR, TableError, load_table, read_table
 from lmi_build.planning.instances import InstancesFile, load_instances
-from lmi_build.tables import DATA_DIR, TableError, load_table, read_table
 from lmi_build.targets.neuronx.sdk import SDK_FILE, NeuronSdk, sdk
 from lmi_build.targets.trtllm.flags import FLAGS_FILE, FlagsFile, flags_file
 

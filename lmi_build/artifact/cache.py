@@ -17,10 +17,10 @@ from lmi_build.artifact.manifest import load_manifest
 from lmi_build.artifact.packager import check_output
 from lmi_build.artifact.target_api import TargetsByName
 from lmi_build.artifact.verify import verify_local
-from lmi_build.errors import VerifyError
-from lmi_build.fs import freeze_shared, link_tree, staged_directory
-from lmi_build.output import current
-from lmi_build.paths import cache_root
+from lmi_build.core.errors import VerifyError
+from lmi_build.core.fs import freeze_shared, link_tree, staged_directory
+from lmi_build.core.paths import cache_root
+from lmi_build.reporting.output import current
 
 
 class ArtifactCache:

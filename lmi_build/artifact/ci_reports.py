@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from lmi_build.artifact.verify import CheckOutcome, VerifyReport
-from lmi_build.ci import markdown
-from lmi_build.ci.junit import Case, Suite
-from lmi_build.errors import with_hint
-from lmi_build.output import human_bytes
-from lmi_build.types import PlanMessage
+from lmi_build.core.errors import with_hint
+from lmi_build.core.types import PlanMessage
+from lmi_build.reporting import markdown
+from lmi_build.reporting.junit import Case, Suite
+from lmi_build.reporting.output import human_bytes
 
 CLASSNAME = "lmi-build.verify"
 SHOWN_FINDINGS = 50  # a check's findings in its failure text (a tampered manifest of 200k entries is not 200k lines)

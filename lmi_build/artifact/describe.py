@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from lmi_build.artifact.manifest import Manifest
-from lmi_build.output import human_bytes
+from lmi_build.reporting.output import human_bytes
 
 # Build fields shown under "what", per target, in this order (absent ones are skipped).
 _SHAPE_FIELDS = ("tp", "pp", "dtype", "amp", "max_input_len", "max_output_len", "max_seq_len", "max_batch_size",

@@ -8,8 +8,8 @@ from typing import Literal
 
 from pydantic import field_validator
 
-from lmi_build.hashing import sha256_files
-from lmi_build.types import FrozenModel
+from lmi_build.core.hashing import sha256_files
+from lmi_build.core.types import FrozenModel
 
 MANIFEST_NAME = "lmi-build.json"
 

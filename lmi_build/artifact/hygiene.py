@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from lmi_build.redaction import REDACTED, environment_secrets, is_secret_key, redact
+from lmi_build.core.redaction import REDACTED, environment_secrets, is_secret_key, redact
 
 __all__ = ["REDACTED", "host_path_leaks", "host_roots", "is_secret_key", "redact_tree", "secret_values"]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
+from lmi_build.core.types import PlanMessage
 from lmi_build.planning.plan import BuildPlan
-from lmi_build.types import PlanMessage
 
 
 class Layout(Protocol):
@@ -19,7 +19,7 @@ class Layout(Protocol):
     def assemble(self, plan: BuildPlan, produced: Path, source_dir: Path, staging: Path) -> None:
         """Place the produced files (engine dir, checkpoint, ...) and the carried source files
         (tokenizer, generation config, chat templates, custom code) under ``staging``. Use
-        ``lmi_build.fs.link_or_copy`` for every file."""
+        ``lmi_build.core.fs.link_or_copy`` for every file."""
 
     def properties(self, plan: BuildPlan) -> dict[str, str]:
         """serving.properties keys this layout needs on top of the plan's options."""

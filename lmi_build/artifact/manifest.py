@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from lmi_build import __version__, events
+from lmi_build import __version__
 from lmi_build.artifact.files import MANIFEST_NAME, FileEntry, list_files
 from lmi_build.artifact.hygiene import (
     host_path_leaks,
@@ -27,13 +27,14 @@ from lmi_build.artifact.hygiene import (
     secret_values,
     starts_with_root,
 )
-from lmi_build.errors import VerifyError
-from lmi_build.fs import atomic_write_text
-from lmi_build.hashing import tree_digest
+from lmi_build.core.errors import VerifyError
+from lmi_build.core.fs import atomic_write_text
+from lmi_build.core.hashing import tree_digest
+from lmi_build.core.reading import BadFile, parse_json
+from lmi_build.core.types import FrozenModel, ModelIdentity, TargetName
+from lmi_build.core.versions import installed_versions
 from lmi_build.planning.plan import BuildPlan
-from lmi_build.reading import BadFile, parse_json
-from lmi_build.types import FrozenModel, ModelIdentity, TargetName
-from lmi_build.versions import installed_versions
+from lmi_build.reporting import events
 
 SCHEMA_VERSION = 1
 SCHEMA_ID = "https://lmi-build.dev/schemas/manifest/v1.json"

@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from lmi_build.errors import LmiBuildError
+from lmi_build.core.errors import LmiBuildError
 
 # Protected places that an output must not even sit inside (writing there changes them).
 NOT_INSIDE = frozenset({"the model source", "the cache", "the checkpoint", "the engine directory"})

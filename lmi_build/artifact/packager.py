@@ -13,7 +13,6 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from lmi_build import events
 from lmi_build.artifact.files import MANIFEST_NAME
 from lmi_build.artifact.hygiene import is_secret_key, secret_values
 from lmi_build.artifact.layout import Layout
@@ -26,8 +25,8 @@ from lmi_build.artifact.manifest import (
 )
 from lmi_build.artifact.target_api import ArtifactTarget
 from lmi_build.artifact.verify import verify_local
-from lmi_build.errors import InvalidPlan, LmiBuildError, OptionError, VerifyError
-from lmi_build.fs import (
+from lmi_build.core.errors import InvalidPlan, LmiBuildError, OptionError, VerifyError
+from lmi_build.core.fs import (
     freeze_shared,
     inodes,
     link_mode,
@@ -42,6 +41,7 @@ from lmi_build.options.resolve import option_spec
 from lmi_build.planning.context import read_written
 from lmi_build.planning.options import CommonOptions
 from lmi_build.planning.plan import BuildPlan
+from lmi_build.reporting import events
 
 PROPERTIES_NAME = "serving.properties"
 

@@ -3,7 +3,7 @@ facts are checked. The container profile's own facts come from the target that o
 
 from typing import Literal
 
-from lmi_build.types import FrozenModel
+from lmi_build.core.types import FrozenModel
 
 NeuronPlatformName = Literal["inf2", "trn1"]
 

@@ -14,12 +14,12 @@ from typing import Protocol
 from lmi_build.artifact.layout import Layout
 from lmi_build.artifact.manifest import Manifest
 from lmi_build.artifact.serving import ServingTarget
-from lmi_build.errors import UnknownName
+from lmi_build.core.errors import UnknownName
+from lmi_build.core.reading import BadFile, parse_json
+from lmi_build.core.types import PlanMessage, TargetName
 from lmi_build.planning.gpus import sm_number, sm_requirements
 from lmi_build.planning.startup import StartupOutcome
 from lmi_build.planning.target_api import ContainerFacts
-from lmi_build.reading import BadFile, parse_json
-from lmi_build.types import PlanMessage, TargetName
 
 Problems = tuple[list[PlanMessage], list[PlanMessage]]  # (errors, warnings)
 # A file of the artifact by its manifest path: its bytes (bounded, regular files only), or None.
@@ -138,7 +138,7 @@ def gpu_quantization_problems(manifest: Manifest, serving: ServingTarget) -> lis
 
 
 def read_json_fact(read: ReadFile, path: str) -> dict[str, object] | None:
-    """A JSON object of the artifact (bounded: ``lmi_build.reading``), or None when it is absent or
+    """A JSON object of the artifact (bounded: ``lmi_build.core.reading``), or None when it is absent or
     not one (the layout check reports such a file)."""
     data = read(path)
     if data is None:

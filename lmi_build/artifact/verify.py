@@ -15,15 +15,15 @@ from lmi_build.artifact.files import MANIFEST_NAME, inside_artifact, verify_entr
 from lmi_build.artifact.manifest import Manifest, load_manifest
 from lmi_build.artifact.serving import ServingTarget
 from lmi_build.artifact.target_api import ArtifactTarget, TargetsByName, profile_owner
-from lmi_build.errors import LmiBuildError, OptionError, VerifyError
-from lmi_build.hashing import tree_digest
+from lmi_build.core.errors import LmiBuildError, OptionError, VerifyError
+from lmi_build.core.hashing import tree_digest
+from lmi_build.core.reading import BadFile, read_regular_bytes
+from lmi_build.core.types import PlanMessage
 from lmi_build.options.properties import read_properties_with_lines
 from lmi_build.planning.context import read_text
 from lmi_build.planning.gpus import normalize_sm
 from lmi_build.planning.options import CommonText
 from lmi_build.planning.startup import StartupOutcome
-from lmi_build.reading import BadFile, read_regular_bytes
-from lmi_build.types import PlanMessage
 
 
 class CheckOutcome(BaseModel):

@@ -10,7 +10,7 @@ from dataclasses import Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from lmi_build.types import RunnerKind
+from lmi_build.core.types import RunnerKind
 
 Until = Literal["checkpoint", "artifact"]
 

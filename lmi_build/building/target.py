@@ -16,7 +16,7 @@ from typing import Literal, Protocol
 from lmi_build.artifact.target_api import ArtifactTarget
 from lmi_build.building.context import BuildContext, BuildSettings
 from lmi_build.building.run_settings import BuildCommand
-from lmi_build.container_profiles import ProfileRow, ProfileView
+from lmi_build.core.container_profiles import ProfileRow, ProfileView
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import SavedPlan
 from lmi_build.planning.target_api import PlanningTarget

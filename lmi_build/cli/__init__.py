@@ -14,12 +14,13 @@ from types import TracebackType
 
 import typer
 
-from lmi_build import events
 from lmi_build.cli import commands
 from lmi_build.cli.app import click_exceptions, new_app, root_callback
-from lmi_build.errors import LmiBuildError, Terminated
-from lmi_build.fs import commit_scope
-from lmi_build.output import (
+from lmi_build.core.errors import LmiBuildError, Terminated
+from lmi_build.core.fs import commit_scope
+from lmi_build.core.redaction import redact_text
+from lmi_build.reporting import events
+from lmi_build.reporting.output import (
     Mode,
     current,
     debugging,
@@ -28,7 +29,6 @@ from lmi_build.output import (
     set_mode,
     stream_failures,
 )
-from lmi_build.redaction import redact_text
 
 
 def build_app() -> typer.Typer:

@@ -17,9 +17,10 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from lmi_build import __version__, events
+from lmi_build import __version__
 from lmi_build.cli.user_config import endpoint_default
-from lmi_build.output import Mode, current, reset, set_debugging, set_mode
+from lmi_build.reporting import events
+from lmi_build.reporting.output import Mode, current, reset, set_debugging, set_mode
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 
@@ -49,7 +50,7 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", is_eager=True, callback
 DebugOpt = Annotated[bool, typer.Option("--debug", is_eager=True, callback=_debug_mode, help=DEBUG_HELP)]
 def _events_to(value: str | None) -> str | None:
     """``--events PATH`` (``-``: stderr): from now on every event of the command is a JSON line there
-    (``lmi_build.events``; closed, with the ``result`` event, when the command ends)."""
+    (``lmi_build.reporting.events``; closed, with the ``result`` event, when the command ends)."""
     if value is not None:
         try:
             events.open_sink(value)

@@ -12,16 +12,16 @@ from rich.markup import escape
 from lmi_build.artifact.ci_reports import error_suite, verify_suite, verify_summary
 from lmi_build.artifact.describe import describe, render
 from lmi_build.artifact.verify import serving_target
-from lmi_build.ci import github, markdown
-from lmi_build.ci.junit import Suite, check_report_path, write_report
 from lmi_build.cli.app import EndpointOpt, with_events_option
 from lmi_build.cli.unfinished import unfinished_build
-from lmi_build.errors import LmiBuildError, with_hint
-from lmi_build.output import current
+from lmi_build.core.errors import LmiBuildError, with_hint
+from lmi_build.core.types import PlanMessage
 from lmi_build.planning.render import SHOWN_MESSAGES
+from lmi_build.reporting import github, markdown
+from lmi_build.reporting.junit import Suite, check_report_path, write_report
+from lmi_build.reporting.output import current
 from lmi_build.storage.verify import load_any, verify
 from lmi_build.targets import TARGETS
-from lmi_build.types import PlanMessage
 
 LocationArg = Annotated[str, typer.Argument(help="Artifact directory or s3://bucket/prefix.", show_default=False)]
 

@@ -18,19 +18,19 @@ import typer
 from rich.console import Group
 from rich.table import Table
 
-from lmi_build import events
 from lmi_build.artifact.manifest import StepTiming
 from lmi_build.building.context import BuildOutcome, BuildSettings
+from lmi_build.building.pipeline import run_plan
 from lmi_build.building.target import Target
 from lmi_build.cli import build_summary
 from lmi_build.cli.app import EndpointOpt, with_events_option
 from lmi_build.cli.plan_flags import PlanFileOpt, load_plan_for, plan_request_from, with_knobs
 from lmi_build.cli.user_config import cache_default
-from lmi_build.errors import LmiBuildError, with_hint
-from lmi_build.output import current, identifier
-from lmi_build.pipeline import run_plan
-from lmi_build.planner import plan_request
+from lmi_build.core.errors import LmiBuildError, with_hint
+from lmi_build.planner.make import plan_request
 from lmi_build.planning.render import report_plan
+from lmi_build.reporting import events
+from lmi_build.reporting.output import current, identifier
 from lmi_build.targets import TARGETS
 
 BUILD_PANEL = "Build"

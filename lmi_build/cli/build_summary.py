@@ -3,11 +3,11 @@ cache hit, size, artifact), the plan's memory per device, and what failed."""
 
 from lmi_build.artifact.manifest import load_manifest
 from lmi_build.building.context import BuildOutcome
-from lmi_build.ci import github, markdown
-from lmi_build.errors import VerifyError, with_hint
-from lmi_build.output import current, human_bytes
+from lmi_build.core.errors import VerifyError, with_hint
 from lmi_build.planning.memory_bar import device_memory, memory_markdown
 from lmi_build.planning.plan import BuildPlan
+from lmi_build.reporting import github, markdown
+from lmi_build.reporting.output import current, human_bytes
 
 
 def _head(plan: BuildPlan, verdict: str) -> str:

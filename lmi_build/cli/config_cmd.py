@@ -1,6 +1,8 @@
 """``lmi-build config show`` and ``lmi-build config options``: resolved options and the table."""
 
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,15 +13,17 @@ from rich.table import Table
 from rich.text import Text
 
 from lmi_build.cli.app import new_app
-from lmi_build.cli.user_config import load_standing_defaults, profile_default
-from lmi_build.errors import LmiBuildError, OptionError
-from lmi_build.options.resolve import OptionInputs, cli_option_pairs, resolve_options
+from lmi_build.cli.user_config import StandingDefaults, load_standing_defaults, profile_default
+from lmi_build.core.errors import LmiBuildError, OptionError
+from lmi_build.core.redaction import redact, secret_values
+from lmi_build.core.target_names import TARGET_NAMES
+from lmi_build.core.types import PlanMessage
+from lmi_build.options.resolve import OptionInputs, OptionResolution, cli_option_pairs, resolve_options
 from lmi_build.options.spec import all_option_specs, exact_spec
-from lmi_build.output import current, identifier
-from lmi_build.planner import plan_request
+from lmi_build.planner.make import plan_request
+from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.request import PlanRequest
-from lmi_build.redaction import redact, secret_values
-from lmi_build.target_names import TARGET_NAMES
+from lmi_build.reporting.output import current, identifier
 from lmi_build.targets import get_target
 
 config_app = new_app(help="Show how LMI options resolve, and the option reference.")
@@ -79,72 +83,24 @@ def show(
     profile, _ = profile_default(_check_target(target), profile)
     inputs = OptionInputs(cli=cli_option_pairs(option or []), properties_file=properties, env=env)
     resolution = resolve_options(inputs, target=_check_target(target), strict=strict)
-    secrets = secret_values(env)
-    # The plan of the same inputs: for --model the values shown; otherwise (planned for a demo model)
-    # only to name the keys whose value the plan changes.
-    if model is not None:
-        plan = _plan(target, model, properties, option or [], profile, env, strict)
-    else:
-        try:
-            plan = _plan(target, DIFF_MODEL, properties, option or [], profile, env, strict)
-        except LmiBuildError as failed:  # e.g. an unknown --profile: the option layers are still shown
-            current().warn(f"could not plan {DIFF_MODEL} to compare with the plan: {_line(failed.message, failed.hint)}")
-            plan = None
-
-    rows: dict[str, dict[str, Any]] = {}
+    request = PlanRequest(model=DIFF_MODEL if model is None else model, properties=properties,
+                          option=tuple(option or []), profile=profile, env=env, strict=strict)
     if model is None:
-        values = {key: (item.value, item.source.value, item.origin) for key, item in resolution.options.values.items()}
+        shown = _layers_beside_plan(target, resolution, request, secret_values(env))
     else:
-        values = {key: (value, plan.option_sources.get(key, ""), _plan_origin(key, plan, resolution.options.values))
-                  for key, value in plan.options.items()}
-    for key, (value, source, origin) in values.items():
-        spec = exact_spec(key)
-        rows[key] = {
-            "value": redact(key, value, secrets),
-            "source": source,
-            "origin": origin,
-            "build_relevant": spec.is_build_relevant(target) if spec else None,
-        }
-    differs: dict[str, dict[str, str | None]] = {}
-    if model is None and plan is not None:
-        differs = {key: {"shown": row["value"], "plan": redact(key, plan.options[key], secrets)
-                         if key in plan.options else None}
-                   for key, row in rows.items() if plan.options.get(key) != row["value"]}
-        differs.update({key: {"shown": None, "plan": redact(key, value, secrets)}
-                        for key, value in plan.options.items() if key not in rows})
-    messages = (plan.warnings, plan.errors) if model is not None else (resolution.warnings, resolution.errors)
-    data = {
-        "target": target,
-        "resolved_by": "plan" if model is not None else "options",
-        "model": plan.model.id if model is not None else None,
-        "profile": plan.toolchain.profile if plan is not None else None,
-        "options": rows,
-        # Without --model: the keys `lmi-build plan` writes otherwise, planned for DIFF_MODEL.
-        "plan_differs": differs if model is None else None,
-        # ... and the stand-in model they were planned for: not the user's (issue 30 item 6).
-        "plan_differs_model": DIFF_MODEL if model is None and plan is not None else None,
-        # The config file's standing defaults (flags and the environment win over them).
-        "config_file": {"path": str(standing.path), "exists": standing.path.exists(), "values": standing.values},
-        "warnings": [message.model_dump() for message in messages[0]],
-        "errors": [message.model_dump() for message in messages[1]],
-    }
+        shown = _planned(target, resolution, plan_request(request, get_target(target)).plan, secret_values(env))
     out = current()
-    out.result(data, _options_table(rows) if out.human else None)
-    if plan is not None and model is None and differs and out.human:
-        changes = "; ".join(f"{key} {row['shown'] or '(unset)'} -> {row['plan'] or '(not written)'}"
-                            for key, row in differs.items())
-        out.info(f"no --model: these are the option layers before planning. Planned for the stand-in model "
-                 f"{DIFF_MODEL} (not yours; profile {plan.toolchain.profile}), `lmi-build plan` writes other values "
-                 f"for {len(differs)} key(s), some of them the model's: {changes}. Add --model MODEL to see the "
-                 "values the plan writes for yours.")
+    out.result(_show_json(target, shown, standing), _options_table(shown.rows) if out.human else None)
+    if out.human:
+        _say_what_differs(shown)
     if out.human and standing.values:
-        shown = ", ".join(f"{key}={value}" for key, value in standing.values.items())
-        out.info(f"standing defaults from {standing.path}: {shown} (a flag or the environment overrides each)")
-    for warning in messages[0]:
+        shown_values = ", ".join(f"{key}={value}" for key, value in standing.values.items())
+        out.info(f"standing defaults from {standing.path}: {shown_values} (a flag or the environment overrides each)")
+    for warning in shown.warnings:
         out.warn(_line(warning.message, warning.hint))
-    for problem in messages[1]:
+    for problem in shown.errors:
         out.error(_line(problem.message, problem.hint))
-    if messages[1]:
+    if shown.errors:
         raise typer.Exit(2)
 
 
@@ -152,15 +108,88 @@ def show(
 DIFF_MODEL = "demo:tiny-llama"
 
 
-def _plan(target: str, model: str, properties: Path | None, option: list[str], profile: str | None,
-          env: dict[str, str], strict: bool) -> Any:
-    """The plan `lmi-build plan <target> --model ...` makes of the same inputs (the one resolver)."""
-    request = PlanRequest(model=model, properties=properties, option=tuple(option), profile=profile, env=env,
-                          strict=strict)
-    return plan_request(request, get_target(target)).plan
+@dataclass(frozen=True)
+class _Shown:
+    """What `config show` prints: the rows, the plan they came from or are compared with (None when
+    none could be made), the keys that plan writes otherwise (None with --model), and the messages."""
+
+    rows: dict[str, dict[str, Any]]
+    plan: BuildPlan[Any] | None
+    differs: dict[str, dict[str, str | None]] | None
+    warnings: list[PlanMessage]
+    errors: list[PlanMessage]
 
 
-def _plan_origin(key: str, plan: Any, layered: dict[str, Any]) -> str:
+def _planned(target: str, resolution: OptionResolution, plan: BuildPlan[Any], secrets: list[str]) -> _Shown:
+    """With --model: the plan's values, each with the layer or derivation it came from."""
+    values = {key: (value, plan.option_sources.get(key, ""), _plan_origin(key, plan, resolution.options.values))
+              for key, value in plan.options.items()}
+    return _Shown(_rows(target, values, secrets), plan, None, plan.warnings, plan.errors)
+
+
+def _layers_beside_plan(target: str, resolution: OptionResolution, request: PlanRequest,
+                        secrets: list[str]) -> _Shown:
+    """Without --model: the option layers, and what the plan of DIFF_MODEL writes otherwise."""
+    try:
+        plan = plan_request(request, get_target(target)).plan
+    except LmiBuildError as failed:  # e.g. an unknown --profile: the option layers are still shown
+        current().warn(f"could not plan {DIFF_MODEL} to compare with the plan: {_line(failed.message, failed.hint)}")
+        plan = None
+    rows = _rows(target, {key: (item.value, item.source.value, item.origin)
+                          for key, item in resolution.options.values.items()}, secrets)
+    differs = {} if plan is None else _plan_differs(rows, plan.options, secrets)
+    return _Shown(rows, plan, differs, resolution.warnings, resolution.errors)
+
+
+def _rows(target: str, values: Mapping[str, tuple[str, str, str | None]],
+          secrets: list[str]) -> dict[str, dict[str, Any]]:
+    return {key: {"value": redact(key, value, secrets), "source": source, "origin": origin,
+                  "build_relevant": spec.is_build_relevant(target) if (spec := exact_spec(key)) else None}
+            for key, (value, source, origin) in values.items()}
+
+
+def _plan_differs(rows: dict[str, dict[str, Any]], planned: dict[str, str],
+                  secrets: list[str]) -> dict[str, dict[str, str | None]]:
+    """Each key whose shown value the plan writes otherwise (or not at all), then those only it writes."""
+    differs: dict[str, dict[str, str | None]] = {
+        key: {"shown": row["value"], "plan": redact(key, planned[key], secrets) if key in planned else None}
+        for key, row in rows.items() if planned.get(key) != row["value"]}
+    differs.update({key: {"shown": None, "plan": redact(key, value, secrets)}
+                    for key, value in planned.items() if key not in rows})
+    return differs
+
+
+def _show_json(target: str, shown: _Shown, standing: StandingDefaults) -> dict[str, Any]:
+    planned, plan = shown.differs is None, shown.plan
+    return {
+        "target": target,
+        "resolved_by": "plan" if planned else "options",
+        "model": plan.model.id if planned and plan is not None else None,
+        "profile": plan.toolchain.profile if plan is not None else None,
+        "options": shown.rows,
+        # Without --model: the keys `lmi-build plan` writes otherwise, planned for DIFF_MODEL.
+        "plan_differs": shown.differs,
+        # ... and the stand-in model they were planned for: not the user's (issue 30 item 6).
+        "plan_differs_model": DIFF_MODEL if not planned and plan is not None else None,
+        # The config file's standing defaults (flags and the environment win over them).
+        "config_file": {"path": str(standing.path), "exists": standing.path.exists(), "values": standing.values},
+        "warnings": [message.model_dump() for message in shown.warnings],
+        "errors": [message.model_dump() for message in shown.errors],
+    }
+
+
+def _say_what_differs(shown: _Shown) -> None:
+    if not shown.differs or shown.plan is None:
+        return
+    changes = "; ".join(f"{key} {row['shown'] or '(unset)'} -> {row['plan'] or '(not written)'}"
+                        for key, row in shown.differs.items())
+    current().info(f"no --model: these are the option layers before planning. Planned for the stand-in model "
+                   f"{DIFF_MODEL} (not yours; profile {shown.plan.toolchain.profile}), `lmi-build plan` writes other "
+                   f"values for {len(shown.differs)} key(s), some of them the model's: {changes}. Add --model MODEL to "
+                   "see the values the plan writes for yours.")
+
+
+def _plan_origin(key: str, plan: BuildPlan[Any], layered: dict[str, Any]) -> str:
     source = plan.option_sources.get(key)
     if source == "derived":
         return "the plan"

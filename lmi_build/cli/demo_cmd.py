@@ -5,7 +5,7 @@ import typer
 from rich.table import Table
 
 from lmi_build.cli.app import new_app
-from lmi_build.output import current, identifier
+from lmi_build.reporting.output import current, identifier
 from lmi_build.sources.demo import DEMO_MODELS, config_json
 
 LIST_EPILOG = """[bold]Examples[/bold]

@@ -7,7 +7,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 
-from lmi_build.options.spec import TARGETS, OptionSpec, exact_spec
+from lmi_build.core.target_names import TARGET_NAMES
+from lmi_build.options.spec import OptionSpec, exact_spec
 from lmi_build.planning.checks import DTYPES
 from lmi_build.planning.quantization import flag_methods
 from lmi_build.targets import every_knob
@@ -41,7 +42,7 @@ def build_choices() -> dict[str, tuple[str, ...]]:
 def target_choices() -> dict[str, dict[str, tuple[str, ...]]]:
     """The values each flag narrowed per target accepts, by option key, then target: what the
     target's builds make (--quantize: the container's runtime-only quantizations are refused)."""
-    return {"option.quantize": {target: flag_methods(target) for target in TARGETS}}
+    return {"option.quantize": {target: flag_methods(target) for target in TARGET_NAMES}}
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ def _default_text(spec: OptionSpec) -> str | None:
         return FLAG_DEFAULTS[spec.key]
     if spec.derived_default is not None:
         return spec.derived_default
-    targets = [target for target in TARGETS if spec.applies_to(target)]
+    targets = [target for target in TARGET_NAMES if spec.applies_to(target)]
     defaults = {target: spec.default_for(target) for target in targets}
     values = [value for value in defaults.values() if value is not None]
     if not values:
@@ -117,7 +118,7 @@ def _default_text(spec: OptionSpec) -> str | None:
     exceptions = [f"{target}: {value}" for target, value in defaults.items() if value not in (common, None)]
     if exceptions:
         return "; ".join([common, *exceptions])
-    if values.count(common) == len(TARGETS):
+    if values.count(common) == len(TARGET_NAMES):
         return common
     return f"{common} ({', '.join(target for target, value in defaults.items() if value == common)})"
 

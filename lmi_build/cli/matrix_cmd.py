@@ -10,11 +10,11 @@ import typer
 from lmi_build.cli.app import EndpointOpt, with_events_option
 from lmi_build.cli.build_cmd import EXIT_INCOMPLETE
 from lmi_build.cli.user_config import cache_default
-from lmi_build.errors import LmiBuildError
+from lmi_build.core.errors import LmiBuildError
 from lmi_build.fleet.ci_reports import MatrixReports
 from lmi_build.fleet.matrix import MatrixError
 from lmi_build.fleet.run import run_matrix
-from lmi_build.output import current
+from lmi_build.reporting.output import current
 
 MATRIX_EPILOG = """[bold]Examples[/bold]
 

@@ -7,10 +7,10 @@ import typer
 
 from lmi_build.cli.app import EndpointOpt
 from lmi_build.cli.plan_flags import SaveOpt, plan_request_from, with_knobs
-from lmi_build.output import current
-from lmi_build.planner import plan_request
+from lmi_build.core.target_names import TARGET_NAMES
+from lmi_build.planner.make import plan_request
 from lmi_build.planning.render import report_plan
-from lmi_build.target_names import TARGET_NAMES
+from lmi_build.reporting.output import current
 from lmi_build.targets import get_target
 
 # One line: typer keeps a line break of a command's help in the list of commands.

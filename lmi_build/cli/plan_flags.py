@@ -23,11 +23,11 @@ import typer
 from lmi_build.cli.app import click_context
 from lmi_build.cli.flag_help import CHOICES, COMMAND_HELP, HELP, MAXIMUM, MINIMUM, TARGET_CHOICES
 from lmi_build.cli.user_config import profile_default
-from lmi_build.errors import OptionError, UnknownName
+from lmi_build.core.errors import OptionError, UnknownName
 from lmi_build.options.spec import exact_spec
-from lmi_build.output import current
-from lmi_build.planner import recheck_saved_plan
+from lmi_build.planner.recheck import recheck_saved_plan
 from lmi_build.planning.request import INPUTS_PANEL, Knob, PlanRequest, ordered_knobs
+from lmi_build.reporting.output import current
 from lmi_build.targets import TARGETS, every_knob, get_target, load_saved_plan, request_for
 
 if TYPE_CHECKING:  # the planner's pydantic models load only when a command runs, not for --help

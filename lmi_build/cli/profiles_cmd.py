@@ -10,11 +10,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from lmi_build.cli.app import new_app
-from lmi_build.container_profiles import ProfileRow
-from lmi_build.errors import UnknownName
-from lmi_build.output import ListingTable, current, identifier
+from lmi_build.core.container_profiles import ProfileRow
+from lmi_build.core.errors import UnknownName
+from lmi_build.core.versions import parse_lmi_version
+from lmi_build.reporting.output import ListingTable, current, identifier
 from lmi_build.targets import TARGETS
-from lmi_build.versions import parse_lmi_version
 
 profiles_app = new_app(help="LMI container profiles, TensorRT-LLM, Neuron and hf (image, versions, layout, defaults).")
 

@@ -8,11 +8,11 @@ from rich.table import Table
 
 from lmi_build.cli.app import new_app
 from lmi_build.cli.profiles_cmd import _unknown_profile
-from lmi_build.output import ListingTable, current, identifier
+from lmi_build.core.target_names import TARGET_NAMES
 from lmi_build.planning.target_api import RecipeRoute, route_for
 from lmi_build.recipes.registry import load_recipes
-from lmi_build.recipes.schema import Recipe, TargetSupport
-from lmi_build.target_names import TARGET_NAMES
+from lmi_build.recipes.schema import Recipe, TargetSupport, VersionOption
+from lmi_build.reporting.output import ListingTable, current, identifier
 from lmi_build.targets import TARGETS
 
 LIST_EPILOG = """[bold]Examples[/bold]
@@ -152,39 +152,46 @@ def _show(recipe: Recipe) -> RenderableType:
     head.add_row("[bold]description[/bold]", recipe.description)
     head.add_row("[bold]architectures[/bold]", ", ".join(recipe.architectures) or "-")
     head.add_row("[bold]model types[/bold]", ", ".join(recipe.model_types) or "-")
+    return Group(head, _targets_table(recipe), *(_version_option_table(option) for option in recipe.version_options))
 
+
+# The rows of `recipes show`'s targets table: each a label and the TargetSupport field it shows.
+_SUPPORT_ROWS = (("quantize", "quantize"), ("pre-quantized input", "prequantized"),
+                 ("options allowed", "options_allowed"), ("options refused", "options_refused"),
+                 ("defaults", "defaults"), ("ModelOpt decoder", "modelopt_decoder"),
+                 ("TRT-LLM example", "trtllm_example"), ("TRT-LLM architecture", "trtllm_architecture"),
+                 ("notes", "notes"))
+
+
+def _support_fact(support: TargetSupport, field: str) -> str:
+    """One field of a target's support as a cell: lists joined, a mapping as key=value, "-" when empty."""
+    value = getattr(support, field)
+    if isinstance(value, dict):
+        value = [f"{k}={v}" for k, v in value.items()]
+    return (value if isinstance(value, str | None) else ", ".join(value)) or "-"
+
+
+def _targets_table(recipe: Recipe) -> Table:
     targets = Table(title="targets")
     targets.add_column("", no_wrap=True)
     for target in TARGET_NAMES:
         targets.add_column(target, overflow="fold")
     supports = [recipe.targets.get(t) for t in TARGET_NAMES]
-    rows: list[tuple[str, Any]] = [
-        ("supported", lambda s: "yes"),
-        ("quantize", lambda s: ", ".join(s.quantize) or "-"),
-        ("pre-quantized input", lambda s: ", ".join(s.prequantized) or "-"),
-        ("options allowed", lambda s: ", ".join(s.options_allowed) or "-"),
-        ("options refused", lambda s: ", ".join(s.options_refused) or "-"),
-        ("defaults", lambda s: ", ".join(f"{k}={v}" for k, v in s.defaults.items()) or "-"),
-        ("ModelOpt decoder", lambda s: s.modelopt_decoder or "-"),
-        ("TRT-LLM example", lambda s: s.trtllm_example or "-"),
-        ("TRT-LLM architecture", lambda s: s.trtllm_architecture or "-"),
-        ("notes", lambda s: s.notes or "-"),
-    ]
-    for label, cell in rows:
-        absent = "[dim]no[/dim]" if label == "supported" else ""
-        targets.add_row(label, *(cell(s) if s is not None else absent for s in supports))
+    targets.add_row("supported", *("yes" if s is not None else "[dim]no[/dim]" for s in supports))
+    for label, field in _SUPPORT_ROWS:
+        targets.add_row(label, *(_support_fact(s, field) if s is not None else "" for s in supports))
+    return targets
 
-    parts: list[RenderableType] = [head, targets]
-    for option in recipe.version_options:
-        table = Table(title=f"{option.key} ({', '.join(option.targets)}; "
-                            f"{'required' if option.required else f'default {option.default}'})")
-        table.add_column("value", no_wrap=True, overflow="fold")
-        table.add_column("inferred when", overflow="fold")
-        for rule in option.infer:
-            conditions = [f"{k} = {v}" for k, v in rule.when.items()]
-            conditions += [f"{k} contains '{v}'" for k, v in rule.contains.items()]
-            conditions += [f"no {k}" for k in rule.absent]
-            table.add_row(identifier(rule.value), ", ".join(conditions))
-        table.caption = f"choices: {', '.join(option.choices)}; set with --option {option.name}=VALUE"
-        parts.append(table)
-    return Group(*parts)
+
+def _version_option_table(option: VersionOption) -> Table:
+    table = Table(title=f"{option.key} ({', '.join(option.targets)}; "
+                        f"{'required' if option.required else f'default {option.default}'})")
+    table.add_column("value", no_wrap=True, overflow="fold")
+    table.add_column("inferred when", overflow="fold")
+    for rule in option.infer:
+        conditions = [f"{k} = {v}" for k, v in rule.when.items()]
+        conditions += [f"{k} contains '{v}'" for k, v in rule.contains.items()]
+        conditions += [f"no {k}" for k in rule.absent]
+        table.add_row(identifier(rule.value), ", ".join(conditions))
+    table.caption = f"choices: {', '.join(option.choices)}; set with --option {option.name}=VALUE"
+    return table

@@ -9,7 +9,7 @@ from rich.markup import escape
 from lmi_build.artifact.files import MANIFEST_NAME
 from lmi_build.cli.app import EndpointOpt, with_events_option
 from lmi_build.cli.unfinished import unfinished_build
-from lmi_build.output import current
+from lmi_build.reporting.output import current
 from lmi_build.storage.publish import publish
 from lmi_build.storage.pull import pull
 

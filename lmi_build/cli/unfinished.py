@@ -6,7 +6,7 @@ finishes it (the plan's target says both: ``Target.unfinished``), the same comma
 from pathlib import Path
 
 from lmi_build.artifact.manifest import MANIFEST_NAME
-from lmi_build.errors import LmiBuildError, VerifyError
+from lmi_build.core.errors import LmiBuildError, VerifyError
 from lmi_build.planning.saved import PLAN_FILE
 from lmi_build.targets import get_target, load_saved_plan
 

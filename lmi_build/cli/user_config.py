@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lmi_build.errors import OptionError
-from lmi_build.reading import BadFile, parse_toml, read_regular_bytes
-from lmi_build.target_names import TARGET_NAMES
+from lmi_build.core.errors import OptionError
+from lmi_build.core.reading import BadFile, parse_toml, read_regular_bytes
+from lmi_build.core.target_names import TARGET_NAMES
 
 CONFIG_ENV = "LMI_BUILD_CONFIG"
 _MAX_CONFIG_BYTES = 64 * 1024

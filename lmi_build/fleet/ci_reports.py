@@ -10,16 +10,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from lmi_build.ci import github, markdown
-from lmi_build.ci.junit import Case, Suite, check_report_path, write_report
-from lmi_build.errors import LmiBuildError
+from lmi_build.core.errors import LmiBuildError
 from lmi_build.fleet.job import Job
 from lmi_build.fleet.matrix import MatrixError
 from lmi_build.fleet.report import MatrixProgress
 from lmi_build.fleet.timeline import mermaid_gantt
-from lmi_build.output import current, human_bytes
 from lmi_build.planning.memory_bar import device_memory, memory_markdown
 from lmi_build.planning.plan import MemoryEstimate
+from lmi_build.reporting import github, markdown
+from lmi_build.reporting.junit import Case, Suite, check_report_path, write_report
+from lmi_build.reporting.output import current, human_bytes
 from lmi_build.targets import parse_plan_text
 
 CLASSNAME = "lmi-build.matrix"

@@ -22,19 +22,19 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from lmi_build import events
-from lmi_build.errors import OptionError
+from lmi_build.core.errors import OptionError
+from lmi_build.core.redaction import redact_text
 from lmi_build.fleet import worker
 from lmi_build.fleet.job import BuildResult, Job, Started, remove_job_dir, run_job
 from lmi_build.fleet.ray_address import RayAddressError, RayTarget, resolve_ray_address
 from lmi_build.fleet.worker import parse_message
-from lmi_build.output import current
-from lmi_build.redaction import redact_text
+from lmi_build.reporting import events
+from lmi_build.reporting.output import current
 
 ExecutorName = Literal["local", "ray"]
 OnStarted = Callable[[Started], None]
 OnResult = Callable[[BuildResult], None]
-OnEvent = Callable[[str, dict[str, Any]], None]  # a build's name and one event of its build (lmi_build.events)
+OnEvent = Callable[[str, dict[str, Any]], None]  # a build's name and one event of its build (lmi_build.reporting.events)
 POLL_SECONDS = 0.25
 RAY_CALLS_PER_WORKER = 1  # see _run_ray
 # Every Ray head node offers this resource (ray/_common/constants.py HEAD_NODE_RESOURCE_NAME).

@@ -18,19 +18,19 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from lmi_build import events
 from lmi_build.artifact.cache import ArtifactCache
 from lmi_build.artifact.manifest import load_manifest
 from lmi_build.building.context import BuildSettings
-from lmi_build.errors import LmiBuildError, StepError
-from lmi_build.fs import live_users, private_dir
-from lmi_build.output import Mode, set_mode
-from lmi_build.pipeline import run_plan
+from lmi_build.building.pipeline import run_plan
+from lmi_build.core.errors import LmiBuildError, StepError
+from lmi_build.core.fs import live_users, private_dir
+from lmi_build.core.types import FrozenModel
 from lmi_build.planning.saved import SavedPlan
+from lmi_build.reporting import events
+from lmi_build.reporting.output import Mode, set_mode
 from lmi_build.storage.build_cache import CacheEntry, RemoteBuildCache
 from lmi_build.storage.publish import publish
 from lmi_build.targets import get_target, parse_plan_text
-from lmi_build.types import FrozenModel
 
 # cached: a verified shared-cache entry was reused; built: built here, stored and published;
 # stand_in: built with a test stand-in compiler (never cached or published); checkpoint: stopped

@@ -6,26 +6,29 @@ A matrix with any error fails as a whole, listing every error, not only the firs
 """
 
 import itertools
+import math
 import os
 import re
 import string
 import typing
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from lmi_build.ci import github
-from lmi_build.errors import LmiBuildError
+from lmi_build.core.errors import LmiBuildError
+from lmi_build.core.reading import BadFile, parse_toml, read_regular_text
+from lmi_build.core.types import Record, TargetName
 from lmi_build.fleet.job import Job, resources_for
-from lmi_build.output import printable
-from lmi_build.planner import plan_request, recheck_saved_plan
+from lmi_build.planner.make import plan_request
+from lmi_build.planner.recheck import recheck_saved_plan
 from lmi_build.planning.request import PlanRequest
 from lmi_build.planning.saved import SavedPlan
-from lmi_build.reading import BadFile, parse_toml, read_regular_text
+from lmi_build.reporting import github
+from lmi_build.reporting.output import printable
 from lmi_build.storage.s3url import parse_s3_url
 from lmi_build.targets import TARGETS, every_knob, get_target, load_saved_plan, request_for
-from lmi_build.types import Record, TargetName
 
 # A matrix file is a page of TOML; a megabyte is far beyond any real one.
 MAX_MATRIX_BYTES = 1024 * 1024
@@ -153,9 +156,7 @@ def expand(matrix: Matrix) -> tuple[list[tuple[str, BuildEntry, dict[str, Any]]]
             problems.append(f"build[{index}].matrix: every key needs a non-empty list of values")
             continue
         keys = list(product)
-        count = 1
-        for choices in product.values():
-            count *= len(choices)
+        count = math.prod(len(choices) for choices in product.values())
         if len(builds) + count > MAX_BUILDS:
             problems.append(f"build[{index}].matrix expands to {count:,} builds; a matrix file may hold at most "
                             f"{MAX_BUILDS:,} (split it, or narrow the product)")
@@ -252,9 +253,7 @@ def plan_matrix(path: Path, *, cache: str | None, endpoint_url: str | None = Non
     builds, problems = expand(matrix)
     unplanned: list[LmiBuildError] = []  # builds that could not be planned at all (not invalid plans)
     jobs: list[Job] = []
-    by_key: dict[str, str] = {}
-    by_name: dict[str, str] = {}
-    by_publish: dict[str, str] = {}
+    taken = _Taken()
     for label, entry, chosen in builds:
         try:
             saved = _plan_entry(entry, path.parent, endpoint_url)
@@ -265,40 +264,17 @@ def plan_matrix(path: Path, *, cache: str | None, endpoint_url: str | None = Non
         if not saved.plan.valid:
             problems += [f"{label}: {message.message}" for message in saved.plan.errors]
             continue
-        values = _template_values(saved, chosen)
-        # Numbers get their key ("tp2"), words stand for themselves ("awq"): hf-tiny-llama-tp2-awq.
-        default_name = "-".join([values["target"], values["model"],
-                                 *(f"{k}{values[k]}" if values[k].isdigit() else values[k]
-                                   for k in chosen if k not in ("target", "model"))])
         try:
-            name = _fill(entry.name, values, "name") if entry.name else default_name
-            values["name"] = name
-            publish = _fill(entry.publish, values, "publish") if entry.publish else None
-            node_labels = {key: _fill(value, values, f"node_labels.{key}") for key, value in entry.node_labels.items()}
-            if publish is not None:
-                parse_s3_url(publish)
+            name, publish, node_labels = _named(entry, _template_values(saved, chosen), chosen)
         except (ValueError, KeyError, IndexError, LmiBuildError) as error:
             problems.append(f"{label}: {getattr(error, 'message', error)}")
             continue
-        if printable(name) != name:  # a name is shown on every line of the run: it must not steer the terminal
-            problems.append(f"{label}: the name {printable(name)} holds control characters; "
-                            "use letters, digits and punctuation")
-            continue
         key = saved.plan.cache_key
-        if key in by_key:
-            problems.append(f"{label}: plans the same artifact as {by_key[key]} (cache key {key[:19]}…)")
+        clash = taken.clash(key, name, publish)
+        if clash is not None:
+            problems.append(f"{label}: {clash}")
             continue
-        if name in by_name:
-            problems.append(f"{label}: the name {name} is taken by {by_name[name]}; set name = \"...\" templates")
-            continue
-        if publish is not None:
-            clash = next((other for prefix, other in by_publish.items() if _prefixes_overlap(prefix, publish)), None)
-            if clash is not None:
-                problems.append(f"{label}: publishes to {publish}, which overlaps the prefix of {clash}; "
-                                "put a varying field ({tp}, {quantize}, {name}, ...) in the publish template")
-                continue
-            by_publish[publish] = label
-        by_name[name], by_key[key] = label, label
+        taken.claim(label, key, name, publish)
         jobs.append(Job(name=name, saved_plan=saved.dumps(), cache_key=key, target=saved.plan.target,
                         publish=publish, cache=cache, endpoint_url=endpoint_url, runner=entry.runner,
                         step_timeout_s=entry.step_timeout, node_labels=node_labels,
@@ -306,3 +282,48 @@ def plan_matrix(path: Path, *, cache: str | None, endpoint_url: str | None = Non
     if problems:
         raise MatrixError(path, problems, errors=unplanned)
     return jobs
+
+
+def _named(entry: BuildEntry, values: dict[str, str],
+           chosen: dict[str, Any]) -> tuple[str, str | None, dict[str, str]]:
+    """The build's name, publish URL and node labels, from its templates (or the default name)."""
+    # Numbers get their key ("tp2"), words stand for themselves ("awq"): hf-tiny-llama-tp2-awq.
+    default_name = "-".join([values["target"], values["model"],
+                             *(f"{k}{values[k]}" if values[k].isdigit() else values[k]
+                               for k in chosen if k not in ("target", "model"))])
+    name = _fill(entry.name, values, "name") if entry.name else default_name
+    values["name"] = name
+    publish = _fill(entry.publish, values, "publish") if entry.publish else None
+    node_labels = {key: _fill(value, values, f"node_labels.{key}") for key, value in entry.node_labels.items()}
+    if publish is not None:
+        parse_s3_url(publish)
+    if printable(name) != name:  # a name is shown on every line of the run: it must not steer the terminal
+        raise ValueError(f"the name {printable(name)} holds control characters; use letters, digits and punctuation")
+    return name, publish, node_labels
+
+
+@dataclass
+class _Taken:
+    """The cache keys, names and publish prefixes of the builds so far, each with its build's label."""
+
+    by_key: dict[str, str] = field(default_factory=dict)
+    by_name: dict[str, str] = field(default_factory=dict)
+    by_publish: dict[str, str] = field(default_factory=dict)
+
+    def clash(self, key: str, name: str, publish: str | None) -> str | None:
+        """Why a build of these cannot join the matrix: the same artifact, name or an overlapping prefix."""
+        if key in self.by_key:
+            return f"plans the same artifact as {self.by_key[key]} (cache key {key[:19]}…)"
+        if name in self.by_name:
+            return f"the name {name} is taken by {self.by_name[name]}; set name = \"...\" templates"
+        overlap = next((other for prefix, other in self.by_publish.items()
+                        if publish is not None and _prefixes_overlap(prefix, publish)), None)
+        if overlap is not None:
+            return (f"publishes to {publish}, which overlaps the prefix of {overlap}; "
+                    "put a varying field ({tp}, {quantize}, {name}, ...) in the publish template")
+        return None
+
+    def claim(self, label: str, key: str, name: str, publish: str | None) -> None:
+        self.by_key[key], self.by_name[name] = label, label
+        if publish is not None:
+            self.by_publish[publish] = label

@@ -24,8 +24,8 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from lmi_build.errors import LmiBuildError
-from lmi_build.redaction import redact_text
+from lmi_build.core.errors import LmiBuildError
+from lmi_build.core.redaction import redact_text
 
 PROBE_SECONDS = 10.0
 # What an HTTP/2 client sends first (RFC 9113 3.4), then an empty SETTINGS frame; the server's

@@ -17,7 +17,7 @@ from rich.text import Text
 
 from lmi_build.fleet.job import SUCCESSFUL, BuildResult, Job, Started
 from lmi_build.fleet.timeline import Span, TextGantt
-from lmi_build.output import Output, identifier, printable
+from lmi_build.reporting.output import Output, identifier, printable
 
 # The statuses of the live view, in the order it lists them.
 LIVE_STATES = ("queued", "running", "cached", "built", "script", "stand_in", "checkpoint", "failed")
@@ -75,7 +75,7 @@ class MatrixProgress:
         self.ended[result.name] = time.monotonic()
 
     def event(self, name: str, event: dict[str, Any], now: float | None = None) -> None:
-        """One event of a running build (``lmi_build.events``): a step's start or end."""
+        """One event of a running build (``lmi_build.reporting.events``): a step's start or end."""
         if name in self.results:
             return
         kind, step = event.get("type"), event.get("step")

@@ -6,14 +6,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lmi_build import events
 from lmi_build.artifact.cache import ArtifactCache
 from lmi_build.fleet.executors import Execution, ExecutorName, OnResult, OnStarted, run_jobs
 from lmi_build.fleet.job import BuildResult, Job, Started
 from lmi_build.fleet.matrix import plan_matrix
 from lmi_build.fleet.ray_address import resolve_ray_address
 from lmi_build.fleet.report import MatrixProgress
-from lmi_build.output import current
+from lmi_build.reporting import events
+from lmi_build.reporting.output import current
 from lmi_build.storage.build_cache import RemoteBuildCache
 from lmi_build.storage.client import check_publish_targets
 from lmi_build.targets import parse_plan_text

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from rich.console import Console, ConsoleOptions
 from rich.text import Text
 
-from lmi_build.ci import markdown
-from lmi_build.output import printable
+from lmi_build.reporting import markdown
+from lmi_build.reporting.output import printable
 
 GANTT_CELLS = 40  # the widest text bar; a narrower screen gets a narrower one
 STATUS_STYLE = {"cached": "cyan", "built": "green", "script": "green", "stand_in": "yellow", "checkpoint": "yellow",

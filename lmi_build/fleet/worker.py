@@ -1,6 +1,6 @@
 """The process of one local matrix build (``python -m lmi_build.fleet.worker FD PARENT``): reads
 its ``Job`` as JSON on stdin, runs it, and writes its start event, its build's events (steps, byte
-counts: ``lmi_build.events``) and then its result as JSON lines to the descriptor FD.
+counts: ``lmi_build.reporting.events``) and then its result as JSON lines to the descriptor FD.
 
 One process per build, not a pool: a worker killed by SIGKILL (or the kernel's OOM killer) fails
 only its own build, which the driver may run again; the others go on. No multiprocessing either:
@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
-from lmi_build.errors import Terminated
+from lmi_build.core.errors import Terminated
 from lmi_build.fleet.job import Job, run_job
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h

@@ -12,14 +12,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from lmi_build.errors import SourceError
+from lmi_build.core.errors import SourceError
+from lmi_build.core.reading import BadFile, parse_json, read_regular_bytes
 from lmi_build.model import aliases as A
 from lmi_build.model.lookup import first_present, get_path, matches
 from lmi_build.model.native import native_names
 from lmi_build.model.params import Mla, Shapes, estimate_parameters
 from lmi_build.model.prequant import modelopt_quant_config, parse_quantization_config
 from lmi_build.model.spec import ModelSpec, PositionEmbedding, PreQuantization, RopeSpec
-from lmi_build.reading import BadFile, parse_json, read_regular_bytes
 
 # Sibling files that describe a pre-quantized checkpoint when config.json does not.
 _MODELOPT_QUANT_FILE = "hf_quant_config.json"
@@ -247,35 +247,30 @@ def _gated(config: Mapping[str, Any], facts: A.ArchFacts) -> bool:
 
 
 def _rope(config: Mapping[str, Any], facts: A.ArchFacts, head_dim: int) -> RopeSpec:
-    theta = first_present(config, A.ROPE_THETA)
-    scaling = next(
-        (value for key in A.ROPE_SCALING if isinstance(value := get_path(config, key), Mapping)), None
-    )
-    scaling_type = None
-    if scaling is not None:
-        scaling_type = scaling.get("rope_type") or scaling.get("type")
-        if scaling_type == "default":
-            scaling_type = None
+    scaling = _rope_scaling(config)
     rotary_dim = _int_or(first_present(config, A.ROTARY_DIM), None)
     if rotary_dim is None:
         fraction = first_present(config, A.ROTARY_FRACTION)
         share = float(fraction[1]) if fraction is not None else facts.rotary_fraction
         rotary_dim = int(head_dim * share) if share is not None else None
-    factor = scaling.get("factor") if scaling and scaling_type else None
-    original = scaling.get("original_max_position_embeddings") if scaling and scaling_type else None
+    theta = first_present(config, A.ROPE_THETA)
     theta_value = float(theta[1]) if theta is not None else 10000.0
+    factor = scaling[1].get("factor") if scaling else None
     factor_value = float(factor) if factor is not None else None
     for name, number in (("rope_theta", theta_value), ("rope scaling factor", factor_value)):
         if number is not None and not (math.isfinite(number) and number > 0):
             raise ValueError(f"{name} {number} is not a finite positive number")
-    return RopeSpec(
-        theta=theta_value,
-        scaling_type=str(scaling_type) if scaling_type else None,
-        scaling_factor=factor_value,
-        original_max_position_embeddings=int(original) if original is not None else None,
-        rotary_dim=rotary_dim,
-        raw_scaling=dict(scaling) if scaling and scaling_type else None,
-    )
+    original = scaling[1].get("original_max_position_embeddings") if scaling else None
+    return RopeSpec(theta=theta_value, scaling_type=scaling[0] if scaling else None, scaling_factor=factor_value,
+                    original_max_position_embeddings=int(original) if original is not None else None,
+                    rotary_dim=rotary_dim, raw_scaling=dict(scaling[1]) if scaling else None)
+
+
+def _rope_scaling(config: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]] | None:
+    """(type, block) of the config's RoPE scaling; None without one or with the "default" type (none)."""
+    scaling = next((value for key in A.ROPE_SCALING if isinstance(value := get_path(config, key), Mapping)), None)
+    kind = scaling.get("rope_type") or scaling.get("type") if scaling is not None else None
+    return (str(kind), scaling) if scaling is not None and kind and kind != "default" else None
 
 
 def _dtype(config: Mapping[str, Any]) -> str | None:

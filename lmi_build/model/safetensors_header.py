@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 import struct
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
-from lmi_build.reading import BadFile, parse_json
+from lmi_build.core.reading import BadFile, parse_json
 
 # The library refuses headers over 100 MB (safetensors/src/tensor.rs MAX_HEADER_SIZE).
 MAX_HEADER_BYTES = 100_000_000
@@ -56,29 +56,8 @@ def check_header(header: dict[str, Any], *, data_bytes: int, name: str) -> None:
     metadata = header.get("__metadata__", {})
     if not isinstance(metadata, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
         raise BadFile(f"{name}: __metadata__ must map strings to strings")
-    spans: list[tuple[int, int, str]] = []
-    for tensor, entry in header.items():
-        if tensor == "__metadata__":
-            continue
-        if not isinstance(entry, dict):
-            raise BadFile(f"{name}: tensor {tensor!r} has no dtype/shape/data_offsets")
-        dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
-        if dtype not in DTYPE_BYTES:
-            raise BadFile(f"{name}: tensor {tensor!r} has the unknown dtype {str(dtype)[:20]!r}")
-        if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
-                                                   for d in shape):
-            raise BadFile(f"{name}: tensor {tensor!r} has an invalid shape")
-        if not (isinstance(offsets, list) and len(offsets) == 2
-                and all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)):
-            raise BadFile(f"{name}: tensor {tensor!r} has invalid data_offsets")
-        begin, end = offsets
-        if begin < 0 or end < begin or end > data_bytes:
-            raise BadFile(f"{name}: tensor {tensor!r} data_offsets [{begin}, {end}] lie outside the "
-                          f"{data_bytes} bytes of data")
-        expected = math.ceil(math.prod(shape) * DTYPE_BYTES[dtype])
-        if end - begin != expected:
-            raise BadFile(f"{name}: tensor {tensor!r} spans {end - begin} bytes, its shape and dtype need {expected}")
-        spans.append((begin, end, tensor))
+    spans = [(*_tensor_span(entry, data_bytes, f"{name}: tensor {tensor!r}"), tensor)
+             for tensor, entry in header.items() if tensor != "__metadata__"]
     position = 0
     for begin, end, tensor in sorted(spans):
         if begin != position:
@@ -87,3 +66,27 @@ def check_header(header: dict[str, Any], *, data_bytes: int, name: str) -> None:
         position = end
     if position != data_bytes:
         raise BadFile(f"{name}: the tensors cover {position} of the file's {data_bytes} data bytes")
+
+
+def _int_list(value: object) -> TypeGuard[list[int]]:  # JSON's true and false are no integers here
+    return isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+
+
+def _tensor_span(entry: object, data_bytes: int, where: str) -> tuple[int, int]:
+    """(begin, end) of one tensor's entry, once its dtype, shape and offsets obey the format."""
+    if not isinstance(entry, dict):
+        raise BadFile(f"{where} has no dtype/shape/data_offsets")
+    dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+    if dtype not in DTYPE_BYTES:
+        raise BadFile(f"{where} has the unknown dtype {str(dtype)[:20]!r}")
+    if not _int_list(shape) or min(shape, default=0) < 0:
+        raise BadFile(f"{where} has an invalid shape")
+    if not _int_list(offsets) or len(offsets) != 2:
+        raise BadFile(f"{where} has invalid data_offsets")
+    begin, end = offsets
+    if begin < 0 or end < begin or end > data_bytes:
+        raise BadFile(f"{where} data_offsets [{begin}, {end}] lie outside the {data_bytes} bytes of data")
+    expected = math.ceil(math.prod(shape) * DTYPE_BYTES[dtype])
+    if end - begin != expected:
+        raise BadFile(f"{where} spans {end - begin} bytes, its shape and dtype need {expected}")
+    return begin, end

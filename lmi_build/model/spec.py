@@ -6,7 +6,7 @@ Every later stage (recipes, planner, memory estimate) reads only this, never the
 
 from typing import Any, Literal
 
-from lmi_build.types import FrozenModel
+from lmi_build.core.types import FrozenModel
 
 PositionEmbedding = Literal["rope", "alibi", "learned", "relative", "none"]
 

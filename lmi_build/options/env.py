@@ -19,11 +19,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from lmi_build.core.redaction import SECRET_ENV_VARS
+from lmi_build.core.types import PlanMessage
 from lmi_build.options.booleans import SPELLING as BOOL_SPELLING
 from lmi_build.options.booleans import bool_text, parse_bool
 from lmi_build.options.spec import canonical_key, option_spec
-from lmi_build.redaction import SECRET_ENV_VARS
-from lmi_build.types import PlanMessage
 
 # SERVING_* variables that configure the server process, not the model.
 SERVER_ENV_VARS = frozenset({"SERVING_OPTS", "SERVING_LOAD_MODELS", "SERVING_FAIL_FAST", "SERVING_FEATURES"})

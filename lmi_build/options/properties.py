@@ -19,12 +19,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lmi_build.ci import github
-from lmi_build.errors import OptionError
-from lmi_build.fs import atomic_write_text
-from lmi_build.output import current
-from lmi_build.reading import BadFile, check_text, read_regular_bytes
-from lmi_build.types import PlanMessage
+from lmi_build.core.errors import OptionError
+from lmi_build.core.fs import atomic_write_text
+from lmi_build.core.reading import BadFile, check_text, read_regular_bytes
+from lmi_build.core.types import PlanMessage
+from lmi_build.reporting import github
+from lmi_build.reporting.output import current
 
 _WHITESPACE = " \t\f"
 _LINE_END = re.compile(r"\r\n|\r|\n")

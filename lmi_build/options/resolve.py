@@ -23,12 +23,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lmi_build.errors import OptionError
+from lmi_build.core.errors import OptionError
+from lmi_build.core.redaction import is_secret_key, redact, secret_values
+from lmi_build.core.target_names import TARGET_NAMES
+from lmi_build.core.types import PlanMessage
 from lmi_build.options.env import translate_env
 from lmi_build.options.properties import read_properties_with_lines
 from lmi_build.options.resolved import OptionValue, ResolvedOptions, ResolvedValue, Source
 from lmi_build.options.spec import (
-    TARGETS,
     OptionSpec,
     alias_for,
     all_option_specs,
@@ -39,8 +41,6 @@ from lmi_build.options.spec import (
 from lmi_build.options.spec import (
     option_spec as option_spec,
 )
-from lmi_build.redaction import is_secret_key, redact, secret_values
-from lmi_build.types import PlanMessage
 
 __all__ = [
     "OptionInputs",
@@ -140,8 +140,8 @@ def written_options(values: Mapping[str, str], sources: Mapping[str, str] | None
 
 def resolve_options(inputs: OptionInputs, *, target: str, strict: bool = False) -> OptionResolution:
     """Layer the inputs (see the module docstring), expand aliases, apply defaults, validate."""
-    if target not in TARGETS:
-        raise OptionError(f"unknown target {target!r}", hint=f"use one of: {', '.join(TARGETS)}")
+    if target not in TARGET_NAMES:
+        raise OptionError(f"unknown target {target!r}", hint=f"use one of: {', '.join(TARGET_NAMES)}")
     notes = _Messages(secrets=secret_values(inputs.env))
     layers = [_cli_layer(inputs), _properties_layer(inputs, notes), _env_layer(inputs, target, notes)]
     for layer in layers:

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 from enum import Enum
 from typing import TypeVar
 
-from lmi_build.types import FrozenModel
+from lmi_build.core.types import FrozenModel
 
 
 class Source(str, Enum):

@@ -6,25 +6,24 @@ Every entry is checked when the table loads, so a malformed entry fails at impor
 not when a user happens to set that option.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, model_validator
 
+from lmi_build.core.tables import DATA_DIR, read_table
+from lmi_build.core.target_names import TargetName
+from lmi_build.core.types import Record
 from lmi_build.options.booleans import SPELLING as BOOL_SPELLING
 from lmi_build.options.booleans import bool_text, parse_bool
 from lmi_build.options.resolved import TOP_LEVEL_KEYS, OptionValue
-from lmi_build.tables import DATA_DIR, read_table
-from lmi_build.target_names import TARGET_NAMES, TargetName
-from lmi_build.types import Record
 
 OptionType = Literal["str", "int", "float", "bool", "enum", "int_list", "int_or_max"]
 # "lmi-build": a build-time knob of this tool only; never written to the artifact's serving.properties.
 EngineFamily = Literal["common", "server", "deepspeed", "accelerate", "lmi-dist", "vllm", "tnx", "trtllm", "lmi-build"]
 
-TARGETS: tuple[TargetName, ...] = TARGET_NAMES
 TABLE_PATH = DATA_DIR / "options.toml"
 
 
@@ -142,58 +141,64 @@ class OptionSpec(Record):
 
         The one parser of option text: resolution types every value with it, once, and every
         reader downstream gets the typed value ("max" stays a string for int_or_max)."""
-        text = value.strip()
-        if self.type == "str":
+        return _READERS[self.type](self, value)
+
+    def _read_enum(self, value: str) -> tuple[OptionValue | None, str | None]:
+        if value in self.choices:
             return value, None
-        if self.type == "enum":
-            if value in self.choices:
-                return value, None
-            folded = {choice.lower(): choice for choice in self.choices}
-            if self.folds_case and text.lower() in folded:
-                return folded[text.lower()], None
-            if text.lower() in folded:
-                return None, f"expected {folded[text.lower()]} (values are case-sensitive)"
+        text = value.strip().lower()
+        folded = {choice.lower(): choice for choice in self.choices}
+        if self.folds_case and text in folded:
+            return folded[text], None
+        if text in folded:
+            return None, f"expected {folded[text]} (values are case-sensitive)"
+        return None, f"expected {self.expected()}"
+
+    def _read_bool(self, value: str) -> tuple[OptionValue | None, str | None]:
+        flag = parse_bool(value.strip())
+        return (flag, None) if flag is not None else (None, f"expected {self.expected()}")
+
+    def _read_int_list(self, value: str) -> tuple[OptionValue | None, str | None]:
+        text = value.strip()
+        items = [item.strip() for item in text.split(",")]
+        if not text or not all(_is_int(item) and int(item) > 0 for item in items):
             return None, f"expected {self.expected()}"
-        if self.type == "bool":
-            flag = parse_bool(text)
-            return (flag, None) if flag is not None else (None, f"expected {self.expected()}")
+        if any(int(item) > JAVA_INT_MAX for item in items):
+            return None, f"each value must be at most {JAVA_INT_MAX} (DJL reads it as a Java int)"
+        return tuple(int(item) for item in items), None
+
+    def _read_int(self, value: str) -> tuple[OptionValue | None, str | None]:
+        """An int, or an int_or_max: a positive integer, -1 or "max"."""
+        text = value.strip()
         if self.type == "int_or_max" and text == "max":
             return text, None
-        if self.type == "int_list":
-            items = [item.strip() for item in text.split(",")]
-            if not text or not all(_is_int(item) and int(item) > 0 for item in items):
-                return None, f"expected {self.expected()}"
-            if any(int(item) > JAVA_INT_MAX for item in items):
-                return None, f"each value must be at most {JAVA_INT_MAX} (DJL reads it as a Java int)"
-            return tuple(int(item) for item in items), None
-        number: int | float
-        if self.type in ("int", "int_or_max"):
-            if not _is_int(text):
-                return None, f"expected {self.expected()}"
-            number = int(text)
-            if abs(number) > JAVA_INT_MAX:
-                return None, f"must be at most {JAVA_INT_MAX} (DJL reads it as a Java int)"
-            if self.type == "int_or_max" and not (number >= 1 or number == -1):
-                return None, "expected a positive integer, -1 (all devices) or \"max\""
-        else:
-            try:
-                number = float(text)
-            except ValueError:
-                return None, f"expected {self.expected()}"
-            if number != number or number in (float("inf"), float("-inf")):
-                return None, f"expected {self.expected()}"
-        problem = self._bounds_problem(number)
-        return (None, problem) if problem is not None else (number, None)
+        if not _is_int(text):
+            return None, f"expected {self.expected()}"
+        number = int(text)
+        if abs(number) > JAVA_INT_MAX:
+            return None, f"must be at most {JAVA_INT_MAX} (DJL reads it as a Java int)"
+        if self.type == "int_or_max" and not (number >= 1 or number == -1):
+            return None, "expected a positive integer, -1 (all devices) or \"max\""
+        return self._within_bounds(number)
 
-    def _bounds_problem(self, number: float) -> str | None:
+    def _read_float(self, value: str) -> tuple[OptionValue | None, str | None]:
+        try:
+            number = float(value.strip())
+        except ValueError:
+            return None, f"expected {self.expected()}"
+        if number != number or number in (float("inf"), float("-inf")):
+            return None, f"expected {self.expected()}"
+        return self._within_bounds(number)
+
+    def _within_bounds(self, number: float) -> tuple[OptionValue | None, str | None]:
         if self.minimum is not None:
             if self.exclusive_minimum and number <= self.minimum:
-                return f"must be greater than {_show(self.minimum)}"
+                return None, f"must be greater than {_show(self.minimum)}"
             if not self.exclusive_minimum and number < self.minimum:
-                return f"must be at least {_show(self.minimum)}"
+                return None, f"must be at least {_show(self.minimum)}"
         if self.maximum is not None and number > self.maximum:
-            return f"must be at most {_show(self.maximum)}"
-        return None
+            return None, f"must be at most {_show(self.maximum)}"
+        return number, None
 
     def parse(self, value: str) -> OptionValue:
         """The typed value of a valid ``value``; ``ValueError`` names the problem otherwise."""
@@ -217,6 +222,13 @@ class OptionSpec(Record):
             return ",".join(item.strip() for item in text.split(","))
         return text
 
+
+# The reader of each option type's text (OptionSpec.read).
+_READERS: dict[OptionType, Callable[[OptionSpec, str], tuple[OptionValue | None, str | None]]] = {
+    "str": lambda spec, value: (value, None), "enum": OptionSpec._read_enum, "bool": OptionSpec._read_bool,
+    "int_list": OptionSpec._read_int_list, "int": OptionSpec._read_int, "int_or_max": OptionSpec._read_int,
+    "float": OptionSpec._read_float,
+}
 
 _EXPECTED: dict[str, str] = {
     "str": "a string",

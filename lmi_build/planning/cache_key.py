@@ -9,8 +9,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from lmi_build.core.types import ModelIdentity
 from lmi_build.planning.plan import BuildPlan, QuantizationPlan, TargetKnobs, ToolchainRef
-from lmi_build.types import ModelIdentity
 
 # 2: every option written into the artifact is hashed (1 left runtime-only options out, so an
 # artifact's serving.properties could come from another build's options).

@@ -15,9 +15,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from lmi_build.errors import OptionError, SourceError
-from lmi_build.hashing import sha256_file
-from lmi_build.reading import BadFile, parse_json, read_regular_text
+from lmi_build.core.errors import OptionError, SourceError
+from lmi_build.core.hashing import sha256_file
+from lmi_build.core.reading import BadFile, parse_json, read_regular_text
 
 BUILTIN_NAME = "lmi-mixed-v1"
 BUILTIN_DIR = Path(__file__).resolve().parents[1] / "data" / "calibration"

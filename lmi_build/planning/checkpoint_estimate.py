@@ -27,14 +27,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Literal, cast
 
-from lmi_build.errors import LmiBuildError
+from lmi_build.core.errors import LmiBuildError
+from lmi_build.core.tables import bundled_table
+from lmi_build.core.types import Record
 from lmi_build.model.spec import ModelSpec
 from lmi_build.planning import calibration_text
 from lmi_build.planning.findings import Findings
 from lmi_build.planning.instances import GIB
 from lmi_build.planning.plan import CheckpointStepEstimate, QuantizationPlan
-from lmi_build.tables import bundled_table
-from lmi_build.types import Record
 
 CPU_CALIBRATION_DTYPE = "float32"
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}

@@ -9,6 +9,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
+from lmi_build.core.types import TargetName
 from lmi_build.model.spec import ModelSpec
 from lmi_build.options.booleans import bool_text
 from lmi_build.options.resolve import resolved_value
@@ -26,7 +27,6 @@ from lmi_build.planning.instances import InstanceType
 from lmi_build.planning.plan import QuantizationPlan
 from lmi_build.planning.request import PlanRequest
 from lmi_build.recipes.schema import Recipe, TargetSupport
-from lmi_build.types import TargetName
 
 # User values that ask the planner to resolve them (tp=max): replacing them is no rewrite.
 RESOLVED_PLACEHOLDERS = frozenset({"max", "auto"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from lmi_build.types import PlanMessage
+from lmi_build.core.types import PlanMessage
 
 
 @dataclass

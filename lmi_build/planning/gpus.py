@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from lmi_build.errors import OptionError
+from lmi_build.core.errors import OptionError
 
 # Common GPU names -> SM, so `--gpu a10g` works as well as `--gpu sm86`.
 GPU_SM = {"v100": "sm70", "t4": "sm75", "a100": "sm80", "a10": "sm86", "a10g": "sm86", "l4": "sm89",

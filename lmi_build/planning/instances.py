@@ -6,9 +6,9 @@ from typing import Literal
 
 from pydantic import model_validator
 
-from lmi_build.errors import OptionError
-from lmi_build.tables import bundled_table
-from lmi_build.types import Record
+from lmi_build.core.errors import OptionError
+from lmi_build.core.tables import bundled_table
+from lmi_build.core.types import Record
 
 GIB = 1024**3
 # SageMaker names the EC2 instance types with this prefix (ml.g5.12xlarge is g5.12xlarge).

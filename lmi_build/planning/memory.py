@@ -29,6 +29,10 @@ Rules (documented in docs/notes/planning.md):
   cdiv(max_model_len, block_size) blocks (V1 check_enough_kv_cache_memory, V0 raise_if_cache_size_invalid).
   The largest max_model_len that fits is the KV cache's whole blocks x block_size (what V1's binary search
   ``estimate_max_model_len`` finds; V0 names it as the tokens the KV cache can store).
+  LMI-Dist 8 (LMI 0.26, not built on vLLM: ``EngineKvBudget.checks_sequence`` false) sizes its KV cache in its
+  warmup, a prefill of max_rolling_batch_prefill_tokens, and checks no sequence length: it fails to start only
+  when that pass and the warmup batch's own KV cache do not fit; a KV cache shorter than one sequence of the
+  model's positions is a warning (such a request cannot be served).
 """
 
 from __future__ import annotations
@@ -80,6 +84,9 @@ class EngineKvBudget:
     # tokens of the largest CUDA graph, where the release subtracts CUDA graph memory before sizing the KV
     # cache (0: it does not, or option.enforce_eager): estimated as that many tokens' activations
     cudagraph_tokens: int = 0
+    # False: the engine refuses no max_model_len at start-up, only a warmup prefill of max_num_batched_tokens
+    # whose own KV cache does not fit (LMI-Dist 8's warmup, a profile's check "warmup")
+    checks_sequence: bool = True
 
 
 @dataclass(frozen=True)
@@ -247,11 +254,14 @@ def _engine_kv_estimate(common: Mapping[str, object], workload: Workload, budget
     block = max(1, budget.block_size)
     block_bytes = max(1, int(device_kv_per_token * block))
     needed = -(-budget.max_model_len // block) * block_bytes
+    # what must fit for the engine to start: one max_model_len sequence, or the warmup batch's own cache
+    required = needed if budget.checks_sequence else -(-budget.max_num_batched_tokens // block) * block_bytes
     fields: dict[str, object] = {
         "activation_bytes": activations, "device_kv_bytes_per_token": int(device_kv_per_token),
         "max_seq_len": budget.max_model_len, "max_batch_size": workload.batch_size,
         "gpu_memory_utilization": budget.gpu_memory_utilization, "kv_fraction_source": budget.utilization_source,
         "kv_cache_needed_bytes": needed, "cudagraph_bytes": graphs if budget.cudagraph_tokens else None,
+        "sequence_checked": budget.checks_sequence,
     }
     if instance is None:
         return MemoryEstimate.model_validate({**common, **fields, "per_device_bytes": loaded})
@@ -259,7 +269,7 @@ def _engine_kv_estimate(common: Mapping[str, object], workload: Workload, budget
     available = requested - loaded
     tokens = max(0, available) // block_bytes * block
     return MemoryEstimate.model_validate({
-        **common, **fields, "per_device_bytes": loaded, "fits": available > 0 and needed <= available,
+        **common, **fields, "per_device_bytes": loaded, "fits": available > 0 and required <= available,
         "kv_cache_device_bytes": max(0, available), "kv_cache_tokens": tokens,
         "full_length_sequences": tokens // max(1, budget.max_model_len),
         "max_model_len_fits": min(tokens, budget.max_model_len)})
@@ -369,6 +379,8 @@ def _check_engine_kv(memory: MemoryEstimate, budget: EngineKvBudget, instance: I
     """Refuse what vLLM refuses at start-up (``budget.check``): no memory left for the KV cache within
     gpu_memory_utilization, or too little for one sequence of max_model_len; the error names the largest
     max_model_len that fits and the options that change it."""
+    if not budget.checks_sequence:
+        return _check_warmup(memory, budget, instance, findings)
     if memory.fits:
         return memory
     util = budget.gpu_memory_utilization
@@ -393,4 +405,31 @@ def _check_engine_kv(memory: MemoryEstimate, budget: EngineKvBudget, instance: I
         f"{fits:,} ({budget.check})",
         hint=f"set option.max_model_len={fits} or less, raise option.gpu_memory_utilization, raise --tp, "
              "quantize (--quantize awq/fp8/...), or pick a larger instance")
+    return memory
+
+
+def _check_warmup(memory: MemoryEstimate, budget: EngineKvBudget, instance: InstanceType,
+                  findings: Findings) -> MemoryEstimate:
+    """LMI-Dist 8 (``budget.checks_sequence`` false): refuse a warmup prefill that leaves no room for its own
+    KV cache (the engine fails to start); warn when the KV cache is shorter than one sequence of max_model_len,
+    which it does not check (such a request cannot be served)."""
+    weights = -(-memory.weight_bytes // memory.devices)
+    spent = (f"{gib(weights)} of weights, {gib(memory.activation_bytes or 0)} of activations for its warmup prefill of "
+             f"{budget.max_num_batched_tokens:,} tokens and {gib(instance.overhead_bytes_per_device)} of runtime")
+    left = gib(memory.kv_cache_device_bytes or 0)
+    if not memory.fits:
+        findings.error("engine_kv_cache", f"the engine fails its start-up warmup: on {instance.name}'s "
+                       f"{gib(instance.usable_bytes_per_device)} per GPU, {spent} leave {left}, less than the warmup "
+                       f"batch's own KV cache ({budget.check})",
+                       hint="lower option.max_rolling_batch_prefill_tokens, raise --tp, quantize (--quantize awq/fp8/...), "
+                            "or pick a larger instance")
+        return memory
+    fits = memory.max_model_len_fits or 0
+    if fits < budget.max_model_len:
+        findings.warn("engine_kv_cache_short",
+                      f"the engine starts (it checks no sequence length), but its KV cache of {memory.kv_cache_tokens or 0:,} "
+                      f"tokens ({left} a GPU after {spent}) holds less than one sequence of {budget.max_model_len:,} "
+                      f"({budget.max_model_len_source}): no request can reach that length on {instance.name} "
+                      f"({budget.check})",
+                      hint="raise --tp, quantize (--quantize awq/fp8/...), or pick a larger instance")
     return memory

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from rich.console import Console, ConsoleOptions
 from rich.text import Text
 
-from lmi_build.ci import markdown
-from lmi_build.output import human_bytes
 from lmi_build.planning.plan import MemoryEstimate
+from lmi_build.reporting import markdown
+from lmi_build.reporting.output import human_bytes
 
 BAR_CELLS = 60  # the widest bar; narrower screens get a narrower one
 

@@ -6,7 +6,7 @@ them, read with ``planning.context.read_options`` / ``read_written`` / ``read_te
 
 from pydantic import ConfigDict
 
-from lmi_build.types import Record
+from lmi_build.core.types import Record
 
 
 class CommonOptions(Record):

@@ -8,10 +8,10 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import model_validator
 
-from lmi_build.errors import InvalidPlan
+from lmi_build.core.errors import InvalidPlan
+from lmi_build.core.redaction import environment_secrets, redact, redact_key, redact_text
+from lmi_build.core.types import FrozenModel, ModelIdentity, PlanMessage, Record, TargetName
 from lmi_build.model.spec import ModelSpec, PreQuantization
-from lmi_build.redaction import environment_secrets, redact, redact_key, redact_text
-from lmi_build.types import FrozenModel, ModelIdentity, PlanMessage, Record, TargetName
 
 
 class CalibrationPlan(FrozenModel):
@@ -93,6 +93,9 @@ class MemoryEstimate(FrozenModel):
     kv_cache_needed_bytes: int | None = None
     max_model_len_fits: int | None = None
     cudagraph_bytes: int | None = None  # CUDA graph memory subtracted first (releases that do; estimate)
+    # whether the engine refuses a max_model_len sequence that does not fit (False: LMI-Dist 8, whose start-up
+    # check is its warmup prefill; ``fits`` then says whether that passes)
+    sequence_checked: bool | None = None
 
 
 class CheckpointStepEstimate(FrozenModel):
@@ -164,7 +167,7 @@ class BuildPlan(Record, Generic[KnobsT]):
     def redacted(self, secrets: list[str] | None = None) -> "BuildPlan[KnobsT]":
         """This plan as it may be shown or saved: secret-named option values, token-like values, URL
         passwords and every value of a credential variable of the environment replaced by ``***``
-        (``lmi_build.redaction``). A plan holding a credential can never be built (the packager
+        (``lmi_build.core.redaction``). A plan holding a credential can never be built (the packager
         refuses to write one into serving.properties), so hiding the values loses nothing."""
         known = environment_secrets() if secrets is None else secrets
 

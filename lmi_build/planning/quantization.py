@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from lmi_build.errors import LmiBuildError
+from lmi_build.core.errors import LmiBuildError
+from lmi_build.core.types import FrozenModel, PlanMessage
 from lmi_build.model.spec import ModelSpec, PreQuantization
 from lmi_build.options.resolved import ResolvedOptions, Source
 from lmi_build.options.spec import exact_spec
@@ -31,7 +32,6 @@ from lmi_build.planning.context import read_options
 from lmi_build.planning.options import CommonOptions
 from lmi_build.planning.plan import CalibrationPlan, QuantizationPlan
 from lmi_build.recipes.registry import load_recipes
-from lmi_build.types import FrozenModel, PlanMessage
 
 Route = Literal["modelopt", "vendor"]
 _N = TypeVar("_N", int, float)
@@ -231,15 +231,9 @@ class QuantizationRules:
     refused_methods: Mapping[str, PlanMessage] = field(default_factory=dict)
 
 
-def plan_quantization(
-    method: str | None,
-    options: ResolvedOptions,
-    spec: ModelSpec,
-    rules: QuantizationRules,
-    calib_file: Path | None,
-    *,
-    checkpoint_route: Route = "modelopt",
-) -> tuple[QuantizationPlan, list[PlanMessage]]:
+def plan_quantization(method: str | None, options: ResolvedOptions, spec: ModelSpec, rules: QuantizationRules,
+                      calib_file: Path | None, *,
+                      checkpoint_route: Route = "modelopt") -> tuple[QuantizationPlan, list[PlanMessage]]:
     """Resolve the quantization step. ``method`` (a METHODS name or alias) wins over option.quantize.
 
     Returns the plan and its messages; messages whose code is in ``WARNING_CODES`` are warnings,
@@ -250,53 +244,70 @@ def plan_quantization(
     given = read_options(options, CommonOptions)
     requested = method if method is not None else given.quantize
     name = canonical_method(requested)
-
     if spec.pre_quantization is not None:
         return _plan_prequantized(spec.pre_quantization, rules, name, messages)
-
     if name is None:
-        kv = _kv_cache_algo(given)
-        if kv is not None:
-            messages.append(PlanMessage(
-                code="kv_cache_needs_quantize",
-                message=f"option.kv_cache_dtype={given.kv_cache_dtype} needs a calibrated quantization",
-                hint="also set option.quantize (fp8, smoothquant, awq, gptq), or drop option.kv_cache_dtype",
-            ))
+        if _kv_cache_algo(given) is not None:
+            messages.append(PlanMessage(code="kv_cache_needs_quantize", message=f"option.kv_cache_dtype="
+                                        f"{given.kv_cache_dtype} needs a calibrated quantization",
+                                        hint="also set option.quantize (fp8, smoothquant, awq, gptq), or drop "
+                                             "option.kv_cache_dtype"))
         _warn_ignored(options, None, messages)
         return QuantizationPlan(), messages
-
     if rules.load_time_methods is not None:
-        if name in rules.load_time_methods:
-            return QuantizationPlan(method=rules.load_time_methods[name]), messages
-        messages.append(PlanMessage(
-            code="quantize_target",
-            message=f"--quantize {requested} is not available for {rules.target} (it quantizes at load time)",
-            hint=rules.load_time_hint,
-        ))
+        return _plan_load_time(name, requested, rules, messages), messages
+    entry = _built_method(name, requested, rules, messages)
+    if entry is None:
         return QuantizationPlan(), messages
+    quant_algo = _quant_algo(entry, given, options, checkpoint_route, messages)
+    _warn_ignored(options, entry.name, messages)
+    _check_model_fits(entry, spec, messages)
+    kv = _kv_cache_algo(given)
+    smoothquant = entry.name == "smoothquant"
+    calibration = _plan_calibration(entry, options, given, calib_file, messages) \
+        if entry.calibration or kv is not None else None
+    return QuantizationPlan(
+        method=entry.name, quant_algo=quant_algo, kv_cache_quant_algo=kv, group_size=entry.group_size,
+        smoothquant_alpha=_or(given.smoothquant_alpha, DEFAULT_SMOOTHQUANT_ALPHA) if smoothquant else None,
+        per_token=bool(given.smoothquant_per_token) if smoothquant else None,
+        per_channel=bool(given.smoothquant_per_channel) if smoothquant else None,
+        multi_query_mode=bool(given.multi_query_mode) if smoothquant else None, calibration=calibration,
+    ), messages
 
+
+def _plan_load_time(name: str, requested: str | None, rules: QuantizationRules,
+                    messages: list[PlanMessage]) -> QuantizationPlan:
+    """A target that quantizes at load time plans only its ``load_time_methods``."""
+    methods = rules.load_time_methods or {}
+    if name in methods:
+        return QuantizationPlan(method=methods[name])
+    messages.append(PlanMessage(code="quantize_target", message=f"--quantize {requested} is not available for "
+                                f"{rules.target} (it quantizes at load time)", hint=rules.load_time_hint))
+    return QuantizationPlan()
+
+
+def _built_method(name: str, requested: str | None, rules: QuantizationRules,
+                  messages: list[PlanMessage]) -> QuantMethod | None:
+    """The METHODS entry of ``name`` where the target builds it; None, with the message that says why not."""
     entry = METHODS.get(name)
     if entry is None:
-        messages.append(PlanMessage(
-            code="quantize_unknown",
-            message=f"unknown quantization method '{requested}'",
-            hint=f"use one of: {', '.join(METHODS)}",
-        ))
-        return QuantizationPlan(), messages
-
+        messages.append(PlanMessage(code="quantize_unknown", message=f"unknown quantization method '{requested}'",
+                                    hint=f"use one of: {', '.join(METHODS)}"))
+        return None
     if entry.name in rules.refused_methods:
         messages.append(rules.refused_methods[entry.name])
-        return QuantizationPlan(), messages
+        return None
+    return entry
 
-    quant_algo: str | None = entry.quant_algo
-    alpha = per_token = per_channel = mqa = None
+
+def _quant_algo(entry: QuantMethod, given: CommonOptions, options: ResolvedOptions, route: Route,
+                messages: list[PlanMessage]) -> str | None:
+    """The quant_algo the checkpoint of ``entry`` carries on ``route``; None: the vendor route cannot build it."""
     if entry.name == "smoothquant":
-        alpha = _or(given.smoothquant_alpha, DEFAULT_SMOOTHQUANT_ALPHA)
         per_token, per_channel = bool(given.smoothquant_per_token), bool(given.smoothquant_per_channel)
-        mqa = bool(given.multi_query_mode)
-        if checkpoint_route == "vendor":
-            quant_algo = vendor_smoothquant_algo(per_channel, per_token)
-        elif per_token or (_given(options, "smoothquant_per_channel") and not per_channel):
+        if route == "vendor":
+            return vendor_smoothquant_algo(per_channel, per_token)
+        if per_token or (_given(options, "smoothquant_per_channel") and not per_channel):
             messages.append(PlanMessage(
                 code="smoothquant_granularity",
                 message=("ModelOpt SmoothQuant always uses per-channel weight and per-tensor activation "
@@ -304,45 +315,14 @@ def plan_quantization(
                          "(the trtllm target writes what the engine has)"),
                 hint="drop the option, or use the vendor convert_checkpoint route for the *_PLUGIN variants",
             ))
-    elif checkpoint_route == "vendor":
-        quant_algo = entry.vendor_quant_algo
-        if quant_algo is None:
-            messages.append(PlanMessage(
-                code="quantize_route_unsupported",
-                message=f"--quantize {entry.name} needs ModelOpt, but this architecture only converts with "
-                        "TensorRT-LLM's convert_checkpoint.py",
-                hint="use smoothquant, int8_wo or int4_wo for this architecture",
-            ))
-    _warn_ignored(options, entry.name, messages)
-    if entry.name == "gptq" and spec.num_parameters > GPTQ_CPU_PARAMS:
-        # Measured: GPTQ on a 0.5 B-parameter Llama did not finish in 22 min on 2 CPU cores
-        # (ModelOpt's fused GPTQ kernel needs a GPU); AWQ took 82-202 s on the same model.
-        messages.append(PlanMessage(
-            code="gptq_cpu_slow",
-            message=f"GPTQ calibrates layer by layer without a GPU kernel here: expect hours for "
-                    f"{spec.num_parameters / 1e9:.1f} B parameters on a CPU host",
-            hint="use awq (same W4A16 format), or run the build on a GPU host",
-        ))
-    if entry.group_size is not None:
-        _check_group_shapes(entry, spec, messages)
-
-    kv = _kv_cache_algo(given)
-    calibration = None
-    if entry.calibration or kv is not None:
-        calibration = _plan_calibration(entry, options, given, calib_file, messages)
-
-    plan = QuantizationPlan(
-        method=entry.name,
-        quant_algo=quant_algo,
-        kv_cache_quant_algo=kv,
-        group_size=entry.group_size,
-        smoothquant_alpha=alpha,
-        per_token=per_token,
-        per_channel=per_channel,
-        multi_query_mode=mqa,
-        calibration=calibration,
-    )
-    return plan, messages
+        return entry.quant_algo
+    if route != "vendor":
+        return entry.quant_algo
+    if entry.vendor_quant_algo is None:
+        messages.append(PlanMessage(code="quantize_route_unsupported", message=f"--quantize {entry.name} needs "
+                                    "ModelOpt, but this architecture only converts with TensorRT-LLM's "
+                                    "convert_checkpoint.py", hint="use smoothquant, int8_wo or int4_wo for this architecture"))
+    return entry.vendor_quant_algo
 
 
 # Codes plan_quantization emits as warnings; every other code is an error.
@@ -378,11 +358,9 @@ def _plan_prequantized(
     return plan, messages
 
 
-def _plan_calibration(
-    entry: QuantMethod, options: ResolvedOptions, given: CommonOptions, calib_file: Path | None,
-    messages: list[PlanMessage],
-) -> CalibrationPlan | None:
-
+def _plan_calibration(entry: QuantMethod, options: ResolvedOptions, given: CommonOptions, calib_file: Path | None,
+                      messages: list[PlanMessage]) -> CalibrationPlan | None:
+    """The calibration samples and settings, from the options (LMI's awq_calib_size first for AWQ)."""
     default_size = entry.default_calib_size or 64
     # awq_calib_size (LMI's key) wins over lmi-build's general calib_size for AWQ.
     # A table default of awq_calib_size must not hide an explicit calib_size.
@@ -410,9 +388,21 @@ def _plan_calibration(
                            max_seq_len=max_seq_len, batch_size=batch_size, seed=seed)
 
 
-def _check_group_shapes(entry: QuantMethod, spec: ModelSpec, messages: list[PlanMessage]) -> None:
-    """Every linear layer's input dimension must split into whole groups."""
-    group = entry.group_size or 1
+def _check_model_fits(entry: QuantMethod, spec: ModelSpec, messages: list[PlanMessage]) -> None:
+    """GPTQ's time on a CPU host for a large model; a group-quantized method needs every linear
+    layer's input dimension to split into whole groups."""
+    if entry.name == "gptq" and spec.num_parameters > GPTQ_CPU_PARAMS:
+        # Measured: GPTQ on a 0.5 B-parameter Llama did not finish in 22 min on 2 CPU cores
+        # (ModelOpt's fused GPTQ kernel needs a GPU); AWQ took 82-202 s on the same model.
+        messages.append(PlanMessage(
+            code="gptq_cpu_slow",
+            message=f"GPTQ calibrates layer by layer without a GPU kernel here: expect hours for "
+                    f"{spec.num_parameters / 1e9:.1f} B parameters on a CPU host",
+            hint="use awq (same W4A16 format), or run the build on a GPU host",
+        ))
+    group = entry.group_size
+    if not group:
+        return
     dims = {"hidden_size": spec.hidden_size, "num_attention_heads*head_dim": spec.num_attention_heads * spec.head_dim}
     if spec.intermediate_size:
         dims["intermediate_size"] = spec.intermediate_size

@@ -10,12 +10,12 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from lmi_build.core.types import PlanMessage
 from lmi_build.options.resolve import option_spec
-from lmi_build.output import current, human_bytes, human_count, identifier
 from lmi_build.planning.instances import GIB
 from lmi_build.planning.memory_bar import MemoryBar, device_memory
 from lmi_build.planning.plan import BuildPlan, MemoryEstimate
-from lmi_build.types import PlanMessage
+from lmi_build.reporting.output import current, human_bytes, human_count, identifier
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 def report_plan(plan: BuildPlan) -> None:
     """Print ``plan``: JSON on stdout (--json), or tables on stdout with errors/warnings on stderr."""
     out = current()
-    plan = plan.redacted()  # what is shown never holds a credential (lmi_build/redaction.py)
+    plan = plan.redacted()  # what is shown never holds a credential (lmi_build/core/redaction.py)
     out.result(plan.to_json(), render=render_plan(plan) if out.human else None)
     if out.mode.value == "json":
         return
@@ -277,7 +277,11 @@ def _engine_kv_rows(table: _Section, memory: MemoryEstimate) -> None:
         return
     table.add_row("KV cache", f"{memory.kv_cache_tokens:,} tokens ({human_bytes(memory.kv_cache_device_bytes or 0)} on "
                   f"each device, {per_token}) of {memory.instance_type}'s {human_bytes(memory.device_memory_bytes or 0)} x {util}")
-    if memory.fits:
+    if memory.sequence_checked is False:  # LMI-Dist 8: its warmup is the start-up check, no sequence length
+        outcome = "starts (no sequence length is checked)" if memory.fits else "fails its start-up warmup"
+        table.add_row("sequences", f"{memory.full_length_sequences:,} of max_model_len {memory.max_seq_len:,} fit in it at "
+                      f"once (the engine batches at most {memory.max_batch_size:,}); {need}; {outcome}")
+    elif memory.fits:
         table.add_row("sequences", f"{memory.full_length_sequences:,} of max_model_len {memory.max_seq_len:,} fit in it at "
                       f"once (the engine batches at most {memory.max_batch_size:,}); {need}: starts")
     else:

@@ -14,14 +14,14 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import ValidationError
 
 from lmi_build import __version__
-from lmi_build.errors import OptionError
-from lmi_build.fs import atomic_write_text
-from lmi_build.paths import path_text, text_tree
+from lmi_build.core.errors import OptionError
+from lmi_build.core.fs import atomic_write_text
+from lmi_build.core.paths import path_text, text_tree
+from lmi_build.core.reading import BadFile, parse_json, read_regular_text
+from lmi_build.core.redaction import REDACTED, redact_text
+from lmi_build.core.types import FrozenModel, Record
 from lmi_build.planning.cache_key import plan_cache_key
 from lmi_build.planning.plan import BuildPlan, KnobsT
-from lmi_build.reading import BadFile, parse_json, read_regular_text
-from lmi_build.redaction import REDACTED, redact_text
-from lmi_build.types import FrozenModel, Record
 
 SAVED_PLAN_FORMAT = "lmi-build-plan"
 SAVED_PLAN_SCHEMA = 3  # 2: the knobs carry their target and the file the digest of its content; 3: the memory

@@ -14,7 +14,7 @@ evaluate the same rules on the same kind of input.
 
 from typing import Literal
 
-from lmi_build.types import FrozenModel, PlanMessage
+from lmi_build.core.types import FrozenModel, PlanMessage
 
 Outcome = Literal["loads", "recompiles", "rebuilds", "rejected"]
 

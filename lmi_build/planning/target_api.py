@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from lmi_build.core.types import TargetName
 from lmi_build.model.spec import ModelSpec
 from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning.checkpoint_estimate import CheckpointWork
@@ -22,7 +23,6 @@ from lmi_build.planning.plan import TargetKnobs, ToolchainRef
 from lmi_build.planning.quantization import QuantizationRules
 from lmi_build.planning.request import TargetRequest
 from lmi_build.recipes.schema import Recipe, TargetSupport
-from lmi_build.types import TargetName
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lmi_build.errors import StepError
+from lmi_build.core.errors import StepError
 from lmi_build.quantize import int4_pack
 from lmi_build.quantize.int4_pack import BITS, PACK, ZERO_POINT
 from lmi_build.quantize.placement import Placement

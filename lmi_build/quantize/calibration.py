@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lmi_build import output
-from lmi_build.errors import StepError
+from lmi_build.core.errors import StepError
+from lmi_build.core.types import FrozenModel
 from lmi_build.planning import calibration_text
 from lmi_build.planning.plan import CalibrationPlan
-from lmi_build.types import FrozenModel
+from lmi_build.reporting import output
 
 if TYPE_CHECKING:
     import torch

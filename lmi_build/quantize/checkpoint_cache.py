@@ -18,16 +18,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lmi_build.artifact.files import FileEntry, list_files, verify_entries
-from lmi_build.fs import atomic_write_json, freeze_shared, link_tree, staged_directory
-from lmi_build.output import current
-from lmi_build.paths import cache_root
+from lmi_build.core.fs import atomic_write_json, freeze_shared, link_tree, staged_directory
+from lmi_build.core.paths import cache_root
+from lmi_build.core.reading import read_json_file
+from lmi_build.core.types import FrozenModel
+from lmi_build.core.versions import installed_versions
 from lmi_build.planning.context import read_text
 from lmi_build.planning.options import CommonText
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.quantize.result import CheckpointResult
-from lmi_build.reading import read_json_file
-from lmi_build.types import FrozenModel
-from lmi_build.versions import installed_versions
+from lmi_build.reporting.output import current
 
 if TYPE_CHECKING:
     from lmi_build.quantize.placement import Placement

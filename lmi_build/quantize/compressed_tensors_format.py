@@ -17,7 +17,7 @@ from typing import Any
 
 from safetensors import safe_open
 
-from lmi_build.errors import StepError
+from lmi_build.core.errors import StepError
 
 # vLLM 0.5.3.post1 schemes/compressed_tensors_w8a8_fp8.py:68-93 creates exactly these per Linear;
 # models/llama.py load_weights has no place for anything else (a zero point raises KeyError).

@@ -20,7 +20,7 @@ import math
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from lmi_build.errors import StepError
+from lmi_build.core.errors import StepError
 from lmi_build.quantize.safetensors_files import (
     FLOAT_DTYPES,
     ITEMSIZE,

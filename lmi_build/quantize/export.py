@@ -16,9 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lmi_build import output
-from lmi_build.errors import StepError
-from lmi_build.fs import link_or_copy
+from lmi_build.core.errors import StepError
+from lmi_build.core.fs import link_or_copy
 from lmi_build.planning.context import read_written
 from lmi_build.planning.options import CommonOptions
 from lmi_build.planning.plan import BuildPlan
@@ -28,6 +27,7 @@ from lmi_build.quantize.calibration import CalibrationSummary
 from lmi_build.quantize.checkpoint_cache import CheckpointCache, checkpoint_key
 from lmi_build.quantize.placement import Placement, cast_for_export, choose_placement
 from lmi_build.quantize.result import CheckpointResult
+from lmi_build.reporting import output
 
 # Files of a pre-quantized HF checkpoint that carry weights or their description.
 _PASSTHROUGH_SUFFIXES = (".safetensors",)

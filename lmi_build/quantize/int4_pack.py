@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from lmi_build.errors import StepError
+from lmi_build.core.errors import StepError
 from lmi_build.quantize.placement import Placement, cast_for_export
 
 BITS = 4

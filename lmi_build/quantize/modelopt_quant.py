@@ -11,7 +11,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from lmi_build.errors import MissingDependency, StepError
+from lmi_build.core.errors import MissingDependency, StepError
 from lmi_build.planning.plan import QuantizationPlan
 from lmi_build.planning.quantization import METHODS
 from lmi_build.quantize.calibration import CalibrationBatches

@@ -13,8 +13,8 @@ the target dtype directly: float32 would only double the host memory.
 
 from typing import Any, Literal
 
+from lmi_build.core.types import FrozenModel
 from lmi_build.planning.checkpoint_estimate import calibration_load_dtype
-from lmi_build.types import FrozenModel
 
 Device = Literal["cpu", "cuda"]
 

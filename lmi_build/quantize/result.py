@@ -4,10 +4,10 @@ manifest's step record and kept with a checkpoint cache entry."""
 from pathlib import Path
 from typing import Literal
 
+from lmi_build.core.target_names import TargetName
+from lmi_build.core.types import FrozenModel
 from lmi_build.quantize.calibration import CalibrationSummary
 from lmi_build.quantize.placement import Placement
-from lmi_build.target_names import TargetName
-from lmi_build.types import FrozenModel
 
 
 class CheckpointResult(FrozenModel):

@@ -6,8 +6,8 @@ import re
 from functools import cache
 from typing import Literal
 
-from lmi_build.tables import bundled_table
-from lmi_build.types import Record
+from lmi_build.core.tables import bundled_table
+from lmi_build.core.types import Record
 
 Split = Literal["replicate", "rows", "columns", "rows_each"]
 LAYER = "{i}"

@@ -31,10 +31,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from lmi_build import output
-from lmi_build.errors import StepError
-from lmi_build.fs import atomic_write_json
-from lmi_build.paths import cache_root
+from lmi_build.core.errors import StepError
+from lmi_build.core.fs import atomic_write_json
+from lmi_build.core.paths import cache_root
+from lmi_build.core.reading import BadFile, read_json_file, read_regular_bytes
+from lmi_build.core.versions import installed_versions
 from lmi_build.quantize.safetensors_files import (
     ST_DTYPE_OF_TORCH,
     TORCH_DTYPE_OF_ST,
@@ -43,8 +44,7 @@ from lmi_build.quantize.safetensors_files import (
 )
 from lmi_build.quantize.tensor_map import LAYER, Family, TensorRule, family_for
 from lmi_build.quantize.trtllm_model_check import model_problems
-from lmi_build.reading import BadFile, read_json_file, read_regular_bytes
-from lmi_build.versions import installed_versions
+from lmi_build.reporting import output
 
 
 class LayoutMismatch(Exception):

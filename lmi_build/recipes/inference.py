@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from lmi_build.core.types import PlanMessage
 from lmi_build.model.lookup import get_path, matches
 from lmi_build.model.spec import ModelSpec
 from lmi_build.recipes.schema import InferRule, Recipe, VersionOption
-from lmi_build.types import PlanMessage
 
 _ABSENT = object()
 

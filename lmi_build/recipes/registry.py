@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from lmi_build.errors import LmiBuildError, UnknownName, UnsupportedTarget
+from lmi_build.core.errors import LmiBuildError, UnknownName, UnsupportedTarget
+from lmi_build.core.tables import read_table
+from lmi_build.core.types import PlanMessage
 from lmi_build.model.aliases import QUANT_METHODS
 from lmi_build.model.spec import ModelSpec
 from lmi_build.recipes.inference import infer_version_options
 from lmi_build.recipes.schema import Recipe
-from lmi_build.tables import read_table
-from lmi_build.types import PlanMessage
 
 __all__ = [
     "PlanMessage",

@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from lmi_build.target_names import TargetName
-from lmi_build.types import Record
+from lmi_build.core.target_names import TargetName
+from lmi_build.core.types import Record
 
 
 class TargetSupport(Record):

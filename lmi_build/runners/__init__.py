@@ -7,7 +7,7 @@ runners bind, execute or write them.
 
 from __future__ import annotations
 
-from lmi_build.errors import LmiBuildError
+from lmi_build.core.errors import LmiBuildError
 from lmi_build.runners.executing import (
     GPU_DEVICE_ARGS,
     LOG_DIR,

@@ -19,13 +19,13 @@ from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from lmi_build.artifact.packager import install_directory
-from lmi_build.fs import link_tree
+from lmi_build.core.fs import link_tree
+from lmi_build.core.tables import bundled_table
+from lmi_build.core.types import Record
 from lmi_build.planning.saved import PLAN_FILE, SavedPlan
 from lmi_build.runners.executing import GPU_DEVICE_ARGS
 from lmi_build.runners.script import ScriptRunner
 from lmi_build.runners.step import Paths, Step, bind
-from lmi_build.tables import bundled_table
-from lmi_build.types import Record
 
 # A finishing command's output: "<stopped>-artifact", then "-artifact-2", "-artifact-3", ... for an
 # output already named so (never "x-artifact-artifact").

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from lmi_build.errors import StepError
+from lmi_build.core.errors import StepError
+from lmi_build.core.types import RunnerKind
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.runners.process import stream_process
 from lmi_build.runners.step import Paths, Step, StepResult, bind
-from lmi_build.types import RunnerKind
 
 LOG_DIR = "build-logs"
 # How a container gets its accelerators: every GPU by default; a Neuron build passes its devices.

@@ -21,9 +21,9 @@ import threading
 from collections import deque
 from pathlib import Path
 
-from lmi_build.errors import StepError
-from lmi_build.output import current
-from lmi_build.redaction import environment_secrets, is_secret_env_name, redact_text
+from lmi_build.core.errors import StepError
+from lmi_build.core.redaction import environment_secrets, is_secret_env_name, redact_text
+from lmi_build.reporting.output import current
 from lmi_build.runners.reaping import die_with_parent, group_reaper
 
 TAIL_LINES = 5

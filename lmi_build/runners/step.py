@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from lmi_build.types import FrozenModel
+from lmi_build.core.types import FrozenModel
 
 DEFAULT_TIMEOUT_S = 4 * 3600
 

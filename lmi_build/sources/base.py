@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from lmi_build.types import ModelIdentity
+from lmi_build.core.types import ModelIdentity
 
 
 @dataclass(frozen=True)

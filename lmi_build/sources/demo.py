@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lmi_build import output
-from lmi_build.errors import MissingDependency, SourceError
-from lmi_build.fs import make_readable, staged_directory
-from lmi_build.hashing import sha256_text
-from lmi_build.paths import cache_root
+from lmi_build.core.errors import MissingDependency, SourceError
+from lmi_build.core.fs import make_readable, staged_directory
+from lmi_build.core.hashing import sha256_text
+from lmi_build.core.paths import cache_root
+from lmi_build.reporting import output
 from lmi_build.sources.demo_text import CORPUS
 
 # Bump when anything below changes what is generated: it is part of the directory name and of

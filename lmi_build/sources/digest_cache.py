@@ -19,10 +19,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from lmi_build.fs import atomic_write_json
-from lmi_build.hashing import sha256_files
-from lmi_build.paths import cache_root
-from lmi_build.reading import read_json_file
+from lmi_build.core.fs import atomic_write_json
+from lmi_build.core.hashing import sha256_files
+from lmi_build.core.paths import cache_root
+from lmi_build.core.reading import read_json_file
 
 CACHE_DIR = "file-digests"
 MAX_DIRECTORIES = 1024

@@ -18,13 +18,13 @@ import requests
 from huggingface_hub import HfApi, constants, errors, snapshot_download
 from huggingface_hub.utils import disable_progress_bars
 
-from lmi_build.errors import SourceError
-from lmi_build.hashing import sha256_file, tree_digest
-from lmi_build.output import Mode, current
+from lmi_build.core.errors import SourceError
+from lmi_build.core.hashing import sha256_file, tree_digest
+from lmi_build.core.types import ModelIdentity
+from lmi_build.reporting.output import Mode, current
 from lmi_build.sources.base import ResolvedSource
 from lmi_build.sources.local import list_relative
 from lmi_build.sources.select import has_weights, select_build_files, select_plan_files
-from lmi_build.types import ModelIdentity
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _GITSHA = re.compile(r"^[0-9a-f]{40}$")

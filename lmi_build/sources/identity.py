@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from lmi_build.errors import SourceError
-from lmi_build.types import ModelIdentity
+from lmi_build.core.errors import SourceError
+from lmi_build.core.types import ModelIdentity
 
 
 def check_identity(planned: ModelIdentity, fetched: ModelIdentity, ref: str) -> None:

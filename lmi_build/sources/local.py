@@ -8,15 +8,15 @@ import stat
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from lmi_build.errors import SourceError
-from lmi_build.hashing import tree_digest
+from lmi_build.core.errors import SourceError
+from lmi_build.core.hashing import tree_digest
+from lmi_build.core.paths import name_text
+from lmi_build.core.reading import read_json_file
+from lmi_build.core.types import ModelIdentity
 from lmi_build.model.safetensors_header import read_checked_header
-from lmi_build.paths import name_text
-from lmi_build.reading import read_json_file
 from lmi_build.sources.base import ResolvedSource
 from lmi_build.sources.digest_cache import cached_sha256
 from lmi_build.sources.select import has_weights, select_build_files
-from lmi_build.types import ModelIdentity
 
 
 def list_relative(root: Path) -> list[str]:

@@ -11,12 +11,12 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from lmi_build.errors import SourceError
+from lmi_build.core.errors import SourceError
+from lmi_build.core.types import ModelIdentity
 from lmi_build.sources.base import ResolvedSource
 from lmi_build.sources.demo import demo_digest, demo_files, demo_revision, ensure_demo_model
 from lmi_build.sources.local import resolve_local
 from lmi_build.sources.s3 import resolve_s3
-from lmi_build.types import ModelIdentity
 
 _HF_ID = re.compile(r"^(?:[A-Za-z0-9][\w.\-]{0,95}/)?[A-Za-z0-9][\w.\-]{0,95}$")
 

@@ -16,19 +16,19 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from lmi_build.errors import SourceError
-from lmi_build.fs import atomic_write_json
-from lmi_build.hashing import sha256_text, tree_digest
-from lmi_build.output import current
-from lmi_build.paths import cache_root
+from lmi_build.core.errors import SourceError
+from lmi_build.core.fs import atomic_write_json
+from lmi_build.core.hashing import sha256_text, tree_digest
+from lmi_build.core.paths import cache_root
+from lmi_build.core.types import ModelIdentity
+from lmi_build.reporting.output import current
 from lmi_build.sources.base import ResolvedSource
 from lmi_build.sources.digest_cache import cached_sha256
 from lmi_build.sources.select import has_weights, select_build_files, select_plan_files
 from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors
 from lmi_build.storage.paths import safe_relpath
-from lmi_build.storage.s3url import parse_s3_url
+from lmi_build.storage.s3url import S3Url, parse_s3_url
 from lmi_build.storage.transfer import SHA256_META, Download, download_all, head_many, list_sizes
-from lmi_build.types import ModelIdentity
 
 
 def _checksum(head: dict[str, Any]) -> tuple[str, str] | None:
@@ -89,28 +89,11 @@ def resolve_s3(url: str, *, purpose: Literal["plan", "build"], endpoint_url: str
     endpoint = endpoint_label(endpoint_url)
     client = s3_client(endpoint_url, workers=workers)
     check_bucket(client, target, endpoint, error=SourceError)
-    with s3_errors(target, endpoint, error=SourceError, operation="listing the model"):
-        sizes = {target.relative(key): size for key, size in
-                 list_sizes(client, target.bucket, target.list_prefix).items() if not key.endswith("/")}
-    for rel in sizes:
-        safe_relpath(rel, error=SourceError, where=str(target))
-    if "config.json" not in sizes:
-        raise SourceError(f"no config.json under {target}",
-                          hint="point at the prefix that holds the model's config.json and weights")
+    sizes = _listed_sizes(client, target, endpoint)
     build_files = select_build_files(sizes, source=str(target), allow_pickle=allow_pickle)
     if purpose == "build" and not has_weights(build_files):
         raise SourceError(f"no weights (*.safetensors) under {target}", hint="upload the model's weight files")
-    with s3_errors(target, endpoint, error=SourceError, operation="reading object checksums"):
-        heads = head_many(client, target.bucket, [target.key(rel) for rel in build_files], workers=workers,
-                          extra={"ChecksumMode": "ENABLED"})
-    checksums: dict[str, tuple[str, str] | None] = {}
-    versions: dict[str, str] = {}
-    for rel in build_files:
-        head = heads.get(target.key(rel))
-        if head is None:
-            raise SourceError(f"{target}/{rel} disappeared while reading", hint="retry when the upload is complete")
-        checksums[rel] = _checksum(head)
-        versions[rel] = _version(head)
+    checksums, versions = _object_ids(client, target, endpoint, build_files, workers)
     digest = tree_digest(
         (rel, f"{c[0]}:{c[1]}" if (c := checksums[rel]) else f"version:{versions[rel]}") for rel in build_files
     )
@@ -132,8 +115,42 @@ def resolve_s3(url: str, *, purpose: Literal["plan", "build"], endpoint_url: str
     if todo:
         atomic_write_json(_versions_path(mirror), {**recorded, **{rel: versions[rel] for rel in todo}})
     if purpose == "build":
-        keep = set(build_files)
-        for stray in [p for p in mirror.rglob("*") if p.is_file() and p.relative_to(mirror).as_posix() not in keep]:
-            stray.unlink()  # a file the prefix no longer has must not leak into the build
+        _remove_strays(mirror, set(build_files))
     return ResolvedSource(path=mirror, identity=ModelIdentity(kind="s3", id=str(target), digest=digest),
                           files=tuple(build_files))
+
+
+def _listed_sizes(client: Any, target: S3Url, endpoint: str) -> dict[str, int]:
+    """Each file under the prefix (its path below it) and its size; refused without a config.json."""
+    with s3_errors(target, endpoint, error=SourceError, operation="listing the model"):
+        sizes = {target.relative(key): size for key, size in
+                 list_sizes(client, target.bucket, target.list_prefix).items() if not key.endswith("/")}
+    for rel in sizes:
+        safe_relpath(rel, error=SourceError, where=str(target))
+    if "config.json" not in sizes:
+        raise SourceError(f"no config.json under {target}",
+                          hint="point at the prefix that holds the model's config.json and weights")
+    return sizes
+
+
+def _object_ids(client: Any, target: S3Url, endpoint: str, files: list[str],
+                workers: int) -> tuple[dict[str, tuple[str, str] | None], dict[str, str]]:
+    """Each file's checksum (None when the object offers none) and its object version."""
+    with s3_errors(target, endpoint, error=SourceError, operation="reading object checksums"):
+        heads = head_many(client, target.bucket, [target.key(rel) for rel in files], workers=workers,
+                          extra={"ChecksumMode": "ENABLED"})
+    checksums: dict[str, tuple[str, str] | None] = {}
+    versions: dict[str, str] = {}
+    for rel in files:
+        head = heads.get(target.key(rel))
+        if head is None:
+            raise SourceError(f"{target}/{rel} disappeared while reading", hint="retry when the upload is complete")
+        checksums[rel] = _checksum(head)
+        versions[rel] = _version(head)
+    return checksums, versions
+
+
+def _remove_strays(mirror: Path, keep: set[str]) -> None:
+    """A file the prefix no longer has must not leak into the build."""
+    for stray in [p for p in mirror.rglob("*") if p.is_file() and p.relative_to(mirror).as_posix() not in keep]:
+        stray.unlink()

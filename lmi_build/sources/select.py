@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from fnmatch import fnmatch
 from pathlib import PurePosixPath
 
-from lmi_build.errors import SourceError
+from lmi_build.core.errors import SourceError
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 SAFETENSORS_SUFFIX = ".safetensors"

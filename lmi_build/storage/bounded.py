@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from lmi_build.errors import PublishError
-from lmi_build.reading import MAX_DOCUMENT_BYTES
+from lmi_build.core.errors import PublishError
+from lmi_build.core.reading import MAX_DOCUMENT_BYTES
 
 MIN_RATE_ENV = "LMI_BUILD_S3_MIN_RATE"
 LIST_TIMEOUT_ENV = "LMI_BUILD_S3_LIST_TIMEOUT"

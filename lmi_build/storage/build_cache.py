@@ -26,15 +26,21 @@ from typing import Any
 
 from lmi_build.artifact.files import MANIFEST_NAME
 from lmi_build.artifact.manifest import load_manifest
-from lmi_build.errors import LmiBuildError, PublishError
-from lmi_build.output import Output, current
-from lmi_build.reading import MAX_DOCUMENT_BYTES, parse_json
-from lmi_build.storage.bounded import list_pages, read_limited
+from lmi_build.core.errors import LmiBuildError, PublishError
+from lmi_build.core.reading import MAX_DOCUMENT_BYTES, parse_json
+from lmi_build.reporting.output import Output, current
+from lmi_build.storage.bounded import read_limited
 from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors
 from lmi_build.storage.publish import check_prefix_owned, publish, refuse_replacing
-from lmi_build.storage.remote import checked_entries, fetch_remote_manifest, object_problems, verify_remote
+from lmi_build.storage.remote import (
+    RemoteManifest,
+    checked_entries,
+    fetch_remote_manifest,
+    object_problems,
+    verify_remote,
+)
 from lmi_build.storage.s3url import S3Url, parse_s3_url
-from lmi_build.storage.transfer import SHA256_META, head_many
+from lmi_build.storage.transfer import SHA256_META, delete_keys, head_many, list_sizes
 
 ENTRY_NAME = "entry.json"
 # copy_object copies up to 5 GiB in one request; larger objects go through s3transfer's multipart copy.
@@ -149,35 +155,40 @@ class RemoteBuildCache:
             found = fetch_remote_manifest(self.client, source, self.endpoint)
             if found is None:
                 raise PublishError(f"the cache entry {source} has no manifest", hint="rerun; it is rebuilt")
-            entries = checked_entries(found.manifest, str(source), PublishError)
-            wanted = [(e.path, e.size, e.sha256) for e in entries]
-            existing = fetch_remote_manifest(self.client, target, self.endpoint)
-            same = existing is not None and existing.manifest.content_digest == found.manifest.content_digest
-            replaced = check_prefix_owned(self.client, target, ours={target.key(p) for p, _, _ in wanted},
-                                          existing=existing, same_artifact=same, overwrite=overwrite)
-            heads = head_many(self.client, target.bucket, [target.key(p) for p, _, _ in wanted], workers=8)
-            todo = [(p, size) for p, size, sha in wanted
-                    if (heads.get(target.key(p)) or {}).get("Metadata", {}).get(SHA256_META) != sha]
-            refuse_replacing(target, [target.key(p) for p, _ in todo],
-                             present={key for key, head in heads.items() if head is not None},
-                             same_artifacts=replaced if same else set(), overwrite=overwrite)
-            if existing is not None and (todo or existing.data != found.data):
-                # Un-commit first: a reader must never see an old manifest over changed objects.
-                self.client.delete_object(Bucket=target.bucket, Key=target.key(MANIFEST_NAME))
-                existing = None
+            wanted = [(e.path, e.size, e.sha256) for e in checked_entries(found.manifest, str(source), PublishError)]
+            todo, replaced, manifest_kept = self._copies_needed(target, found, wanted, overwrite)
             for path, size in todo:
                 self._copy_object(source, target, path, size)
             after = head_many(self.client, target.bucket, [target.key(p) for p, _, _ in wanted], workers=8)
             problems = object_problems([(target.key(p), size, sha) for p, size, sha in wanted], after, target)
             if problems:
                 raise PublishError(f"after the copy, {problems[0].message}", hint="rerun the same command")
-            if existing is None:
+            if not manifest_kept:
                 self._copy_object(source, target, MANIFEST_NAME, len(found.data))
-            stale = sorted(replaced - {target.key(p) for p, _, _ in wanted})
-            if stale:  # the replaced artifact's own objects, and nothing else (check_prefix_owned)
-                self.client.delete_objects(Bucket=target.bucket,
-                                           Delete={"Objects": [{"Key": k} for k in stale], "Quiet": True})
+            # The replaced artifact's own objects, and nothing else (check_prefix_owned).
+            delete_keys(self.client, target.bucket, replaced - {target.key(p) for p, _, _ in wanted})
         return len(todo)
+
+    def _copies_needed(self, target: S3Url, found: RemoteManifest, wanted: list[tuple[str, int, str]],
+                       overwrite: bool) -> tuple[list[tuple[str, int]], set[str], bool]:
+        """The entry's files (path, size) ``target`` lacks, after refusing what this publish does not
+        own and un-committing a manifest the copy changes; the keys of the artifact replaced; and
+        whether ``target``'s manifest stays (it is this entry's and no object changes)."""
+        existing = fetch_remote_manifest(self.client, target, self.endpoint)
+        same = existing is not None and existing.manifest.content_digest == found.manifest.content_digest
+        replaced = check_prefix_owned(self.client, target, ours={target.key(p) for p, _, _ in wanted},
+                                      existing=existing, same_artifact=same, overwrite=overwrite)
+        heads = head_many(self.client, target.bucket, [target.key(p) for p, _, _ in wanted], workers=8)
+        todo = [(p, size) for p, size, sha in wanted
+                if (heads.get(target.key(p)) or {}).get("Metadata", {}).get(SHA256_META) != sha]
+        refuse_replacing(target, [target.key(p) for p, _ in todo],
+                         present={key for key, head in heads.items() if head is not None},
+                         same_artifacts=replaced if same else set(), overwrite=overwrite)
+        if existing is not None and (todo or existing.data != found.data):
+            # Un-commit first: a reader must never see an old manifest over changed objects.
+            self.client.delete_object(Bucket=target.bucket, Key=target.key(MANIFEST_NAME))
+            return todo, replaced, False
+        return todo, replaced, existing is not None
 
     # ---- S3 primitives ----
 
@@ -224,7 +235,4 @@ class RemoteBuildCache:
 
     def _delete_prefix(self, prefix: S3Url) -> None:
         with s3_errors(prefix, self.endpoint, operation="removing an uncommitted cache attempt"):
-            for page in list_pages(self.client, prefix.bucket, prefix.list_prefix):
-                keys = [{"Key": key} for key, _size in page]
-                if keys:
-                    self.client.delete_objects(Bucket=prefix.bucket, Delete={"Objects": keys, "Quiet": True})
+            delete_keys(self.client, prefix.bucket, list_sizes(self.client, prefix.bucket, prefix.list_prefix))

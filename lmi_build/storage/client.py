@@ -15,8 +15,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from lmi_build.errors import LmiBuildError, MissingDependency, PublishError
-from lmi_build.redaction import redact_text
+from lmi_build.core.errors import LmiBuildError, MissingDependency, PublishError
+from lmi_build.core.redaction import redact_text
 from lmi_build.storage.bounded import S3Unbounded, read_timeout_s
 from lmi_build.storage.s3url import S3Url, parse_s3_url
 from lmi_build.storage.transfer import max_bandwidth

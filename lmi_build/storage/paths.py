@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lmi_build.artifact.files import escaping_path
-from lmi_build.errors import LmiBuildError
+from lmi_build.core.errors import LmiBuildError
 
 
 def safe_relpath(rel: str, *, error: type[LmiBuildError], where: str) -> str:

@@ -22,16 +22,17 @@ import hashlib
 import shutil
 import tarfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lmi_build.artifact.files import MANIFEST_NAME, FileEntry, verify_entries
-from lmi_build.artifact.manifest import load_manifest
+from lmi_build.artifact.manifest import Manifest, load_manifest
 from lmi_build.artifact.verify import built_by_stand_in
-from lmi_build.errors import PublishError
-from lmi_build.fs import PlantedPath
-from lmi_build.hashing import sha256_file
-from lmi_build.output import Output, current
+from lmi_build.core.errors import PublishError
+from lmi_build.core.fs import PlantedPath
+from lmi_build.core.hashing import sha256_file
+from lmi_build.reporting.output import Output, current
 from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors
 from lmi_build.storage.paths import inside
 from lmi_build.storage.remote import (
@@ -50,6 +51,7 @@ from lmi_build.storage.transfer import (
     TransferSummary,
     Upload,
     b64_sha256,
+    delete_keys,
     head_many,
     list_sizes,
     upload_all,
@@ -58,24 +60,16 @@ from lmi_build.storage.transfer import (
 __all__ = ["TransferSummary", "publish", "remote_manifest", "verify_remote"]
 
 
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def verify_local_files(root: Path, entries: list[FileEntry], *, workers: int = 8) -> None:
     """Raise PublishError naming the first file that is missing or differs from the manifest."""
     for entry in entries:
         inside(root, entry.path)  # a manifest path must never lead outside the artifact
     for problem in verify_entries(root, entries, workers=workers):
         entry = problem.entry
-        if problem.kind == "missing":
-            raise PublishError(f"{entry.path} is listed in {MANIFEST_NAME} but missing from {root}",
-                               hint="the artifact is incomplete: rebuild it")
-        if problem.kind == "size":
-            raise PublishError(f"{entry.path} has {problem.found_size} bytes, {MANIFEST_NAME} says {entry.size}",
-                               hint="the artifact is corrupted: rebuild it")
-        raise PublishError(f"{entry.path} does not match its sha256 in {MANIFEST_NAME}",
-                           hint="the artifact is corrupted: rebuild it")
+        why, state = {"missing": (f"is listed in {MANIFEST_NAME} but missing from {root}", "incomplete"),
+                      "size": (f"has {problem.found_size} bytes, {MANIFEST_NAME} says {entry.size}", "corrupted"),
+                      "sha256": (f"does not match its sha256 in {MANIFEST_NAME}", "corrupted")}[problem.kind]
+        raise PublishError(f"{entry.path} {why}", hint=f"the artifact is {state}: rebuild it")
 
 
 def write_tarball(artifact_dir: Path, entries: list[FileEntry], destination: Path) -> None:
@@ -111,10 +105,8 @@ def _remove_replaced(client: Any, target: S3Url, old: set[str], keep: set[str], 
                      output: Output) -> None:
     """After the new manifest committed: delete the replaced artifact's objects (those its manifest
     listed) that the new one does not list. Nothing else under the prefix is ever deleted."""
-    stale = sorted(old - keep - {target.key(MANIFEST_NAME)})
-    for start in range(0, len(stale), 1000):  # DeleteObjects takes at most 1000 keys
-        batch = [{"Key": key} for key in stale[start:start + 1000]]
-        client.delete_objects(Bucket=target.bucket, Delete={"Objects": batch, "Quiet": True}, **owner_args)
+    stale = old - keep - {target.key(MANIFEST_NAME)}
+    delete_keys(client, target.bucket, stale, extra=owner_args)
     if stale:
         output.info(f"removed {len(stale)} objects of the replaced artifact")
 
@@ -170,12 +162,7 @@ def _plan_uploads(client: Any, target: S3Url, uploads: list[Upload], *, workers:
     sizes = list_sizes(client, target.bucket, target.list_prefix, extra=owner_args)
     same_size = [u.key for u in uploads if sizes.get(u.key) == u.size]
     heads = head_many(client, target.bucket, same_size, workers=workers, extra=owner_args)
-    todo: list[Upload] = []
-    for upload in uploads:
-        head = heads.get(upload.key)
-        if head is not None and (head.get("Metadata") or {}).get(SHA256_META) == upload.sha256:
-            continue
-        todo.append(upload)
+    todo = [u for u in uploads if ((heads.get(u.key) or {}).get("Metadata") or {}).get(SHA256_META) != u.sha256]
     return todo, len(uploads) - len(todo), set(sizes)
 
 
@@ -204,6 +191,18 @@ def abort_leftover_uploads(client: Any, target: S3Url, keys: set[str], owner_arg
     return aborted
 
 
+@dataclass(frozen=True)
+class _Prefix:
+    """Where a publish writes, and what every request there carries."""
+
+    client: Any
+    target: S3Url
+    endpoint: str
+    owner_args: dict[str, str]
+    encryption: dict[str, str]
+    workers: int
+
+
 def publish(
     artifact_dir: Path,
     url: str,
@@ -224,91 +223,33 @@ def publish(
     output = output or current()
     started = time.monotonic()
     target = parse_s3_url(url)
-    if not artifact_dir.is_dir():
-        if artifact_dir.exists():  # a file (README.md): not "does not exist" (issue 30 item 6)
-            raise PublishError(f"{artifact_dir} is not a directory",
-                               hint=f"give the artifact directory (it holds {MANIFEST_NAME})")
-        raise PublishError(f"artifact directory {artifact_dir} does not exist", hint="build it first, or check the path")
-    _refuse_links(artifact_dir)
-    manifest_path = artifact_dir / MANIFEST_NAME
-    manifest = load_manifest(artifact_dir)
-    if built_by_stand_in(manifest):
-        # A stand-in's output is structurally valid and servable by nothing: it never leaves this host.
-        raise PublishError(f"{artifact_dir} was built by a STAND-IN compiler, not the real {manifest.target} toolchain",
-                           hint="build it with the real toolchain before publishing")
-    manifest_bytes = manifest_path.read_bytes()
-    entries = checked_entries(manifest, str(manifest_path), PublishError)
-    owner_args = {"ExpectedBucketOwner": expected_bucket_owner} if expected_bucket_owner else {}
-    encryption: dict[str, str] = {}
-    if sse_kms_key_id:
-        encryption = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": sse_kms_key_id}
-    endpoint = endpoint_label(endpoint_url)
-    client = s3_client(endpoint_url, workers=workers)
+    manifest, entries = _local_artifact(artifact_dir)
+    manifest_bytes = (artifact_dir / MANIFEST_NAME).read_bytes()
+    encryption = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": sse_kms_key_id} if sse_kms_key_id else {}
+    prefix = _Prefix(s3_client(endpoint_url, workers=workers), target, endpoint_label(endpoint_url),
+                     {"ExpectedBucketOwner": expected_bucket_owner} if expected_bucket_owner else {}, encryption,
+                     workers)
     # Remote problems (no bucket, no credentials) show before gigabytes are hashed.
-    check_bucket(client, target, endpoint, expected_owner=expected_bucket_owner)
+    check_bucket(prefix.client, target, prefix.endpoint, expected_owner=expected_bucket_owner)
     output.info(f"checking {len(entries)} files against {MANIFEST_NAME}")
     verify_local_files(artifact_dir, entries, workers=workers)
 
-    tar_path: Path | None = None
-    manifest_meta = {SHA256_META: sha256_bytes(manifest_bytes), LAYOUT_META: "tarball" if tarball else "files"}
+    manifest_meta = {SHA256_META: hashlib.sha256(manifest_bytes).hexdigest(),
+                     LAYOUT_META: "tarball" if tarball else "files"}
+    tar_path = artifact_dir.parent / f".{artifact_dir.name}.{TARBALL_NAME}.partial" if tarball else None
     try:
-        if tarball:
-            tar_path = artifact_dir.parent / f".{artifact_dir.name}.{TARBALL_NAME}.partial"
-            if tar_path.is_symlink() or (tar_path.exists() and not tar_path.is_file()):
-                raise PlantedPath(tar_path, "a symbolic link or not a regular file")
-            tar_path.unlink(missing_ok=True)  # a killed publish's leftover: ours, and rewritten whole
-            output.info(f"writing {TARBALL_NAME}")
-            write_tarball(artifact_dir, entries, tar_path)
-            tar_sha = sha256_file(tar_path)
-            manifest_meta["tarball-sha256"] = tar_sha
-            uploads = [Upload(tar_path, target.key(TARBALL_NAME), tar_path.stat().st_size, tar_sha,
-                              {**owner_args, **encryption})]
+        if tar_path is not None:
+            uploads = [_tarball_upload(prefix, artifact_dir, entries, tar_path, output)]
+            manifest_meta["tarball-sha256"] = uploads[0].sha256
         else:
-            uploads = [Upload(artifact_dir / e.path, target.key(e.path), e.size, e.sha256, {**owner_args, **encryption})
-                       for e in entries]
-
-        with s3_errors(target, endpoint, operation="publish"):
-            existing = fetch_remote_manifest(client, target, endpoint, extra=owner_args)
-            same = existing is not None and existing.manifest.content_digest == manifest.content_digest
-            replaced = check_prefix_owned(client, target, ours={u.key for u in uploads},
-                                          existing=existing, same_artifact=same,
-                                          overwrite=overwrite, owner_args=owner_args)
-            todo, skipped, present = _plan_uploads(client, target, uploads, workers=workers, owner_args=owner_args)
-            if abort_leftover_uploads(client, target, {u.key for u in uploads}, owner_args):
-                output.info("aborted the unfinished uploads a killed publish left under the prefix")
-            refuse_replacing(target, [u.key for u in todo], present=present,
-                             same_artifacts=replaced if same else set(), overwrite=overwrite)
-            manifest_current = existing is not None and existing.data == manifest_bytes and \
-                existing.layout == manifest_meta[LAYOUT_META]
-            if existing is not None and (todo or not manifest_current):
-                # Un-commit first: a reader must never see an old manifest over changed objects.
-                client.delete_object(Bucket=target.bucket, Key=target.key(MANIFEST_NAME), **owner_args)
-                manifest_current = False
-            if skipped or manifest_current:
-                # Counted as the summary counts them, the manifest included ("7 of 7 ... skipped", then
-                # "skipped 8" read as a miscount).
-                in_place = skipped + (1 if manifest_current else 0)
-                output.info(f"{in_place} of {len(uploads) + 1} objects already in place (manifest included), skipped")
-            upload_all(client, target.bucket, todo, workers=workers, output=output, label=f"publish {target}")
-
-            heads = head_many(client, target.bucket, [u.key for u in uploads], workers=workers, extra=owner_args)
-            problems = object_problems([(u.key, u.size, u.sha256) for u in uploads], heads, target)
-            if problems:
-                raise PublishError(f"after upload, {problems[0].message}" +
-                                   (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""),
-                                   hint="rerun the same command; it uploads only what is missing")
-            if not manifest_current:
-                client.put_object(
-                    Bucket=target.bucket, Key=target.key(MANIFEST_NAME), Body=manifest_bytes,
-                    ContentType="application/json", Metadata=manifest_meta,
-                    ChecksumSHA256=b64_sha256(manifest_meta[SHA256_META]), **owner_args, **encryption,
-                )
-            committed = fetch_remote_manifest(client, target, endpoint, extra=owner_args)
-            if committed is None or committed.data != manifest_bytes:
-                raise PublishError(f"the manifest under {target} does not read back as written",
-                                   hint="rerun the same command")
+            uploads = [Upload(artifact_dir / e.path, target.key(e.path), e.size, e.sha256,
+                              {**prefix.owner_args, **encryption}) for e in entries]
+        with s3_errors(target, prefix.endpoint, operation="publish"):
+            todo, skipped, manifest_current, replaced = _upload_missing(
+                prefix, uploads, manifest_bytes, manifest_meta, manifest.content_digest, overwrite, output)
+            _commit(prefix, uploads, manifest_bytes, manifest_meta, write_manifest=not manifest_current)
             if overwrite:
-                _remove_replaced(client, target, replaced, {u.key for u in uploads}, owner_args, output)
+                _remove_replaced(prefix.client, target, replaced, {u.key for u in uploads}, prefix.owner_args, output)
     finally:
         if tar_path is not None and tar_path.exists():
             tar_path.unlink()
@@ -316,10 +257,85 @@ def publish(
     if delete_local:
         shutil.rmtree(artifact_dir)
         output.info(f"deleted {artifact_dir} (every object verified under {target})")
-    uploaded = todo + ([] if manifest_current else [Upload(manifest_path, "", len(manifest_bytes), "")])
-    return TransferSummary(
-        bytes=sum(u.size for u in uploaded),
-        objects=len(uploaded),
-        skipped=skipped + (1 if manifest_current else 0),
-        seconds=round(time.monotonic() - started, 3),
-    )
+    uploaded = todo + ([] if manifest_current else [Upload(artifact_dir / MANIFEST_NAME, "", len(manifest_bytes), "")])
+    return TransferSummary(bytes=sum(u.size for u in uploaded), objects=len(uploaded),
+                           skipped=skipped + (1 if manifest_current else 0),
+                           seconds=round(time.monotonic() - started, 3))
+
+
+def _local_artifact(artifact_dir: Path) -> tuple[Manifest, list[FileEntry]]:
+    """The artifact's manifest and its checked file entries; refused when it is no directory, holds a
+    link, or a stand-in compiler built it."""
+    if not artifact_dir.is_dir():
+        if artifact_dir.exists():  # a file (README.md): not "does not exist" (issue 30 item 6)
+            raise PublishError(f"{artifact_dir} is not a directory",
+                               hint=f"give the artifact directory (it holds {MANIFEST_NAME})")
+        raise PublishError(f"artifact directory {artifact_dir} does not exist", hint="build it first, or check the path")
+    _refuse_links(artifact_dir)
+    manifest = load_manifest(artifact_dir)
+    if built_by_stand_in(manifest):
+        # A stand-in's output is structurally valid and servable by nothing: it never leaves this host.
+        raise PublishError(f"{artifact_dir} was built by a STAND-IN compiler, not the real {manifest.target} toolchain",
+                           hint="build it with the real toolchain before publishing")
+    return manifest, checked_entries(manifest, str(artifact_dir / MANIFEST_NAME), PublishError)
+
+
+def _tarball_upload(prefix: _Prefix, artifact_dir: Path, entries: list[FileEntry], tar_path: Path,
+                    output: Output) -> Upload:
+    """``model.tar.gz`` of the artifact, written next to it at ``tar_path``, as the one upload."""
+    if tar_path.is_symlink() or (tar_path.exists() and not tar_path.is_file()):
+        raise PlantedPath(tar_path, "a symbolic link or not a regular file")
+    tar_path.unlink(missing_ok=True)  # a killed publish's leftover: ours, and rewritten whole
+    output.info(f"writing {TARBALL_NAME}")
+    write_tarball(artifact_dir, entries, tar_path)
+    return Upload(tar_path, prefix.target.key(TARBALL_NAME), tar_path.stat().st_size, sha256_file(tar_path),
+                  {**prefix.owner_args, **prefix.encryption})
+
+
+def _upload_missing(prefix: _Prefix, uploads: list[Upload], manifest_bytes: bytes, manifest_meta: dict[str, str],
+                    digest: str, overwrite: bool, output: Output) -> tuple[list[Upload], int, bool, set[str]]:
+    """Upload what the prefix lacks, after refusing what this publish does not own and un-committing
+    a manifest the upload changes. Returns the uploads made, how many were skipped, whether the
+    manifest there is already this one, and the keys of the artifact replaced."""
+    client, target, owner_args = prefix.client, prefix.target, prefix.owner_args
+    existing = fetch_remote_manifest(client, target, prefix.endpoint, extra=owner_args)
+    same = existing is not None and existing.manifest.content_digest == digest
+    replaced = check_prefix_owned(client, target, ours={u.key for u in uploads}, existing=existing,
+                                  same_artifact=same, overwrite=overwrite, owner_args=owner_args)
+    todo, skipped, present = _plan_uploads(client, target, uploads, workers=prefix.workers, owner_args=owner_args)
+    if abort_leftover_uploads(client, target, {u.key for u in uploads}, owner_args):
+        output.info("aborted the unfinished uploads a killed publish left under the prefix")
+    refuse_replacing(target, [u.key for u in todo], present=present,
+                     same_artifacts=replaced if same else set(), overwrite=overwrite)
+    manifest_current = existing is not None and existing.data == manifest_bytes and \
+        existing.layout == manifest_meta[LAYOUT_META]
+    if existing is not None and (todo or not manifest_current):
+        # Un-commit first: a reader must never see an old manifest over changed objects.
+        client.delete_object(Bucket=target.bucket, Key=target.key(MANIFEST_NAME), **owner_args)
+        manifest_current = False
+    if skipped or manifest_current:
+        # Counted as the summary counts them, the manifest included ("7 of 7 ... skipped", then
+        # "skipped 8" read as a miscount).
+        in_place = skipped + (1 if manifest_current else 0)
+        output.info(f"{in_place} of {len(uploads) + 1} objects already in place (manifest included), skipped")
+    upload_all(client, target.bucket, todo, workers=prefix.workers, output=output, label=f"publish {target}")
+    return todo, skipped, manifest_current, replaced
+
+
+def _commit(prefix: _Prefix, uploads: list[Upload], manifest_bytes: bytes, manifest_meta: dict[str, str], *,
+            write_manifest: bool) -> None:
+    """Check every object remotely, then put the manifest (the commit marker) and read it back."""
+    client, target, owner_args = prefix.client, prefix.target, prefix.owner_args
+    heads = head_many(client, target.bucket, [u.key for u in uploads], workers=prefix.workers, extra=owner_args)
+    problems = object_problems([(u.key, u.size, u.sha256) for u in uploads], heads, target)
+    if problems:
+        raise PublishError(f"after upload, {problems[0].message}" +
+                           (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""),
+                           hint="rerun the same command; it uploads only what is missing")
+    if write_manifest:
+        client.put_object(Bucket=target.bucket, Key=target.key(MANIFEST_NAME), Body=manifest_bytes,
+                          ContentType="application/json", Metadata=manifest_meta,
+                          ChecksumSHA256=b64_sha256(manifest_meta[SHA256_META]), **owner_args, **prefix.encryption)
+    committed = fetch_remote_manifest(client, target, prefix.endpoint, extra=owner_args)
+    if committed is None or committed.data != manifest_bytes:
+        raise PublishError(f"the manifest under {target} does not read back as written", hint="rerun the same command")

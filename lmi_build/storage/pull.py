@@ -20,10 +20,10 @@ from pathlib import Path
 
 from lmi_build.artifact.files import MANIFEST_NAME, FileEntry, verify_entries
 from lmi_build.artifact.output_place import check_output_place, protected_places
-from lmi_build.errors import PublishError
-from lmi_build.fs import DirectoryBusy, directory_lock, private_dir
-from lmi_build.output import Output, current
-from lmi_build.paths import cache_root
+from lmi_build.core.errors import PublishError
+from lmi_build.core.fs import DirectoryBusy, directory_lock, private_dir
+from lmi_build.core.paths import cache_root
+from lmi_build.reporting.output import Output, current
 from lmi_build.storage.bounded import artifact_listing_bound
 from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors
 from lmi_build.storage.paths import safe_relpath

@@ -11,15 +11,15 @@ from typing import Any
 from lmi_build.artifact.files import MANIFEST_NAME, FileEntry
 from lmi_build.artifact.manifest import Manifest, parse_manifest
 from lmi_build.artifact.verify import SERVING_PROPERTIES, check_serving_record
-from lmi_build.errors import LmiBuildError, OptionError, PublishError, StorageError, VerifyError
+from lmi_build.core.errors import LmiBuildError, OptionError, PublishError, StorageError, VerifyError
+from lmi_build.core.reading import MAX_DOCUMENT_BYTES
+from lmi_build.core.types import PlanMessage
 from lmi_build.options.properties import collect_properties, parse_properties
-from lmi_build.reading import MAX_DOCUMENT_BYTES
 from lmi_build.storage.bounded import S3Unbounded, artifact_listing_bound, read_limited, stream_chunks
 from lmi_build.storage.client import check_bucket, endpoint_label, s3_client, s3_errors, translate
 from lmi_build.storage.paths import safe_relpath
 from lmi_build.storage.s3url import S3Url, parse_s3_url
 from lmi_build.storage.transfer import SHA256_META, head_many, list_sizes
-from lmi_build.types import PlanMessage
 
 TARBALL_NAME = "model.tar.gz"
 # Metadata on the remote manifest object saying how the files were published.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from lmi_build.errors import LmiBuildError, PublishError
+from lmi_build.core.errors import LmiBuildError, PublishError
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-_]{1,61}[a-z0-9]$")
 

@@ -18,7 +18,7 @@ import mmap
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from lmi_build import events
-from lmi_build.errors import PublishError
-from lmi_build.fs import open_private
-from lmi_build.output import Output
+from lmi_build.core.errors import PublishError
+from lmi_build.core.fs import open_private
+from lmi_build.reporting import events
+from lmi_build.reporting.output import Output
 from lmi_build.storage.bounded import (
     MAX_LISTED_KEYS,
     RATE_RANGE,
@@ -55,6 +55,8 @@ READ_CHUNK = 1024 * 1024
 HASH_CHUNK = 1024 * 1024
 DOWNLOAD_ATTEMPTS = 5
 SHA256_META = "sha256"  # stored as x-amz-meta-sha256: the whole-object hash, whatever the part size
+# DeleteObjects takes at most 1000 keys a request: S3 (and SeaweedFS) refuse a longer list whole.
+DELETE_BATCH = 1000
 
 
 class TransferSummary(BaseModel):
@@ -475,3 +477,20 @@ def list_sizes(client: Any, bucket: str, prefix: str, *, extra: dict[str, Any] |
     """Every key under ``prefix`` with its size (paginated, within the listing bounds of ``bounded``)."""
     return {key: size for page in list_pages(client, bucket, prefix, extra=extra, max_keys=max_keys)
             for key, size in page}
+
+
+def delete_keys(client: Any, bucket: str, keys: Iterable[str], *, extra: dict[str, Any] | None = None) -> None:
+    """Delete ``keys`` with DeleteObjects, ``DELETE_BATCH`` keys a request. A key the server did not
+    delete is an error: DeleteObjects answers 200 and lists such keys (AccessDenied, ...) in ``Errors``."""
+    ordered = sorted(keys)
+    for start in range(0, len(ordered), DELETE_BATCH):
+        batch = [{"Key": key} for key in ordered[start:start + DELETE_BATCH]]
+        response = client.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True}, **(extra or {}))
+        failed = response.get("Errors") or []
+        if failed:
+            first = failed[0]
+            more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
+            raise PublishError(f"S3 did not delete s3://{bucket}/{first.get('Key')}: "
+                               f"{first.get('Code')} {first.get('Message') or ''}".rstrip() + more,
+                               hint="check that the credentials may delete objects there (s3:DeleteObject), "
+                                    "then remove what is left yourself")

@@ -21,10 +21,10 @@ from lmi_build.artifact.verify import (
     summarize,
     verify_local,
 )
-from lmi_build.errors import LmiBuildError, VerifyError
+from lmi_build.core.errors import LmiBuildError, VerifyError
+from lmi_build.core.types import PlanMessage
 from lmi_build.storage.publish import remote_manifest, verify_remote
 from lmi_build.storage.remote import remote_reader
-from lmi_build.types import PlanMessage
 
 
 def verify_s3(url: str, targets: TargetsByName, *, serving: ServingTarget | None = None,

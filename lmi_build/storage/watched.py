@@ -47,7 +47,7 @@ from botocore.awsrequest import (
 )
 from botocore.utils import determine_content_length
 
-from lmi_build.errors import PublishError
+from lmi_build.core.errors import PublishError
 from lmi_build.storage.bounded import MIN_RATE_ENV, WATCHDOG, Deadline, S3Unbounded, min_rate, shut_down
 from lmi_build.storage.transfer import PART_SIZE
 

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Union
 from pydantic import Field
 
 from lmi_build.building.target import Target
-from lmi_build.errors import UnknownName
+from lmi_build.core.errors import UnknownName
 from lmi_build.planning.request import Knob, PlanRequest, ordered_knobs
 from lmi_build.planning.request import request_for as build_request
 from lmi_build.planning.saved import SavedPlan, parse_saved_plan, read_saved_plan

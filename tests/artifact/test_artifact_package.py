@@ -14,13 +14,13 @@ from lmi_build.artifact.layout import Layout
 from lmi_build.artifact.manifest import SCHEMA_PATH, load_manifest, manifest_schema
 from lmi_build.artifact.packager import carry_source_files, package
 from lmi_build.artifact.verify import verify_local
-from lmi_build.errors import LmiBuildError, OptionError, StepError, VerifyError
-from lmi_build.fs import link_or_copy
+from lmi_build.core.errors import LmiBuildError, OptionError, StepError, VerifyError
+from lmi_build.core.fs import link_or_copy
+from lmi_build.core.types import ModelIdentity
 from lmi_build.options.properties import read_properties
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets import TARGETS
 from lmi_build.targets.hf.layouts import HfLayout
-from lmi_build.types import ModelIdentity
 from tests.fixtures_artifact import (
     HF,
     HF_LAYOUT,
@@ -266,7 +266,7 @@ def test_produced_dir_without_safetensors_is_refused(tmp_path: Path) -> None:
 
 
 def test_invalid_plan_is_refused(tmp_path: Path, source_model: Path) -> None:
-    from lmi_build.errors import InvalidPlan
+    from lmi_build.core.errors import InvalidPlan
 
     with pytest.raises(InvalidPlan):
         package(make_plan("hf", valid=False), target=HF, layout=HF_LAYOUT, produced=source_model, source_dir=source_model,

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-import lmi_build.fs as fs
-from lmi_build.fs import freeze_shared, link_or_copy, link_tree
+import lmi_build.core.fs as fs
+from lmi_build.core.fs import freeze_shared, link_or_copy, link_tree
 from tests.cli_process import run_lmi_build
 
 pytestmark = pytest.mark.slow

@@ -19,12 +19,12 @@ from lmi_build.artifact.verify import (
     serving_target,
     verify_local,
 )
-from lmi_build.errors import OptionError, VerifyError
-from lmi_build.fs import link_or_copy
+from lmi_build.core.errors import OptionError, VerifyError
+from lmi_build.core.fs import link_or_copy
+from lmi_build.core.types import PlanMessage
 from lmi_build.planning.plan import BuildPlan, ToolchainRef
 from lmi_build.targets import TARGETS
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
-from lmi_build.types import PlanMessage
 from tests.cli_process import run_lmi_build
 from tests.fixtures_artifact import (
     HF,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from lmi_build.ci import github
-from lmi_build.output import Mode, reset, set_mode
+from lmi_build.reporting import github
+from lmi_build.reporting.output import Mode, reset, set_mode
 
 SECRET = "hf_abcdefghijklmnopqrstuvwxyz0123456789"
 

@@ -12,9 +12,16 @@ import xmlschema
 
 from lmi_build.artifact.ci_reports import verify_suite
 from lmi_build.artifact.verify import CheckOutcome, VerifyReport
-from lmi_build.ci.junit import Case, ReportPathError, Suite, check_report_path, report_xml, write_report
+from lmi_build.core.types import PlanMessage
 from lmi_build.planning.startup import Citation, RuleFinding, StartupOutcome
-from lmi_build.types import PlanMessage
+from lmi_build.reporting.junit import (
+    Case,
+    ReportPathError,
+    Suite,
+    check_report_path,
+    report_xml,
+    write_report,
+)
 from tests.junit_reading import SCHEMA, read_report
 
 SECRET = "hf_abcdefghijklmnopqrstuvwxyz0123456789"

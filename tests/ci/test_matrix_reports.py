@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from lmi_build.ci.junit import write_report
-from lmi_build.errors import LmiBuildError
+from lmi_build.core.errors import LmiBuildError
 from lmi_build.fleet.ci_reports import MatrixReports, matrix_suite, matrix_summary, refused_suite
 from lmi_build.fleet.job import BuildResult, Job, Started
 from lmi_build.fleet.matrix import MatrixError, plan_matrix
 from lmi_build.fleet.report import MatrixProgress
+from lmi_build.reporting.junit import write_report
 from tests.junit_reading import read_report
 
 MATRIX = """

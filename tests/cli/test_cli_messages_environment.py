@@ -20,8 +20,8 @@ def test_an_output_that_cannot_be_created_is_named(command: str, output: str) ->
 
 
 def test_pull_into_a_place_that_cannot_be_created_is_named(tmp_path: Path) -> None:
-    from lmi_build.errors import LmiBuildError
-    from lmi_build.fs import directory_lock
+    from lmi_build.core.errors import LmiBuildError
+    from lmi_build.core.fs import directory_lock
 
     with pytest.raises(LmiBuildError, match=r"cannot write /proc/pulled: files cannot be created in /proc"), \
             directory_lock(Path("/proc/pulled")):

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from lmi_build.artifact.packager import serving_properties
-from lmi_build.output import human_bytes, human_count
 from lmi_build.planning.plan import BuildPlan
+from lmi_build.reporting.output import human_bytes, human_count
 from lmi_build.targets.hf.layouts import LAYOUTS as HF_LAYOUTS
 from lmi_build.targets.trtllm.layouts import FLAT
 from tests.cli_process import run_lmi_build

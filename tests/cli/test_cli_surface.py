@@ -198,7 +198,7 @@ def test_an_invalid_plan_is_still_exit_2_with_the_plan() -> None:
 
 
 def test_error_classes_exit_codes() -> None:
-    from lmi_build.errors import (
+    from lmi_build.core.errors import (
         InvalidPlan,
         OptionError,
         SourceError,
@@ -251,7 +251,7 @@ def test_tables_on_an_80_column_terminal_never_cut() -> None:
 
     plan = plan_for("trtllm", model="demo:tiny-llama", tp="1")
     buffer = io.StringIO()
-    # As lmi-build's console prints (lmi_build/output.py): soft wrap, the terminal wraps a long line.
+    # As lmi-build's console prints (lmi_build/reporting/output.py): soft wrap, the terminal wraps a long line.
     Console(file=buffer, width=80, force_terminal=True, color_system=None, soft_wrap=True).print(render_plan(plan))
     text = buffer.getvalue()
     assert "…" not in text
@@ -275,7 +275,7 @@ def _chatter() -> None:
 
 
 def test_library_output_goes_to_the_debug_channel(capsys: pytest.CaptureFixture[str]) -> None:
-    from lmi_build import output
+    from lmi_build.reporting import output
 
     quiet = output.set_mode(output.Mode.JSON)
     output.set_debugging(False)

@@ -24,11 +24,11 @@ import jsonschema
 import pytest
 from rich.console import Console
 
-from lmi_build import events
-from lmi_build.events import SCHEMA_PATH
 from lmi_build.fleet.job import BuildResult, Started
 from lmi_build.fleet.report import MatrixProgress
 from lmi_build.fleet.run import run_matrix
+from lmi_build.reporting import events
+from lmi_build.reporting.events import SCHEMA_PATH
 from tests.cli_process import run_lmi_build
 from tests.fixtures_ray import fleet_cache
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from markdown_it import MarkdownIt
 
-from lmi_build.errors import OptionError, PublishError
+from lmi_build.core.errors import OptionError, PublishError
 from lmi_build.fleet.executors import ray_task_options
 from lmi_build.fleet.job import BuildResult, Started
 from lmi_build.fleet.matrix import MatrixError, plan_matrix

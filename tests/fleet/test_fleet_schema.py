@@ -61,7 +61,7 @@ def test_bad_matrices_name_the_problem(tmp_path: Path, text: str, expected: str)
 def test_saved_plan_entry_is_built_as_planned(tmp_path: Path) -> None:
     import os
 
-    from lmi_build.planner import plan_request
+    from lmi_build.planner.make import plan_request
     from lmi_build.planning.request import PlanRequest
     from lmi_build.targets import get_target
 

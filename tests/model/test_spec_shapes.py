@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from lmi_build.errors import SourceError
+from lmi_build.core.errors import SourceError
 from lmi_build.model.normalize import read_spec, read_spec_file
 from tests.conftest import FIXTURE_CONFIGS
 

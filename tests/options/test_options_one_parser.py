@@ -25,7 +25,7 @@ BOOLEAN_PARSING = re.compile("|".join([
 NOT_OPTIONS = {
     ("artifact/verify.py", 'manifest.toolchain.found.get("stand_in") == "true"'):
         "a manifest field lmi-build writes itself, not an option",
-    ("ci/github.py", 'os.environ.get("GITHUB_ACTIONS", "") == "true"'):
+    ("reporting/github.py", 'os.environ.get("GITHUB_ACTIONS", "") == "true"'):
         "the Actions runner's own variable, set to exactly this word (its documentation), not an option",
 }
 

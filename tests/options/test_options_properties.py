@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lmi_build.errors import OptionError
+from lmi_build.core.errors import OptionError
 from lmi_build.options.properties import (
     collect_properties,
     format_properties,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lmi_build.errors import OptionError
+from lmi_build.core.errors import OptionError
 from lmi_build.options.resolve import (
     OptionInputs,
     OptionResolution,

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from lmi_build.core.tables import TableError
+from lmi_build.core.target_names import TARGET_NAMES
 from lmi_build.options.spec import (
     TABLE_PATH,
-    TARGETS,
     alias_for,
     all_option_specs,
     canonical_key,
     load_table,
     option_spec,
 )
-from lmi_build.tables import TableError
 from tests.conftest import SEEDS_DIR
 
 SEED_TABLES = (
@@ -68,7 +68,7 @@ def test_every_entry_is_well_formed() -> None:
         assert spec.description.strip() and "\n" not in spec.description, spec.key
         assert spec.key == "engine" or spec.key.startswith("option.") or spec.is_top_level
         assert (spec.type == "enum") == bool(spec.choices), spec.key
-        for target in TARGETS:
+        for target in TARGET_NAMES:
             default = spec.default_for(target)
             if default is not None:
                 assert spec.problem(default) is None, f"{spec.key} default {default!r} for {target}"

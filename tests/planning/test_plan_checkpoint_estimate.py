@@ -240,7 +240,7 @@ def test_the_estimate_holds_for_a_real_demo_build(tmp_path: Path, flags: list[st
 def test_planning_the_estimate_imports_no_torch(model_dir: ModelDirFactory) -> None:
     probe = (
         "import json, sys\n"
-        "from lmi_build.planner import plan_request\n"
+        "from lmi_build.planner.make import plan_request\n"
         "from lmi_build.planning.request import PlanRequest\n"
         "from lmi_build.targets import get_target\n"
         "plan = plan_request(PlanRequest(model=sys.argv[1], quantize='awq', env={}), get_target('hf')).plan\n"

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from lmi_build.errors import OptionError
+from lmi_build.core.errors import OptionError
+from lmi_build.core.tables import DATA_DIR, read_table
 from lmi_build.planning.instances import GIB, InstancesFile, get_instance, load_instances
-from lmi_build.tables import DATA_DIR, read_table
 from tests.cli_process import run_lmi_build
 from tests.fixtures_planning import Planner, codes
 

@@ -116,7 +116,7 @@ def test_instance_table_is_complete() -> None:
 
 
 def test_unknown_instance_lists_its_family() -> None:
-    from lmi_build.errors import OptionError
+    from lmi_build.core.errors import OptionError
 
     with pytest.raises(OptionError) as raised:
         get_instance("g5.3xlarge")

@@ -197,7 +197,7 @@ def test_checkpoint_is_checked_against_the_plan(tmp_path: Path) -> None:
 # ---- a saved plan is built as planned, never as edited (in-process: no build runs) ----
 
 def _saved(tmp_path: Path, target: str = "trtllm", **fields: object) -> tuple[Path, dict[str, object]]:
-    from lmi_build.planner import plan_request
+    from lmi_build.planner.make import plan_request
     from lmi_build.targets import get_target, request_for
     from tests.conftest import FIXTURE_CONFIGS
 
@@ -223,7 +223,7 @@ def _write(path: Path, data: dict[str, object], *, redigest: bool) -> None:
 
 
 def _refusal(path: Path) -> str:
-    from lmi_build.errors import OptionError
+    from lmi_build.core.errors import OptionError
 
     with pytest.raises(OptionError) as refused:
         load_saved_plan(path)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from lmi_build.core.types import PlanMessage
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets.hf.knobs import HfBuild
 from lmi_build.targets.hf.profiles import load_profiles as load_hf_profiles
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
-from lmi_build.types import PlanMessage
 from tests.fixtures_planning import ModelDirFactory, Planner, codes, warning_codes
 
 LLAMA = "meta-llama--Llama-2-7b-hf"
@@ -264,9 +264,14 @@ VLLM_PROFILES = tuple(p.name for p in load_hf_profiles() if p.engine == "vllm")
 # (vLLM 0.6.2+: LMI-Dist 0.30-0.32 and every vLLM profile; 0.29 loads compressed-tensors; 0.27-0.28 neither)
 FP8_PROFILES = tuple(p.name for p in load_hf_profiles() if p.formats.get("fp8"))
 MODELOPT_FP8_PROFILES = tuple(p.name for p in load_hf_profiles() if p.formats.get("fp8") == "modelopt_hf")
+# --quantize awq / gptq: every profile but LMI 0.26's LMI-Dist 8, which is told the method only by option.quantize
+# (which lmi-build withholds for a quantized checkpoint: its profile's formats cite it)
+AWQ_PROFILES = tuple(p.name for p in load_hf_profiles() if p.formats.get("awq") == "awq")
+GPTQ_PROFILES = tuple(p.name for p in load_hf_profiles() if p.formats.get("gptq") == "gptq")
+LMI_DIST_8 = "lmi-0.26.0-lmi-dist-8.0.0"
 
 
-@pytest.mark.parametrize("profile", [None, *HF_PROFILES])
+@pytest.mark.parametrize("profile", [None, *GPTQ_PROFILES])
 def test_hf_gptq_is_never_labelled_awq(plan_model: Planner, profile: str | None) -> None:
     """hf --quantize gptq writes quant_method gptq for every container (ModelOpt's own export
     would label the checkpoint W4A16_AWQ), and serving.properties names no quantization the
@@ -335,7 +340,7 @@ def test_hf_packed_formats_note_bf16_and_refuse_kv_cache_scales(plan_model: Plan
 
 
 def test_hf_profile_names_are_checked(plan_model: Planner) -> None:
-    from lmi_build.errors import UnknownName
+    from lmi_build.core.errors import UnknownName
 
     with pytest.raises(UnknownName, match="unknown hf container profile") as raised:
         plan_model("hf", LLAMA, quantize="awq", profile="lmi-0.33.0-trtllm-0.21.0")
@@ -361,21 +366,30 @@ def _loaded_by(plan: BuildPlan) -> PlanMessage:
 # container loads (verify --for-container refused it for every profile). Without --profile the
 # format is the one the newest hf profile loads, and the plan names, before the build, every
 # profile that loads it: the rule verify --for-container applies to the built artifact.
-@pytest.mark.parametrize("profile", [None, *HF_PROFILES])
+@pytest.mark.parametrize("profile", [None, *AWQ_PROFILES])
 def test_hf_awq_plan_names_every_profile_that_loads_it(plan_model: Planner, profile: str | None) -> None:
     plan = plan_model("hf", LLAMA, quantize="awq", profile=profile)
     assert isinstance(plan.build, HfBuild) and plan.build.export_format == "awq"
     stated = _loaded_by(plan)
     assert stated.message == ("--quantize awq writes an AutoAWQ (quant_method awq) checkpoint, loaded by "
-                              + ", ".join(HF_PROFILES))
+                              + ", ".join(AWQ_PROFILES) + f"; not by {LMI_DIST_8}")
     assert stated.hint == "verify --for-container PROFILE checks the built artifact"
+
+
+@pytest.mark.parametrize("method", ["awq", "gptq"])
+def test_hf_packed_formats_are_refused_on_lmi_dist_8(plan_model: Planner, method: str) -> None:
+    assert set(HF_PROFILES) - set(AWQ_PROFILES) == set(HF_PROFILES) - set(GPTQ_PROFILES) == {LMI_DIST_8}
+    plan = plan_model("hf", LLAMA, quantize=method, profile=LMI_DIST_8)
+    error = next(m for m in plan.errors if m.code == "hf_format")
+    assert not plan.valid and f"loads no --quantize {method} checkpoint" in error.message and "\n" not in error.message
+    assert error.hint and error.hint.startswith("leave --quantize out for this profile")
 
 
 def test_hf_fp8_plan_names_the_profiles_that_load_it_and_how_to_build_for_the_others(plan_model: Planner) -> None:
     stated = _loaded_by(plan_model("hf", LLAMA, quantize="fp8"))
     lmi_dist = "lmi-0.29.0-lmi-dist-11.0.0"  # compressed-tensors FP8 (no ModelOpt loader in vLLM 0.5.3)
     others = [name for name in HF_PROFILES if name not in MODELOPT_FP8_PROFILES]
-    assert lmi_dist in others and set(others) - set(FP8_PROFILES) == {"lmi-0.27.0-lmi-dist-9.0.0",
+    assert lmi_dist in others and set(others) - set(FP8_PROFILES) == {LMI_DIST_8, "lmi-0.27.0-lmi-dist-9.0.0",
                                                                       "lmi-0.28.0-lmi-dist-10.0.0"}
     assert stated.message == (f"--quantize fp8 writes a ModelOpt FP8 checkpoint, loaded by "
                               f"{', '.join(MODELOPT_FP8_PROFILES)}; not by {', '.join(others)}")

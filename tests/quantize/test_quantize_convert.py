@@ -71,7 +71,7 @@ def test_tensors_larger_than_a_chunk_are_cast_piece_by_piece(tiny_llama3: Path, 
 
 
 def test_a_truncated_shard_is_a_one_line_error(tiny_llama3: Path, tmp_path: Path) -> None:
-    from lmi_build.errors import LmiBuildError
+    from lmi_build.core.errors import LmiBuildError
 
     broken = tmp_path / "broken"
     broken.mkdir()

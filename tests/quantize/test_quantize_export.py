@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from lmi_build.errors import StepError, UnsupportedTarget
+from lmi_build.core.errors import StepError, UnsupportedTarget
 from tests.fixtures_quantize import LLAMA3_ROPE, make_build_plan
 
 pytestmark = pytest.mark.slow
@@ -80,7 +80,7 @@ def _target_for(method: str) -> str:
 def _fresh_output() -> None:
     # Output caches its rich Console (and so the sys.stderr of the test that created it); a fresh
     # one per test writes to this test's captured stderr, progress bar included.
-    from lmi_build.output import Mode, set_mode
+    from lmi_build.reporting.output import Mode, set_mode
 
     set_mode(Mode.HUMAN)
 
@@ -246,7 +246,7 @@ def test_unquantized_tp2_shards_recombine_exactly(tiny_llama3: Path, tmp_path: P
 
 
 def test_two_runs_are_byte_identical(tiny_llama3: Path, tmp_path: Path) -> None:
-    from lmi_build.hashing import sha256_file
+    from lmi_build.core.hashing import sha256_file
     from lmi_build.targets.trtllm.checkpoint import build_trtllm_checkpoint
 
     plan = make_build_plan(tiny_llama3, method="awq", options=FAST_CALIB, dtype="bfloat16", tp=2)

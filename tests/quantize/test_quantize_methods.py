@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from lmi_build.errors import OptionError, SourceError
+from lmi_build.core.errors import OptionError, SourceError
+from lmi_build.core.types import PlanMessage
 from lmi_build.model.normalize import read_spec
 from lmi_build.model.spec import ModelSpec
 from lmi_build.options.resolve import OptionInputs, option_spec, resolve_options
@@ -26,7 +27,6 @@ from lmi_build.planning.quantization import (
     vendor_smoothquant_algo,
 )
 from lmi_build.targets import get_target
-from lmi_build.types import PlanMessage
 from tests.fixtures_quantize import resolved_options
 from tests.paths import REPO_ROOT
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from lmi_build.errors import UnknownName, UnsupportedTarget
+from lmi_build.core.errors import UnknownName, UnsupportedTarget
 from lmi_build.model.normalize import read_spec, read_spec_file
 from lmi_build.recipes.registry import RecipeBook, RecipeError, load_recipes, recipes_dir
 from lmi_build.recipes.schema import Recipe

@@ -1,4 +1,4 @@
-"""lmi_build.reading checks a JSON document's depth and strings on its text (a few C regex passes)
+"""lmi_build.core.reading checks a JSON document's depth and strings on its text (a few C regex passes)
 instead of walking every parsed value: the text checks must find what the walks find."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from lmi_build.reading import MAX_DEPTH, BadFile, check_depth, check_depth_of_text, parse_json
+from lmi_build.core.reading import MAX_DEPTH, BadFile, check_depth, check_depth_of_text, parse_json
 
 # Strings that look like structure or escapes: brackets, quotes, backslashes, a literal "\ud800".
 TRICKY = ["[", "]", "{", "}", '"', "\\", '\\"[', "[[{{", "\\ud800", "}]\\", "é[", "😀{"]

@@ -49,8 +49,8 @@ def env(_session_cache: Path, tmp_path: Path) -> dict[str, str]:
 
 
 def _resolve(where: str) -> tuple[Any, str]:
-    """The object holding the attribute ``where`` names (``lmi_build.fs.os.rename``: the os module
-    as lmi_build.fs sees it) and the attribute's name."""
+    """The object holding the attribute ``where`` names (``lmi_build.core.fs.os.rename``: the os module
+    as lmi_build.core.fs sees it) and the attribute's name."""
     parts = where.split(".")
     for split in range(len(parts) - 1, 0, -1):
         try:
@@ -95,13 +95,13 @@ def _name(path: Any) -> str:
 
 # (what is wrapped, the call it applies to, before/after, whether the new artifact is then in place)
 POINTS: list[tuple[str, str, Callable[..., bool], str, bool]] = [
-    ("rename-aside-before", "lmi_build.fs.os.rename", lambda src, dst: ".old-" in _name(dst), "before", False),
-    ("rename-aside-after", "lmi_build.fs.os.rename", lambda src, dst: ".old-" in _name(dst), "after", False),
-    ("rename-in-before", "lmi_build.fs.os.rename", lambda src, dst: ".staging-" in _name(src), "before", True),
-    ("rename-in-after", "lmi_build.fs.os.rename", lambda src, dst: ".staging-" in _name(src), "after", True),
-    ("remove-old-before", "lmi_build.fs.shutil.rmtree",
+    ("rename-aside-before", "lmi_build.core.fs.os.rename", lambda src, dst: ".old-" in _name(dst), "before", False),
+    ("rename-aside-after", "lmi_build.core.fs.os.rename", lambda src, dst: ".old-" in _name(dst), "after", False),
+    ("rename-in-before", "lmi_build.core.fs.os.rename", lambda src, dst: ".staging-" in _name(src), "before", True),
+    ("rename-in-after", "lmi_build.core.fs.os.rename", lambda src, dst: ".staging-" in _name(src), "after", True),
+    ("remove-old-before", "lmi_build.core.fs.shutil.rmtree",
      lambda path, **kw: ".old-" in _name(path), "before", True),
-    ("remove-old-after", "lmi_build.fs.shutil.rmtree",
+    ("remove-old-after", "lmi_build.core.fs.shutil.rmtree",
      lambda path, **kw: ".old-" in _name(path), "after", True),
     ("cache-store", "lmi_build.artifact.cache.link_tree", lambda *a, **kw: True, "before", True),
     ("report", "lmi_build.cli.build_cmd._report", lambda *a, **kw: True, "before", True),
@@ -143,7 +143,7 @@ def test_an_interrupt_before_a_publish_names_the_finished_artifact(
         env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With --publish the interrupted publish fails the build (130), saying the artifact is in
     place and complete and how to publish it, not "work directories removed; rerun"."""
-    import lmi_build.pipeline as pipeline
+    import lmi_build.building.pipeline as pipeline
 
     out = tmp_path / "out"
     fired: list[bool] = []
@@ -161,7 +161,7 @@ def test_an_interrupt_before_a_publish_names_the_finished_artifact(
 def test_only_the_commands_output_holds_interrupts_to_the_end(tmp_path: Path) -> None:
     """A directory replaced on the way (a checkpoint in the work directory) is no commit of the
     output: Ctrl-C right after it still interrupts (it once held every later Ctrl-C of a build)."""
-    from lmi_build.fs import commit_scope, staged_directory
+    from lmi_build.core.fs import commit_scope, staged_directory
 
     target = tmp_path / "checkpoint"
     target.mkdir()

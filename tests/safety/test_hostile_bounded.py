@@ -167,8 +167,8 @@ def test_a_list_of_fifteen_thousand_values_is_a_short_warning() -> None:
 def test_every_message_line_is_bounded(capsys: pytest.CaptureFixture[str]) -> None:
     """Whatever a message was built from, one line stays short, keeps its start and its end (the
     hint), and a failure with thousands of details lists a bounded number of them."""
-    from lmi_build import output
-    from lmi_build.errors import MESSAGE_CHARS, bounded, shown_values
+    from lmi_build.core.errors import MESSAGE_CHARS, bounded, shown_values
+    from lmi_build.reporting import output
 
     huge = "start " + "x" * 100_000 + " end"
     assert len(bounded(huge)) <= MESSAGE_CHARS and bounded(bounded(huge)) == bounded(huge)

@@ -1,7 +1,7 @@
 """Hostile files: pipes, endless nesting, giant integers, broken characters, loops and lying weights.
 
 Each case ran into a hang, a traceback or a wrong artifact before bounded reading
-(``lmi_build/reading.py``), the model-directory checks (``sources/local.py``) and the safetensors
+(``lmi_build/core/reading.py``), the model-directory checks (``sources/local.py``) and the safetensors
 header check (``model/safetensors_header.py``). Every case must now end quickly with exactly one
 error line and touch nothing outside the allowed paths (``tests/hostile.py``).
 """

@@ -120,7 +120,7 @@ POISONS = [
 def test_a_poisoned_layout_entry_is_replaced_and_the_checkpoint_is_the_no_cache_one(
         made: tuple[Path, dict[str, bytes], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         poison: Callable[[dict[str, Any]], None], redigest: bool) -> None:
-    from lmi_build.output import Output
+    from lmi_build.reporting.output import Output
     from lmi_build.targets.trtllm.checkpoint import build_trtllm_checkpoint
 
     model, reference, cache = made
@@ -150,7 +150,7 @@ def test_a_symlinked_entry_is_never_followed(made: tuple[Path, dict[str, bytes],
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """An entry linked to a user's file (even a valid layout) is not read, and replacing it replaces
     the link: the user's file keeps its bytes."""
-    from lmi_build.output import Output
+    from lmi_build.reporting.output import Output
     from lmi_build.targets.trtllm.checkpoint import build_trtllm_checkpoint
 
     model, reference, cache = made
@@ -175,7 +175,7 @@ def test_a_symlinked_entry_is_never_followed(made: tuple[Path, dict[str, bytes],
 
 def test_no_cache_never_reads_the_layout_cache(made: tuple[Path, dict[str, bytes], Path], tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from lmi_build.output import Output
+    from lmi_build.reporting.output import Output
     from lmi_build.targets.trtllm.checkpoint import build_trtllm_checkpoint
 
     model, reference, cache = made

@@ -38,7 +38,7 @@ def _built(world: World) -> Path:
 
 def _rewrite_manifest(artifact: Path, add: dict[str, object]) -> None:
     """Add a file entry and re-hash the manifest's own digest, as someone editing it on purpose would."""
-    from lmi_build.hashing import tree_digest
+    from lmi_build.core.hashing import tree_digest
 
     path = artifact / "lmi-build.json"
     manifest = json.loads(path.read_text())
@@ -105,7 +105,7 @@ def test_a_planted_build_logs_link_is_not_followed(world: World, tmp_path: Path)
 def _rehash(artifact: Path, *, drop: str | None = None) -> None:
     """Make the manifest agree with the files again (sizes, SHA-256, its own digest), as someone who
     tampered with a file would; ``drop``: leave that file out of it."""
-    from lmi_build.hashing import tree_digest
+    from lmi_build.core.hashing import tree_digest
 
     path = artifact / "lmi-build.json"
     manifest = json.loads(path.read_text())

@@ -97,7 +97,9 @@ def test_overwrite_replaces_a_previous_artifact_only(world: World) -> None:
 # ---- 1. one writer per output; a killed build's leftovers are cleaned ----
 
 def test_second_build_into_a_locked_output_fails_fast(world: World) -> None:
-    from lmi_build.fs import directory_lock  # imported here: the before/after count runs these on main too
+    from lmi_build.core.fs import (
+        directory_lock,  # imported here: the before/after count runs these on main too
+    )
 
     before = world.snapshot()
     with directory_lock(world.cwd / "out"):

@@ -1,4 +1,4 @@
-"""Secrets never reach any output: every path goes through ``lmi_build/redaction.py``.
+"""Secrets never reach any output: every path goes through ``lmi_build/core/redaction.py``.
 
 Each case leaked before (issue: secrets that still reach output): credentials inside S3 and HTTPS
 URLs, options named like credentials in other spellings, a token used as a key, a token flag inside
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lmi_build.redaction import REDACTED, redact_text, redact_tree
+from lmi_build.core.redaction import REDACTED, redact_text, redact_tree
 from tests.hostile import World, make_world
 
 TOKEN = "hf_" + "Zq7" * 12
@@ -150,7 +150,7 @@ def test_a_url_password_is_hidden_with_and_without_debug(debug: bool) -> None:
 def test_library_logs_under_debug_are_redacted(capsys: pytest.CaptureFixture[str]) -> None:
     import logging
 
-    from lmi_build import output
+    from lmi_build.reporting import output
 
     out = output.set_mode(output.Mode.HUMAN)
     output.set_debugging(True)

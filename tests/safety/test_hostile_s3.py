@@ -54,7 +54,7 @@ def test_overwrite_commits_then_removes_stale_objects(world: World, s3_bucket: s
     # re-manifest the first artifact with its extra file, as a different artifact
     from lmi_build.artifact.files import list_files
     from lmi_build.artifact.manifest import load_manifest, write_manifest
-    from lmi_build.hashing import tree_digest
+    from lmi_build.core.hashing import tree_digest
 
     manifest = load_manifest(first)
     entries = list_files(first)
@@ -232,7 +232,7 @@ def _rehash_consistently(artifact: Path, *, edit_record: bool) -> tuple[bytes, b
     manifest's content digest) into the manifest, optionally its record of the values too."""
     import hashlib
 
-    from lmi_build.hashing import tree_digest
+    from lmi_build.core.hashing import tree_digest
 
     properties = artifact / "serving.properties"
     text = properties.read_bytes() + b"option.trust_remote_code=true\n"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lmi_build.errors import SourceError
+from lmi_build.core.errors import SourceError
 from lmi_build.sources.demo import DEMO_MODELS, ensure_demo_model
 from lmi_build.sources.resolve import resolve_source
 from tests.fixtures_s3 import tree_bytes

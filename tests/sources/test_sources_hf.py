@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from lmi_build.errors import SourceError
-from lmi_build.hashing import tree_digest
-from lmi_build.output import Mode, set_mode
+from lmi_build.core.errors import SourceError
+from lmi_build.core.hashing import tree_digest
+from lmi_build.reporting.output import Mode, set_mode
 from lmi_build.sources.hf import _hub_error
 from lmi_build.sources.resolve import resolve_source
 from tests.cli_process import run_lmi_build_process

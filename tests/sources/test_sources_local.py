@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from lmi_build.errors import SourceError
-from lmi_build.hashing import sha256_file, tree_digest
-from lmi_build.paths import cache_root
+from lmi_build.core.errors import SourceError
+from lmi_build.core.hashing import sha256_file, tree_digest
+from lmi_build.core.paths import cache_root
 from lmi_build.sources.digest_cache import cache_file_for
 from lmi_build.sources.resolve import resolve_source
 from tests.fixtures_hub import tiny_model_files

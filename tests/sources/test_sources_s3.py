@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from lmi_build.errors import SourceError
-from lmi_build.hashing import tree_digest
+from lmi_build.core.errors import SourceError
+from lmi_build.core.hashing import tree_digest
 from lmi_build.sources.resolve import resolve_source
 from tests.fixtures_hub import tiny_model_files
 from tests.fixtures_s3 import S3Server

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from lmi_build.artifact.manifest import load_manifest
 from lmi_build.storage.build_cache import ENTRY_NAME, RemoteBuildCache, cache_digest
+from lmi_build.storage.publish import publish
 from lmi_build.storage.remote import verify_remote
 from tests.fixtures_s3 import S3Server, make_artifact
 from tests.test_pipeline_build import as_json, lmi_build
@@ -42,6 +44,29 @@ def test_store_lookup_and_server_side_publish(s3_env: S3Server, s3_bucket: str, 
     assert copied == 2  # both files, then the manifest last
     assert verify_remote(f"s3://{s3_bucket}/published/model") == []
     assert cache.copy_to(entry, f"s3://{s3_bucket}/published/model") == 0  # already there: nothing copied
+
+
+def test_copy_replaces_an_artifact_of_more_than_a_thousand_objects(s3_env: S3Server, s3_bucket: str,
+                                                                  tmp_path: Path) -> None:
+    # DeleteObjects takes at most 1000 keys a request; SeaweedFS, like S3, refuses a longer list
+    # whole (InvalidArgument) and deletes nothing, so the replaced objects go in batches.
+    target = f"s3://{s3_bucket}/published/model"
+    old_files = {f"shards/{i:04d}.bin": b"%d" % i for i in range(1001)}
+    publish(make_artifact(tmp_path / "old", old_files), target)
+    cache = RemoteBuildCache(f"s3://{s3_bucket}/cache")
+    entry = cache.store(KEY, _artifact_with_key(tmp_path / "new", KEY, b"weights"))
+    keys_per_request: list[int] = []
+
+    def count_keys(params: dict[str, Any], **_: Any) -> None:
+        keys_per_request.append(len(params["Delete"]["Objects"]))
+
+    cache.client.meta.events.register("before-parameter-build.s3.DeleteObjects", count_keys)
+    assert cache.copy_to(entry, target, overwrite=True) == 2
+    assert keys_per_request == [1000, 1]
+    left = s3_env.client().list_objects_v2(Bucket=s3_bucket, Prefix="published/model/")
+    assert sorted(o["Key"].rsplit("/", 1)[1] for o in left["Contents"]) == \
+        ["config.json", "lmi-build.json", "model.safetensors"]
+    assert verify_remote(target) == []
 
 
 def test_concurrent_builders_first_commit_wins(s3_env: S3Server, s3_bucket: str, tmp_path: Path) -> None:

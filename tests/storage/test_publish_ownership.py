@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from lmi_build.errors import PublishError
-from lmi_build.output import Mode, Output
+from lmi_build.core.errors import PublishError
+from lmi_build.reporting.output import Mode, Output
 from lmi_build.storage.build_cache import RemoteBuildCache
 from lmi_build.storage.publish import publish, verify_remote
 from lmi_build.storage.transfer import SHA256_META

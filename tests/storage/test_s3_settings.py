@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from lmi_build.errors import PublishError
+from lmi_build.core.errors import PublishError
 from lmi_build.storage.bounded import list_seconds, min_rate, read_timeout_s
 from lmi_build.storage.transfer import max_bandwidth
 from tests.cli_process import run_lmi_build

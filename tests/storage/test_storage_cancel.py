@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lmi_build.output import Mode, Output
+from lmi_build.reporting.output import Mode, Output
 from lmi_build.storage.publish import publish
 from lmi_build.storage.pull import pull
 from tests.fixtures_s3 import S3Server, make_artifact

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from lmi_build.errors import PublishError
-from lmi_build.output import Mode, Output
+from lmi_build.core.errors import PublishError
+from lmi_build.reporting.output import Mode, Output
 from lmi_build.storage import transfer
 from lmi_build.storage.publish import publish
 from lmi_build.storage.pull import pull

@@ -14,12 +14,12 @@ import jsonschema
 import pytest
 
 from lmi_build.artifact.files import MANIFEST_NAME
-from lmi_build.errors import LmiBuildError, PublishError, VerifyError
-from lmi_build.events import SCHEMA_PATH
-from lmi_build.output import Mode, Output
+from lmi_build.core.errors import LmiBuildError, PublishError, VerifyError
+from lmi_build.reporting.events import SCHEMA_PATH
+from lmi_build.reporting.output import Mode, Output
 from lmi_build.storage.publish import publish, remote_manifest, verify_remote
 from lmi_build.storage.pull import pull
-from lmi_build.storage.transfer import PART_SIZE
+from lmi_build.storage.transfer import PART_SIZE, delete_keys
 from tests.cli_process import run_lmi_build, run_lmi_build_process
 from tests.fixtures_s3 import S3Server, make_artifact, tree_bytes
 
@@ -199,6 +199,19 @@ def test_delete_local_only_after_verified_upload(tmp_path: Path, s3_env: S3Serve
     publish(artifact, f"s3://{s3_bucket}/d", delete_local=True, output=QUIET)
     assert not artifact.exists()
     assert verify_remote(f"s3://{s3_bucket}/d") == []
+
+
+def test_a_key_the_server_did_not_delete_is_an_error(s3_env: S3Server, s3_bucket: str) -> None:
+    # DeleteObjects answers 200 even when it deletes nothing: SeaweedFS (as S3) lists each refused
+    # key under "Errors" (here AccessDenied, for an identity that may only read).
+    admin = s3_env.client()
+    for key in ("old/a.bin", "old/b.bin"):
+        admin.put_object(Bucket=s3_bucket, Key=key, Body=b"x")
+    with pytest.raises(PublishError, match=rf"did not delete s3://{s3_bucket}/old/[ab]\.bin: AccessDenied.*\(\+1 more\)"):
+        delete_keys(s3_env.client(reader=True), s3_bucket, {"old/b.bin", "old/a.bin"})
+    assert [o["Key"] for o in admin.list_objects_v2(Bucket=s3_bucket)["Contents"]] == ["old/a.bin", "old/b.bin"]
+    delete_keys(admin, s3_bucket, {"old/a.bin", "old/b.bin"})
+    assert admin.list_objects_v2(Bucket=s3_bucket).get("KeyCount") == 0
 
 
 def test_tarball_round_trip(tmp_path: Path, s3_env: S3Server, s3_bucket: str) -> None:

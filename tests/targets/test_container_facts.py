@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
-from lmi_build.container_profiles import ContainerRelease
-from lmi_build.errors import UnsupportedTarget
+from lmi_build.core.container_profiles import ContainerRelease
+from lmi_build.core.errors import UnsupportedTarget
+from lmi_build.core.versions import parse_lmi_version
 from lmi_build.targets.hf import profiles as hf_profiles
 from lmi_build.targets.neuronx import profiles as neuronx_profiles
 from lmi_build.targets.trtllm import profiles as trtllm_profiles
-from lmi_build.versions import parse_lmi_version
 from tests.cli_process import run_lmi_build
 from tests.paths import REPO_ROOT
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from lmi_build.planner import plan_request
+from lmi_build.planner.make import plan_request
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.request import PlanRequest
 from lmi_build.targets import get_target

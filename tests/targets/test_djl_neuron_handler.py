@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from lmi_build.planner import plan_request
+from lmi_build.planner.make import plan_request
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets import get_target, request_for
 from tests.cli_process import run_lmi_build

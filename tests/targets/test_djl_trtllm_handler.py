@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 from lmi_build.artifact.packager import serving_properties
-from lmi_build.planner import plan_request
+from lmi_build.planner.make import plan_request
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.startup import StartupOutcome
 from lmi_build.targets import get_target, request_for
@@ -171,7 +171,7 @@ def test_verify_for_container_agrees_with_the_executed_release(branch_name: str,
     DJL loads, and the values DJL passed."""
     from lmi_build.artifact.manifest import load_manifest
     from lmi_build.artifact.verify import serving_target
-    from lmi_build.output import Mode, set_mode
+    from lmi_build.reporting.output import Mode, set_mode
     from lmi_build.targets import TARGETS
     from lmi_build.targets.trtllm.profiles import get_profile
     from tests.paths import STANDINS_DIR

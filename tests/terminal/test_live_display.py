@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from lmi_build import output
-from lmi_build.output import Mode, Output
+from lmi_build.reporting import output
+from lmi_build.reporting.output import Mode, Output
 
 
 class _Terminal(io.StringIO):

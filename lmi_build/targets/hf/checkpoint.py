@@ -12,9 +12,8 @@ from typing import Any
 
 from safetensors import safe_open
 
-from lmi_build import output
-from lmi_build.errors import StepError
-from lmi_build.fs import staged_directory
+from lmi_build.core.errors import StepError
+from lmi_build.core.fs import staged_directory
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.quantize import awq_format, compressed_tensors_format, gptq_format
 from lmi_build.quantize.calibration import CalibrationSummary
@@ -31,6 +30,7 @@ from lmi_build.quantize.export import (
 )
 from lmi_build.quantize.placement import Placement
 from lmi_build.quantize.result import CheckpointResult
+from lmi_build.reporting import output
 from lmi_build.targets.hf.knobs import HfBuild
 
 # hf export formats written by lmi-build's own packers (module ``lmi_build.quantize.<name>_format``).

@@ -17,10 +17,10 @@ from lmi_build.artifact.target_api import (
     read_json_fact,
     record_mismatch,
 )
+from lmi_build.core.types import PlanMessage
 from lmi_build.targets.hf.loaders import architecture_problems, rope_problems
 from lmi_build.targets.hf.profiles import get_profile, load_profiles, loads_format
 from lmi_build.targets.hf.startup import startup_problems
-from lmi_build.types import PlanMessage
 
 if TYPE_CHECKING:
     from lmi_build.targets.hf.profiles import HfProfile
@@ -62,7 +62,7 @@ def format_problems(manifest: Manifest, profile: HfProfile) -> Problems:
     """Whether ``profile``'s engine loads the format of the checkpoint an hf artifact holds
     (``profiles.loads_format``, the rule the plan stated before the build)."""
     fmt, algo, what = artifact_format(manifest)
-    where = f"{profile.name} ({profile.engine}, vLLM {profile.vllm})"
+    where = f"{profile.name} ({profile.engine}, {profile.runs_on})"
     rebuild = f"rebuild it for this container: lmi-build hf --profile {profile.name} ..."
     if fmt is None:
         return [], [message("hf_format_unchecked", f"artifact is {what}; lmi-build has no loader facts for it, "

@@ -12,14 +12,14 @@ from pathlib import Path
 
 from lmi_build.artifact.layout import Layout
 from lmi_build.artifact.packager import CARRIED_PATTERNS, carry_source_files, matches_any, trust_remote_code
-from lmi_build.errors import StepError
-from lmi_build.fs import link_or_copy
+from lmi_build.core.errors import StepError
+from lmi_build.core.fs import link_or_copy
+from lmi_build.core.reading import read_json_file
+from lmi_build.core.types import PlanMessage
 from lmi_build.model.safetensors_header import read_checked_header
 from lmi_build.planning.context import written_text
 from lmi_build.planning.plan import BuildPlan
-from lmi_build.reading import read_json_file
 from lmi_build.targets.hf.options import HfServing
-from lmi_build.types import PlanMessage
 
 INDEX_NAME = "model.safetensors.index.json"
 # Files taken from the produced checkpoint (anything else there, e.g. *.bin, stays out).

@@ -5,8 +5,8 @@ release's start-up reads (``HfText``, ``planning.context.read_text``)."""
 
 from pydantic import BaseModel, ConfigDict
 
+from lmi_build.core.types import Record
 from lmi_build.planning.context import PlanContext
-from lmi_build.types import Record
 
 
 class HfOptions(BaseModel):

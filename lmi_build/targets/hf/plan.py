@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from typing import Literal
 
 from lmi_build.artifact.packager import written_properties
-from lmi_build.model.spec import ModelSpec
+from lmi_build.core.types import TargetName
+from lmi_build.core.versions import installed_versions
+from lmi_build.model.spec import ModelSpec, PreQuantization
 from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning import checks
 from lmi_build.planning.checkpoint_estimate import CheckpointWork
@@ -17,6 +19,7 @@ from lmi_build.planning.plan import QuantizationPlan, ToolchainRef
 from lmi_build.planning.quantization import QuantizationRules
 from lmi_build.planning.target_api import ContainerFacts, RecipeRoute, TargetPlan
 from lmi_build.recipes.schema import Recipe, TargetSupport
+from lmi_build.targets.hf.compatibility import PASSED_THROUGH
 from lmi_build.targets.hf.engine_memory import engine_kv_budget
 from lmi_build.targets.hf.knobs import HfBuild
 from lmi_build.targets.hf.loaders import architecture_problems, rope_problems
@@ -32,8 +35,6 @@ from lmi_build.targets.hf.profiles import (
     serving_formats,
 )
 from lmi_build.targets.hf.startup import startup_problems
-from lmi_build.types import TargetName
-from lmi_build.versions import installed_versions
 
 DEFAULT_MAX_BATCH_SIZE = 32
 DEFAULT_MAX_SEQ_LEN = 4096  # the memory estimate's sequence length when no max length is given
@@ -181,37 +182,71 @@ def loading_profiles(fmt: str, quant_algo: str | None, architectures: Sequence[s
             if loads_format(p, fmt, quant_algo) and not architecture_problems(p, architectures)[0]]
 
 
+def _check_passed_through(ctx: PlanContext, profile: HfProfile, pre: PreQuantization) -> None:
+    """A pre-quantized input is packaged as it is: refuse one whose format ``profile``'s engine does not load
+    (the rule ``verify --for-container`` applies to the artifact, ``compatibility.format_problems``)."""
+    fmt = PASSED_THROUGH.get(pre.method)
+    if fmt is None or loads_format(profile, fmt, pre.quant_algo):
+        return
+    others = [p.name for p in load_profiles() if loads_format(p, fmt, pre.quant_algo)]
+    ctx.findings.error("hf_format", f"the input is a pre-quantized {format_words(fmt, pre.quant_algo)} checkpoint; "
+                       f"{profile.name} ({profile.engine}, {profile.runs_on}) loads no {fmt} checkpoint",
+                       hint=f"use --profile {others[0]} (the first hf profile that loads it)" if others
+                       else "start from the unquantized model")
+
+
+def _refuse_unloadable_method(ctx: PlanContext, profile: HfProfile, method: str, where: str) -> None:
+    """--quantize ``method`` on a profile that loads none of the formats lmi-build writes for it: the
+    methods it does load (if any), and the other profiles that load this one."""
+    model_type = ctx.spec.model_type
+    loadable = sorted(m for m, f in profile.formats.items() if f and writable(f, model_type))
+    others = [p.name for p in load_profiles() if p.name != profile.name and p.formats.get(method)
+              and writable(p.formats[method], model_type)]
+    ctx.findings.error("hf_format", f"{where} loads no --quantize {method} checkpoint that lmi-build writes",
+                       hint=(f"use --quantize {' or '.join(loadable)} for this profile" if loadable else
+                             "leave --quantize out for this profile (it loads no quantized checkpoint lmi-build writes)")
+                            + (f", or --profile {' or '.join(others)}" if others else ""))
+
+
 def plan_export_format(ctx: PlanContext, profile: HfProfile | None, dtype: str) -> ExportFormat:
     """``export_format`` with its plan findings; a quantized checkpoint declares its method in
     config.json, so option.quantize is kept out of serving.properties (serving_formats.toml [serving])."""
     quant = ctx.quantization
-    model_type = ctx.spec.model_type
-    chosen = export_format(quant, profile, model_type)
+    if quant.pre_quantized is not None and profile is not None:
+        _check_passed_through(ctx, profile, quant.pre_quantized)
     if quant.method is None or quant.pre_quantized is not None:
         return "hf"
-    where = "LMI's vLLM/LMI-Dist containers" if profile is None else f"{profile.name} ({profile.engine}, vLLM {profile.vllm})"
-    if chosen is None:
+    where = "LMI's vLLM/LMI-Dist containers" if profile is None else f"{profile.name} ({profile.engine}, {profile.runs_on})"
+    model_type = ctx.spec.model_type
+    chosen = export_format(quant, profile, model_type)
+    if chosen is None:  # only a profile loads none
         assert profile is not None
-        loadable = sorted(m for m, f in profile.formats.items() if f and writable(f, model_type))
-        others = [p.name for p in load_profiles() if p.name != profile.name and p.formats.get(quant.method)
-                  and writable(p.formats[quant.method], model_type)]
-        ctx.findings.error("hf_format", f"{where} loads no --quantize {quant.method} checkpoint that lmi-build writes",
-                           hint=f"use --quantize {' or '.join(loadable)} for this profile"
-                                + (f", or --profile {' or '.join(others)}" if others else ""))
+        _refuse_unloadable_method(ctx, profile, quant.method, where)
         chosen = "modelopt_hf"
+    _check_format(ctx, chosen, dtype, where)
+    if serving_formats().serving.withhold_quantize:
+        withhold_quantize(ctx)
+    state_loading_profiles(ctx, profile, chosen)
+    return chosen
+
+
+def _check_format(ctx: PlanContext, chosen: ExportFormat, dtype: str, where: str) -> None:
+    """What the ``chosen`` format cannot hold (AWQ scales left unfolded, KV-cache scales) or serves
+    only on some GPUs."""
+    kv_cache = ctx.quantization.kv_cache_quant_algo
     folds = format_facts("awq").fold_model_types
     if chosen == "awq" and ctx.spec.model_type not in folds:
         ctx.findings.error("hf_format_awq_fold", f"AWQ scales of {ctx.spec.architecture} cannot be folded into "
                            f"the AutoAWQ format {where} loads (ModelOpt folds them for model types {', '.join(folds)})",
                            hint="use --quantize gptq or fp8 for this profile (AWQ of this model is written only in "
                                 "ModelOpt's format, without --profile, which no LMI profile loads)")
-    if chosen in ("awq", "gptq") and quant.kv_cache_quant_algo is not None:
+    if chosen in ("awq", "gptq") and kv_cache is not None:
         ctx.findings.error("hf_format_kv_cache", f"the {chosen} checkpoint format has no place for "
-                           f"{quant.kv_cache_quant_algo} KV-cache scales",
+                           f"{kv_cache} KV-cache scales",
                            hint="drop option.kv_cache_dtype (vLLM can quantize the KV cache at run time), "
                                 "or use --quantize fp8")
-    if chosen == "compressed_tensors" and quant.kv_cache_quant_algo is not None:
-        ctx.findings.error("hf_format_kv_cache", f"lmi-build writes no {quant.kv_cache_quant_algo} KV-cache scales "
+    if chosen == "compressed_tensors" and kv_cache is not None:
+        ctx.findings.error("hf_format_kv_cache", f"lmi-build writes no {kv_cache} KV-cache scales "
                            "into compressed-tensors checkpoints (ModelOpt's FP8 export is rewritten without them)",
                            hint="drop option.kv_cache_dtype (vLLM can quantize the KV cache at run time)")
     if chosen == "compressed_tensors":
@@ -222,10 +257,6 @@ def plan_export_format(ctx: PlanContext, profile: HfProfile | None, dtype: str) 
         ctx.findings.warn("hf_format_dtype", f"{chosen} in bfloat16 is served only by vLLM's {chosen}_marlin "
                           f"kernel (its {chosen} kernel takes float16 activations)",
                           hint="serve on a GPU the marlin kernel supports (sm80+), or build with --dtype fp16")
-    if serving_formats().serving.withhold_quantize:
-        withhold_quantize(ctx)
-    state_loading_profiles(ctx, profile, chosen)
-    return chosen
 
 
 def state_loading_profiles(ctx: PlanContext, profile: HfProfile | None, fmt: ExportFormat) -> None:

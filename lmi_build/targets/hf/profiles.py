@@ -7,11 +7,11 @@ from typing import Any, Literal
 
 from pydantic import model_validator
 
-from lmi_build import container_profiles
-from lmi_build.container_profiles import ContainerRelease
-from lmi_build.errors import UnknownName
-from lmi_build.tables import load_table
-from lmi_build.types import Record
+from lmi_build.core import container_profiles
+from lmi_build.core.container_profiles import ContainerRelease
+from lmi_build.core.errors import UnknownName
+from lmi_build.core.tables import load_table
+from lmi_build.core.types import Record
 
 FORMATS_FILE = Path(__file__).resolve().parent / "data" / "serving_formats.toml"
 PROFILES_DIR = Path(__file__).resolve().parent / "data" / "profiles"
@@ -41,7 +41,10 @@ class VllmMemory(Record):
     max_model_len (``planning/memory.py`` has the rule): its vLLM's defaults, read from that vLLM's source
     (``tests/vendor/vllm/memory.json``, which a test compares with these) and its DJL handler's engine args."""
 
-    check: Literal["v1", "v0"]  # V1 check_enough_kv_cache_memory, V0 raise_if_cache_size_invalid
+    # V1 check_enough_kv_cache_memory, V0 raise_if_cache_size_invalid (one max_model_len sequence must fit);
+    # "warmup": an engine not built on vLLM (LMI-Dist 8) that sizes its KV cache in a warmup prefill of
+    # max_num_batched_tokens and checks no sequence length (it reads no gpu_memory_utilization or max_model_len)
+    check: Literal["v1", "v0", "warmup"]
     check_source: str  # where that check is (version, path:line, function)
     gpu_memory_utilization: float  # the default when option.gpu_memory_utilization is unset
     block_size: int  # tokens per KV cache block on CUDA
@@ -97,6 +100,14 @@ class HfProfile(ContainerRelease):
 
     def versions(self) -> dict[str, str]:
         return {"lmi": self.lmi_version, "vllm": self.vllm, "transformers": self.transformers}
+
+    @property
+    def runs_on(self) -> str:
+        """What its engine runs on, for messages: its vLLM, or (LMI-Dist 8, the "warmup" check) its own
+        models beside an image's vLLM it does not use."""
+        if self.vllm_memory.check == "warmup":
+            return f"LMI-Dist models, vLLM {self.vllm} unused"
+        return f"vLLM {self.vllm}"
 
 
 class ServingFormats(Record):

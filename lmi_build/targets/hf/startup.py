@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from lmi_build.artifact.target_api import message
+from lmi_build.core.types import PlanMessage
+from lmi_build.core.versions import release
 from lmi_build.planning.context import read_text
 from lmi_build.targets.hf.options import HfText
 from lmi_build.targets.hf.profiles import serving_formats
-from lmi_build.types import PlanMessage
-from lmi_build.versions import release
 
 if TYPE_CHECKING:
     from lmi_build.targets.hf.profiles import HfProfile

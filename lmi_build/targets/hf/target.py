@@ -9,10 +9,13 @@ from typing import Literal
 from lmi_build.artifact.layout import Layout
 from lmi_build.artifact.manifest import Manifest
 from lmi_build.artifact.serving import ServingTarget
+from lmi_build.artifact.target_api import Problems, ReadFile
+from lmi_build.building.context import BuildContext, BuildSettings
 from lmi_build.building.target import Unfinished
-from lmi_build.container_profiles import ProfileRow, ProfileView, published_line
+from lmi_build.core.container_profiles import ProfileRow, ProfileView, published_line
+from lmi_build.core.types import PlanMessage
 from lmi_build.planning.plan import BuildPlan
-from lmi_build.planning.saved import PLAN_FILE
+from lmi_build.planning.saved import PLAN_FILE, SavedPlan
 from lmi_build.planning.startup import StartupOutcome
 from lmi_build.runners.bundle import finished_output
 from lmi_build.targets.hf import build, compatibility, layouts, profiles
@@ -26,11 +29,18 @@ class HfTarget(HfPlanning):
     command = COMMAND
     artifact_label = "a Hugging Face checkpoint"
     request_knobs = HfRequest
-    # The build and the serving rules are its modules' functions (``build`` last: it hides the module).
-    preflight = staticmethod(build.preflight)
-    check_compatibility = staticmethod(compatibility.check_compatibility)
-    record_problems = staticmethod(compatibility.record_problems)
-    build = staticmethod(build.build)
+
+    def preflight(self, saved: SavedPlan, settings: BuildSettings) -> None:
+        build.preflight(saved, settings)
+
+    def check_compatibility(self, manifest: Manifest, serving: ServingTarget) -> Problems:
+        return compatibility.check_compatibility(manifest, serving)
+
+    def record_problems(self, manifest: Manifest, read: ReadFile) -> list[PlanMessage]:
+        return compatibility.record_problems(manifest, read)
+
+    def build(self, ctx: BuildContext) -> None:
+        build.build(ctx)
 
     def layouts(self) -> Mapping[str, Layout]:
         return layouts.LAYOUTS
@@ -46,7 +56,7 @@ class HfTarget(HfPlanning):
 
     def profile_rows(self) -> list[ProfileRow]:
         """No default: without --profile an hf build writes the format the newest profile loads."""
-        return [ProfileRow(h.name, False, f"vLLM {h.vllm}", f"transformers {h.transformers}",
+        return [ProfileRow(h.name, False, h.runs_on, f"transformers {h.transformers}",
                            "hf (" + ", ".join(f"{m}->{f}" for m, f in h.formats.items() if f) + ")", h.engine,
                            h.model_dump(mode="json"))
                 for h in profiles.load_profiles()]

@@ -59,51 +59,57 @@ def container_batching(properties: Mapping[str, str], profile: NeuronProfile) ->
     """The batching ``profile``'s release resolves from ``properties`` (full serving.properties keys)."""
     rule = profile.rolling_batch_recommender
     text = read_text(properties, NeuronxText)
-    given = text.rolling_batch
     server_batch = _int(text.batch_size, 1)
     recommender = rule in ("tnx_disable", "auto") or (rule == "without_engine" and not text.engine)
-    if not recommender:
-        rolling = given or "disable"
-        why = f"option.rolling_batch={given}" if given else "no option.rolling_batch: the Python default, disable"
-    elif server_batch > 1:
-        rolling = "disable"
-        why = f"batch_size={server_batch} > 1: the LmiConfigRecommender turns rolling batch off"
+    if recommender:
+        rolling, why = _recommended_rolling_batch(text, profile, server_batch)
     else:
-        rolling = given or ("disable" if rule == "tnx_disable" else "auto")
-        why = (f"option.rolling_batch={given}" if given else
-               f"no option.rolling_batch: the LmiConfigRecommender reads it as {rolling}")
-        if rolling in profile.rolling_batch_renamed:
-            rolling = profile.rolling_batch_renamed[rolling]
-            why += f", which it rewrites to {rolling}"
-        if rolling == "auto" and rule in ("tnx_disable", "auto"):
-            written = _int(text.max_rolling_batch_size, 1)
-            vllm_from = profile.auto_rolling_batch_vllm_from
-            rolling = "vllm" if vllm_from is not None and written >= vllm_from else "tnx"
-            why += f", which it resolves to {rolling}" + (
-                f" (option.max_rolling_batch_size {written} >= {vllm_from})" if rolling == "vllm" else "")
+        rolling = text.rolling_batch or "disable"
+        why = (f"option.rolling_batch={text.rolling_batch}" if text.rolling_batch else
+               "no option.rolling_batch: the Python default, disable")
     option_batch = _int(text.option_batch_size, 1)
     refusal = None
     if recommender and rolling in profile.mpi_rolling_batch:
         refusal = (f"the LmiConfigRecommender sets option.mpi_mode=true for option.rolling_batch={rolling}, and the "
                    "MPI path counts GPUs, of which a Neuron host has none: \"GPU devices are not enough to run N "
                    f"partitions\" ({'; '.join(profile.mpi_sources)})")
-    if rolling != "disable":
-        max_rolling = text.max_rolling_batch_size
-        if max_rolling is not None:
-            neff_batch: int | None = _int(max_rolling, PYTHON_MAX_ROLLING_BATCH)
-        elif rule == "auto":
-            neff_batch = None  # the smart defaults size it from the NeuronCores found, else setRollingBatchSize
-        elif rule == "tnx_disable":
-            neff_batch = VLLM_MAX_ROLLING_BATCH if rolling == "vllm" else PYTHON_MAX_ROLLING_BATCH  # setRollingBatchSize
-        else:
-            neff_batch = PYTHON_MAX_ROLLING_BATCH
-        if option_batch > 1 and refusal is None:
-            refusal = (f"DJL refuses option.batch_size={option_batch} with rolling batch ({why}): \"Dynamic batching "
-                       "and rolling batch cannot be enabled at the same time\" (tnx_properties.py validate_batch_size)")
-    else:
-        neff_batch = option_batch
+    elif rolling != "disable" and option_batch > 1:
+        refusal = (f"DJL refuses option.batch_size={option_batch} with rolling batch ({why}): \"Dynamic batching "
+                   "and rolling batch cannot be enabled at the same time\" (tnx_properties.py validate_batch_size)")
+    neff_batch = option_batch if rolling == "disable" else _rolling_neff_batch(text.max_rolling_batch_size, rule, rolling)
     return ContainerBatching(profile=profile.name, rolling_batch=rolling, neff_batch=neff_batch,
                              server_batch=server_batch, refusal=refusal, why=why)
+
+
+def _recommended_rolling_batch(text: NeuronxText, profile: NeuronProfile, server_batch: int) -> tuple[str, str]:
+    """(option.rolling_batch, why) as the release's LmiConfigRecommender resolves it."""
+    rule, given = profile.rolling_batch_recommender, text.rolling_batch
+    if server_batch > 1:
+        return "disable", f"batch_size={server_batch} > 1: the LmiConfigRecommender turns rolling batch off"
+    rolling = given or ("disable" if rule == "tnx_disable" else "auto")
+    why = (f"option.rolling_batch={given}" if given else
+           f"no option.rolling_batch: the LmiConfigRecommender reads it as {rolling}")
+    if rolling in profile.rolling_batch_renamed:
+        rolling = profile.rolling_batch_renamed[rolling]
+        why += f", which it rewrites to {rolling}"
+    if rolling == "auto" and rule in ("tnx_disable", "auto"):
+        written = _int(text.max_rolling_batch_size, 1)
+        vllm_from = profile.auto_rolling_batch_vllm_from
+        rolling = "vllm" if vllm_from is not None and written >= vllm_from else "tnx"
+        why += f", which it resolves to {rolling}" + (
+            f" (option.max_rolling_batch_size {written} >= {vllm_from})" if rolling == "vllm" else "")
+    return rolling, why
+
+
+def _rolling_neff_batch(max_rolling: str | None, rule: str, rolling: str) -> int | None:
+    """The batch transformers-neuronx compiles for under rolling batch; None: chosen at start-up."""
+    if max_rolling is not None:
+        return _int(max_rolling, PYTHON_MAX_ROLLING_BATCH)
+    if rule == "auto":
+        return None  # the smart defaults size it from the NeuronCores found, else setRollingBatchSize
+    if rule == "tnx_disable" and rolling == "vllm":
+        return VLLM_MAX_ROLLING_BATCH  # setRollingBatchSize
+    return PYTHON_MAX_ROLLING_BATCH
 
 
 def batching_problems(properties: Mapping[str, str], built_batch: int,
@@ -112,18 +118,13 @@ def batching_problems(properties: Mapping[str, str], built_batch: int,
     each of ``releases``: one message per distinct reading, naming the releases that read it so."""
     found: dict[str, list[str]] = {}
     for profile in releases:
-        problem = _problem(container_batching(properties, profile), built_batch)
+        problem = batching_problem(container_batching(properties, profile), built_batch)
         if problem is not None:
-            found.setdefault(problem, []).append(profile.lmi_version)
+            found.setdefault(problem[1], []).append(profile.lmi_version)
     return [f"{problem} (LMI {', '.join(versions)})" for problem, versions in found.items()]
 
 
 BatchingKind = Literal["refused", "neff_batch", "server_batch"]
-
-
-def _problem(reading: ContainerBatching, built: int) -> str | None:
-    found = batching_problem(reading, built)
-    return found[1] if found is not None else None
 
 
 def batching_problem(reading: ContainerBatching, built: int) -> tuple[BatchingKind, str] | None:

@@ -13,15 +13,15 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from lmi_build import events
 from lmi_build.artifact.manifest import HardwareTarget, StepTiming
 from lmi_build.building.context import BuildContext, BuildOutcome, BuildSettings
 from lmi_build.building.run_settings import narrowed
 from lmi_build.building.target import Unfinished
-from lmi_build.errors import SourceError, UnsupportedTarget
-from lmi_build.output import current
+from lmi_build.core.errors import SourceError, UnsupportedTarget
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import PLAN_FILE, SavedPlan
+from lmi_build.reporting import events
+from lmi_build.reporting.output import current
 from lmi_build.runners import LOG_DIR, make_runner
 from lmi_build.runners.bundle import finished_output, run_script_command, write_bundle
 from lmi_build.targets.neuronx.cache_tree import compiler_dirs, remove_unusable

@@ -15,12 +15,12 @@ from lmi_build.artifact.target_api import (
     read_json_fact,
     record_mismatch,
 )
+from lmi_build.core.types import PlanMessage
 from lmi_build.planning.startup import StartupOutcome, outcome_messages
 from lmi_build.targets.neuronx.layouts import COMPILED_DIR
 from lmi_build.targets.neuronx.profiles import load_profiles
 from lmi_build.targets.neuronx.sdk import refused_option_messages, sdk
 from lmi_build.targets.neuronx.startup import PRECOMPILED, evaluate, from_manifest
-from lmi_build.types import PlanMessage
 
 BOUND_VERSIONS = ("neuronx_cc",)
 

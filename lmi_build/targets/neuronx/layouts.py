@@ -58,18 +58,18 @@ from typing import TYPE_CHECKING, Any
 
 from lmi_build.artifact.layout import Layout
 from lmi_build.artifact.packager import carry_source_files, trust_remote_code
-from lmi_build.errors import StepError
-from lmi_build.fs import atomic_write_json, link_or_copy, link_tree
+from lmi_build.core.errors import StepError
+from lmi_build.core.fs import atomic_write_json, link_or_copy, link_tree
+from lmi_build.core.reading import BadFile, read_json_file, read_regular_text
+from lmi_build.core.types import PlanMessage
 from lmi_build.options.properties import read_properties
 from lmi_build.planning.context import read_text, written_text
 from lmi_build.planning.plan import BuildPlan
-from lmi_build.reading import BadFile, read_json_file, read_regular_text
 from lmi_build.targets.neuronx.batching import batching_problems, container_batching
 from lmi_build.targets.neuronx.cache_tree import check_tree, module_dirs
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
 from lmi_build.targets.neuronx.options import NeuronxServing, NeuronxText
 from lmi_build.targets.neuronx.profiles import load_profiles
-from lmi_build.types import PlanMessage
 
 if TYPE_CHECKING:
     from lmi_build.targets.neuronx.profiles import NeuronProfile
@@ -105,7 +105,7 @@ def tnx_properties(build: NeuronxBuild, rolling: bool) -> dict[str, str]:
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
-    """A JSON object of the artifact or the model, read bounded (``lmi_build.reading``: a config.json
+    """A JSON object of the artifact or the model, read bounded (``lmi_build.core.reading``: a config.json
     nested 100,000 deep is None here, not a RecursionError); None when absent or not one."""
     try:
         loaded = read_json_file(path, what="JSON file")

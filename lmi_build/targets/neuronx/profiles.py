@@ -3,7 +3,7 @@
 A profile fixes everything that makes a NEFF reusable by that container: the neuronx-cc version
 (and the commit suffix of its cache directory), the transformers-neuronx that builds the HLO, the
 container's ``NEURON_CC_FLAGS``, the loader DJL picks by default and the layout it loads. Read
-without heavy imports (``plan``, ``profiles list``) by ``lmi_build.container_profiles``.
+without heavy imports (``plan``, ``profiles list``) by ``lmi_build.core.container_profiles``.
 
 Versions: docs/VENDOR-FACTS.md §5 "Toolchain and container versions", read from deepjavalibrary/djl-serving
 serving/docker/pytorch-inf2.Dockerfile on the <version>-dlc branches. A field named in ``inferred`` was
@@ -16,12 +16,12 @@ from typing import Literal
 
 from pydantic import Field
 
-from lmi_build import container_profiles
-from lmi_build.container_profiles import ContainerRelease
-from lmi_build.errors import UnknownName, UnsupportedTarget
-from lmi_build.tables import load_table
-from lmi_build.types import Record
-from lmi_build.versions import parse_lmi_version
+from lmi_build.core import container_profiles
+from lmi_build.core.container_profiles import ContainerRelease
+from lmi_build.core.errors import UnknownName, UnsupportedTarget
+from lmi_build.core.tables import load_table
+from lmi_build.core.types import Record
+from lmi_build.core.versions import parse_lmi_version
 
 PROFILES_DIR = Path(__file__).resolve().parent / "data" / "profiles"
 NEURON_END_FILE = Path(__file__).resolve().parent / "data" / "neuron_end.toml"

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from lmi_build.core.types import PlanMessage
 from lmi_build.model.spec import ModelSpec
 from lmi_build.targets.neuronx.profiles import NeuronProfile, load_profiles
-from lmi_build.types import PlanMessage
 
 LLAMA = "llama"  # the one model type whose config transformers-neuronx reads rope_scaling from
 

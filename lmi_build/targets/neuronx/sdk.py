@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from lmi_build.tables import load_table
-from lmi_build.types import PlanMessage, Record
+from lmi_build.core.tables import load_table
+from lmi_build.core.types import PlanMessage, Record
 
 SDK_FILE = Path(__file__).resolve().parent / "data" / "neuron_sdk.toml"
 NeuronPlatform = Literal["inf2", "trn1"]

@@ -79,38 +79,10 @@ def choose_loader(profile: NeuronProfile, *, model_type: str, rolling: bool,
     when ``rolling_batch`` (as the release resolves it) is vllm; otherwise DJL sets no loader class
     for it and keeps transformers-neuronx (``vllm_loader_sources``)."""
     rules = sdk().loader_rules
-    requested = options.get("model_loader")
-    schema = options.get("partition_schema")
+    requested, schema = options.get("model_loader"), options.get("partition_schema")
     if requested is not None:
-        if requested not in profile.model_loaders:
-            accepted = ", ".join(profile.model_loaders) or "none (the loader follows from the model and options)"
-            raise LoaderRefused(f"{profile.name} has no option.model_loader={requested}",
-                                f"model_loader values of that release: {accepted}")
-        if (requested == "tnx") == (schema == rules.optimum_partition_schema) and schema is not None:
-            # validate_schema_loader_combination (0.27+): tnx never loads an optimum schema, optimum
-            # nothing else.
-            raise LoaderRefused(f"{profile.name} refuses option.model_loader={requested} with "
-                                f"option.partition_schema={schema}",
-                                "drop option.partition_schema, or make it match the loader")
-        if requested == "optimum" and profile.tnx_switch == "none":
-            if schema != rules.optimum_partition_schema:
-                raise LoaderRefused(f"{profile.name} refuses option.model_loader=optimum without "
-                                    f"option.partition_schema={rules.optimum_partition_schema}",
-                                    f"add -o option.partition_schema={rules.optimum_partition_schema}")
-            if _optimum_unsupported(model_type, rolling):
-                raise LoaderRefused(f"{profile.name}'s optimum loader does not support {model_type} "
-                                    f"{'with' if rolling else 'without'} rolling batch",
-                                    "leave option.model_loader unset (transformers-neuronx)")
-        if requested == "vllm" and rolling_batch is not None:
-            if rolling_batch != "vllm":
-                return "tnx"
-            if model_type not in rules.vllm_loader_model_types:
-                raise LoaderRefused(f"{profile.name} refuses option.model_loader=vllm for {model_type}: DJL raises "
-                                    "\"VllmModelLoader does not support this config\" (vLLM's Neuron loader there "
-                                    f"takes {', '.join(rules.vllm_loader_model_types)}; "
-                                    f"{'; '.join(rules.vllm_loader_sources)})",
-                                    "leave option.model_loader unset (transformers-neuronx)")
-        return requested
+        return _requested_loader(profile, requested, schema, model_type=model_type, rolling=rolling,
+                                 rolling_batch=rolling_batch)
     if schema is not None and profile.tnx_switch != "rolling_batch":
         return "optimum" if schema == rules.optimum_partition_schema else "tnx"
     if profile.default_loader == "tnx":
@@ -122,6 +94,39 @@ def choose_loader(profile: NeuronProfile, *, model_type: str, rolling: bool,
     if _optimum_unsupported(model_type, rolling) or set(options) & set(rules.tnx_only_options):
         return "tnx"
     return "optimum"
+
+
+def _requested_loader(profile: NeuronProfile, requested: str, schema: str | None, *, model_type: str,
+                      rolling: bool, rolling_batch: str | None) -> Loader:
+    """The loader of an explicit option.model_loader, or the refusal of it next to this partition_schema."""
+    rules = sdk().loader_rules
+    if requested not in profile.model_loaders:
+        accepted = ", ".join(profile.model_loaders) or "none (the loader follows from the model and options)"
+        raise LoaderRefused(f"{profile.name} has no option.model_loader={requested}",
+                            f"model_loader values of that release: {accepted}")
+    if (requested == "tnx") == (schema == rules.optimum_partition_schema) and schema is not None:
+        # validate_schema_loader_combination (0.27+): tnx never loads an optimum schema, optimum nothing else.
+        raise LoaderRefused(f"{profile.name} refuses option.model_loader={requested} with option.partition_schema="
+                            f"{schema}", "drop option.partition_schema, or make it match the loader")
+    if requested == "optimum" and profile.tnx_switch == "none":
+        if schema != rules.optimum_partition_schema:
+            raise LoaderRefused(f"{profile.name} refuses option.model_loader=optimum without "
+                                f"option.partition_schema={rules.optimum_partition_schema}",
+                                f"add -o option.partition_schema={rules.optimum_partition_schema}")
+        if _optimum_unsupported(model_type, rolling):
+            raise LoaderRefused(f"{profile.name}'s optimum loader does not support {model_type} "
+                                f"{'with' if rolling else 'without'} rolling batch",
+                                "leave option.model_loader unset (transformers-neuronx)")
+    if requested == "vllm" and rolling_batch is not None:
+        if rolling_batch != "vllm":
+            return "tnx"
+        if model_type not in rules.vllm_loader_model_types:
+            raise LoaderRefused(f"{profile.name} refuses option.model_loader=vllm for {model_type}: DJL raises "
+                                "\"VllmModelLoader does not support this config\" (vLLM's Neuron loader there "
+                                f"takes {', '.join(rules.vllm_loader_model_types)}; "
+                                f"{'; '.join(rules.vllm_loader_sources)})",
+                                "leave option.model_loader unset (transformers-neuronx)")
+    return requested
 
 
 def continuous_batching(profile: NeuronProfile, *, rolling: bool, batch: int, model_type: str,

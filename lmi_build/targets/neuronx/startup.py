@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lmi_build.artifact.packager import written_properties
-from lmi_build.errors import shown_values
+from lmi_build.core.errors import shown_values
 from lmi_build.model.spec import ModelSpec
 from lmi_build.planning.context import handler_options, read_text, read_written
 from lmi_build.planning.startup import RuleFinding, StartupOutcome

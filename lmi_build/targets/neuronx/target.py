@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Literal
 
 from lmi_build.artifact.layout import Layout
-from lmi_build.container_profiles import ProfileRow, ProfileView, published_line
+from lmi_build.artifact.manifest import Manifest
+from lmi_build.artifact.serving import ServingTarget
+from lmi_build.artifact.target_api import Problems, ReadFile
+from lmi_build.building.context import BuildContext, BuildSettings
+from lmi_build.building.target import Unfinished
+from lmi_build.core.container_profiles import ProfileRow, ProfileView, published_line
+from lmi_build.core.types import PlanMessage
 from lmi_build.planning.plan import BuildPlan
+from lmi_build.planning.saved import SavedPlan
+from lmi_build.planning.startup import StartupOutcome
 from lmi_build.targets.neuronx import build, compatibility, layouts, profiles
 from lmi_build.targets.neuronx.command import COMMAND
 from lmi_build.targets.neuronx.knobs import NeuronxBuild, NeuronxRequest
@@ -20,13 +29,24 @@ class NeuronxTarget(NeuronxPlanning):
     command = COMMAND
     artifact_label = "Neuron NEFFs"
     request_knobs = NeuronxRequest
-    # The build and the serving rules are its modules' functions (``build`` last: it hides the module).
-    preflight = staticmethod(build.preflight)
-    check_compatibility = staticmethod(compatibility.check_compatibility)
-    container_startup = staticmethod(compatibility.container_startup)
-    record_problems = staticmethod(compatibility.record_problems)
-    unfinished = staticmethod(build.unfinished)
-    build = staticmethod(build.build)
+
+    def preflight(self, saved: SavedPlan, settings: BuildSettings) -> None:
+        build.preflight(saved, settings)
+
+    def check_compatibility(self, manifest: Manifest, serving: ServingTarget) -> Problems:
+        return compatibility.check_compatibility(manifest, serving)
+
+    def container_startup(self, manifest: Manifest, serving: ServingTarget) -> StartupOutcome | None:
+        return compatibility.container_startup(manifest, serving)
+
+    def record_problems(self, manifest: Manifest, read: ReadFile) -> list[PlanMessage]:
+        return compatibility.record_problems(manifest, read)
+
+    def unfinished(self, output: Path, plan: BuildPlan) -> Unfinished:
+        return build.unfinished(output, plan)
+
+    def build(self, ctx: BuildContext) -> None:
+        build.build(ctx)
 
     def layouts(self) -> Mapping[str, Layout]:
         return layouts.LAYOUTS

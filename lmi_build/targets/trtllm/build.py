@@ -9,18 +9,18 @@ import shlex
 import shutil
 from pathlib import Path
 
-from lmi_build import events
 from lmi_build.artifact.manifest import HardwareTarget, StepTiming
 from lmi_build.artifact.packager import install_directory
 from lmi_build.building.context import BuildContext, BuildOutcome, BuildSettings
 from lmi_build.building.run_settings import narrowed
 from lmi_build.building.target import Unfinished
-from lmi_build.errors import LmiBuildError, OptionError, SourceError, StepError
-from lmi_build.output import current
+from lmi_build.core.errors import LmiBuildError, OptionError, SourceError, StepError
 from lmi_build.planning.gpus import sm_requirements
 from lmi_build.planning.instances import get_instance
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import PLAN_FILE, SavedPlan
+from lmi_build.reporting import events
+from lmi_build.reporting.output import current
 from lmi_build.runners import LOG_DIR, Paths, Step, make_runner
 from lmi_build.runners.bundle import (
     Requirement,

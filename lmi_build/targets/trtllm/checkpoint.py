@@ -12,9 +12,9 @@ from typing import Any
 
 from safetensors import safe_open
 
-from lmi_build import output
-from lmi_build.errors import StepError, UnsupportedTarget
-from lmi_build.fs import staged_directory
+from lmi_build.core.errors import StepError, UnsupportedTarget
+from lmi_build.core.fs import staged_directory
+from lmi_build.core.reading import BadFile, read_json_file
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.quantize.export import (
     output_files,
@@ -31,7 +31,7 @@ from lmi_build.quantize.safetensors_files import read_header
 from lmi_build.quantize.tensor_map import lm_head_written
 from lmi_build.quantize.trtllm_model_check import model_problems
 from lmi_build.quantize.trtllm_stream import LayoutMismatch, evict_layout, write_streamed_checkpoint
-from lmi_build.reading import BadFile, read_json_file
+from lmi_build.reporting import output
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
 
 

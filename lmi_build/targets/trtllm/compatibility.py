@@ -15,13 +15,13 @@ from lmi_build.artifact.target_api import (
     read_json_fact,
     record_mismatch,
 )
+from lmi_build.core.types import PlanMessage
 from lmi_build.planning.gpus import normalize_sm
 from lmi_build.planning.startup import StartupOutcome, outcome_messages
 from lmi_build.targets.trtllm.engine_check import world_size_of
 from lmi_build.targets.trtllm.layouts import ENGINE_SUBDIR, TOOLKIT_DIR
 from lmi_build.targets.trtllm.profiles import load_profiles
 from lmi_build.targets.trtllm.startup import TOOLKIT_LAYOUT, evaluate, from_manifest
-from lmi_build.types import PlanMessage
 
 BOUND_VERSIONS = ("tensorrt_llm", "tensorrt")
 

@@ -10,11 +10,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from lmi_build.errors import StepError
-from lmi_build.reading import BadFile, read_json_file
+from lmi_build.core.errors import StepError
+from lmi_build.core.reading import BadFile, read_json_file
+from lmi_build.core.types import FrozenModel
+from lmi_build.core.versions import release
 from lmi_build.targets.trtllm.profiles import ContainerProfile
-from lmi_build.types import FrozenModel
-from lmi_build.versions import release
 
 RANK_FILE = re.compile(r"^(?:.+_)?rank(\d+)\.engine$")
 

@@ -10,12 +10,12 @@ engine config does not record (older releases, or fields this version lacks) is 
 
 from collections.abc import Mapping
 
+from lmi_build.core.types import FrozenModel
 from lmi_build.planning.context import read_written
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets.trtllm.engine_check import world_size_of
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
 from lmi_build.targets.trtllm.options import TrtllmOptions
-from lmi_build.types import FrozenModel
 
 # option.quantize -> how the engine's quant_algo starts (TensorRT-LLM QuantAlgo names, docs/VENDOR-FACTS.md §3).
 QUANT_ALGO_PREFIX = {"smoothquant": "W8A8_SQ", "awq": "W4A16_AWQ", "gptq": "W4A16_GPTQ", "fp8": "FP8",

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from pydantic import field_validator
 
-from lmi_build.tables import load_table
-from lmi_build.types import Record
-from lmi_build.versions import parse_version, release
+from lmi_build.core.tables import load_table
+from lmi_build.core.types import Record
+from lmi_build.core.versions import parse_version, release
 
 FAMILIES_FILE = Path(__file__).with_name("data") / "families.toml"
 

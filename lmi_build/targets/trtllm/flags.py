@@ -13,10 +13,10 @@ from typing import Literal
 from packaging.version import InvalidVersion
 from pydantic import field_validator, model_validator
 
-from lmi_build.errors import LmiBuildError
-from lmi_build.tables import load_table
-from lmi_build.types import FrozenModel, Record
-from lmi_build.versions import parse_version, release
+from lmi_build.core.errors import LmiBuildError
+from lmi_build.core.tables import load_table
+from lmi_build.core.types import FrozenModel, Record
+from lmi_build.core.versions import parse_version, release
 
 FlagKind = Literal["value", "int", "float", "store_true", "enable_disable", "dtype", "pair"]
 Tool = Literal["trtllm_build", "convert_checkpoint", "quantize", "legacy_build", "hf_convert"]

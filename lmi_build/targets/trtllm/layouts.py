@@ -22,18 +22,18 @@ from pathlib import Path, PurePosixPath
 
 from lmi_build.artifact.layout import Layout
 from lmi_build.artifact.packager import carry_source_files, trust_remote_code
-from lmi_build.errors import LmiBuildError, StepError
-from lmi_build.fs import link_or_copy
+from lmi_build.core.errors import LmiBuildError, StepError
+from lmi_build.core.fs import link_or_copy
+from lmi_build.core.reading import BadFile, read_json_file, read_regular_text
+from lmi_build.core.types import PlanMessage
 from lmi_build.options.properties import read_properties
 from lmi_build.planning.context import written_text
 from lmi_build.planning.plan import BuildPlan
-from lmi_build.reading import BadFile, read_json_file, read_regular_text
 from lmi_build.targets.trtllm.engine_check import RANK_FILE, world_size_of
 from lmi_build.targets.trtllm.engine_match import engine_mismatches, expectation_from_properties
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
 from lmi_build.targets.trtllm.options import TrtllmServing
 from lmi_build.targets.trtllm.triton import config_pbtxt
-from lmi_build.types import PlanMessage
 
 # The flat (LLM API) layout is served by ONE Python process whose LLM(...) starts its own MPI ranks.
 # engine=MPI would be engine=Python + option.mpi_mode=true: every rank would construct LLM(...) with

@@ -6,11 +6,11 @@ itself would serve it. So defaults are shrunk to the model with a warning; only 
 are errors (``checks.check_total_length``).
 """
 
+from lmi_build.core.types import FrozenModel
 from lmi_build.planning import checks
 from lmi_build.planning.context import PlanContext
 from lmi_build.targets.trtllm.options import TrtllmOptions
 from lmi_build.targets.trtllm.profiles import ContainerProfile
-from lmi_build.types import FrozenModel
 
 # LMI defaults of the TensorRT-LLM container (seed 000) when neither user nor recipe sets them.
 DEFAULT_MAX_INPUT_LEN = 1024

@@ -12,10 +12,10 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from lmi_build.core.types import Record
 from lmi_build.options.resolved import Source
 from lmi_build.planning.context import PlanContext, read_written
 from lmi_build.targets.trtllm.profiles import ContainerProfile
-from lmi_build.types import Record
 
 
 class TrtllmOptions(BaseModel):

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from lmi_build.errors import LmiBuildError, OptionError
+from lmi_build.core.errors import LmiBuildError, OptionError
+from lmi_build.core.types import TargetName
+from lmi_build.core.versions import release
 from lmi_build.model.spec import ModelSpec
 from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.options.spec import option_spec
@@ -40,8 +42,6 @@ from lmi_build.targets.trtllm.since import (
 )
 from lmi_build.targets.trtllm.startup import RELEASE_DEFECT, evaluate, from_planned
 from lmi_build.targets.trtllm.steps import StepInputs, plan_steps
-from lmi_build.types import TargetName
-from lmi_build.versions import release
 
 
 class TrtllmPlanning:

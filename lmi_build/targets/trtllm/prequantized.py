@@ -3,9 +3,9 @@ rules the trtllm target gives the planner (``planning.quantization.QuantizationR
 
 from __future__ import annotations
 
+from lmi_build.core.types import PlanMessage
 from lmi_build.model.spec import PreQuantization
 from lmi_build.planning.quantization import QuantizationRules
-from lmi_build.types import PlanMessage
 
 
 def prequantized_problem(pre: PreQuantization) -> PlanMessage | None:

@@ -2,7 +2,7 @@
 
 Profiles are data: which image, which TensorRT-LLM/TensorRT/CUDA versions, which artifact layout
 the container loads without compiling, and the defaults that changed between releases. They are
-read without heavy imports (``plan`` and ``--help`` call this) by ``lmi_build.container_profiles``
+read without heavy imports (``plan`` and ``--help`` call this) by ``lmi_build.core.container_profiles``
 and validated against ``ContainerProfile``; a malformed file is a clear error naming the file.
 """
 
@@ -11,11 +11,11 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from lmi_build import container_profiles
-from lmi_build.container_profiles import ContainerRelease
-from lmi_build.errors import UnknownName, UnsupportedTarget
-from lmi_build.types import Record
-from lmi_build.versions import parse_lmi_version, parse_version
+from lmi_build.core import container_profiles
+from lmi_build.core.container_profiles import ContainerRelease
+from lmi_build.core.errors import UnknownName, UnsupportedTarget
+from lmi_build.core.types import Record
+from lmi_build.core.versions import parse_lmi_version, parse_version
 
 PROFILES_DIR = Path(__file__).resolve().parent / "data" / "profiles"
 
@@ -80,7 +80,7 @@ class ContainerProfile(ContainerRelease):
     @field_validator("tensorrt_llm")
     @classmethod
     def _pep440(cls, value: str) -> str:
-        parse_version(value)  # ordering and range checks compare it (lmi_build.versions)
+        parse_version(value)  # ordering and range checks compare it (lmi_build.core.versions)
         return value
 
     @field_validator("defaults")

@@ -36,10 +36,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from lmi_build.artifact.manifest import Manifest
 from lmi_build.artifact.packager import written_properties
+from lmi_build.core.tables import load_table
 from lmi_build.planning.context import read_text, written_text
 from lmi_build.planning.plan import QuantizationPlan
 from lmi_build.planning.startup import RuleFinding, StartupOutcome
-from lmi_build.tables import load_table
 from lmi_build.targets.trtllm.engine_check import RANK_FILE, world_size_of
 from lmi_build.targets.trtllm.engine_match import engine_differences, expectation_from_properties
 from lmi_build.targets.trtllm.knobs import TrtllmBuild

@@ -9,11 +9,12 @@ against the flag table of the profile's TensorRT-LLM version before it is return
 from pathlib import Path
 from typing import cast
 
-from lmi_build.errors import UnsupportedTarget
+from lmi_build.core.errors import UnsupportedTarget
+from lmi_build.core.types import FrozenModel
 from lmi_build.options.spec import full_key
-from lmi_build.output import current
 from lmi_build.planning.checks import lmi_dtype
 from lmi_build.planning.plan import BuildPlan, QuantizationPlan
+from lmi_build.reporting.output import current
 from lmi_build.runners.bundle import (
     BundleSpec,
     Requirement,
@@ -27,7 +28,6 @@ from lmi_build.targets.trtllm.flags import FlagError, FlagTable, Tool, flag_tabl
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
 from lmi_build.targets.trtllm.options import TrtllmOptions, given_options
 from lmi_build.targets.trtllm.profiles import ContainerProfile
-from lmi_build.types import FrozenModel
 
 # The directories TensorRT-LLM steps use: their container mounts and the variables build-engines.sh reads.
 DIRS = {
@@ -105,7 +105,7 @@ def plan_steps(plan: BuildPlan | StepInputs, profile: ContainerProfile) -> StepP
 
 
 def engine_steps(plan: BuildPlan | StepInputs, profile: ContainerProfile) -> list[Step]:
-    """The steps, with each dropped-flag warning printed once (``lmi_build.output``)."""
+    """The steps, with each dropped-flag warning printed once (``lmi_build.reporting.output``)."""
     result = plan_steps(plan, profile)
     for warning in result.warnings:
         current().warn(warning)

@@ -11,14 +11,14 @@ come from ``data/triton_config.toml``, extracted per tag with its source lines.
 from functools import lru_cache
 from pathlib import Path
 
-from lmi_build.errors import StepError
+from lmi_build.core.errors import StepError
+from lmi_build.core.tables import load_table
+from lmi_build.core.types import Record
 from lmi_build.planning.context import read_text
 from lmi_build.planning.plan import BuildPlan
-from lmi_build.tables import load_table
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
 from lmi_build.targets.trtllm.options import TrtllmText, written_or
 from lmi_build.targets.trtllm.profiles import get_profile
-from lmi_build.types import Record
 
 TRITON_FILE = Path(__file__).with_name("data") / "triton_config.toml"
 # LMI's documented default; the 0.7.1 backend would turn it on when the parameter is absent.

@@ -2,7 +2,9 @@
 profile's engine would refuse at start-up (one max_model_len sequence's KV cache over what its
 gpu_memory_utilization leaves) is invalid and names the max_model_len that fits; one that starts says how
 many sequences of max_model_len fit at once. Each profile's facts are compared with those extracted from
-its vLLM's own source (tests/vendor/vllm/memory.json)."""
+its vLLM's own source (tests/vendor/vllm/memory.json). LMI-Dist 8 (LMI 0.26, check "warmup", not built on vLLM:
+its facts are DJL's, tests/targets/hf/test_hf_lmi_dist_releases.py) fails to start only when its warmup prefill
+and that batch's own KV cache do not fit, and warns when one sequence of the model's positions does not."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from lmi_build.planning.instances import get_instance
+from lmi_build.planning.instances import GIB, get_instance
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets.hf.profiles import HfProfile, load_profiles
 from tests.fixtures_planning import Planner, codes
@@ -21,8 +23,10 @@ from tests.fixtures_planning import Planner, codes
 MEMORY_JSON = Path(__file__).resolve().parents[2] / "vendor" / "vllm" / "memory.json"
 EXTRACTED = json.loads(MEMORY_JSON.read_text())["versions"]
 PROFILES = {p.name: p for p in load_profiles()}
-# every hf profile's engine sizes its KV cache so: vLLM's, and LMI-Dist's on the vLLM it is built on
-ENGINE_PROFILES = sorted(PROFILES)
+# the hf profiles whose engine sizes its KV cache as vLLM does: vLLM's, and LMI-Dist 9-13's on the vLLM it is built on
+ENGINE_PROFILES = sorted(n for n, p in PROFILES.items() if p.vllm_memory.check != "warmup")
+LMI_DIST_8 = "lmi-0.26.0-lmi-dist-8.0.0"  # check "warmup": LMI-Dist 8's own warmup, no sequence length checked
+LLAMA2_7B = "meta-llama--Llama-2-7b-hf"
 # Llama-3.2's llama3 RoPE does not start on vLLM 0.3.3 / 0.4.2 (LMI 0.27-0.28: no such rotary embedding in
 # get_rope, tests/vendor/vllm/architectures.json "rope"): there the plan says that as well
 NO_LLAMA3_ROPE = {"lmi-0.27.0-lmi-dist-9.0.0", "lmi-0.28.0-lmi-dist-10.0.0"}
@@ -53,7 +57,7 @@ def _largest_fitting_len(available: int, block_bytes: int, block_size: int, max_
     return result
 
 
-@pytest.mark.parametrize("name", sorted(PROFILES))
+@pytest.mark.parametrize("name", ENGINE_PROFILES)
 def test_profile_memory_facts_are_the_extracted_ones(name: str) -> None:
     profile = PROFILES[name]
     facts = profile.vllm_memory
@@ -96,7 +100,7 @@ def _located(found: dict[str, object]) -> list[dict[str, object]]:
     return out
 
 
-def _plan(plan_model: Planner, model: str, instance: str, profile: str, **options: object) -> BuildPlan:
+def _plan(plan_model: Planner, model: str | Path, instance: str, profile: str, **options: object) -> BuildPlan:
     pairs = [f"{key}={value}" for key, value in options.items()]
     return plan_model("hf", model, instance_type=instance, profile=profile, option=pairs)
 
@@ -182,3 +186,58 @@ def test_fixture_configs_on_gpu_instances(plan_model: Planner, model: str, insta
 def test_without_a_profile_the_whole_batch_estimate_stays(plan_model: Planner) -> None:
     plan = plan_model("hf", LLAMA32_3B, instance_type="g5.xlarge")
     assert plan.memory is not None and plan.memory.gpu_memory_utilization is None
+
+
+def test_every_profile_is_sized_by_vllm_or_by_lmi_dist_8s_warmup() -> None:
+    assert {n for n, p in PROFILES.items() if p.vllm_memory.check == "warmup"} == {LMI_DIST_8}
+
+
+def test_lmi_dist_8_takes_what_loading_leaves_and_checks_no_length(plan_model: Planner) -> None:
+    plan = _plan(plan_model, LLAMA2_7B, "g5.xlarge", LMI_DIST_8)
+    memory = plan.memory
+    assert memory is not None and plan.valid and codes(plan) == set()
+    instance = get_instance("g5.xlarge")
+    # no gpu_memory_utilization is read: the KV cache is all that the weights, the warmup prefill and the runtime leave
+    assert memory.gpu_memory_utilization == 1.0 and memory.sequence_checked is False
+    assert memory.kv_cache_device_bytes == instance.usable_bytes_per_device - memory.per_device_bytes
+    # 32 layers x 2 x 32 KV heads x 128 x 2 B = 524,288 B a token, in blocks of 16
+    assert memory.kv_cache_tokens == memory.kv_cache_device_bytes // (16 * 524288) * 16
+    assert memory.max_seq_len == 4096 and (memory.full_length_sequences or 0) >= 1
+
+
+def test_lmi_dist_8_ignores_the_vllm_options_it_has_no_field_for(plan_model: Planner) -> None:
+    default = _plan(plan_model, LLAMA2_7B, "g5.xlarge", LMI_DIST_8).memory
+    given = _plan(plan_model, LLAMA2_7B, "g5.xlarge", LMI_DIST_8, gpu_memory_utilization=0.5, max_model_len=1024).memory
+    assert default is not None and given is not None
+    assert (given.kv_cache_tokens, given.max_seq_len) == (default.kv_cache_tokens, default.max_seq_len)
+
+
+def test_lmi_dist_8_refuses_a_warmup_that_leaves_too_little_cache(plan_model: Planner) -> None:
+    # a T4's 14.5 GiB: 12.6 GiB of Llama-2-7B weights, the 4,096-token warmup and the runtime leave 0.7 GiB,
+    # less than the warmup batch's 2 GiB of KV cache
+    plan = _plan(plan_model, LLAMA2_7B, "g4dn.xlarge", LMI_DIST_8)
+    memory = plan.memory
+    assert memory is not None and memory.fits is False and codes(plan) == {"engine_kv_cache"}
+    assert (memory.kv_cache_device_bytes or 0) < 4096 * 524288
+    message = next(m for m in plan.errors if m.code == "engine_kv_cache")
+    assert "warmup" in message.message and "4,096" in message.message and "lmi_dist_rolling_batch.py:106" in message.message
+    assert "option.max_rolling_batch_prefill_tokens" in (message.hint or "")
+    # a shorter warmup (the option LMI-Dist 8 reads) starts
+    shorter = _plan(plan_model, LLAMA2_7B, "g4dn.xlarge", LMI_DIST_8, max_rolling_batch_prefill_tokens=512)
+    assert shorter.memory is not None and shorter.memory.fits is True and "engine_kv_cache" not in codes(shorter)
+
+
+def test_lmi_dist_8_warns_when_one_sequence_of_the_positions_does_not_fit(plan_model: Planner, tmp_path: Path) -> None:
+    config = json.loads((Path(__file__).resolve().parents[2] / "fixtures" / "hf-configs" / LLAMA2_7B / "config.json").read_text())
+    folder = tmp_path / "llama-2-7b-32k"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 32768}))
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (folder / name).write_text("{}")
+    plan = _plan(plan_model, folder, "g5.xlarge", LMI_DIST_8)
+    memory = plan.memory
+    assert memory is not None and memory.fits is True and plan.valid
+    # 32,768 tokens x 524,288 B = 16 GiB, more than the 8 GiB left: a warning, not a refusal
+    assert memory.kv_cache_needed_bytes == 32768 * 524288 > (memory.kv_cache_device_bytes or 0) > 4 * GIB
+    warning = next(m for m in plan.warnings if m.code == "engine_kv_cache_short")
+    assert f"{memory.kv_cache_tokens:,} tokens" in warning.message and "32,768" in warning.message

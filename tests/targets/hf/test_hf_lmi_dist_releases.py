@@ -40,11 +40,12 @@ def _cites(text: str, found: dict[str, object]) -> bool:
     return False
 
 
-def test_every_extracted_vllm_based_release_has_a_profile() -> None:
-    # 0.26's LMI-Dist 8 is not built on vLLM (lmi_dist.models.get_model): no profile (its memory rule is not vLLM's)
-    vllm_based = {b for b, found in RELEASES["branches"].items() if found["handler"]["engine_args"]}
-    assert vllm_based == {_branch_of(p) for p in PROFILES.values()}
-    assert RELEASES["branches"]["0.26.0-dlc"]["handler"]["get_model"] is not None
+def test_every_extracted_release_has_a_profile() -> None:
+    assert set(RELEASES["branches"]) == {_branch_of(p) for p in PROFILES.values()}
+    # 0.26's LMI-Dist 8 is not built on vLLM (lmi_dist.models.get_model): its profile's memory check is its warmup
+    own = {b for b, found in RELEASES["branches"].items() if found["handler"]["get_model"]}
+    assert own == {"0.26.0-dlc"} and not RELEASES["branches"]["0.26.0-dlc"]["handler"]["engine_args"]
+    assert {_branch_of(p) for p in PROFILES.values() if p.vllm_memory.check == "warmup"} == own
 
 
 @pytest.mark.parametrize("name", sorted(PROFILES))
@@ -79,6 +80,9 @@ def test_memory_facts_are_the_handlers(name: str) -> None:
     profile, handler = PROFILES[name], RELEASES["branches"][_branch_of(PROFILES[name])]["handler"]
     memory = profile.vllm_memory
     sources = " ".join(memory.sources)
+    if handler["get_model"] is not None:  # LMI-Dist 8's own warmup
+        _assert_warmup_facts(profile, handler)
+        return
     assert memory.gpu_memory_utilization == float(str(handler["gpu_memory_utilization"]["value"]))
     assert _cites(sources, handler["gpu_memory_utilization"])
     assert handler["prefill_tokens_default"]["value"] == "None"
@@ -90,6 +94,20 @@ def test_memory_facts_are_the_handlers(name: str) -> None:
         assert handler["warmup_passed"] is None and memory.unchunked_batched_tokens is not None
         chunked = handler["enable_chunked_prefill"]
         assert chunked is not None and chunked["value"] == "None" and _cites(sources, chunked)
+
+
+def _assert_warmup_facts(profile: HfProfile, handler: dict[str, dict[str, object]]) -> None:
+    """0.26: the handler warms LMI-Dist 8 up on a prefill of max_rolling_batch_prefill_tokens (its default read
+    from the properties manager) and reads no gpu_memory_utilization; what the wheel does then is inferred."""
+    memory, cited = profile.vllm_memory, " ".join(profile.vllm_memory.sources)
+    assert memory.check == "warmup" and _cites(memory.check_source, handler["warmup_call"])
+    assert memory.max_num_batched_tokens == int(str(handler["prefill_tokens_default"]["value"]))
+    assert _cites(cited, handler["prefill_tokens_default"]) and _cites(cited, handler["warmup_prefill_read"])
+    assert _cites(cited, handler["warmup_call"])
+    assert handler["gpu_memory_utilization"] is None and memory.gpu_memory_utilization == 1.0
+    assert any("gpu_memory_utilization 1.0" in i for i in memory.inferred)
+    assert any("block" in i for i in memory.inferred) and not memory.cudagraph_in_budget
+    assert memory.unchunked_batched_tokens is None and memory.chunked_above is None
 
 
 @pytest.mark.parametrize("name", sorted(PROFILES))

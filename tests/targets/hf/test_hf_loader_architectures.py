@@ -6,7 +6,9 @@ by tests/vendor/vllm/extract_architectures.py; lmi-build's table (lmi_build/targ
 loader_architectures.toml) must agree with it, and the plans and verify reports are checked against the
 JSON, never against the tool's table. One fact is not vLLM's: LMI-Dist 9-13 (the 0.27-0.32 profiles) serve
 T5, which their vLLM has no class for (djl-serving v0.29.0 lmi-dist_user_guide.md:22,66; each branch's
-guide and handler, loader_architectures.toml [[engine]])."""
+guide and handler, loader_architectures.toml [[engine]]). LMI-Dist 8 (the 0.26 profile) is not built on vLLM:
+its truth is the architectures DJL's handler routes to it, extracted from the branch into
+tests/vendor/djl/lmi_dist_releases.json, and the tuning guide's Mistral ([[own_loader]])."""
 
 from __future__ import annotations
 
@@ -36,7 +38,13 @@ TABLE = REPO_ROOT / "lmi_build" / "targets" / "hf" / "data" / "loader_architectu
 LMI_DIST = "lmi-0.29.0-lmi-dist-11.0.0"
 VLLM_0_11 = "lmi-0.35.0-vllm-0.11.1"
 VLLM_0_17 = "lmi-0.36.0-vllm-0.17.0"
-HF_PROFILES = {p.name: p.vllm for p in load_profiles()}
+RELEASES = json.loads((REPO_ROOT / "tests" / "vendor" / "djl" / "lmi_dist_releases.json").read_text())["branches"]
+LMI_DIST_8 = "lmi-0.26.0-lmi-dist-8.0.0"
+# the engines not built on their image's vLLM: DJL's routing (huggingface.py LMI_DIST_ADV_MODEL, extracted) and
+# the tuning guide's Mistral-7B on option.rolling_batch=lmi-dist (lmi_dist_tuning_guide.md:201-210 @ 0.26.0-dlc)
+OWN_MODELS = {LMI_DIST_8: {*RELEASES["0.26.0-dlc"]["handler"]["lmi_dist_models"]["value"], "MistralForCausalLM"}}
+VERSIONS = {p.name: p.vllm for p in load_profiles()}  # every hf profile, oldest first
+HF_PROFILES = {name: vllm for name, vllm in VERSIONS.items() if name not in OWN_MODELS}  # on their vLLM's registry
 # Beyond its vLLM's registry: LMI-Dist 9-13's own T5 (DJL's documentation and handler of each branch;
 # LMI-Dist's source is not public).
 LMI_DIST_PROFILES = ("lmi-0.27.0-lmi-dist-9.0.0", "lmi-0.28.0-lmi-dist-10.0.0", LMI_DIST, "lmi-0.30.0-lmi-dist-12.0.0",
@@ -67,16 +75,22 @@ def vendor_falls_back(vllm: str) -> bool:
     return VENDOR[vllm]["transformers_fallback_line"] is not None
 
 
+def profile_loads(profile: str, architecture: str) -> bool:
+    if profile in OWN_MODELS:
+        return architecture in OWN_MODELS[profile]
+    return vendor_loads(HF_PROFILES[profile], architecture) or (profile, architecture) in ENGINE_ADDS
+
+
 def expected(profile: str, architecture: str) -> str | None:
     """None: the engine loads it; else the finding's code (an error, or the fallback's warning)."""
-    if vendor_loads(HF_PROFILES[profile], architecture) or (profile, architecture) in ENGINE_ADDS:
+    if profile_loads(profile, architecture):
         return None
-    return "hf_architecture_fallback" if vendor_falls_back(HF_PROFILES[profile]) else "hf_architecture"
+    falls_back = profile not in OWN_MODELS and vendor_falls_back(HF_PROFILES[profile])
+    return "hf_architecture_fallback" if falls_back else "hf_architecture"
 
 
 def first_loading(architecture: str) -> str | None:
-    return next((p for p, v in HF_PROFILES.items() if vendor_loads(v, architecture) or (p, architecture) in ENGINE_ADDS),
-                None)
+    return next((p for p in VERSIONS if profile_loads(p, architecture)), None)
 
 
 # --- lmi-build's table against the extracted registries ---------------------------------------------
@@ -104,6 +118,28 @@ def test_loader_table_equals_vllm_registry(vllm: str) -> None:
     assert ours.get("rope_scaling_types") == (rope["types"] if rope else None)
     if rope:
         assert f"{rope['path']}:{rope['lines']} get_rope" in cited
+
+
+def test_own_loader_is_the_extracted_routing() -> None:
+    """LMI-Dist 8's [[own_loader]]: DJL's LMI_DIST_ADV_MODEL at the lines extracted, the documented Mistral, and
+    transformers 4.36.2's LlamaConfig rope_scaling types (its image's pin), each cited."""
+    (own,) = [o for o in tomllib.loads(TABLE.read_text())["own_loader"] if o["profile"] == LMI_DIST_8]
+    found = RELEASES["0.26.0-dlc"]
+    assert set(own["architectures"]) == OWN_MODELS[LMI_DIST_8] and own["commit"] == found["commit"]
+    cited = " ".join(own["sources"])
+    models = found["handler"]["lmi_dist_models"]
+    assert f"huggingface.py:{models['line']}-{models['end_line']} LMI_DIST_ADV_MODEL" in cited
+    assert f"deepspeed.Dockerfile:{found['transformers']['line']} transformers {found['transformers']['value']}" in cited
+    assert "transformers v4.36.2 src/transformers/models/llama/configuration_llama.py:172-191" in cited
+    assert own["rope_scaling_types"] == ["dynamic", "linear"] and own["inferred"]
+
+
+def test_llama3_rope_is_refused_on_lmi_dist_8(plan_model: Any) -> None:
+    found = [m for m in plan_model("hf", LLAMA31, profile=LMI_DIST_8).errors if m.code == "hf_rope_scaling"]
+    assert len(found) == 1 and "'llama3'" in found[0].message and "transformers 4.36.2" in found[0].message
+    assert "\n" not in found[0].message and found[0].hint == "use --profile lmi-0.29.0-lmi-dist-11.0.0"
+    assert [m for m in plan_model("hf", "meta-llama--Llama-2-7b-hf", profile=LMI_DIST_8).errors
+            if m.code == "hf_rope_scaling"] == []
 
 
 ROPE_READ = sorted(p for p, v in HF_PROFILES.items() if (VENDOR[v].get("rope") or {}).get("types"))
@@ -135,7 +171,7 @@ def _architecture_findings(plan: Any) -> list[tuple[str, str]]:
     return [(m.code, m.message) for m in [*plan.errors, *plan.warnings] if m.code.startswith("hf_architecture")]
 
 
-@pytest.mark.parametrize("profile", sorted(HF_PROFILES))
+@pytest.mark.parametrize("profile", sorted(VERSIONS))
 @pytest.mark.parametrize("model", [QWEN25, LLAMA31, PHI3, GEMMA2, MIXTRAL, T5, "yi"])
 def test_plan_checks_the_profiles_loader(model: str, profile: str, plan_model: Any, yi_dir: Path) -> None:
     fields: dict[str, Any] = {"profile": profile, "tp": 2 if model == MIXTRAL else 1}
@@ -159,7 +195,7 @@ def test_plan_checks_the_profiles_loader(model: str, profile: str, plan_model: A
 
 def test_llama_loads_everywhere_and_gemma2_on_lmi_dist(plan_model: Any) -> None:
     """vLLM 0.5.3.post1 has Gemma2ForCausalLM (and Qwen2MoeForCausalLM, DeepseekV2ForCausalLM)."""
-    for profile in HF_PROFILES:
+    for profile in VERSIONS:
         assert _architecture_findings(plan_model("hf", LLAMA31, profile=profile)) == []
     assert _architecture_findings(plan_model("hf", GEMMA2, profile=LMI_DIST)) == []
     assert all(vendor_loads("0.5.3.post1", a) for a in ("Gemma2ForCausalLM", "Qwen2MoeForCausalLM", "DeepseekV2ForCausalLM"))
@@ -206,7 +242,7 @@ def test_verify_refuses_architecture_lmi_dist_lacks(architecture: str, artifact_
     first = first_loading(architecture)
     assert first is not None
     assert errors == [f"hf_architecture: {LMI_DIST} (lmi-dist, vLLM 0.5.3.post1) has no loader for {architecture}; "
-                      f"first hf profile that loads it: {first} (vLLM {HF_PROFILES[first]})"]
+                      f"first hf profile that loads it: {first} (vLLM {VERSIONS[first]})"]
     assert _report(artifact, VLLM_0_11) == ([], [])
     assert _report(artifact, VLLM_0_17) == ([], [])
 

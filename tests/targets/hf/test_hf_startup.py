@@ -43,10 +43,12 @@ def test_pipeline_parallel_taken_by_lmi_dist(plan_model: Planner) -> None:
     assert plan.options["option.pipeline_parallel_degree"] == "2"
 
 
-@pytest.mark.parametrize("profile", ["lmi-0.27.0-lmi-dist-9.0.0", "lmi-0.28.0-lmi-dist-10.0.0"])
+@pytest.mark.parametrize("profile", ["lmi-0.26.0-lmi-dist-8.0.0", "lmi-0.27.0-lmi-dist-9.0.0",
+                                     "lmi-0.28.0-lmi-dist-10.0.0"])
 def test_pipeline_parallel_ignored_by_lmi_dist_before_0_29(profile: str, plan_model: Planner) -> None:
-    # 0.27-0.28's LmiDistRbProperties has no pipeline_parallel_degree (pydantic drops the key unread) and
-    # builds VllmEngineArgs without pipeline_parallel_size (tests/vendor/djl/lmi_dist_releases.json)
+    # 0.26-0.28's LmiDistRbProperties has no pipeline_parallel_degree (pydantic drops the key unread) and
+    # builds LMI-Dist's engine (0.26 get_model, 0.27-0.28 VllmEngineArgs) without pipeline parallelism
+    # (tests/vendor/djl/lmi_dist_releases.json)
     plan = plan_model("hf", LLAMA, profile=profile, pp=2)
     message = next(e.message for e in plan.errors if e.code == "hf_pipeline_parallel")
     assert "ignores option.pipeline_parallel_degree=2" in message and "lmi_dist_rb_properties.py" in message
@@ -57,10 +59,11 @@ START_KEYS = {p.name: p for p in load_profiles() if p.start_rolling_batch or p.s
 
 
 def test_the_profiles_whose_image_picks_another_engine_say_so() -> None:
-    # 0.27-0.28 pick lmi-dist only for the model types of a map; 0.32 picks lmi-dist, not vllm; 0.27 sets
-    # mpi_mode only with the engine it writes itself (each profile's start_sources)
+    # 0.26 has no rolling batch unless one is written (Python default disable) and sets mpi_mode only with engine
+    # DeepSpeed or MPI; 0.27-0.28 pick lmi-dist only for the model types of a map; 0.32 picks lmi-dist, not vllm;
+    # 0.27 sets mpi_mode only with the engine it writes itself (each profile's start_sources)
     assert {n: (p.start_rolling_batch, p.start_mpi_mode) for n, p in START_KEYS.items()} == {
-        "lmi-0.27.0-lmi-dist-9.0.0": ("lmi-dist", True), "lmi-0.28.0-lmi-dist-10.0.0": ("lmi-dist", False),
+        "lmi-0.26.0-lmi-dist-8.0.0": ("lmi-dist", True), "lmi-0.27.0-lmi-dist-9.0.0": ("lmi-dist", True), "lmi-0.28.0-lmi-dist-10.0.0": ("lmi-dist", False),
         "lmi-0.32.0-vllm-0.7.3": ("vllm", False)}
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lmi_build.errors import UnknownName
+from lmi_build.core.errors import UnknownName
 from lmi_build.targets import TARGETS
 from lmi_build.targets.neuronx.profiles import get_profile, load_profiles
 from lmi_build.targets.neuronx.sdk import UnbuiltLoader, sdk

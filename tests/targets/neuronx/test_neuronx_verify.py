@@ -114,7 +114,7 @@ def test_stand_in_artifact_is_inspectable_but_never_published(tmp_path: Path,
     inspected = run_lmi_build("inspect", str(artifact), "--json")
     assert inspected.returncode == 0, (inspected.stdout + inspected.stderr)
     assert '"neuronx-tnx"' in inspected.stdout and "2.15.141.0" in inspected.stdout
-    from lmi_build.errors import PublishError
+    from lmi_build.core.errors import PublishError
     from lmi_build.storage.publish import publish
 
     with pytest.raises(PublishError, match="STAND-IN"):

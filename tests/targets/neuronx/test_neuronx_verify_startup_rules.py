@@ -11,8 +11,8 @@ from pathlib import Path
 
 from lmi_build.artifact.manifest import Manifest, load_manifest
 from lmi_build.artifact.verify import check_compatibility, serving_target
+from lmi_build.core.types import PlanMessage
 from lmi_build.targets import TARGETS
-from lmi_build.types import PlanMessage
 from tests.cli_process import run_lmi_build
 from tests.fixtures_neuronx import write_neuron_model
 from tests.fixtures_planning import plan_for

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from lmi_build.artifact.packager import serving_properties
-from lmi_build.container_profiles import read_profile
-from lmi_build.errors import LmiBuildError
+from lmi_build.core.container_profiles import read_profile
+from lmi_build.core.errors import LmiBuildError
 from lmi_build.targets.trtllm.engine_match import engine_mismatches, expectation_from_properties
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
 from lmi_build.targets.trtllm.layouts import FLAT

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from lmi_build.errors import StepError
+from lmi_build.core.errors import StepError
 from lmi_build.runners import LocalRunner, run_steps
 from lmi_build.targets.trtllm.build import _check_engine_is_the_plans
 from lmi_build.targets.trtllm.engine_match import (

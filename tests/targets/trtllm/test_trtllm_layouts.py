@@ -11,7 +11,7 @@ import pytest
 
 from lmi_build.artifact.manifest import BuildRecord
 from lmi_build.artifact.packager import package
-from lmi_build.output import Mode, set_mode
+from lmi_build.reporting.output import Mode, set_mode
 from lmi_build.runners import LocalRunner, Paths, run_steps
 from lmi_build.targets import TARGETS
 from lmi_build.targets.trtllm.layouts import LAYOUTS, layout_for, read_pbtxt_parameter

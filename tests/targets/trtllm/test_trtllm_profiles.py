@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from lmi_build.container_profiles import ProfileError, read_profile
-from lmi_build.errors import UnknownName
-from lmi_build.tables import read_table
+from lmi_build.core.container_profiles import ProfileError, read_profile
+from lmi_build.core.errors import UnknownName
+from lmi_build.core.tables import read_table
+from lmi_build.core.versions import parse_version, release
 from lmi_build.targets.trtllm.flags import FlagError, FlagsFile, flag_table, series_for
 from lmi_build.targets.trtllm.profiles import PROFILES_DIR, ContainerProfile, get_profile, load_profiles
-from lmi_build.versions import parse_version, release
 from tests.cli_process import run_lmi_build
 
 IMAGE = re.compile(r"^(763104351884\.dkr\.ecr\.us-west-2\.amazonaws\.com/djl-inference:[0-9.]+-tensorrtllm[0-9.]+-cu\d{3}"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from lmi_build.errors import StepError
-from lmi_build.output import Mode, set_mode
+from lmi_build.core.errors import StepError
+from lmi_build.reporting.output import Mode, set_mode
 from lmi_build.runners import LocalRunner, Paths, docker_argv, make_runner, run_steps
 from lmi_build.targets.trtllm.engine_check import check_engine_dir, gpu_sm
 from lmi_build.targets.trtllm.profiles import get_profile

@@ -16,8 +16,8 @@ import pytest
 from lmi_build.artifact.manifest import BuildRecord, Manifest, load_manifest
 from lmi_build.artifact.packager import package
 from lmi_build.artifact.verify import serving_target
-from lmi_build.output import Mode, set_mode
 from lmi_build.planning.startup import StartupOutcome
+from lmi_build.reporting.output import Mode, set_mode
 from lmi_build.runners import LocalRunner, run_steps
 from lmi_build.targets import TARGETS
 from lmi_build.targets.trtllm.layouts import layout_for

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from lmi_build.errors import UnsupportedTarget
+from lmi_build.core.errors import UnsupportedTarget
 from lmi_build.runners import ScriptRunner, run_steps
 from lmi_build.targets.trtllm.profiles import get_profile, load_profiles
 from lmi_build.targets.trtllm.steps import engine_script, plan_steps, trtllm_paths

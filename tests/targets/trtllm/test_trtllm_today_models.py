@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
+from lmi_build.core.versions import release
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
 from lmi_build.targets.trtllm.profiles import get_profile, load_profiles
 from lmi_build.targets.trtllm.steps import plan_steps
-from lmi_build.versions import release
 from tests.paths import STANDINS_DIR
 from tests.targets.trtllm.test_trtllm_converters import assert_vendor_accepts
 
@@ -159,7 +159,7 @@ def test_qwen2_moe_expects_the_architecture_its_release_converter_writes(profile
     architectures[0] (models/qwen/config.py @a681853d:127): a --checkpoint it wrote is this plan's."""
     import json
 
-    from lmi_build.errors import SourceError
+    from lmi_build.core.errors import SourceError
     from lmi_build.targets.trtllm.build import check_checkpoint
 
     plan = plan_model("trtllm", QWEN_MOE, profile=profile, tp="1")

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from lmi_build.cli.plan_flags import plan_request_from
-from lmi_build.planner import plan_request
+from lmi_build.planner.make import plan_request
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets import get_target
 from lmi_build.targets.trtllm.knobs import TrtllmBuild, TrtllmRequest

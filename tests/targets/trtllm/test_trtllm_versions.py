@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from lmi_build.core.versions import release
 from lmi_build.runners import ScriptRunner, run_steps
 from lmi_build.targets.trtllm.flags import flag_table
 from lmi_build.targets.trtllm.profiles import get_profile, load_profiles
 from lmi_build.targets.trtllm.steps import engine_script, plan_steps, trtllm_paths
-from lmi_build.versions import release
 from tests.fixtures_planning import codes, fixture_names, warning_codes
 from tests.fixtures_trtllm import LLAMA
 from tests.paths import FIXTURES_DIR
@@ -183,7 +183,7 @@ def test_every_valid_fixture_plan_renders_a_script(profile_name: str, plan_model
 
 def test_smoothquant_per_token_is_not_a_credential() -> None:
     # option.smoothquant_per_token ends in "_token": the SmoothQuant per-token route packages it.
-    from lmi_build.redaction import is_secret_key
+    from lmi_build.core.redaction import is_secret_key
 
     assert not is_secret_key("option.smoothquant_per_token")
     assert is_secret_key("option.hf_token") and is_secret_key("option.auth_token") and is_secret_key("token")

@@ -42,7 +42,12 @@ Some branches only, the others kept as recorded (the issue 39 LMI-Dist / 0.32 vL
         0.28.0-dlc#lmi-dist 0.30.0-dlc#lmi-dist 0.31.0-dlc#lmi-dist 0.32.0-dlc#lmi-dist 0.32.0-dlc#vllm \
         --keep tests/vendor/djl/verdicts.json > /tmp/verdicts.json
 
-(recorded with pydantic 1.10.27 there, 2.14.4 here). The issue 39 vLLM images from 0.33 and the TensorRT-LLM images
+(recorded with pydantic 1.10.27 there, 2.14.4 here). LMI 0.26's LMI-Dist 8 (pydantic 1: PYDANTIC_1), the others kept:
+
+    .venv/bin/python tests/vendor/djl/execute_properties.py /path/to/djl-serving.git --only 0.26.0-dlc#lmi-dist \
+        --pydantic1-python /tmp/venv-pyd1/bin/python --keep tests/vendor/djl/verdicts.json > /tmp/verdicts.json
+
+The issue 39 vLLM images from 0.33 and the TensorRT-LLM images
 not executed before, on SMALL_CORPUS (the TensorRT-LLM ones with their own option sets: small_option_sets):
 
     .venv/bin/python tests/vendor/djl/execute_properties.py /path/to/djl-serving.git --only 0.33.0-dlc#vllm \
@@ -101,8 +106,11 @@ BRANCHES: dict[str, tuple[str, str, str, str, str]] = {
     "0.29.0-dlc#trtllm": ("lmi-0.29.0-trtllm-0.11.0", "trtllm", "TensorRtLlmProperties", "trt_properties", "trtllm"),
     "0.26.0-dlc": ("lmi-0.26.0-neuronx-sdk2.16.0", "neuronx", "TransformerNeuronXProperties", "tnx_properties", ""),
     "0.27.0-dlc": ("lmi-0.27.0-neuronx-sdk2.18.0", "neuronx", "TransformerNeuronXProperties", "tnx_properties", ""),
-    # issue 39: the LMI-Dist releases 0.27-0.32 and 0.32's vllm rolling batch, on SMALL_CORPUS (0.27-0.28: the
-    # DeepSpeed / lmi image picks lmi-dist for listed model types; lmi-build writes option.rolling_batch itself)
+    # issue 39: the LMI-Dist releases 0.26-0.32 and 0.32's vllm rolling batch, on SMALL_CORPUS (0.26: no rolling
+    # batch unless written; 0.27-0.28: the DeepSpeed / lmi image picks lmi-dist for listed model types; lmi-build
+    # writes option.rolling_batch itself)
+    "0.26.0-dlc#lmi-dist": ("lmi-0.26.0-lmi-dist-8.0.0", "hf", "LmiDistRbProperties", "lmi_dist_rb_properties",
+                            "lmi-dist"),
     "0.27.0-dlc#lmi-dist": ("lmi-0.27.0-lmi-dist-9.0.0", "hf", "LmiDistRbProperties", "lmi_dist_rb_properties",
                             "lmi-dist"),
     "0.28.0-dlc#lmi-dist": ("lmi-0.28.0-lmi-dist-10.0.0", "hf", "LmiDistRbProperties", "lmi_dist_rb_properties",
@@ -148,8 +156,9 @@ SMALL_TRTLLM = ("0.31.0-dlc#trtllm", "0.32.0-dlc#trtllm", "0.34.0-dlc#trtllm", "
 SMALL = tuple(key for key in BRANCHES if key in SMALL_TRTLLM
               or (key.endswith(("#lmi-dist", "#vllm")) and not key.startswith("0.29.")))
 # 0.27's recommender sets option.mpi_mode only with the engine it writes itself (setEngine,
-# LmiConfigRecommender.java@0.27.0-dlc:95-114), and lmi-build's hf artifacts name engine=Python
-MPI_ONLY_WITH_ENGINE = ("0.27.0-dlc",)
+# LmiConfigRecommender.java@0.27.0-dlc:95-114), 0.26's front-end only with engine DeepSpeed or MPI
+# (ModelInfo.java@0.26.0-dlc:747-748), and lmi-build's hf artifacts name engine=Python
+MPI_ONLY_WITH_ENGINE = ("0.26.0-dlc", "0.27.0-dlc")
 # The branches written for pydantic 1 itself (``from pydantic import BaseModel, root_validator, validator``,
 # properties_manager/properties.py@0.26.0-dlc:16), executed with --pydantic1-python. 0.27.0-dlc imports
 # the same API as ``pydantic.v1`` (properties.py@0.27.0-dlc:16), which pydantic 2 ships: run like the rest.
@@ -191,7 +200,7 @@ def corpus(target: str, profile: str, small: bool = False) -> list[dict[str, Any
     SMALL_OPTION_SETS; lmi-build's verdict on each is the comparison test's to compute:
     tests/targets/test_djl_verdicts.py)."""
     from lmi_build.artifact.packager import serving_properties
-    from lmi_build.planner import plan_request
+    from lmi_build.planner.make import plan_request
     from lmi_build.targets import get_target, request_for
 
     entries = []
@@ -279,6 +288,20 @@ class _EngineArgs:
         return types.SimpleNamespace(**vars(args))
 
 
+class _TorchDtype:
+    """torch.dtype where a properties manager declares a field of that type (0.26.0-dlc lmi_dist_rb_properties.py:40
+    ``torch_dtype: Optional[torch.dtype]``: pydantic 1 needs a class there, not a recorder), and its values."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __str__(self) -> str:
+        return f"torch.{self._name}"
+
+
+TORCH_DTYPES = ("float32", "float16", "bfloat16", "int8")
+
+
 class _Parser:
     """vLLM's FlexibleArgumentParser as DJL uses it: ``--key value`` and (0.32) ``--key=value``; it holds no
     StoreBoolean actions (0.32's construct_vllm_args_list reads ``_actions``: every boolean is then written
@@ -316,6 +339,10 @@ def install_recorders() -> None:
             module = types.ModuleType(spec.name)
             module.__path__ = []  # type: ignore[attr-defined]
             module.__getattr__ = lambda attribute: Recorder(f"{spec.name}.{attribute}")  # type: ignore[method-assign]
+            if spec.name == "torch":
+                module.dtype = _TorchDtype  # type: ignore[attr-defined]
+                for name in TORCH_DTYPES:
+                    setattr(module, name, _TorchDtype(name))
             if spec.name == "vllm":
                 module.EngineArgs = module.AsyncEngineArgs = _EngineArgs  # type: ignore[attr-defined]
             if spec.name.endswith("argparse_utils") or spec.name == "vllm.utils":
@@ -353,7 +380,9 @@ def java_fills(properties: dict[str, str], rolling_batch: str = "", release: str
     given.setdefault("pipeline_parallel_degree", "1")
     # setRollingBatchSize (0.30.0-dlc LmiConfigRecommender.java:129-139, 0.35.0-dlc:122-132 without lmi-dist)
     trtllm_large = release not in TRTLLM_ROLLING_BATCH_32 or (release == "0.27.0-dlc" and "max_num_tokens" in given)
-    large = given.get("rolling_batch") in ("vllm", "lmi-dist") or (given.get("rolling_batch") == "trtllm" and trtllm_large)
+    # (no recommender, RECOMMENDER_BEFORE: the Python default 32 stays)
+    large = (recommender and given.get("rolling_batch") in ("vllm", "lmi-dist")) or (
+        given.get("rolling_batch") == "trtllm" and trtllm_large)
     given.setdefault("max_rolling_batch_size", "256" if large else "32")
     return given
 

@@ -220,7 +220,7 @@ def build(entry: dict[str, Any], profile_name: str, work: Path) -> Path | None:
     lmi-build refuses the plan."""
     from lmi_build.artifact.manifest import BuildRecord
     from lmi_build.artifact.packager import package
-    from lmi_build.planner import plan_request
+    from lmi_build.planner.make import plan_request
     from lmi_build.runners import LocalRunner, run_steps
     from lmi_build.targets import TARGETS, get_target, request_for
     from lmi_build.targets.trtllm.knobs import TrtllmBuild
@@ -283,7 +283,7 @@ def main() -> None:
     if args.only and not args.merge:
         parser.error("--only needs --merge (the recorded file whose other branches it keeps)")
     from lmi_build.options.properties import read_properties
-    from lmi_build.output import Mode, set_mode
+    from lmi_build.reporting.output import Mode, set_mode
     from lmi_build.targets.trtllm.profiles import get_profile
     from tests.paths import STANDINS_DIR
 

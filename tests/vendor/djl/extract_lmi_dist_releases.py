@@ -18,7 +18,10 @@ Read per branch (each with its commit, path and line):
   enable_chunked_prefill defaults.
 - engines/python/setup/djl_python/rolling_batch/lmi_dist_rolling_batch.py: the engine it builds
   (``VllmEngineArgs``, from 0.27; 0.26 ``lmi_dist.models.get_model``), the warmup prefill it passes when
-  max_rolling_batch_prefill_tokens is unset (``_WARMUP_PREFILL_TOKENS``, 0.27-0.29), pipeline_parallel_size.
+  max_rolling_batch_prefill_tokens is unset (``_WARMUP_PREFILL_TOKENS``, 0.27-0.29), pipeline_parallel_size;
+  0.26 (LMI-Dist 8's own models, not vLLM's engine) the warmup call that sizes its KV cache on a prefill of
+  max_rolling_batch_prefill_tokens, and huggingface.py's ``LMI_DIST_ADV_MODEL`` (the architectures DJL routes to
+  LMI-Dist): keys only that branch has.
 And the published image: aws/sagemaker-python-sdk sagemaker-core/src/sagemaker/core/image_uri_config/
 djl-lmi.json (0.28 on) or djl-deepspeed.json (0.26-0.27) ``tag_prefix`` of the release, and the row of
 aws/deep-learning-containers available_images.md at DLC_REF (the last commit that has the file).
@@ -35,6 +38,7 @@ from pathlib import Path
 DOCKER = "serving/docker"
 PROPERTIES = "engines/python/setup/djl_python/properties_manager/lmi_dist_rb_properties.py"
 ROLLING_BATCH = "engines/python/setup/djl_python/rolling_batch/lmi_dist_rolling_batch.py"
+HUGGINGFACE = "engines/python/setup/djl_python/huggingface.py"
 SDK_DIR = "sagemaker-core/src/sagemaker/core/image_uri_config"
 DLC_REF = "bbf69f1f93"  # available_images.md's last version (later commits moved the list to docs/src/data)
 # branch -> (the build files that pin the wheels, the SDK image list of its release)
@@ -116,6 +120,27 @@ def _handler(properties: list[str], rolling: list[str]) -> dict[str, object]:
     }
 
 
+def _own_engine(huggingface: list[str], rolling: list[str]) -> dict[str, object]:
+    """For a handler that builds LMI-Dist's own models (``get_model``, 0.26: not vLLM's engine), how it starts
+    them: the warmup call that sizes the KV cache and the architectures DJL routes to LMI-Dist
+    (``LMI_DIST_ADV_MODEL``); nothing for the vLLM-based ones, whose entries stay as they were."""
+    if _find({ROLLING_BATCH: rolling}, r"^(from lmi_dist\.models import get_model)$") is None:
+        return {}
+    start = next((i for i, line in enumerate(huggingface) if line.startswith("LMI_DIST_ADV_MODEL = {")), None)
+    models = None
+    if start is not None:
+        end = next(i for i in range(start, len(huggingface)) if huggingface[i].startswith("}"))
+        names = [re.match(r'^    "(\w+)",$', line) for line in huggingface[start + 1:end]]
+        models = {"value": [m.group(1) for m in names if m], "path": HUGGINGFACE, "line": start + 1,
+                  "end_line": end + 1}
+    return {
+        "warmup_call": _find({ROLLING_BATCH: rolling}, r"(max_batch_total_tokens = self\.model\.warmup\(batch\))"),
+        "warmup_prefill_read": _find({ROLLING_BATCH: rolling},
+                                     r"(max_batch_prefill_tokens = self\.lmi_dist_configs\.max_rolling_batch_prefill_tokens)"),
+        "lmi_dist_models": models,
+    }
+
+
 def _sdk_image(sdk: Path, name: str, version: str) -> dict[str, object] | None:
     path = f"{SDK_DIR}/{name}"
     lines = _show(sdk, "HEAD", path)
@@ -145,7 +170,8 @@ def _branch(djl: Path, dlc: Path, sdk: Path, branch: str) -> dict[str, object]:
     return {
         "commit": _git(djl, "rev-parse", branch).strip(),
         **_pins({path: _show(djl, branch, path) for path in build_files}),
-        "handler": _handler(_show(djl, branch, PROPERTIES), _show(djl, branch, ROLLING_BATCH)),
+        "handler": {**_handler(_show(djl, branch, PROPERTIES), _show(djl, branch, ROLLING_BATCH)),
+                    **_own_engine(_show(djl, branch, HUGGINGFACE), _show(djl, branch, ROLLING_BATCH))},
         "sdk_image": image,
         "available_images": _listed(dlc, str(tag)) if tag else None,
     }

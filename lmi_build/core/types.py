@@ -8,8 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from lmi_build.errors import bounded
-from lmi_build.target_names import TARGET_NAMES, TargetName
+from lmi_build.core.errors import bounded
+from lmi_build.core.target_names import TARGET_NAMES, TargetName
 
 __all__ = ["TARGET_NAMES", "FrozenModel", "ModelIdentity", "PlanMessage", "Record", "RunnerKind", "TargetName"]
 

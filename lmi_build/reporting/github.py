@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from lmi_build.errors import bounded
-from lmi_build.redaction import command_secrets, environment_secrets, redact_text
+from lmi_build.core.errors import bounded
+from lmi_build.core.redaction import command_secrets, environment_secrets, redact_text
 
 Kind = Literal["error", "warning", "notice"]
 # The largest step summary GitHub shows is 1 MiB (its documented limit); lmi-build's own stay far below.

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from lmi_build.errors import bounded
+from lmi_build.core.errors import bounded
 
 # ASCII punctuation that CommonMark or GFM would read as markup, each escaped with a backslash.
 _MARKUP = re.compile(r"([\\`*_\[\]<>#~|&!])")

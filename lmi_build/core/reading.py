@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lmi_build.errors import LmiBuildError
+from lmi_build.core.errors import LmiBuildError
 
 if sys.version_info >= (3, 11):
     import tomllib

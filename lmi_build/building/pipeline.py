@@ -18,15 +18,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
-from lmi_build import events
 from lmi_build.artifact.cache import ArtifactCache
 from lmi_build.artifact.manifest import BuildRecord, StepTiming, load_manifest
 from lmi_build.artifact.output_place import check_output_place, protected_places
 from lmi_build.artifact.packager import check_output, install_directory, package
 from lmi_build.building.context import BuildContext, BuildOutcome, BuildSettings
 from lmi_build.building.target import Target
-from lmi_build.errors import InvalidPlan, LmiBuildError, StepError, Terminated, UnsupportedTarget
-from lmi_build.fs import (
+from lmi_build.core.errors import InvalidPlan, LmiBuildError, StepError, Terminated, UnsupportedTarget
+from lmi_build.core.fs import (
     DirectoryBusy,
     directory_lock,
     interruptible,
@@ -34,10 +33,11 @@ from lmi_build.fs import (
     remove_stale_temp_dirs,
     take_late_signals,
 )
-from lmi_build.output import current
-from lmi_build.paths import cache_root
+from lmi_build.core.paths import cache_root
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.planning.saved import SavedPlan
+from lmi_build.reporting import events
+from lmi_build.reporting.output import current
 from lmi_build.runners.executing import LOG_DIR
 from lmi_build.sources.base import ResolvedSource
 from lmi_build.sources.identity import check_identity

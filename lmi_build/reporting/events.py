@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sys
 import threading
 import time
@@ -25,11 +26,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
-from lmi_build.errors import MESSAGE_CHARS, bounded
-from lmi_build.redaction import command_secrets, redact_text, redact_tree
+from lmi_build.core.errors import MESSAGE_CHARS, bounded
+from lmi_build.core.redaction import command_secrets, redact_text, redact_tree
 
 SCHEMA_VERSION = 1
-SCHEMA_PATH = Path(__file__).with_name("data") / "events.schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "data" / "events.schema.json"
 # A byte count sends at most one event per this many seconds (and its final one), and at most
 # MAX_BYTE_EVENTS in all: a day-long transfer is not a million lines.
 BYTES_EVERY_S = 0.5
@@ -123,7 +124,7 @@ class ByteEvents:
         self.what, self.total = what, total
         self.done = 0
         self.sent = 0
-        self.last = 0.0
+        self.last = -math.inf  # the first is sent at once: time.monotonic() may start near 0 (a fresh host's uptime)
         self.last_done = -1
         self.lock = threading.Lock()
 

@@ -16,10 +16,10 @@ from typing import Any, TypeVar, cast
 
 from pydantic import model_validator
 
-from lmi_build.errors import LmiBuildError
-from lmi_build.tables import read_table
-from lmi_build.types import Record
-from lmi_build.versions import LmiVersionText, parse_lmi_version
+from lmi_build.core.errors import LmiBuildError
+from lmi_build.core.tables import read_table
+from lmi_build.core.types import Record
+from lmi_build.core.versions import LmiVersionText, parse_lmi_version
 
 PROFILES_ENV = "LMI_BUILD_PROFILES_DIR"
 DLC_URI = re.compile(r"\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com/djl-inference:[\w.-]+")

@@ -28,7 +28,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from lmi_build.errors import LmiBuildError, Terminated
+from lmi_build.core.errors import LmiBuildError, Terminated
 
 LinkMode = Literal["auto", "copy"]
 # "copy" forces copies even on one filesystem (benchmarks, or when the source must stay untouched).

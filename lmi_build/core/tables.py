@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from lmi_build.errors import LmiBuildError
+from lmi_build.core.errors import LmiBuildError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -23,7 +23,7 @@ else:  # pragma: no cover - Python 3.10
 
 Model = TypeVar("Model", bound=BaseModel)
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
+DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 
 
 class TableError(LmiBuildError):

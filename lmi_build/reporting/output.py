@@ -44,10 +44,9 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from lmi_build import events
-from lmi_build.ci import github
-from lmi_build.errors import MESSAGE_CHARS, bounded, with_hint
-from lmi_build.redaction import command_secrets, forget_command_secrets, redact_text, redact_tree
+from lmi_build.core.errors import MESSAGE_CHARS, bounded, with_hint
+from lmi_build.core.redaction import command_secrets, forget_command_secrets, redact_text, redact_tree
+from lmi_build.reporting import events, github
 
 # Width of tables written to a pipe or a file when $COLUMNS does not say one: wide enough that most
 # rows stay on one line. $COLUMNS, when set, is honoured in a pipe too (COLUMNS=80 lmi-build ... | less).

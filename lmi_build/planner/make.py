@@ -12,7 +12,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from lmi_build.artifact.hygiene import host_roots, iter_strings, starts_with_root
-from lmi_build.errors import InvalidPlan, LmiBuildError, OptionError
+from lmi_build.core.errors import LmiBuildError, OptionError
+from lmi_build.core.reading import read_json_file
+from lmi_build.core.types import ModelIdentity, TargetName
 from lmi_build.model.normalize import read_spec_file
 from lmi_build.model.spec import ModelSpec
 from lmi_build.model.tokenizer import VOCABULARY_PATTERNS, tokenizer_files
@@ -26,17 +28,22 @@ from lmi_build.planning.findings import Findings
 from lmi_build.planning.instances import get_instance
 from lmi_build.planning.memory import check_fit, estimate
 from lmi_build.planning.options import CommonOptions
-from lmi_build.planning.plan import BuildPlan, QuantizationPlan, TargetKnobs, ToolchainRef
+from lmi_build.planning.plan import (
+    BuildPlan,
+    CheckpointStepEstimate,
+    MemoryEstimate,
+    QuantizationPlan,
+    TargetKnobs,
+    ToolchainRef,
+)
 from lmi_build.planning.quantization import plan_quantization, split_messages, tp_group_problem
 from lmi_build.planning.request import PlanRequest
 from lmi_build.planning.saved import BuildInputs, SavedPlan
-from lmi_build.planning.target_api import PlanningTarget
-from lmi_build.reading import read_json_file
+from lmi_build.planning.target_api import PlanningTarget, TargetPlan
 from lmi_build.recipes.registry import infer_version_options, load_recipes
-from lmi_build.recipes.schema import Recipe
-from lmi_build.sources.identity import check_identity
+from lmi_build.recipes.schema import Recipe, TargetSupport
+from lmi_build.sources.base import ResolvedSource
 from lmi_build.sources.resolve import resolve_source
-from lmi_build.types import ModelIdentity
 
 _ACCELERATOR_WORDS = {"gpu": "NVIDIA GPUs", "neuron": "Neuron devices"}
 INSTANCE_HINTS = {"gpu": "pick a GPU instance type (g5, g6, g6e, p4d, p5, ...), or use the neuronx target",
@@ -84,21 +91,11 @@ def plan_request(request: PlanRequest, target: PlanningTarget) -> SavedPlan:
     """The plan of a build for ``target`` and where its inputs are: what ``--save`` writes and every
     build executes. Raises ``LmiBuildError`` only when no plan can be made at all (unreadable model
     source, malformed properties); every other problem is a plan error."""
-    target_name = target.name
     instance = get_instance(request.instance_type) if request.instance_type else None
     findings = Findings()
-
-    cli = cli_option_pairs(list(request.option))
-    flags = request.flag_options()
-    for key, (value, origin) in flags.items():
-        given = cli.get(key)
-        if given is not None and given[0] != value:
-            findings.warn("flag_conflict", f"{origin} and {given[1]} disagree ({value} vs {given[0]}); {origin} is used",
-                          f"give {key} once")
-    cli.update(flags)  # a dedicated flag wins over the same key in --option
-    inputs = OptionInputs(cli=cli, properties_file=request.properties, env=request.env, recipe_defaults={})
-    first = resolve_options(inputs, target=target_name, strict=request.strict)
-
+    inputs = OptionInputs(cli=_cli_options(request, findings), properties_file=request.properties, env=request.env,
+                          recipe_defaults={})
+    first = resolve_options(inputs, target=target.name, strict=request.strict)
     model_ref = request.model or first.options.get("model_id")
     if not model_ref:
         raise OptionError("no model given",
@@ -112,102 +109,113 @@ def plan_request(request: PlanRequest, target: PlanningTarget) -> SavedPlan:
         model=os.path.abspath(model_ref) if source.identity.kind == "local" else model_ref,
         revision=revision, allow_pickle=request.allow_pickle,
         calib_data=request.calib_data.absolute() if request.calib_data else None)
+    recipe, support = _recipe_support(spec, target.name, findings)
+    if recipe is None or support is None:
+        return SavedPlan(inputs=build_inputs, plan=_early_plan(target, source.identity, spec,
+                                                              first.options, findings, recipe))
+    resolution = resolve_options(replace(inputs, recipe_defaults=support.defaults),
+                                 target=target.name, strict=request.strict)
+    findings.add_errors(resolution.errors)
+    findings.add_warnings(resolution.warnings)
+    quantization = _plan_quantization(request, target, recipe, spec, resolution.options, findings)
+    ctx = PlanContext(request=request, target=target.name, spec=spec, recipe=recipe, support=support,
+                      options=resolution.options, instance=instance, quantization=quantization, findings=findings)
+    planned = _plan_target(ctx, target, source)
+    memory, checkpoint_step = _plan_memory(ctx, target, planned)
+    return SavedPlan(inputs=build_inputs, plan=_finished_plan(ctx, source.identity, planned, memory, checkpoint_step))
 
+
+def _cli_options(request: PlanRequest, findings: Findings) -> dict[str, tuple[str, str]]:
+    """--option pairs with the dedicated flags over them: a flag wins over the same key in --option."""
+    cli = cli_option_pairs(list(request.option))
+    flags = request.flag_options()
+    for key, (value, origin) in flags.items():
+        given = cli.get(key)
+        if given is not None and given[0] != value:
+            findings.warn("flag_conflict", f"{origin} and {given[1]} disagree ({value} vs {given[0]}); {origin} is used",
+                          f"give {key} once")
+    cli.update(flags)
+    return cli
+
+
+def _recipe_support(spec: ModelSpec, target_name: TargetName,
+                    findings: Findings) -> tuple[Recipe | None, TargetSupport | None]:
+    """The recipe of ``spec`` and how it builds for the target; a None, with the plan error, where
+    the target cannot plan the model at all."""
     if checks.model_config_problems(spec, findings):
         # A config no model can have: no target plans with it (its lengths and shapes would be nonsense).
-        return SavedPlan(inputs=build_inputs, plan=_early_plan(request, target, source.identity, spec,
-                                                      first.options, findings, None))
+        return None, None
     try:
         recipe = load_recipes().match(spec)
     except LmiBuildError as error:
         findings.error("architecture_unknown", error.message, hint=error.hint)
-        return SavedPlan(inputs=build_inputs, plan=_early_plan(request, target, source.identity, spec,
-                                                      first.options, findings, None))
-
+        return None, None
     support = recipe.targets.get(target_name)
     if support is None:
-        others = ", ".join(recipe.targets) or "none"
         reason = recipe.unsupported.get(target_name)
         findings.error("architecture_unsupported",
                        f"{spec.architecture} ({recipe.name}) cannot be built for {target_name}"
                        + (f": {reason}" if reason else ""),
-                       hint=f"targets that support it: {others}")
-        return SavedPlan(inputs=build_inputs, plan=_early_plan(request, target, source.identity, spec,
-                                                      first.options, findings, recipe))
+                       hint=f"targets that support it: {', '.join(recipe.targets) or 'none'}")
+    return recipe, support
 
-    resolution = resolve_options(replace(inputs, recipe_defaults=support.defaults),
-                                 target=target_name, strict=request.strict)
-    findings.add_errors(resolution.errors)
-    findings.add_warnings(resolution.warnings)
-    options = resolution.options
 
-    quantization = _plan_quantization(request, target, recipe, spec, options, findings)
-    ctx = PlanContext(request=request, target=target_name, spec=spec, recipe=recipe, support=support,
-                      options=options, instance=instance, quantization=quantization, findings=findings)
+def _plan_target(ctx: PlanContext, target: PlanningTarget, source: ResolvedSource) -> TargetPlan:
+    """The checks every target shares around the target's own plan."""
     _version_options(ctx)
     checks.check_common(ctx)
-    custom_tokenizer = _check_tokenizer_code(source.path, read_options(options, CommonOptions).trust_remote_code,
-                                             findings)
-    _check_tokenizer_files(source.files, quantization, custom_tokenizer, findings)
+    custom_tokenizer = _check_tokenizer_code(source.path, read_options(ctx.options, CommonOptions).trust_remote_code,
+                                             ctx.findings)
+    _check_tokenizer_files(source.files, ctx.quantization, custom_tokenizer, ctx.findings)
     planned = target.plan(ctx)
     checks.check_dtype_cast(ctx, planned.dtype)
-    _check_tp_groups(quantization, spec, planned.build, findings)
+    # Group-quantized (INT4) row-parallel layers need whole groups on every rank: known only once tp is.
+    if (problem := tp_group_problem(ctx.quantization, ctx.spec, planned.build.tp)) is not None:
+        ctx.findings.add_errors([problem])
+    return planned
 
-    memory = estimate(spec, planned.dtype, quantization, planned.workload, instance)
-    if instance is not None:
-        if instance.accelerator.kind != target.accelerator:
-            findings.error("instance_target", f"{instance.name} has {instance.accelerator.description}, not the "
-                           f"{_ACCELERATOR_WORDS[target.accelerator]} the {target_name} target builds for",
+
+def _plan_memory(ctx: PlanContext, target: PlanningTarget,
+                 planned: TargetPlan) -> tuple[MemoryEstimate, CheckpointStepEstimate | None]:
+    """The memory estimate, checked against --instance-type, and the convert/quantize step's."""
+    instance, quantization, calib_data = ctx.instance, ctx.quantization, ctx.request.calib_data
+    memory = estimate(ctx.spec, planned.dtype, quantization, planned.workload, instance)
+    if instance is not None and instance.accelerator.kind != target.accelerator:
+        ctx.findings.error("instance_target", f"{instance.name} has {instance.accelerator.description}, not the "
+                           f"{_ACCELERATOR_WORDS[target.accelerator]} the {target.name} target builds for",
                            hint=INSTANCE_HINTS[target.accelerator])
-        else:
-            memory = check_fit(memory, planned.workload, instance, findings)
-
+    elif instance is not None:
+        memory = check_fit(memory, planned.workload, instance, ctx.findings)
     # Where the convert/quantize step runs and its cost; not in the cache key (the device decides
     # how, not what: the manifest records the device the build really used).
-    checkpoint_step = estimate_checkpoint_step(planned.checkpoint_work, quantization, spec, request.calib_data)
-    if checkpoint_step is not None and planned.checkpoint_work is not None:
+    step = estimate_checkpoint_step(planned.checkpoint_work, quantization, ctx.spec, calib_data)
+    if step is not None and planned.checkpoint_work is not None:
         # One host-RAM figure per step: the step's own estimate (measured rates, the streamed writer's few
         # tensors), not the general two-copies bound as well.
-        memory = memory.model_copy(update={"host_ram_bytes": checkpoint_step.host_ram_bytes})
-        check_host_ram(checkpoint_step, planned.checkpoint_work, quantization, spec, request.calib_data, findings)
+        memory = memory.model_copy(update={"host_ram_bytes": step.host_ram_bytes})
+        check_host_ram(step, planned.checkpoint_work, quantization, ctx.spec, calib_data, ctx.findings)
+    return memory, step
 
+
+def _finished_plan(ctx: PlanContext, identity: ModelIdentity, planned: TargetPlan, memory: MemoryEstimate,
+                   checkpoint_step: CheckpointStepEstimate | None) -> BuildPlan[TargetKnobs]:
+    """The plan with the serving.properties it writes, once they hold no host path, and its cache key."""
     written = ctx.written_options()
     properties = {k: v.value for k, v in written.items()}
-    _check_portable({"model": source.identity.model_dump(mode="json"), "options": properties,
-                     "quantization": quantization.model_dump(mode="json")}, findings)
+    _check_portable({"model": identity.model_dump(mode="json"), "options": properties,
+                     "quantization": ctx.quantization.model_dump(mode="json")}, ctx.findings)
     cache_key = compute_cache_key(
-        model=source.identity, config_digest=config_digest(spec.raw), recipe=recipe.name,
-        recipe_version=recipe.version, target=target_name, options=properties, build=planned.build,
-        quantization=quantization, toolchain=planned.toolchain,
+        model=identity, config_digest=config_digest(ctx.spec.raw), recipe=ctx.recipe.name,
+        recipe_version=ctx.recipe.version, target=ctx.target, options=properties, build=planned.build,
+        quantization=ctx.quantization, toolchain=planned.toolchain,
     )
-    plan: BuildPlan[TargetKnobs] = BuildPlan(
-        target=target_name,
-        recipe=recipe.name,
-        recipe_version=recipe.version,
-        model=source.identity,
-        spec=spec,
-        options=properties,
-        option_sources={k: v.source.value for k, v in written.items()},
-        build=planned.build,
-        quantization=quantization,
-        memory=memory,
-        checkpoint_step=checkpoint_step,
-        toolchain=planned.toolchain,
-        cache_key=cache_key,
-        valid=not findings.errors,
-        errors=findings.errors,
-        warnings=findings.warnings,
+    return BuildPlan(
+        target=ctx.target, recipe=ctx.recipe.name, recipe_version=ctx.recipe.version, model=identity,
+        spec=ctx.spec, options=properties, option_sources={k: v.source.value for k, v in written.items()},
+        build=planned.build, quantization=ctx.quantization, memory=memory, checkpoint_step=checkpoint_step,
+        toolchain=planned.toolchain, cache_key=cache_key, valid=not ctx.findings.errors,
+        errors=ctx.findings.errors, warnings=ctx.findings.warnings,
     )
-    return SavedPlan(inputs=build_inputs, plan=plan)
-
-
-def _check_tp_groups(quantization: QuantizationPlan, spec: ModelSpec, build: TargetKnobs,
-                     findings: Findings) -> None:
-    """Group-quantized (INT4) row-parallel layers need whole groups on every rank: known only once tp is."""
-    tp = build.tp
-    problem = tp_group_problem(quantization, spec, tp)
-    if problem is not None:
-        findings.add_errors([problem])
 
 
 def _check_portable(recorded: dict[str, object], findings: Findings) -> None:
@@ -225,15 +233,9 @@ def _check_portable(recorded: dict[str, object], findings: Findings) -> None:
                                 "or leave it out")
 
 
-def _plan_quantization(
-    request: PlanRequest,
-    target: PlanningTarget,
-    recipe: Recipe,
-    spec: ModelSpec,
-    options: ResolvedOptions,
-    findings: Findings,
-) -> QuantizationPlan:
-
+def _plan_quantization(request: PlanRequest, target: PlanningTarget, recipe: Recipe, spec: ModelSpec,
+                       options: ResolvedOptions, findings: Findings) -> QuantizationPlan:
+    """The quantization step, and whether the recipe builds it (or loads the pre-quantized input) there."""
     support = recipe.targets[target.name]
     route = target.checkpoint_route(support, spec, options)
     # --quantize is option.quantize from the CLI layer: resolution checked it against the table.
@@ -275,15 +277,8 @@ def _version_options(ctx: PlanContext) -> None:
         ctx.derive(key, value, "inferred from config.json")
 
 
-def _early_plan(
-    request: PlanRequest,
-    target: PlanningTarget,
-    identity: ModelIdentity,
-    spec: ModelSpec,
-    options: ResolvedOptions,
-    findings: Findings,
-    recipe: Recipe | None,
-) -> BuildPlan:
+def _early_plan(target: PlanningTarget, identity: ModelIdentity, spec: ModelSpec,
+                options: ResolvedOptions, findings: Findings, recipe: Recipe | None) -> BuildPlan:
     """An invalid plan for a model the target cannot build: no knobs, memory or toolchain check."""
     properties = {k: v.value for k, v in options.values.items() if k not in NOT_WRITTEN}
     toolchain = ToolchainRef(target=target.name)
@@ -300,68 +295,3 @@ def _early_plan(
         toolchain=toolchain, cache_key=cache_key, valid=False, errors=findings.errors,
         warnings=findings.warnings,
     )
-
-
-
-# Where an option's value in a saved plan came from the user (or the planner's own derivation from
-# it): given to the planner again as is. Every other value (the recipe's, the LMI default) is the
-# planner's to give again, so an edited default is found as a difference.
-_GIVEN_SOURCES = frozenset({"cli", "properties", "env", "alias", "derived"})
-# What decides the build: compared between a saved plan and the plan its inputs make now. Not
-# compared: where values came from, the messages, the memory estimate (its verdict is an error when
-# it matters), the convert step's estimate (this host's devices) and the cache key (the saved plan's
-# is checked against its content when read: ``saved._check_as_written``).
-_DECIDING_FIELDS = ("target", "recipe", "recipe_version", "model", "spec", "options", "build", "quantization",
-                    "toolchain")
-
-
-def recheck_saved_plan(saved: SavedPlan, target: PlanningTarget, *, origin: str,
-                       endpoint_url: str | None = None) -> None:
-    """Refuse a saved plan that is not the plan its own inputs make now: its model (config.json
-    read again), its given options, profile, instance, quantization and calibration file planned
-    again, every check of the planner and the target run again, and every field that decides the
-    build compared. A plan is the contract, not a proof that it was checked: a plan edited and
-    re-digested (tp 3 on 8 heads, trust_remote_code turned on as a default) is refused here, before
-    anything is fetched or built. Raises ``InvalidPlan`` with one line."""
-    plan = saved.plan
-    hint = ("plan it again (lmi-build plan <target> ... --save plan.json): a saved plan is built only as "
-            "its inputs plan it")
-    given = tuple(f"{key}={value}" for key, value in sorted(plan.options.items())
-                  if plan.option_sources.get(key) in _GIVEN_SOURCES)
-    quantize = plan.quantization.method if plan.quantization.pre_quantized is None else None
-    request = PlanRequest(
-        model=saved.inputs.model, revision=saved.inputs.revision, allow_pickle=saved.inputs.allow_pickle,
-        calib_data=saved.inputs.calib_data, option=given, quantize=quantize,
-        profile=plan.toolchain.profile, instance_type=plan.memory.instance_type if plan.memory else None,
-        endpoint_url=endpoint_url)
-    again = plan_request(request, target).plan
-    check_identity(plan.model, again.model, saved.inputs.model)  # a changed model says so first
-    if not again.valid:
-        first = again.errors[0]
-        raise InvalidPlan(f"{origin} does not pass the planner's checks: {first.message}", hint=hint)
-    saved_fields = plan.model_dump(mode="json", include=set(_DECIDING_FIELDS))
-    planned_fields = again.model_dump(mode="json", include=set(_DECIDING_FIELDS))
-    if plan.model.kind == "local":  # a local directory may have moved: its name is not its identity
-        planned_fields["model"]["id"] = saved_fields["model"]["id"]
-    for name in _DECIDING_FIELDS:
-        difference = _difference(saved_fields.get(name), planned_fields.get(name), name)
-        if difference is not None:
-            raise InvalidPlan(f"{origin} is not the plan its inputs make: {difference}", hint=hint)
-
-
-def _difference(saved: object, planned: object, where: str) -> str | None:
-    """The first place two JSON values differ, with both values (short)."""
-    if isinstance(saved, dict) and isinstance(planned, dict):
-        for key in sorted(saved.keys() | planned.keys(), key=str):
-            found = _difference(saved.get(key), planned.get(key), f"{where}.{key}")
-            if found is not None:
-                return found
-        return None
-    if saved == planned:
-        return None
-    return f"{where} is {_short(saved)} in the plan, {_short(planned)} when planned again"
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from lmi_build.errors import MESSAGE_CHARS, LmiBuildError, bounded
-from lmi_build.fs import atomic_write_bytes
-from lmi_build.redaction import environment_secrets, redact_text
+from lmi_build.core.errors import MESSAGE_CHARS, LmiBuildError, bounded
+from lmi_build.core.fs import atomic_write_bytes
+from lmi_build.core.redaction import environment_secrets, redact_text
 
 # What XML 1.0 cannot hold: C0 controls but tab, LF and CR, lone surrogates, U+FFFE and U+FFFF.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
