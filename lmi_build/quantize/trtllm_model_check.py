@@ -67,9 +67,12 @@ def tensor_problems(rank_tensors: Mapping[int, Set[str]], layers: int | None, *,
     # Every layer must hold what the first layer found holds (tensor names after the layer's prefix).
     reference = next((held for layers_of in per_rank for _, held in sorted(layers_of.items())), None)
     problems: list[str] = []
-    for rank in range(tp * pp):
+    for rank, per_layer in enumerate(per_rank):
         problems += _placement_problems(rank, rank_tensors, tp=tp, pp=pp)
-        problems += _layer_problems(rank, per_rank[rank], reference if uniform_layers else None)
+        if sorted(per_layer) != list(range(len(per_layer))):
+            problems.append(f"rank{rank}'s layers are numbered {sorted(per_layer)[:8]}, not from 0 without gaps")
+        if uniform_layers and reference is not None:
+            problems += _layer_differing(rank, per_layer, reference)[:1]  # the first per rank
     total = sum(len(per_rank[stage * tp]) for stage in range(pp))  # a stage's layers are on each of its tp ranks
     if layers is not None and total != layers:
         problems.append(f"the rank files hold {total} layers, the model's config.json num_hidden_layers is {layers}")
@@ -95,14 +98,8 @@ def _placement_problems(rank: int, rank_tensors: Mapping[int, Set[str]], *, tp: 
     return problems
 
 
-def _layer_problems(rank: int, per_layer: Mapping[int, set[str]], reference: set[str] | None) -> list[str]:
-    """A rank's layers numbered from 0 without gaps; the first that does not hold ``reference`` (None: any)."""
-    problems = []
-    if sorted(per_layer) != list(range(len(per_layer))):
-        problems.append(f"rank{rank}'s layers are numbered {sorted(per_layer)[:8]}, not from 0 without gaps")
-    for layer, held in sorted(per_layer.items()):
-        if reference is not None and held != reference:
-            missing = sorted(reference - held) or sorted(held - reference)
-            problems.append(f"rank{rank} layer {layer} differs from the others ({', '.join(missing[:3])})")
-            break
-    return problems
+def _layer_differing(rank: int, per_layer: Mapping[int, set[str]], reference: set[str]) -> list[str]:
+    """Each of a rank's layers that does not hold ``reference``, and what differs."""
+    return [f"rank{rank} layer {layer} differs from the others "
+            f"({', '.join((sorted(reference - held) or sorted(held - reference))[:3])})"
+            for layer, held in sorted(per_layer.items()) if held != reference]

@@ -89,7 +89,7 @@ class TrtllmPlanning:
         custom_all_reduce = _custom_all_reduce(ctx, given, user, profile.tensorrt_llm)
         rotary_base, rotary_dim, scaling_type, scaling_factor = _rotary(ctx.spec, given)
         _check_since(ctx, scaling_type, profile)
-        route, writer = _checkpoint_route(ctx, self.checkpoint_route(ctx.support, ctx.spec, ctx.options), profile, pp)
+        route, writer = _route_and_writer(ctx, self.checkpoint_route(ctx.support, ctx.spec, ctx.options), profile, pp)
         build = TrtllmBuild(
             tp=tp, pp=pp, dtype=dtype, gemm_plugin=dtype, gpt_attention_plugin=dtype,
             max_input_len=lengths.max_input_len, max_output_len=lengths.max_output_len,
@@ -173,11 +173,9 @@ def _tokens_per_block(ctx: PlanContext, given: TrtllmOptions, user: TrtllmOption
 
 def _check_legacy_storage(ctx: PlanContext, given: TrtllmOptions, dtype: str, profile: ContainerProfile) -> None:
     """0.7.x SmoothQuant converts with hf_llama_convert.py, whose --storage-type has no bf16."""
-    storage_types = flag_table(profile.tensorrt_llm).limits.hf_convert_storage_types
-    if profile.workflow != "legacy" or given.quantize != "smoothquant" or storage_types is None:
-        return
-    storage = checks.lmi_dtype(dtype)
-    if storage not in storage_types:
+    storage, storage_types = checks.lmi_dtype(dtype), flag_table(profile.tensorrt_llm).limits.hf_convert_storage_types
+    if (profile.workflow == "legacy" and given.quantize == "smoothquant" and storage_types is not None
+            and storage not in storage_types):
         ctx.findings.error("smoothquant_dtype",
                            f"SmoothQuant with TensorRT-LLM {profile.tensorrt_llm} converts with hf_llama_convert.py, "
                            f"which stores only {', '.join(storage_types)}, not {storage}",
@@ -267,7 +265,7 @@ def _check_since(ctx: PlanContext, scaling_type: str | None, profile: ContainerP
             ctx.findings.error(code, message, hint=hint)
 
 
-def _checkpoint_route(ctx: PlanContext, route: Literal["modelopt", "vendor"], profile: ContainerProfile,
+def _route_and_writer(ctx: PlanContext, route: Literal["modelopt", "vendor"], profile: ContainerProfile,
                       pp: int) -> tuple[Literal["modelopt", "vendor"], Literal["modelopt", "stream"]]:
     """The route ``checkpoint_route`` picks, unless ModelOpt would write an architecture the release lacks;
     and the ModelOpt route's writer: streamed where the architecture's tensors map."""

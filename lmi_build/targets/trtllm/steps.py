@@ -12,6 +12,7 @@ from typing import cast
 from lmi_build.core.errors import UnsupportedTarget
 from lmi_build.core.types import FrozenModel
 from lmi_build.options.spec import full_key
+from lmi_build.planning.checks import lmi_dtype
 from lmi_build.planning.plan import BuildPlan, QuantizationPlan
 from lmi_build.reporting.output import current
 from lmi_build.runners.bundle import (
@@ -132,7 +133,6 @@ class _Args:
         self.argv.extend(str(v) for v in values)
 
     def add_when(self, flag: str, on: bool | None) -> None:
-        """``--flag`` alone, only when ``on``."""
         if on:
             self.add(flag)
 
@@ -147,6 +147,29 @@ class _Args:
         else:
             self.add(flag, "enable" if on else "disable")
 
+    def weight_only(self, precision: str, *, per_group: bool = False) -> None:
+        """The weight-only flags, spelled alike by convert_checkpoint.py and 0.7's build.py."""
+        self.add("use_weight_only")
+        self.add("weight_only_precision", precision)
+        self.add_when("per_group", per_group)
+
+    def shapes(self, build: TrtllmBuild) -> None:
+        """The engine's shapes; a tool without --max_seq_len (0.7's build.py, trtllm-build before 0.11)
+        takes --max_output_len."""
+        self.add("max_batch_size", build.max_batch_size)
+        self.add("max_input_len", build.max_input_len)
+        if self.has("max_seq_len"):
+            self.add("max_seq_len", build.max_seq_len)
+        else:
+            self.add("max_output_len", build.max_output_len)
+        self.add("max_beam_width", build.max_beam_width)
+        self.add_unless_none("max_num_tokens", build.max_num_tokens)
+
+    def checkpoint_step(self) -> Step:
+        """The step that writes the checkpoint from the model with this argv, in the container."""
+        return Step(name="checkpoint", argv=self.argv, where="container", tool=self.tool,
+                    inputs=["model", "examples"], outputs=["checkpoint"], timeout_s=CHECKPOINT_TIMEOUT_S)
+
 
 def _dtype_value(dtype: str | None) -> str:
     return dtype if dtype else "disable"
@@ -154,32 +177,6 @@ def _dtype_value(dtype: str | None) -> str:
 
 # The weight-only methods and the precision the vendor scripts name them by.
 WEIGHT_ONLY_PRECISION = {"int8_wo": "int8", "int4_wo": "int4"}
-
-
-def _weight_only(args: _Args, precision: str, *, per_group: bool = False) -> None:
-    """The weight-only flags, spelled alike by convert_checkpoint.py and 0.7's build.py."""
-    args.add("use_weight_only")
-    args.add("weight_only_precision", precision)
-    args.add_when("per_group", per_group)
-
-
-def _shape_args(args: _Args, build: TrtllmBuild) -> None:
-    """The engine's shapes; a tool without --max_seq_len (0.7's build.py, trtllm-build before 0.11)
-    takes --max_output_len."""
-    args.add("max_batch_size", build.max_batch_size)
-    args.add("max_input_len", build.max_input_len)
-    if args.has("max_seq_len"):
-        args.add("max_seq_len", build.max_seq_len)
-    else:
-        args.add("max_output_len", build.max_output_len)
-    args.add("max_beam_width", build.max_beam_width)
-    args.add_unless_none("max_num_tokens", build.max_num_tokens)
-
-
-def _container_checkpoint_step(args: _Args) -> Step:
-    """A vendor script that writes the checkpoint from the model, in the container."""
-    return Step(name="checkpoint", argv=args.argv, where="container", tool=args.tool,
-                inputs=["model", "examples"], outputs=["checkpoint"], timeout_s=CHECKPOINT_TIMEOUT_S)
 
 
 # ---- >= 0.8: checkpoint (ModelOpt on the host, or the vendor scripts in the container) ----
@@ -201,7 +198,6 @@ def _checkpoint_steps(plan: StepInputs, build: TrtllmBuild, table: FlagTable) ->
 
 
 def _converter(table: FlagTable, example: str) -> str:
-    """The example's convert_checkpoint.py, as the refusals name it."""
     return f"examples/{table.example_dir(example)}/convert_checkpoint.py of TensorRT-LLM {table.series}"
 
 
@@ -254,7 +250,7 @@ def _convert_checkpoint_step(build: TrtllmBuild, quant: QuantizationPlan, table:
         raise UnsupportedTarget(f"{_converter(table, example)} has no working {', '.join('--' + f for f in lacking)} "
                                 "(flags.toml limits converter_lacks)",
                                 hint="plan without the option that needs it, or with a profile of a newer TensorRT-LLM")
-    return _container_checkpoint_step(args)
+    return args.checkpoint_step()
 
 
 def _converter_layout_args(args: _Args, build: TrtllmBuild, table: FlagTable, example: str) -> None:
@@ -286,7 +282,7 @@ def _converter_quantization_args(args: _Args, quant: QuantizationPlan, table: Fl
         args.add_when("per_token", quant.per_token)
         args.add_when("per_channel", quant.per_channel)
     elif method in WEIGHT_ONLY_PRECISION:
-        _weight_only(args, WEIGHT_ONLY_PRECISION[method])
+        args.weight_only(WEIGHT_ONLY_PRECISION[method])
     elif method is not None:
         raise UnsupportedTarget(f"quantization '{method}' has no vendor convert_checkpoint route",
                                 hint="use the ModelOpt checkpoint route")
@@ -301,7 +297,7 @@ GPTQ_PATH_FLAGS = ("quant_ckpt_path", "modelopt_quant_ckpt_path", "ammo_quant_ck
 
 def _prequantized_args(args: _Args, method: str, table: FlagTable, group_size: int | None = None) -> None:
     if method == "gptq":
-        _weight_only(args, "int4_gptq", per_group=True)
+        args.weight_only("int4_gptq", per_group=True)
         if group_size is not None and args.has("group_size"):
             args.add("group_size", group_size)  # the converter's default is 128, whatever the model has
         # --ammo_quant_ckpt_path at 0.8/0.9, --modelopt_quant_ckpt_path at 0.10, --quant_ckpt_path later (flags.toml).
@@ -313,7 +309,7 @@ def _prequantized_args(args: _Args, method: str, table: FlagTable, group_size: i
         if not table.limits.awq_from_quantization_config:
             raise UnsupportedTarget(f"AutoAWQ checkpoints need TensorRT-LLM >= 0.16 (this profile has {table.series})",
                                     hint="pick a newer profile or start from the unquantized model")
-        _weight_only(args, "int4_gptq", per_group=True)
+        args.weight_only("int4_gptq", per_group=True)
     else:
         raise UnsupportedTarget(f"pre-quantized '{method}' checkpoints cannot be converted by convert_checkpoint.py",
                                 hint="start from the unquantized model")
@@ -333,7 +329,7 @@ def _quantize_script_step(build: TrtllmBuild, table: FlagTable, method: str, qua
     if args.has("tp_size"):
         args.add("tp_size", build.tp)
         args.add("pp_size", build.pp)
-    return _container_checkpoint_step(args)
+    return args.checkpoint_step()
 
 
 # ---- >= 0.8: trtllm-build ----
@@ -343,7 +339,7 @@ def _trtllm_build_step(plan: StepInputs, build: TrtllmBuild, table: FlagTable, w
     args.add("checkpoint_dir", "{checkpoint}")
     args.add("output_dir", "{engine}")
     args.add("workers", "{workers}")
-    _shape_args(args, build)
+    args.shapes(build)
     args.add("gemm_plugin", _dtype_value(build.gemm_plugin))
     args.add("gpt_attention_plugin", _dtype_value(build.gpt_attention_plugin))
     if args.has("paged_kv_cache"):
@@ -405,16 +401,16 @@ def _legacy_quantization(args: _Args, build: TrtllmBuild, quant: QuantizationPla
     if quant.method == "awq":
         # AMMO 0.5 writes one .npz named <decoder>_tp1_rank0.npz; build.py splits it per rank.
         args.add("quant_ckpt_path", "{checkpoint}/llama_tp1_rank0.npz")
-        _weight_only(args, "int4_awq", per_group=True)
+        args.weight_only("int4_awq", per_group=True)
         return _quantize_script_step(build, table, "awq", quant)
     if quant.pre_quantized is not None:
         # A pre-quantized GPTQ model: build.py takes the config from --model_dir and, with --per_group,
         # the int4 weights from ONE .safetensors file (load_from_gptq_llama), grouped by --group_size.
         args.add("quant_ckpt_path", f"{{model}}/{GPTQ_FILE}")
-        _weight_only(args, "int4_gptq", per_group=True)
+        args.weight_only("int4_gptq", per_group=True)
         args.add("group_size", quant.group_size or quant.pre_quantized.group_size or 128)
     elif quant.method is not None:
-        _weight_only(args, WEIGHT_ONLY_PRECISION[quant.method])
+        args.weight_only(WEIGHT_ONLY_PRECISION[quant.method])
     return None
 
 
@@ -433,7 +429,7 @@ def _legacy_smoothquant_step(args: _Args, build: TrtllmBuild, quant: Quantizatio
     args.add("use_smooth_quant")
     args.add_when("per_token", quant.per_token)
     args.add_when("per_channel", quant.per_channel)
-    return _container_checkpoint_step(convert)
+    return convert.checkpoint_step()
 
 
 def _legacy_engine_args(args: _Args, build: TrtllmBuild) -> None:
@@ -443,7 +439,7 @@ def _legacy_engine_args(args: _Args, build: TrtllmBuild) -> None:
     args.add("world_size", build.world_size)
     args.add("tp_size", build.tp)
     args.add("pp_size", build.pp)
-    _shape_args(args, build)
+    args.shapes(build)
     args.add("use_gpt_attention_plugin", _dtype_value(build.gpt_attention_plugin))
     if build.gemm_plugin:
         args.add("use_gemm_plugin", build.gemm_plugin)
@@ -461,7 +457,7 @@ def _legacy_engine_args(args: _Args, build: TrtllmBuild) -> None:
 
 def _legacy_storage_type(dtype: str, table: FlagTable) -> str:
     """hf_llama_convert.py's --storage-type for ``dtype``; the plan refuses the ones it lacks (bf16)."""
-    storage = {"float16": "fp16", "float32": "fp32", "bfloat16": "bf16"}[dtype]
+    storage = lmi_dtype(dtype)  # hf_llama_convert.py names them as serving.properties does
     allowed = table.limits.hf_convert_storage_types
     if allowed is not None and storage not in allowed:
         raise UnsupportedTarget(f"hf_llama_convert.py of TensorRT-LLM {table.series} stores only "
