@@ -15,22 +15,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from lmi_build.core.types import Record
 from lmi_build.options.resolved import Source
 from lmi_build.planning.context import PlanContext, read_written
+from lmi_build.planning.options import CommonOptions
 from lmi_build.targets.trtllm.profiles import ContainerProfile
 
 
-class TrtllmOptions(BaseModel):
-    """The options the trtllm target reads (its planner, its engine check of serving.properties); None: unset
-    (or unparsable: resolution made that a plan error)."""
+class TrtllmOptions(CommonOptions):
+    """The options the trtllm target reads (its planner, its engine check of serving.properties), the shared
+    ones inherited; None: unset (or unparsable: resolution made that a plan error)."""
 
-    model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
-
-    dtype: str | None = None
-    quantize: str | None = None
-    smoothquant_per_token: bool | None = None
-    smoothquant_per_channel: bool | None = None
     pipeline_parallel_degree: int | None = None
     pipeline_parallel_size: int | None = None
-    tensor_parallel_degree: int | str | None = None  # an int, or "max"
     max_input_len: int | None = None
     max_output_len: int | None = None
     max_rolling_batch_size: int | None = None
@@ -44,10 +38,7 @@ class TrtllmOptions(BaseModel):
     multi_block_mode: bool | None = None
     rotary_base: float | None = None
     rotary_dim: int | None = None
-    rotary_scaling_type: str | None = None
-    rotary_scaling_factor: float | None = None
     mpi_mode: bool | None = None
-    kv_cache_dtype: str | None = None
     kv_cache_free_gpu_mem_fraction: float | None = None
     free_gpu_memory_fraction: float | None = None
 
