@@ -214,7 +214,8 @@ def _a_few(others: list[str], *, after: int, order: list[str]) -> str:
     """Two of ``others`` at most, so that a hint stays short: the first release after this one that
     loads it (else the last before) and the last `profiles list` shows, with how many more do."""
     newer = [name for name in others if order.index(name) > after]
-    picked = list(dict.fromkeys([(newer or others[-1:])[0], others[-1]]))
+    first = newer[0] if newer else others[-1]
+    picked = [first] if first == others[-1] else [first, others[-1]]
     more = len(others) - len(picked)
     return " or ".join(picked) + (f" ({more} more load it: lmi-build profiles list)" if more else "")
 
