@@ -22,7 +22,7 @@ from lmi_build.core.types import PlanMessage
 from lmi_build.options.properties import read_properties_with_lines
 from lmi_build.planning.context import read_text
 from lmi_build.planning.gpus import normalize_sm
-from lmi_build.planning.options import CommonText
+from lmi_build.planning.options import CommonOptions
 from lmi_build.planning.startup import StartupOutcome
 
 
@@ -143,9 +143,9 @@ def check_serving_record(found: dict[str, str] | None, manifest: Manifest) -> li
                            "the file was edited after the build: rebuild or re-pull the artifact"))
     # The manifest's plan is JSON as read (``Manifest.plan``): its values typed as text, whatever an edit made them.
     planned_options = {key: str(value) for key, value in (manifest.plan.get("options") or {}).items()}
-    planned = read_text(planned_options, CommonText).trust_remote_code or "false"
+    planned = read_text(planned_options, CommonOptions).trust_remote_code or "false"
     for where, values in (("serving.properties", found), ("the manifest's record", recorded)):
-        written = read_text(values, CommonText).trust_remote_code or "false"
+        written = read_text(values, CommonOptions).trust_remote_code or "false"
         if written.lower() in _TRUE and planned.lower() not in _TRUE:
             errors.append(_msg("trust_remote_code_edited",
                                f"{where} turns on option.trust_remote_code, which the plan the artifact was built "

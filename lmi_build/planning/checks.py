@@ -9,7 +9,7 @@ from lmi_build.options.resolve import option_spec
 from lmi_build.options.resolved import Source, _full_key
 from lmi_build.planning.context import PlanContext, read_options
 from lmi_build.planning.findings import Findings
-from lmi_build.planning.options import CommonOptions, CommonServing, CommonText
+from lmi_build.planning.options import CommonOptions
 
 # option.dtype (one of the option table's choices) -> the TensorRT-LLM / torch dtype name; the
 # table's int8 is LMI-Dist's alone.
@@ -73,7 +73,7 @@ def resolve_tp(ctx: PlanContext, *, pp: int = 1, unit: str = "GPU") -> int:
                               "the container would use every device (tensor_parallel_degree=max); "
                               "planning tp=1 because no instance type was given",
                               hint="pass --tp <n> or --instance-type to build for more devices")
-            ctx.write_options(CommonServing(tensor_parallel_degree=1), "default max without --instance-type")
+            ctx.write_options(CommonOptions(tensor_parallel_degree=1), "default max without --instance-type")
             return 1
         if ctx.instance is None:
             ctx.findings.error("tp_max_needs_instance",
@@ -81,7 +81,7 @@ def resolve_tp(ctx: PlanContext, *, pp: int = 1, unit: str = "GPU") -> int:
                                hint="pass --tp <n>, or --instance-type (e.g. g5.12xlarge) to resolve 'max'")
             return 1
         tp = max(1, ctx.instance.devices // max(1, pp))
-        ctx.write_options(CommonServing(tensor_parallel_degree=tp),
+        ctx.write_options(CommonOptions(tensor_parallel_degree=tp),
                           f"max on {ctx.instance.name} ({ctx.instance.devices} {unit}s)")
         return tp
     if requested == -1:
@@ -150,7 +150,7 @@ def check_common(ctx: PlanContext) -> None:
         ctx.findings.error("remote_code",
                            f"{spec.architecture} needs the model's own Python code (auto_map), which is not trusted",
                            hint="review the repository's code, then pass --trust-remote-code")
-    text = ctx.text_options(CommonText)
+    text = ctx.text_options(CommonOptions)
     has_type, has_factor = text.rotary_scaling_type is not None, text.rotary_scaling_factor is not None
     if has_type != has_factor:
         given, missing = ("rotary_scaling_type", "rotary_scaling_factor") if has_type else (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from pydantic import BaseModel
 
@@ -66,10 +66,31 @@ class _WrittenText(TypedReader):
         return spec.read(text)[0] if spec is not None and text.strip() else None
 
 
-def read_text(properties: Mapping[str, str], kind: type[Typed]) -> Typed:
-    """The serving.properties text (full keys) of the keys ``kind`` names (fields ``str | None``, as in
+def read_text(properties: Mapping[str, str], kind: type[Typed]) -> OptionText[Typed]:
+    """The serving.properties text (full keys) of the keys ``kind`` names (a target's options model, as in
     ``read_options``), as written: what a container reads before typing it its own way; None: absent."""
-    return kind.model_validate({key: properties.get(_full_key(key)) for key in _keys(kind)})
+    return OptionText(kind, {name: properties.get(_full_key(key)) for name, key in _named_keys(kind)})
+
+
+class OptionText(Generic[Typed]):
+    """The text of the options an options model names, read by its field names (``text.rolling_batch``):
+    a release's start-up types serving.properties its own way (DJL's Java and Python parse "True", " 8 "
+    or "max" otherwise than the option table does), so its model reads the text as written. The model's
+    fields are the only names: another name is an AttributeError at once, not a silent None (a typed
+    view per model would declare every key a second time)."""
+
+    __slots__ = ("_kind", "_texts")
+
+    def __init__(self, kind: type[Typed], texts: Mapping[str, str | None]) -> None:
+        self._kind = kind
+        self._texts = dict(texts)
+
+    def __getattr__(self, name: str) -> str | None:
+        texts: dict[str, str | None] = object.__getattribute__(self, "_texts")
+        if name not in texts:
+            kind: type[BaseModel] = object.__getattribute__(self, "_kind")
+            raise AttributeError(f"{kind.__name__} has no option {name!r}")
+        return texts[name]
 
 
 def written_text(values: BaseModel) -> dict[str, str]:
@@ -92,7 +113,12 @@ def _text(value: object) -> str:
 def _keys(kind: type[BaseModel]) -> list[str]:
     """The option keys of ``kind``'s fields: each field's alias (``option.batch_size`` beside the top-level
     ``batch_size``), else its name."""
-    return [field.alias or name for name, field in kind.model_fields.items()]
+    return [key for _, key in _named_keys(kind)]
+
+
+def _named_keys(kind: type[BaseModel]) -> list[tuple[str, str]]:
+    """``kind``'s fields with their option keys (``_keys``)."""
+    return [(name, field.alias or name) for name, field in kind.model_fields.items()]
 
 
 @dataclass
@@ -132,11 +158,11 @@ class PlanContext(TypedReader):
         derived = self.derived.get(full)
         return derived if derived is not None else self.options.values.get(full)
 
-    def text_options(self, kind: type[Typed]) -> Typed:
+    def text_options(self, kind: type[Typed]) -> OptionText[Typed]:
         """``read_text`` of the options as they stand, derived values applied; an empty value reads as absent."""
-        items = {key: self._item(key) for key in _keys(kind)}
-        return kind.model_validate({key: item.value if item is not None and item.value != "" else None
-                                    for key, item in items.items()})
+        items = {name: self._item(key) for name, key in _named_keys(kind)}
+        return OptionText(kind, {name: item.value if item is not None and item.value != "" else None
+                                 for name, item in items.items()})
 
     def source_of_field(self, kind: type[BaseModel], name: str) -> Source | None:
         """Where the option behind ``kind``'s field ``name`` came from (its key from the mapping)."""

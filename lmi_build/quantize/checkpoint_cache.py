@@ -24,7 +24,7 @@ from lmi_build.core.reading import read_json_file
 from lmi_build.core.types import FrozenModel
 from lmi_build.core.versions import installed_versions
 from lmi_build.planning.context import read_text
-from lmi_build.planning.options import CommonText
+from lmi_build.planning.options import CommonOptions
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.quantize.result import CheckpointResult
 from lmi_build.reporting.output import current
@@ -64,7 +64,7 @@ def checkpoint_key(plan: BuildPlan, model_dir: Path, checkpoint_format: str, sha
         "build": shaping,
         "calibrated_on": None if calibrated_on is None else {"device": calibrated_on.device,
                                                              "load_dtype": calibrated_on.load_dtype},
-        "trust_remote_code": read_text(plan.options, CommonText).trust_remote_code or "false",
+        "trust_remote_code": read_text(plan.options, CommonOptions).trust_remote_code or "false",
         "versions": installed_versions(EXPORTER_PACKAGES),
     }
     canonical = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str)

@@ -5,7 +5,7 @@ and the max_model_len the engine checks one sequence of."""
 from lmi_build.planning import checks
 from lmi_build.planning.context import PlanContext
 from lmi_build.planning.memory import EngineKvBudget
-from lmi_build.targets.hf.options import EngineMemoryOptions
+from lmi_build.targets.hf.options import HfOptions
 from lmi_build.targets.hf.profiles import HfProfile
 
 # vLLM's max_model_len for a config with no position limit (V0 config.py / V1 config/model.py
@@ -15,7 +15,7 @@ UNBOUNDED_MAX_MODEL_LEN = 2048
 
 def engine_kv_budget(ctx: PlanContext, profile: HfProfile, max_num_seqs: int) -> EngineKvBudget:
     facts = profile.vllm_memory
-    given = ctx.user_options(EngineMemoryOptions)
+    given = ctx.user_options(HfOptions)
     # LMI-Dist 8 ("warmup") has neither option: DJL's properties manager drops them unread
     reads_options = facts.check != "warmup"
     util, util_source = facts.gpu_memory_utilization, f"the {profile.name} default"

@@ -19,7 +19,7 @@ from lmi_build.core.types import PlanMessage
 from lmi_build.model.safetensors_header import read_checked_header
 from lmi_build.planning.context import written_text
 from lmi_build.planning.plan import BuildPlan
-from lmi_build.targets.hf.options import HfServing
+from lmi_build.targets.hf.options import HfOptions
 
 INDEX_NAME = "model.safetensors.index.json"
 # Files taken from the produced checkpoint (anything else there, e.g. *.bin, stays out).
@@ -57,7 +57,7 @@ class HfLayout:
         carry_source_files(source_dir, staging, trust_remote_code=trust_remote_code(plan))
 
     def properties(self, plan: BuildPlan) -> dict[str, str]:
-        return written_text(HfServing(engine="Python"))
+        return written_text(HfOptions(engine="Python"))
 
     def check(self, artifact_dir: Path) -> list[PlanMessage]:
         problems: list[PlanMessage] = []

@@ -23,7 +23,7 @@ from lmi_build.targets.hf.compatibility import PASSED_THROUGH
 from lmi_build.targets.hf.engine_memory import engine_kv_budget
 from lmi_build.targets.hf.knobs import HfBuild
 from lmi_build.targets.hf.loaders import architecture_problems, rope_problems
-from lmi_build.targets.hf.options import HfOptions, HfServing, withhold_quantize
+from lmi_build.targets.hf.options import HfOptions, withhold_quantize
 from lmi_build.targets.hf.profiles import (
     ExportFormat,
     HfProfile,
@@ -98,9 +98,9 @@ class HfPlanning:
             for warning in warnings:
                 ctx.findings.warn(warning.code, warning.message, warning.hint)
         build = HfBuild(tp=tp, dtype=dtype, export_format=plan_export_format(ctx, profile, dtype))
-        ctx.write_options(HfServing(engine=self.engine), "hf target")
-        ctx.write_options(HfServing(tensor_parallel_degree=tp), "resolved tp")
-        ctx.write_options(HfServing(dtype=checks.lmi_dtype(dtype)), "resolved dtype")
+        ctx.write_options(HfOptions(engine=self.engine), "hf target")
+        ctx.write_options(HfOptions(tensor_parallel_degree=tp), "resolved tp")
+        ctx.write_options(HfOptions(dtype=checks.lmi_dtype(dtype)), "resolved dtype")
         if profile is not None:
             self._write_start_keys(ctx, profile)
             self._check_startup(ctx, profile)
@@ -119,11 +119,11 @@ class HfPlanning:
         """The keys without which ``profile``'s image would not start its engine (``start_sources``);
         a value the user gave is kept (the start-up check reads it)."""
         why = f"{profile.name}'s image starts {profile.engine} only so ({profile.start_sources[0] if profile.start_sources else ''})"
-        given = ctx.user_options(HfServing).model_fields_set
+        given = ctx.user_options(HfOptions).model_fields_set
         if profile.start_rolling_batch and "rolling_batch" not in given:
-            ctx.write_options(HfServing(rolling_batch=profile.start_rolling_batch), why)
+            ctx.write_options(HfOptions(rolling_batch=profile.start_rolling_batch), why)
         if profile.start_mpi_mode and "mpi_mode" not in given:
-            ctx.write_options(HfServing(mpi_mode=True), why)
+            ctx.write_options(HfOptions(mpi_mode=True), why)
 
     @staticmethod
     def _check_startup(ctx: PlanContext, profile: HfProfile) -> None:

@@ -16,7 +16,7 @@ from lmi_build.artifact.target_api import message
 from lmi_build.core.types import PlanMessage
 from lmi_build.core.versions import release
 from lmi_build.planning.context import read_text
-from lmi_build.targets.hf.options import HfText
+from lmi_build.targets.hf.options import HfOptions
 from lmi_build.targets.hf.profiles import serving_formats
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ def startup_problems(profile: HfProfile, properties: Mapping[str, str]) -> list[
     where = f"{profile.name} ({profile.engine})"
     cited = "; ".join(profile.startup_sources)
     errors: list[PlanMessage] = []
-    text = read_text(properties, HfText)
+    text = read_text(properties, HfOptions)
     pp = (text.pipeline_parallel_degree or "").strip()
     if not profile.pipeline_parallel and pp and pp != "1":
         # vLLM's handler raises; LMI-Dist's before 0.29 has no such field and drops the key unread
@@ -41,9 +41,8 @@ def startup_problems(profile: HfProfile, properties: Mapping[str, str]) -> list[
                               "drop --pp / option.pipeline_parallel_degree (shard with --tp), or serve with a "
                               "profile whose engine takes pipeline parallelism (lmi-build profiles list)"))
     errors += _lmi_dist_removed(profile, (text.rolling_batch or "").strip())
-    written = text.model_dump()  # field (its key) -> text: the profile's engine_arg_conflicts names fields
     for vllm_name, lmi_key in profile.engine_arg_conflicts.items():
-        given = written[vllm_name]
+        given: str | None = getattr(text, vllm_name)  # the profile's engine_arg_conflicts names HfOptions fields
         if given is None:
             continue
         # DJL compares the raw serving.properties string with its own parsed int, which the Java

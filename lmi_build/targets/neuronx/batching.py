@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from lmi_build.planning.context import read_text
-from lmi_build.targets.neuronx.options import NeuronxText
+from lmi_build.planning.context import OptionText, read_text
+from lmi_build.targets.neuronx.options import NeuronxOptions
 
 if TYPE_CHECKING:
     from lmi_build.targets.neuronx.profiles import NeuronProfile
@@ -58,7 +58,7 @@ def _int(value: str | None, default: int) -> int:
 def container_batching(properties: Mapping[str, str], profile: NeuronProfile) -> ContainerBatching:
     """The batching ``profile``'s release resolves from ``properties`` (full serving.properties keys)."""
     rule = profile.rolling_batch_recommender
-    text = read_text(properties, NeuronxText)
+    text = read_text(properties, NeuronxOptions)
     server_batch = _int(text.batch_size, 1)
     recommender = rule in ("tnx_disable", "auto") or (rule == "without_engine" and not text.engine)
     if recommender:
@@ -81,7 +81,7 @@ def container_batching(properties: Mapping[str, str], profile: NeuronProfile) ->
                              server_batch=server_batch, refusal=refusal, why=why)
 
 
-def _recommended_rolling_batch(text: NeuronxText, profile: NeuronProfile, server_batch: int) -> tuple[str, str]:
+def _recommended_rolling_batch(text: OptionText[NeuronxOptions], profile: NeuronProfile, server_batch: int) -> tuple[str, str]:
     """(option.rolling_batch, why) as the release's LmiConfigRecommender resolves it."""
     rule, given = profile.rolling_batch_recommender, text.rolling_batch
     if server_batch > 1:

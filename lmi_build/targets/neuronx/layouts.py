@@ -68,7 +68,7 @@ from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets.neuronx.batching import batching_problems, container_batching
 from lmi_build.targets.neuronx.cache_tree import check_tree, module_dirs
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
-from lmi_build.targets.neuronx.options import NeuronxServing, NeuronxText
+from lmi_build.targets.neuronx.options import NeuronxOptions
 from lmi_build.targets.neuronx.profiles import load_profiles
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ def neuron_block(plan: BuildPlan, compiler_version: str) -> dict[str, Any]:
 def tnx_properties(build: NeuronxBuild, rolling: bool) -> dict[str, str]:
     """The serving.properties keys the NEFFs depend on (``TnxPrecompiledLayout.properties``)."""
     static = None if rolling else build.batch_size
-    return written_text(NeuronxServing(engine="Python", tensor_parallel_degree=build.tp, n_positions=max(build.n_positions),
+    return written_text(NeuronxOptions(engine="Python", tensor_parallel_degree=build.tp, n_positions=max(build.n_positions),
                                        rolling_batch=None if rolling else "disable",
                                        max_rolling_batch_size=build.batch_size if rolling else None,
                                        option_batch_size=static, batch_size=static))
@@ -159,7 +159,7 @@ class TnxPrecompiledLayout:
         rolling batch only option.max_rolling_batch_size (DJL sets TNX's batch from it and refuses an
         option.batch_size > 1 beside it); static: rolling batch written off (unset is auto on 0.30+),
         the batch as option.batch_size (TNX) and as the top-level batch_size (DJL's request batching)."""
-        return tnx_properties(_build(plan), (read_text(plan.options, NeuronxText).rolling_batch or "disable") != "disable")
+        return tnx_properties(_build(plan), (read_text(plan.options, NeuronxOptions).rolling_batch or "disable") != "disable")
 
     def check(self, artifact_dir: Path) -> list[PlanMessage]:
         return self.check_as(artifact_dir, self.name)
@@ -324,7 +324,7 @@ def _block_vs_properties(block: dict[str, Any], properties: dict[str, str], layo
     """DJL compares these before skipping the compile (ML:518-520, 623-649): each must agree. The batch
     is serving.properties' batching keys as every release that loads ``layout`` reads them
     (``batching``: an unset option.rolling_batch is auto, rolling batch, on 0.30+)."""
-    text = read_text(properties, NeuronxText)
+    text = read_text(properties, NeuronxOptions)
     pairs = (("num_cores", text.tensor_parallel_degree, "option.tensor_parallel_degree"),
              ("sequence_length", text.n_positions, "option.n_positions"))
     problems: list[PlanMessage] = []
@@ -388,14 +388,14 @@ class CacheTreeLayout:
     def properties(self, plan: BuildPlan) -> dict[str, str]:
         # The container fetches the original weights.
         return {**TnxPrecompiledLayout().properties(plan),
-                **written_text(NeuronxServing(model_id=plan.model.id, revision=plan.model.revision or None))}
+                **written_text(NeuronxOptions(model_id=plan.model.id, revision=plan.model.revision or None))}
 
     def check(self, artifact_dir: Path) -> list[PlanMessage]:
         problems = [PlanMessage(code="neuron_cache_entry", message=f"compile-cache entry {entry}: {why}",
                                 hint="rebuild the artifact") for entry, why in check_tree(artifact_dir)]
         properties_file = artifact_dir / "serving.properties"
         properties = read_properties(properties_file) if properties_file.is_file() else {}
-        text = read_text(properties, NeuronxText)
+        text = read_text(properties, NeuronxOptions)
         graph = text.compiled_graph_path or ""
         if not graph.startswith("s3://"):
             problems.append(PlanMessage(code="neuron_graph_path",

@@ -27,12 +27,7 @@ from lmi_build.planning.target_api import ContainerFacts, RecipeRoute, TargetPla
 from lmi_build.recipes.schema import Recipe, TargetSupport
 from lmi_build.targets.neuronx.batching import ContainerBatching, container_batching
 from lmi_build.targets.neuronx.knobs import NeuronxBuild
-from lmi_build.targets.neuronx.options import (
-    NeuronxOptions,
-    NeuronxServing,
-    withhold_rolling_batch,
-    withhold_static_batch,
-)
+from lmi_build.targets.neuronx.options import NeuronxOptions, withhold_rolling_batch, withhold_static_batch
 from lmi_build.targets.neuronx.profiles import get_profile, load_profiles
 from lmi_build.targets.neuronx.sdk import NeuronPlatform, sdk
 from lmi_build.targets.neuronx.serving import (
@@ -207,13 +202,13 @@ class NeuronxPlanning:
         container_flags = ctx.request.env.get("NEURON_CC_FLAGS", profile.neuron_cc_flags)
         build = _neff_build(ctx, profile, tp=tp, amp=AMP[dtype], platform=platform, shape=shape,
                             container_flags=container_flags)
-        ctx.write_options(NeuronxServing(engine=self.engine), "neuronx target")
-        ctx.write_options(NeuronxServing(tensor_parallel_degree=tp), "resolved tp")
-        ctx.write_options(NeuronxServing(dtype=checks.lmi_dtype(dtype)), "resolved dtype")
-        ctx.write_options(NeuronxServing(n_positions=shape.top), "build knob")
+        ctx.write_options(NeuronxOptions(engine=self.engine), "neuronx target")
+        ctx.write_options(NeuronxOptions(tensor_parallel_degree=tp), "resolved tp")
+        ctx.write_options(NeuronxOptions(dtype=checks.lmi_dtype(dtype)), "resolved dtype")
+        ctx.write_options(NeuronxOptions(n_positions=shape.top), "build knob")
         if ctx.quantization.method == "int8":
             # The Neuron container's only spelling (it then loads with load_in_8bit).
-            ctx.write_options(NeuronxServing(quantize="static_int8"), "neuronx int8 weights")
+            ctx.write_options(NeuronxOptions(quantize="static_int8"), "neuronx int8 weights")
         _check_startup(ctx, profile, build, container_flags)
         # What the build's preflight refuses, unless the start-up model already said why (a loader that
         # compiles at start-up): plan and build give one verdict (issue 32 item 3).
@@ -308,7 +303,7 @@ def _batching(ctx: PlanContext, profile: NeuronProfile, engine: str) -> tuple[in
         # (LmiConfigRecommender.java@0.30.0-dlc:36-44 order, 63-69 reads it; 0.32.0-dlc:38-43, 66-67):
         # lmi-build's default size must not turn an unsized auto into vllm.
         sized = max_rolling if user.max_rolling_batch_size is not None else None
-        written = NeuronxServing(engine=engine, rolling_batch=requested, max_rolling_batch_size=sized,
+        written = NeuronxOptions(engine=engine, rolling_batch=requested, max_rolling_batch_size=sized,
                                  batch_size=server)
         reading = container_batching(written_text(written), profile)
         if reading.rolling:
@@ -320,10 +315,10 @@ def _batching(ctx: PlanContext, profile: NeuronProfile, engine: str) -> tuple[in
                            f"batch_size={server} (the requests DJL hands the model at once) differ",
                            hint="give one of them: lmi-build writes both with the same value")
     batch = option_batch or server or 1
-    ctx.write_options(NeuronxServing(rolling_batch="disable"),
+    ctx.write_options(NeuronxOptions(rolling_batch="disable"),
                       "static batching (an unset option.rolling_batch is auto on LMI 0.30+)")
-    ctx.write_options(NeuronxServing(option_batch_size=batch), "the batch the NEFFs are compiled for")
-    ctx.write_options(NeuronxServing(batch_size=batch),
+    ctx.write_options(NeuronxOptions(option_batch_size=batch), "the batch the NEFFs are compiled for")
+    ctx.write_options(NeuronxOptions(batch_size=batch),
                       "the requests DJL's server batches per call (ModelInfo.java:864-867)")
     withhold_rolling_batch(ctx)
     return batch, False
@@ -343,9 +338,9 @@ def _write_rolling_batch(ctx: PlanContext, profile: NeuronProfile, reading: Cont
         ctx.findings.error("neuron_batch_rolling",
                            f"batch_size={server} batches requests statically, next to rolling batch ({reading.why})",
                            hint="drop batch_size for rolling batch, or drop option.rolling_batch")
-    ctx.write_options(NeuronxServing(rolling_batch=reading.rolling_batch),
+    ctx.write_options(NeuronxOptions(rolling_batch=reading.rolling_batch),
                       f"as {profile.name} resolves it ({reading.why})")
-    ctx.write_options(NeuronxServing(max_rolling_batch_size=max_rolling), "build knob")
+    ctx.write_options(NeuronxOptions(max_rolling_batch_size=max_rolling), "build knob")
     withhold_static_batch(ctx)
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from lmi_build.options.booleans import parse_bool
 from lmi_build.planning.context import read_text
-from lmi_build.targets.neuronx.options import NeuronxText
+from lmi_build.targets.neuronx.options import NeuronxOptions
 from lmi_build.targets.neuronx.sdk import sdk
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def compiler_flags(base: str, optimize_level: int | None, mixed_precision: bool,
 def serving_compiler_flags(container_flags: str, properties: Mapping[str, str]) -> str:
     """The flags string a container whose NEURON_CC_FLAGS is ``container_flags`` computes for these
     serving.properties (what verify compares an artifact's flags with)."""
-    text = read_text(properties, NeuronxText)
+    text = read_text(properties, NeuronxOptions)
     level = text.neuron_optimize_level
     return compiler_flags(container_flags, int(level) if level and level.isdigit() else None,
                           text.enable_mixed_precision_accumulation is not None,  # present: DJL passes the flag

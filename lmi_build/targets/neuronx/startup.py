@@ -35,7 +35,7 @@ from lmi_build.planning.context import handler_options, read_text, read_written
 from lmi_build.planning.startup import RuleFinding, StartupOutcome
 from lmi_build.targets.neuronx.batching import batching_problem, container_batching
 from lmi_build.targets.neuronx.layouts import tnx_properties
-from lmi_build.targets.neuronx.options import NeuronxOptions, NeuronxText
+from lmi_build.targets.neuronx.options import NeuronxOptions
 from lmi_build.targets.neuronx.rope import rope_message, rope_outcome
 from lmi_build.targets.neuronx.sdk import refused_option_message, sdk
 from lmi_build.targets.neuronx.serving import (
@@ -100,7 +100,7 @@ def from_planned(options: Mapping[str, str], sources: Mapping[str, str], build: 
     carries (``packager.written_properties``) and the layout's keys (``layouts.tnx_properties``),
     with the knobs the NEFFs will be compiled with."""
     properties = written_properties(options, sources, "neuronx")
-    properties.update(tnx_properties(build, (read_text(options, NeuronxText).rolling_batch or "disable") != "disable"))
+    properties.update(tnx_properties(build, (read_text(options, NeuronxOptions).rolling_batch or "disable") != "disable"))
     return StartupInputs(properties=properties, layout=build.layout, spec=spec, batch_size=build.batch_size,
                          on_device_embedding=bool(build.neuron_config.get("on_device_embedding")),
                          compiler_flags=build.compiler_flags, built_loader=build.loader,
@@ -228,7 +228,7 @@ def _contexts(profile: NeuronProfile, facts: StartupInputs, reading: Any, rules:
                        "transformers-neuronx does not find among the shipped NEFFs (set_neff_bytes: FileNotFoundError)"),
             sources=(*profile.vllm_continuous_batching_sources, *profile.continuous_batching_contexts_sources),
             hint="serve with the serving.properties the artifact ships, or rebuild with this option.rolling_batch"))
-    written = read_text(facts.properties, NeuronxText)
+    written = read_text(facts.properties, NeuronxOptions)
     text, top = written.context_length_estimate, written.n_positions or ""
     if not continuous or not text or not top.isdigit():
         return continuous
@@ -246,7 +246,7 @@ def _contexts(profile: NeuronProfile, facts: StartupInputs, reading: Any, rules:
 
 
 def _compiled_graph_path(profile: NeuronProfile, facts: StartupInputs) -> list[RuleFinding]:
-    graph = read_text(facts.properties, NeuronxText).compiled_graph_path or ""
+    graph = read_text(facts.properties, NeuronxOptions).compiled_graph_path or ""
     if not graph.startswith("s3://") or profile.compiled_graph_path_s3 != "rejected":
         return []
     return [RuleFinding(rule="compiled_graph_path_rejected", effect="rejected",

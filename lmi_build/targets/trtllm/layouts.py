@@ -32,7 +32,7 @@ from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets.trtllm.engine_check import RANK_FILE, world_size_of
 from lmi_build.targets.trtllm.engine_match import engine_mismatches, expectation_from_properties
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
-from lmi_build.targets.trtllm.options import TrtllmServing
+from lmi_build.targets.trtllm.options import TrtllmOptions
 from lmi_build.targets.trtllm.triton import config_pbtxt
 
 # The flat (LLM API) layout is served by ONE Python process whose LLM(...) starts its own MPI ranks.
@@ -63,7 +63,7 @@ def _engine_files(produced: Path) -> list[Path]:
 
 def toolkit_properties(build: TrtllmBuild) -> dict[str, str]:
     """The serving.properties keys the toolkit layout writes (the start-up model reads them at plan time too)."""
-    return written_text(TrtllmServing(engine="MPI", rolling_batch="trtllm", tensor_parallel_degree=build.tp,
+    return written_text(TrtllmOptions(engine="MPI", rolling_batch="trtllm", tensor_parallel_degree=build.tp,
                                       pipeline_parallel_degree=build.pp if build.pp > 1 else None))
 
 
@@ -71,7 +71,7 @@ def flat_properties(build: TrtllmBuild) -> dict[str, str]:
     """The serving.properties keys the flat layout writes; with pp, pipeline_parallel_size too: what the 1.x
     service passes to LLM() (djl-serving 0.33.0-dlc trt_properties.py:42,138)."""
     pp = build.pp if build.pp > 1 else None
-    return written_text(TrtllmServing(engine=FLAT_ENGINE, entry_point="djl_python.lmi_trtllm.trtllm_async_service",
+    return written_text(TrtllmOptions(engine=FLAT_ENGINE, entry_point="djl_python.lmi_trtllm.trtllm_async_service",
                                       async_mode=True, rolling_batch="disable", tensor_parallel_degree=build.tp,
                                       pipeline_parallel_degree=pp, pipeline_parallel_size=pp))
 

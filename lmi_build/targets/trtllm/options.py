@@ -1,18 +1,16 @@
 """The one mapping between serving.properties and the trtllm target's typed options, each way.
 
-A field of ``TrtllmOptions`` is an option the planner reads, named as its key (``option.<field>``) and
-typed as the option table parses it (``planning.context.read_options``, ``PlanContext.user_options``); a
-field of ``TrtllmServing`` is a value the plan writes into serving.properties (``PlanContext.write_options``),
-named as its key too. serving.properties text read back (an artifact's, a saved plan's) is read by the same
-fields (``planning.context.read_written``), or as text (``TrtllmText``, ``read_text``). Nothing else in the target
+A field of ``TrtllmOptions`` is an option the target reads or writes, named as its key (``option.<field>``)
+and typed as the option table parses it: read typed (``planning.context.read_options``,
+``PlanContext.user_options``), written (``PlanContext.write_options``), read back from serving.properties text
+(an artifact's, a saved plan's: ``planning.context.read_written``), or as text (``read_text``). Nothing else in the target
 reads or writes an option by its key (tests/targets/trtllm/test_trtllm_typed_knobs.py), so mypy catches a mistyped one.
 """
 
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from lmi_build.core.types import Record
 from lmi_build.options.resolved import Source
 from lmi_build.planning.context import PlanContext, read_written
 from lmi_build.planning.options import CommonOptions
@@ -20,14 +18,13 @@ from lmi_build.targets.trtllm.profiles import ContainerProfile
 
 
 class TrtllmOptions(CommonOptions):
-    """The options the trtllm target reads (its planner, its engine check of serving.properties), the shared
-    ones inherited; None: unset (or unparsable: resolution made that a plan error)."""
+    """The options the trtllm target reads (its planner, its engine check, its release's start-up and
+    config.pbtxt as text) and writes, the shared ones inherited; None: unset (or unparsable: resolution made
+    that a plan error), or not written."""
 
-    pipeline_parallel_degree: int | None = None
-    pipeline_parallel_size: int | None = None
-    max_input_len: int | None = None
-    max_output_len: int | None = None
-    max_rolling_batch_size: int | None = None
+    entry_point: str | None = Field(None, alias="entryPoint")
+    async_mode: bool | None = None
+    backend: str | None = None
     max_num_tokens: int | None = None
     max_beam_width: int | None = None
     tokens_per_block: int | None = None
@@ -38,56 +35,19 @@ class TrtllmOptions(CommonOptions):
     multi_block_mode: bool | None = None
     rotary_base: float | None = None
     rotary_dim: int | None = None
-    mpi_mode: bool | None = None
     kv_cache_free_gpu_mem_fraction: float | None = None
     free_gpu_memory_fraction: float | None = None
-
-
-class TrtllmServing(BaseModel):
-    """Values the plan writes into serving.properties, in the order written; None: not written here."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-
-    engine: str | None = None
-    entry_point: str | None = Field(None, alias="entryPoint")
-    async_mode: bool | None = None
-    rolling_batch: str | None = None
-    mpi_mode: bool | None = None
-    pipeline_parallel_size: int | None = None
-    tensor_parallel_degree: int | None = None
-    pipeline_parallel_degree: int | None = None
-    dtype: str | None = None
-    max_input_len: int | None = None
-    max_output_len: int | None = None
-    max_rolling_batch_size: int | None = None
-    tokens_per_block: int | None = None
-    smoothquant_per_channel: bool | None = None
-
-
-class TrtllmText(Record):
-    """serving.properties text as a release's start-up reads it (``startup.py``) and config.pbtxt copies it
-    (``triton.py``), before any typing (``planning.context.read_text``); None: absent."""
-
-    rolling_batch: str | None = None
-    backend: str | None = None
-    max_rolling_batch_size: str | None = None
-    max_num_tokens: str | None = None
-    tensor_parallel_degree: str | None = None
-    pipeline_parallel_degree: str | None = None
-    pipeline_parallel_size: str | None = None
-    dtype: str | None = None
     batch_scheduler_policy: str | None = None
-    kv_cache_free_gpu_mem_fraction: str | None = None
-    enable_trt_overlap: str | None = None
-    max_tokens_in_paged_kv_cache: str | None = None
-    max_num_sequences: str | None = None
-    max_attention_window_size: str | None = None
-    enable_chunked_context: str | None = None
-    normalize_log_probs: str | None = None
+    enable_trt_overlap: bool | None = None
+    max_tokens_in_paged_kv_cache: str | None = None  # not in the option table: read as text
+    max_num_sequences: int | None = None
+    max_attention_window_size: str | None = None  # not in the option table: read as text
+    enable_chunked_context: str | None = None  # not in the option table: read as text
+    normalize_log_probs: str | None = None  # not in the option table: read as text
 
 
 def written_or(text: str | None, default: str) -> str:
-    """A ``TrtllmText`` value as written (an empty one too), else the reader's own default."""
+    """An option's text (``read_text``) as written (an empty one too), else the reader's own default."""
     return default if text is None else text
 
 

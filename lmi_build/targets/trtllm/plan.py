@@ -29,7 +29,7 @@ from lmi_build.targets.trtllm.knobs import TrtllmBuild, TrtllmRequest
 from lmi_build.targets.trtllm.kv_cache import paged_kv_cache
 from lmi_build.targets.trtllm.layouts import FLAT_ENGINE
 from lmi_build.targets.trtllm.lengths import resolve_lengths
-from lmi_build.targets.trtllm.options import TrtllmOptions, TrtllmServing, apply_release_defaults
+from lmi_build.targets.trtllm.options import TrtllmOptions, apply_release_defaults
 from lmi_build.targets.trtllm.prequantized import QUANTIZATION
 from lmi_build.targets.trtllm.profiles import ContainerProfile, get_profile, load_profiles
 from lmi_build.targets.trtllm.routes import recipe_route
@@ -167,7 +167,7 @@ def _tokens_per_block(ctx: PlanContext, given: TrtllmOptions, user: TrtllmOption
         return value
     ctx.findings.warn("tokens_per_block_fitted", f"the default tokens_per_block={value} raised to {minimum}: {what}",
                       hint=f"set option.tokens_per_block (>= {minimum}) to choose it yourself")
-    ctx.write_options(TrtllmServing(tokens_per_block=minimum), f"TensorRT-LLM {version} minimum with context FMHA")
+    ctx.write_options(TrtllmOptions(tokens_per_block=minimum), f"TensorRT-LLM {version} minimum with context FMHA")
     return minimum
 
 
@@ -300,28 +300,28 @@ def _write_serving_options(ctx: PlanContext, profile: ContainerProfile, given: T
     """serving.properties for the engines: the profile's process layout, then the build's parallelism,
     dtype and shapes."""
     if profile.layout == "flat":
-        ctx.write_options(TrtllmServing(engine=FLAT_ENGINE),
+        ctx.write_options(TrtllmOptions(engine=FLAT_ENGINE),
                           f"profile {profile.name}: one LLM API process (not engine=MPI)")
         # The TensorRT-LLM 1.x LMI handler is only picked when these are explicit.
-        ctx.write_options(TrtllmServing(entry_point="djl_python.lmi_trtllm.trtllm_async_service",
+        ctx.write_options(TrtllmOptions(entry_point="djl_python.lmi_trtllm.trtllm_async_service",
                                         async_mode=True, rolling_batch="disable"), f"profile {profile.name}")
         if given.mpi_mode:
             # engine=MPI (the alias sets mpi_mode=true): every rank would construct LLM(...) with
             # the whole tp (layouts.FLAT_ENGINE's sources).
-            ctx.write_options(TrtllmServing(mpi_mode=False), f"profile {profile.name}: its one LLM API process "
+            ctx.write_options(TrtllmOptions(mpi_mode=False), f"profile {profile.name}: its one LLM API process "
                               "starts its own MPI ranks; mpi_mode=true would start a whole model in every rank")
         if build.pp > 1 or given.pipeline_parallel_size is not None:
             # The 1.x service passes pipeline_parallel_size, not pipeline_parallel_degree, to LLM()
             # (djl-serving 0.33.0-dlc properties_manager/trt_properties.py:42,138).
-            ctx.write_options(TrtllmServing(pipeline_parallel_size=build.pp),
+            ctx.write_options(TrtllmOptions(pipeline_parallel_size=build.pp),
                               f"profile {profile.name}: the LLM API service's key for pp")
     else:
-        ctx.write_options(TrtllmServing(engine=engine, rolling_batch="trtllm"), "trtllm target")
-    ctx.write_options(TrtllmServing(tensor_parallel_degree=build.tp), "resolved tp")
+        ctx.write_options(TrtllmOptions(engine=engine, rolling_batch="trtllm"), "trtllm target")
+    ctx.write_options(TrtllmOptions(tensor_parallel_degree=build.tp), "resolved tp")
     if build.pp > 1:
-        ctx.write_options(TrtllmServing(pipeline_parallel_degree=build.pp), "resolved pp")
-    ctx.write_options(TrtllmServing(dtype=checks.lmi_dtype(build.dtype)), "resolved dtype")
-    ctx.write_options(TrtllmServing(max_input_len=build.max_input_len, max_output_len=build.max_output_len,
+        ctx.write_options(TrtllmOptions(pipeline_parallel_degree=build.pp), "resolved pp")
+    ctx.write_options(TrtllmOptions(dtype=checks.lmi_dtype(build.dtype)), "resolved dtype")
+    ctx.write_options(TrtllmOptions(max_input_len=build.max_input_len, max_output_len=build.max_output_len,
                                     max_rolling_batch_size=build.max_batch_size), "build knob")
 
 
@@ -333,7 +333,7 @@ def _state_smoothquant_granularity(ctx: PlanContext, profile: ContainerProfile) 
     per_channel as it is (--per_channel only when set), so its properties already agree."""
     algo = ctx.quantization.quant_algo or ""
     if profile.workflow != "legacy" and algo.startswith("W8A8_SQ_PER_CHANNEL"):
-        ctx.write_options(TrtllmServing(smoothquant_per_channel=True), f"the engine's quant_algo {algo}")
+        ctx.write_options(TrtllmOptions(smoothquant_per_channel=True), f"the engine's quant_algo {algo}")
 
 
 def _check_startup(ctx: PlanContext, profile: ContainerProfile, build: TrtllmBuild) -> None:

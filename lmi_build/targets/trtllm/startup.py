@@ -44,7 +44,7 @@ from lmi_build.targets.trtllm.engine_check import RANK_FILE, world_size_of
 from lmi_build.targets.trtllm.engine_match import engine_differences, expectation_from_properties
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
 from lmi_build.targets.trtllm.layouts import ENGINE_SUBDIR, TOOLKIT_DIR, flat_properties, toolkit_properties
-from lmi_build.targets.trtllm.options import TrtllmText, written_or
+from lmi_build.targets.trtllm.options import TrtllmOptions, written_or
 from lmi_build.targets.trtllm.profiles import ContainerProfile, StartupRules
 
 TOOLKIT_LAYOUT = "trtllm-toolkit"
@@ -190,7 +190,7 @@ def _path(profile: ContainerProfile, release: StartupRules, facts: StartupInputs
     """Whether DJL takes its TensorRT-LLM path: toolkit releases for option.rolling_batch trtllm (or
     unset/auto, with the image's SERVING_FEATURES=trtllm) and put rolling_batch=trtllm; the flat
     releases unless option.backend=pytorch."""
-    text = read_text(facts.properties, TrtllmText)
+    text = read_text(facts.properties, TrtllmOptions)
     if profile.layout == "toolkit":
         given = text.rolling_batch or ""
         if given.lower() not in ("", "auto", "trtllm"):
@@ -224,7 +224,7 @@ def _recommender(profile: ContainerProfile, release: StartupRules, facts: Startu
                  resolved: dict[str, str]) -> None:
     """LmiConfigRecommender's batch defaults: for rolling_batch=trtllm the profile's [defaults]
     (what ``plan`` writes too), otherwise the release's 32."""
-    text = read_text(facts.properties, TrtllmText)
+    text = read_text(facts.properties, TrtllmOptions)
     given = text.max_rolling_batch_size or ""
     trtllm = resolved.get("rolling_batch") == "trtllm"
     if given:
@@ -247,7 +247,7 @@ def _parallel(profile: ContainerProfile, facts: StartupInputs, resolved: dict[st
     """The parallel degrees as the release reads them: the toolkit's MPI engine starts
     tensor_parallel_degree x pipeline_parallel_degree ranks; the flat service passes
     tensor_parallel_degree and pipeline_parallel_size to LLM() (layouts.flat_properties)."""
-    text = read_text(facts.properties, TrtllmText)
+    text = read_text(facts.properties, TrtllmOptions)
     resolved["tensor_parallel_degree"] = written_or(text.tensor_parallel_degree, "max")
     if profile.layout == "toolkit":
         resolved["pipeline_parallel_degree"] = written_or(text.pipeline_parallel_degree, "1")
@@ -326,8 +326,10 @@ def _ranks(profile: ContainerProfile, facts: StartupInputs, engine_dir: str) -> 
 def _engine(profile: ContainerProfile, facts: StartupInputs, resolved: dict[str, str]) -> list[RuleFinding]:
     """The engine against serving.properties as the release resolved it (``engine_match``)."""
     layout_rules = engine_rules().toolkit if profile.layout == "toolkit" else engine_rules().flat
+    size = resolved["max_rolling_batch_size"].strip()  # as written, or the recommender's default
+    # A size that is no integer stays as written: the engine check reads it as unset.
     properties = {**facts.properties,
-                  **written_text(TrtllmText(max_rolling_batch_size=resolved["max_rolling_batch_size"]))}
+                  **written_text(TrtllmOptions(max_rolling_batch_size=int(size) if size.isdigit() else None))}
     found: list[RuleFinding] = []
     if profile.layout != "toolkit":
         found += _llm_parallel(profile, facts, layout_rules)
@@ -364,7 +366,7 @@ def _llm_parallel(profile: ContainerProfile, facts: StartupInputs, layout_rules:
     if not isinstance(mapping, Mapping):
         return []
     found = []
-    text = read_text(facts.properties, TrtllmText)
+    text = read_text(facts.properties, TrtllmOptions)
     for name, key, written, engine_key in (
             ("tp_size", "option.tensor_parallel_degree", text.tensor_parallel_degree, "tp_size"),
             ("pp_size", "option.pipeline_parallel_size", text.pipeline_parallel_size, "pp_size")):

@@ -17,7 +17,7 @@ from lmi_build.core.types import Record
 from lmi_build.planning.context import read_text
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets.trtllm.knobs import TrtllmBuild
-from lmi_build.targets.trtllm.options import TrtllmText, written_or
+from lmi_build.targets.trtllm.options import TrtllmOptions, written_or
 from lmi_build.targets.trtllm.profiles import get_profile
 
 TRITON_FILE = Path(__file__).with_name("data") / "triton_config.toml"
@@ -62,7 +62,7 @@ def backend_config(version: str) -> BackendConfig:
 
 
 def _parameters(plan: BuildPlan, build: TrtllmBuild, gpt_model_path: str, known: tuple[str, ...]) -> dict[str, str]:
-    given = read_text(plan.options, TrtllmText)
+    given = read_text(plan.options, TrtllmOptions)
     wanted = {
         "max_beam_width": str(build.max_beam_width),
         "FORCE_CPU_ONLY_INPUT_TENSORS": "no",

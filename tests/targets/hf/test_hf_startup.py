@@ -15,7 +15,7 @@ import pytest
 from lmi_build.artifact.verify import serving_target, verify_local
 from lmi_build.targets import TARGETS
 from lmi_build.targets.hf.knobs import HfBuild
-from lmi_build.targets.hf.options import HfText
+from lmi_build.targets.hf.options import HfOptions
 from lmi_build.targets.hf.profiles import load_profiles
 from tests.cli_process import run_lmi_build
 from tests.fixtures_artifact import HF, HF_LAYOUT, make_plan
@@ -92,9 +92,9 @@ def test_vllm_spellings_of_djl_keys_refused(option: str, lmi_key: str, plan_mode
 
 
 def test_every_vllm_spelling_a_profile_names_is_read_as_text() -> None:
-    # startup.py reads each through HfText (the one mapping); a spelling it lacks would raise at plan time.
+    # startup.py reads each through HfOptions (the one mapping); a spelling it lacks would raise at plan time.
     for profile in load_profiles():
-        assert set(profile.engine_arg_conflicts) <= set(HfText.model_fields), profile.name
+        assert set(profile.engine_arg_conflicts) <= set(HfOptions.model_fields), profile.name
 
 
 def test_verify_for_container_refuses_what_the_plan_refuses(make_artifact: Callable[..., Path],

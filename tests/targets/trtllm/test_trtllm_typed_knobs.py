@@ -44,7 +44,7 @@ def test_max_input_len_walks_typed_from_the_flag_to_the_argv() -> None:
     plan = plan_request(request, get_target("trtllm")).plan
     build = plan.knobs(TrtllmBuild)
     assert build.max_input_len == 2048
-    assert plan.options["option.max_input_len"] == "2048"  # written from the typed field (TrtllmServing)
+    assert plan.options["option.max_input_len"] == "2048"  # written from the typed field (TrtllmOptions)
     argv = _engine_argv(build, plan, plan.toolchain.profile)
     assert argv[argv.index("--max_input_len") + 1] == "2048"
     # The argv is the field's, not a string looked up again: another value in the knobs is what it says.
@@ -77,10 +77,10 @@ def test_mypy_catches_a_mistyped_knob(tmp_path: Path) -> None:
     snippet = tmp_path / "mistyped.py"
     snippet.write_text(
         "from lmi_build.targets.trtllm.knobs import TrtllmBuild, TrtllmRequest\n"
-        "from lmi_build.targets.trtllm.options import TrtllmOptions, TrtllmServing\n\n\n"
+        "from lmi_build.targets.trtllm.options import TrtllmOptions\n\n\n"
         "def walk(asked: TrtllmRequest, given: TrtllmOptions, build: TrtllmBuild) -> None:\n"
         "    print(asked.max_imput_len, given.max_imput_len, build.max_imput_len)\n"
-        "    TrtllmServing(max_imput_len=1)\n", encoding="utf-8")
+        "    TrtllmOptions(max_imput_len=1)\n", encoding="utf-8")
     done = subprocess.run([sys.executable, "-m", "mypy", "--config-file", "pyproject.toml", str(snippet)],
                           capture_output=True, text=True, cwd=REPO_ROOT)
     assert done.returncode == 1
