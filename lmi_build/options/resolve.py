@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from lmi_build.core.errors import OptionError
@@ -43,11 +43,14 @@ from lmi_build.options.spec import (
 )
 
 __all__ = [
+    "GivenOptions",
     "OptionInputs",
     "OptionResolution",
     "all_option_specs",
     "cli_option_pairs",
+    "given_options",
     "option_spec",
+    "resolve_given",
     "resolve_options",
     "resolved_value",
     "written_options",
@@ -138,8 +141,24 @@ def written_options(values: Mapping[str, str], sources: Mapping[str, str] | None
     })
 
 
-def resolve_options(inputs: OptionInputs, *, target: str, strict: bool = False) -> OptionResolution:
-    """Layer the inputs (see the module docstring), expand aliases, apply defaults, validate."""
+@dataclass(frozen=True)
+class GivenOptions:
+    """The options the inputs give (layers 1-4: flags, file, environment, aliases), merged once, before any
+    default: what the planner needs before it knows the recipe (the model to read), and what
+    ``resolve_given`` adds the defaults to and checks."""
+
+    target: str
+    candidates: Mapping[str, _Candidate]
+    notes: _Messages
+
+    def text(self, key: str) -> str | None:
+        """The value given for ``key``, as written; None: not given."""
+        candidate = self.candidates.get(full_key(key))
+        return candidate.value if candidate is not None else None
+
+
+def given_options(inputs: OptionInputs, *, target: str) -> GivenOptions:
+    """Layer the inputs (see the module docstring) and expand aliases; ``inputs.recipe_defaults`` are not read."""
     if target not in TARGET_NAMES:
         raise OptionError(f"unknown target {target!r}", hint=f"use one of: {', '.join(TARGET_NAMES)}")
     notes = _Messages(secrets=secret_values(inputs.env))
@@ -153,15 +172,22 @@ def resolve_options(inputs: OptionInputs, *, target: str, strict: bool = False) 
             merged.setdefault(key, candidate)
     _apply_value_deprecations(merged, notes)
     _expand_alias(merged)
-    for key, value in inputs.recipe_defaults.items():
+    return GivenOptions(target=target, candidates=merged, notes=notes)
+
+
+def resolve_given(given: GivenOptions, recipe_defaults: Mapping[str, str], *, strict: bool = False) -> OptionResolution:
+    """``given`` with the recipe's defaults, then the option table's, every value checked once."""
+    merged = dict(given.candidates)
+    notes = replace(given.notes, errors=list(given.notes.errors), warnings=list(given.notes.warnings))
+    for key, value in recipe_defaults.items():
         merged.setdefault(full_key(key), _Candidate(full_key(key), value, Source.RECIPE, "recipe"))
-    _apply_table_defaults(merged, target)
+    _apply_table_defaults(merged, given.target)
 
     values: dict[str, ResolvedValue] = {}
     current = {key: candidate.value for key, candidate in merged.items()}
     for key in sorted(merged, key=_order):
         candidate = merged[key]
-        text, typed = _check(candidate, target, current, notes)
+        text, typed = _check(candidate, given.target, current, notes)
         values[key] = ResolvedValue(key=key, value=text, typed=typed, source=candidate.source,
                                     origin=candidate.origin, given=candidate.given)
 
@@ -170,6 +196,11 @@ def resolve_options(inputs: OptionInputs, *, target: str, strict: bool = False) 
         errors = errors + warnings
         warnings = []
     return OptionResolution(options=ResolvedOptions(values=values), errors=errors, warnings=warnings)
+
+
+def resolve_options(inputs: OptionInputs, *, target: str, strict: bool = False) -> OptionResolution:
+    """Layer the inputs (see the module docstring), expand aliases, apply defaults, validate."""
+    return resolve_given(given_options(inputs, target=target), inputs.recipe_defaults, strict=strict)
 
 
 # ------------------------------------------------------------------------------ layers

@@ -8,7 +8,6 @@ planning -> validations (every problem collected) -> memory -> cache key -> Buil
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 
 from lmi_build.artifact.hygiene import host_roots, iter_strings, starts_with_root
@@ -18,7 +17,7 @@ from lmi_build.core.types import ModelIdentity, TargetName
 from lmi_build.model.normalize import read_spec_file
 from lmi_build.model.spec import ModelSpec
 from lmi_build.model.tokenizer import VOCABULARY_PATTERNS, tokenizer_files
-from lmi_build.options.resolve import OptionInputs, cli_option_pairs, resolve_options
+from lmi_build.options.resolve import OptionInputs, cli_option_pairs, given_options, resolve_given
 from lmi_build.options.resolved import ResolvedOptions
 from lmi_build.planning import checks
 from lmi_build.planning.cache_key import compute_cache_key, config_digest
@@ -95,12 +94,13 @@ def plan_request(request: PlanRequest, target: PlanningTarget) -> SavedPlan:
     findings = Findings()
     inputs = OptionInputs(cli=_cli_options(request, findings), properties_file=request.properties, env=request.env,
                           recipe_defaults={})
-    first = resolve_options(inputs, target=target.name, strict=request.strict)
-    model_ref = request.model or first.options.get("model_id")
+    # The options given decide the model; its recipe's defaults join them in the one resolution.
+    given = given_options(inputs, target=target.name)
+    model_ref = request.model or given.text("model_id")
     if not model_ref:
         raise OptionError("no model given",
                           hint="pass --model <dir|org/name|s3://bucket/prefix|demo:NAME> or set option.model_id")
-    revision = request.revision or first.options.get("revision")
+    revision = request.revision or given.text("revision")
     source = resolve_source(model_ref, purpose="plan", revision=revision, allow_pickle=request.allow_pickle,
                             endpoint_url=request.endpoint_url)
     spec = read_spec_file(source.path)
@@ -110,11 +110,10 @@ def plan_request(request: PlanRequest, target: PlanningTarget) -> SavedPlan:
         revision=revision, allow_pickle=request.allow_pickle,
         calib_data=request.calib_data.absolute() if request.calib_data else None)
     recipe, support = _recipe_support(spec, target.name, findings)
+    resolution = resolve_given(given, support.defaults if support is not None else {}, strict=request.strict)
     if recipe is None or support is None:
         return SavedPlan(inputs=build_inputs, plan=_early_plan(target, source.identity, spec,
-                                                              first.options, findings, recipe))
-    resolution = resolve_options(replace(inputs, recipe_defaults=support.defaults),
-                                 target=target.name, strict=request.strict)
+                                                              resolution.options, findings, recipe))
     findings.add_errors(resolution.errors)
     findings.add_warnings(resolution.warnings)
     quantization = _plan_quantization(request, target, recipe, spec, resolution.options, findings)

@@ -12,7 +12,9 @@ from lmi_build.options.resolve import (
     OptionResolution,
     all_option_specs,
     cli_option_pairs,
+    given_options,
     option_spec,
+    resolve_given,
     resolve_options,
 )
 from lmi_build.options.resolved import Source
@@ -302,3 +304,31 @@ def test_cli_option_pairs_rejects_malformed(bad: str) -> None:
 def test_public_lookup_api() -> None:
     assert option_spec("tensor_parallel_degree") is option_spec(TP)
     assert len(all_option_specs()) >= 90
+
+
+def test_the_given_options_are_layered_once_and_resolved_with_any_recipe(tmp_path: Path) -> None:
+    """The planner reads the model from the options given, before it knows the recipe, then resolves those same
+    layers once with the recipe's defaults (issue 41): the given layers hold no default, and resolving them
+    does not change them."""
+    inputs = OptionInputs(cli={"option.model_id": ("org/name", "--model")},
+                          properties_file=_props(tmp_path, "option.tensor_parallel_degree=2\noption.dtype=bf16\n"),
+                          env={"OPTION_REVISION": "main"})
+    given = given_options(inputs, target="trtllm")
+    assert (given.text("model_id"), given.text(TP), given.text("revision")) == ("org/name", "2", "main")
+    assert given.text("option.max_input_len") is None  # the table's default is not given
+    with_recipe = resolve_given(given, {"option.max_input_len": "4096"})
+    without = resolve_given(given, {})
+    assert with_recipe.options.get("option.max_input_len") == "4096"
+    assert with_recipe.options.source_of("option.max_input_len") is Source.RECIPE
+    assert without.options.source_of("option.max_input_len") is Source.DEFAULT
+    assert given.text("option.max_input_len") is None and len(given.notes.warnings) == 0
+    # One resolution of the given layers is the whole resolution of the inputs.
+    assert resolve_given(given, {}).options == resolve_options(inputs, target="trtllm").options
+
+
+def test_a_check_of_one_resolution_does_not_reach_another(tmp_path: Path) -> None:
+    given = given_options(OptionInputs(cli={"option.no_such_key": ("1", "--option")}), target="trtllm")
+    first, second = resolve_given(given, {}), resolve_given(given, {}, strict=True)
+    assert [w.code for w in first.warnings] == ["unknown_option"]
+    assert [e.code for e in second.errors] == ["unknown_option"] and second.warnings == []
+    assert given.notes.warnings == []

@@ -6,7 +6,6 @@ itself would serve it. So defaults are shrunk to the model with a warning; only 
 are errors (``checks.check_total_length``).
 """
 
-from lmi_build.core.types import FrozenModel
 from lmi_build.planning import checks
 from lmi_build.planning.context import PlanContext
 from lmi_build.targets.trtllm.options import TrtllmOptions
@@ -20,14 +19,10 @@ DEFAULT_MAX_OUTPUT_LEN = 512
 SEQ_LEN_FROM_MODEL = "model"
 
 
-class Lengths(FrozenModel):
-    max_input_len: int
-    max_output_len: int
-    max_seq_len: int
-
-
-def resolve_lengths(ctx: PlanContext, profile: ContainerProfile, given: TrtllmOptions, user: TrtllmOptions) -> Lengths:
-    """The lengths of the options ``given`` (``user``: those the user set), else the defaults fitted."""
+def resolve_lengths(ctx: PlanContext, profile: ContainerProfile, given: TrtllmOptions,
+                    user: TrtllmOptions) -> tuple[int, int, int]:
+    """(max_input_len, max_output_len, max_seq_len) of the options ``given`` (``user``: those the user set),
+    else the defaults fitted: the values of ``TrtllmBuild``'s fields of those names."""
     limit = checks.max_positions(ctx)
     input_set, output_set = user.max_input_len is not None, user.max_output_len is not None
     max_input = given.max_input_len or DEFAULT_MAX_INPUT_LEN
@@ -56,7 +51,7 @@ def resolve_lengths(ctx: PlanContext, profile: ContainerProfile, given: TrtllmOp
                           f"profile {profile.name} leaves max_seq_len to the model, as its container's trtllm-build "
                           "does when no output length is given",
                           hint="set --max-output-len to compile for shorter outputs (a smaller KV cache)")
-    return Lengths(max_input_len=max_input, max_output_len=max_output, max_seq_len=max_seq)
+    return max_input, max_output, max_seq
 
 
 def _fit(limit: int, max_input: int, max_output: int, *, input_set: bool, output_set: bool) -> tuple[int, int]:

@@ -82,7 +82,7 @@ class TrtllmPlanning:
         tp, pp = _parallelism(ctx, given)
         limits = family_limits(ctx.support.trtllm_example, profile.tensorrt_llm)
         dtype = _dtype(ctx, limits, profile)
-        lengths = resolve_lengths(ctx, profile, given, user)
+        max_input_len, max_output_len, max_seq_len = resolve_lengths(ctx, profile, given, user)
         tokens_per_block = _tokens_per_block(ctx, given, user, profile.tensorrt_llm)
         _check_legacy_storage(ctx, given, dtype, profile)
         _check_gpu(ctx, limits)
@@ -92,8 +92,7 @@ class TrtllmPlanning:
         route, writer = _route_and_writer(ctx, self.checkpoint_route(ctx.support, ctx.spec, ctx.options), profile, pp)
         build = TrtllmBuild(
             tp=tp, pp=pp, dtype=dtype, gemm_plugin=dtype, gpt_attention_plugin=dtype,
-            max_input_len=lengths.max_input_len, max_output_len=lengths.max_output_len,
-            max_seq_len=lengths.max_seq_len,
+            max_input_len=max_input_len, max_output_len=max_output_len, max_seq_len=max_seq_len,
             # An unparsable value is already an error finding; plan on with the option table's default.
             max_batch_size=given.max_rolling_batch_size or _table_default_int("max_rolling_batch_size"),
             max_num_tokens=given.max_num_tokens, max_beam_width=given.max_beam_width or 1,
@@ -115,7 +114,7 @@ class TrtllmPlanning:
         return TargetPlan(
             build=build, dtype=dtype, checkpoint_work=checkpoint_work(build, ctx.quantization),
             toolchain=self.toolchain(profile.name),
-            workload=Workload(batch_size=build.max_batch_size, seq_len=lengths.max_seq_len, tp=tp, pp=pp,
+            workload=Workload(batch_size=build.max_batch_size, seq_len=max_seq_len, tp=tp, pp=pp,
                               paged=paged_kv_cache(ctx, profile, build),
                               tied_head_written=ctx.spec.tie_word_embeddings and lm_head_written(
                                   tied=True, route=route, decoder=build.modelopt_decoder, example=build.trtllm_example)),
