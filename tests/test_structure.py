@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib
+import inspect
+import pkgutil
 import re
 import subprocess
 import typing
@@ -15,7 +18,12 @@ from typing import Any
 import pytest
 import typer.main
 
+import lmi_build
 from lmi_build.core.target_names import TARGET_NAMES
+from lmi_build.options.spec import all_option_specs
+from lmi_build.planning.options import CommonOptions
+from lmi_build.planning.plan import TargetKnobs
+from lmi_build.planning.request import PlanRequest, TargetRequest
 from lmi_build.targets import TARGETS, PlanKnobs, get_target
 from tests.paths import REPO_ROOT
 
@@ -227,3 +235,80 @@ def test_model_and_command_modules_keep_their_annotations_as_objects() -> None:
     stringly = {str(path.relative_to(REPO)) for path in SOURCES
                 if "from __future__ import annotations" in path.read_text(encoding="utf-8")}
     assert (_model_modules() | cli) & stringly == STRING_ANNOTATIONS_REVIEWED
+
+
+# Classes whose fields share a name with an LMI key but hold another thing (issue 41): what a vendor's own
+# config says, a value computed from the options, or a word both use. A new class with a field named as a key
+# must say here what it holds, or declare the key where it belongs (its target's options model, a knob).
+NOT_AN_OPTION = {
+    "lmi_build.core.types.ModelIdentity": "revision: the model's resolved revision (its identity)",
+    "lmi_build.fleet.ci_reports.BuildFacts": "quantize: the method a CI report names",
+    "lmi_build.fleet.matrix.PlanKnobs": "made by create_model from the knob declarations, not declared",
+    "lmi_build.model.spec.RopeSpec": "rotary_dim: the model's config.json",
+    "lmi_build.planning.checkpoint_estimate.CheckpointWork": "dtype: the checkpoint step's tensor dtype",
+    "lmi_build.planning.memory.EngineKvBudget": "the vLLM memory rule's inputs, resolved from the options",
+    "lmi_build.planning.memory.PagedKvCache": "the paged KV cache estimate's inputs, resolved from the knobs",
+    "lmi_build.planning.memory.Workload": "batch_size: the batch the memory estimate sizes",
+    "lmi_build.planning.plan.CalibrationPlan": "batch_size: the calibration's batch",
+    "lmi_build.planning.plan.MemoryEstimate": "gpu_memory_utilization: the share the estimate used",
+    "lmi_build.planning.plan.QuantizationPlan": "the quantization as planned from the options",
+    "lmi_build.planning.saved.BuildInputs": "revision: where the saved plan's model is",
+    "lmi_build.planning.target_api.TargetPlan": "dtype: the resolved dtype a target's plan returns",
+    "lmi_build.quantize.calibration.CalibrationSummary": "batch_size: the calibration's batch",
+    "lmi_build.quantize.result.CheckpointResult": "dtype: the written checkpoint's",
+    "lmi_build.quantize.trtllm_stream._CachedTensor": "dtype: a tensor's",
+    "lmi_build.quantize.trtllm_stream._Job": "dtype: a tensor's",
+    "lmi_build.recipes.schema.TargetSupport": "quantize: the methods a recipe supports",
+    "lmi_build.targets.hf.loaders.LoaderTable": "engine: the engine a loader table is for",
+    "lmi_build.targets.hf.profiles.HfProfile": "engine: the profile's engine (vllm, lmi-dist)",
+    "lmi_build.targets.hf.profiles.VllmMemory": "gpu_memory_utilization: the release's default, cited",
+    "lmi_build.targets.neuronx.batching.ContainerBatching": "rolling_batch: the release's resolved batching",
+    "lmi_build.targets.neuronx.plan.NeffShape": "n_positions: the buckets the NEFFs are compiled for",
+    "lmi_build.targets.neuronx.startup.StartupInputs": "the start-up model's resolved batch and embedding",
+    "lmi_build.targets.trtllm.command.TrtllmRun": "checkpoint: a build's --checkpoint directory",
+    "lmi_build.targets.trtllm.engine_match.EngineExpectation": "what an engine's config.json must hold",
+    "lmi_build.targets.trtllm.flags.Series": "quantize: the vendor flag series of a method",
+    "lmi_build.targets.trtllm.flags.Spelling": "model_dir: a vendor flag's spelling",
+    "lmi_build.targets.trtllm.startup.StartupInputs": "engine: the start-up model's resolved engine",
+}
+
+
+def _lmi_classes() -> list[type]:
+    """Every class defined in lmi_build (each module imported; ``__main__`` runs the CLI, so not it)."""
+    modules = [importlib.import_module(found.name) for found in pkgutil.walk_packages(lmi_build.__path__, "lmi_build.")
+               if not found.name.endswith(".__main__")]
+    return [value for module in modules for value in vars(module).values()
+            if isinstance(value, type) and value.__module__ == module.__name__]
+
+
+def test_an_lmi_key_is_typed_once() -> None:
+    """Each LMI key is one field of one options model (``CommonOptions`` or one target's, which inherits it),
+    at most one flag (a ``PlanRequest``/``TargetRequest`` field) and the plan's knobs of a target's build
+    (``TargetKnobs``); any other class with a field named as a key says above what it holds instead."""
+    keys = {spec.key.removeprefix("option.") for spec in all_option_specs()}
+    declared: dict[str, dict[str, list[str]]] = {"options": {}, "flag": {}}
+    unexplained, explained = [], set()
+    for kind in _lmi_classes():
+        own = set(inspect.get_annotations(kind)) & keys
+        name = f"{kind.__module__}.{kind.__qualname__}"
+        if not own:
+            continue
+        if issubclass(kind, CommonOptions):
+            group = "options"
+        elif issubclass(kind, (PlanRequest, TargetRequest)):
+            group = "flag"
+        elif issubclass(kind, TargetKnobs):
+            continue  # one per target's build, in the vendor's words
+        elif name in NOT_AN_OPTION:
+            explained.add(name)
+            continue
+        else:
+            unexplained.append(f"{name}: {sorted(own)}")
+            continue
+        for key in own:
+            declared[group].setdefault(key, []).append(name)
+    assert unexplained == []
+    assert sorted(set(NOT_AN_OPTION) - explained) == []  # no entry outlives its class's field
+    twice = {group: {key: names for key, names in by_key.items() if len(names) > 1}
+             for group, by_key in declared.items()}
+    assert twice == {"options": {}, "flag": {}}
