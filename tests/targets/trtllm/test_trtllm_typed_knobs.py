@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from lmi_build.cli.plan_flags import plan_request_from
 from lmi_build.planner.make import plan_request
 from lmi_build.planning.plan import BuildPlan
@@ -85,3 +87,23 @@ def test_mypy_catches_a_mistyped_knob(tmp_path: Path) -> None:
                           capture_output=True, text=True, cwd=REPO_ROOT)
     assert done.returncode == 1
     assert done.stdout.count('"max_imput_len"') == 4, done.stdout
+
+
+def test_one_model_reads_typed_reads_as_written_and_writes() -> None:
+    """``TrtllmOptions`` is every view of its keys (issue 41): typed from serving.properties text, the same
+    text as written (a start-up model types it its own way), and the text it writes, in field order."""
+    from lmi_build.planning.context import read_text, read_written, written_text
+    from lmi_build.targets.trtllm.options import TrtllmOptions
+
+    properties = {"option.enable_kv_cache_reuse": " True ", "option.max_rolling_batch_size": "08",
+                  "option.tensor_parallel_degree": "max", "option.rolling_batch": "trtllm"}
+    typed = read_written(properties, TrtllmOptions)
+    assert (typed.enable_kv_cache_reuse, typed.max_rolling_batch_size, typed.tensor_parallel_degree) == (True, 8, "max")
+    text = read_text(properties, TrtllmOptions)
+    assert (text.enable_kv_cache_reuse, text.max_rolling_batch_size, text.max_num_tokens) == (" True ", "08", None)
+    with pytest.raises(AttributeError, match="TrtllmOptions has no option 'max_imput_len'"):
+        _ = text.max_imput_len
+    written = written_text(TrtllmOptions(tensor_parallel_degree=2, engine="MPI", rolling_batch="trtllm",
+                                         entry_point="djl_python.x", max_input_len=2048))
+    assert list(written) == ["engine", "option.rolling_batch", "option.tensor_parallel_degree",
+                             "option.max_input_len", "option.entryPoint"]
