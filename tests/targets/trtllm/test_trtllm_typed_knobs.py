@@ -16,9 +16,11 @@ import pytest
 
 from lmi_build.cli.plan_flags import plan_request_from
 from lmi_build.planner.make import plan_request
+from lmi_build.planning.context import read_text, read_written, written_text
 from lmi_build.planning.plan import BuildPlan
 from lmi_build.targets import get_target
 from lmi_build.targets.trtllm.knobs import TrtllmBuild, TrtllmRequest
+from lmi_build.targets.trtllm.options import TrtllmOptions
 from lmi_build.targets.trtllm.profiles import get_profile
 from lmi_build.targets.trtllm.steps import plan_steps
 from tests.conftest import FIXTURE_CONFIGS
@@ -92,9 +94,6 @@ def test_mypy_catches_a_mistyped_knob(tmp_path: Path) -> None:
 def test_one_model_reads_typed_reads_as_written_and_writes() -> None:
     """``TrtllmOptions`` is every view of its keys (issue 41): typed from serving.properties text, the same
     text as written (a start-up model types it its own way), and the text it writes, in field order."""
-    from lmi_build.planning.context import read_text, read_written, written_text
-    from lmi_build.targets.trtllm.options import TrtllmOptions
-
     properties = {"option.enable_kv_cache_reuse": " True ", "option.max_rolling_batch_size": "08",
                   "option.tensor_parallel_degree": "max", "option.rolling_batch": "trtllm"}
     typed = read_written(properties, TrtllmOptions)
