@@ -6,7 +6,6 @@ everything downstream (planner, serving.properties writer, manifest).
 
 from collections.abc import Iterator, Mapping
 from enum import Enum
-from typing import TypeVar
 
 from lmi_build.core.types import FrozenModel
 
@@ -22,8 +21,6 @@ class Source(str, Enum):
     DEFAULT = "default"  # the LMI default from the option table
     DERIVED = "derived"  # computed by the planner (e.g. tp=max -> 8 on a p4d)
 
-
-_T = TypeVar("_T")
 
 # A typed option value, as the option table's type reads it: int, float, bool, str (str and enum
 # options, and int_or_max's "max"), or a tuple of ints (int_list).
@@ -42,37 +39,14 @@ class ResolvedValue(FrozenModel):
 
 
 class TypedReader:
-    """Typed reads of resolved options. Resolution parsed each value once, by its table entry, and
-    reported every value that does not parse; these readers only look the value up and check that
-    its type is the one the reader expects."""
+    """Typed values of resolved options by key: resolution parsed each value once, by its table entry, and
+    reported every value that does not parse. Read through an options model (``planning.context.read_options``),
+    whose strict fields refuse a value of another type than the table's: a reader and the table disagreeing
+    is a bug said loudly, not a value parsed again."""
 
     def value(self, key: str) -> OptionValue | None:
         """The typed value of ``key``; None when it is unset, empty, or did not parse."""
         raise NotImplementedError
-
-    def int_value(self, key: str) -> int | None:
-        return _typed_as(key, self.value(key), int, bool)
-
-    def float_value(self, key: str) -> float | None:
-        return _typed_as(key, self.value(key), float)
-
-    def bool_value(self, key: str) -> bool | None:
-        return _typed_as(key, self.value(key), bool)
-
-    def text_value(self, key: str) -> str | None:
-        """A str or enum option (or the "max" of an int_or_max one)."""
-        return _typed_as(key, self.value(key), str)
-
-
-def _typed_as(key: str, value: OptionValue | None, kind: type[_T], *not_kinds: type) -> _T | None:
-    """``value`` when it is a ``kind``: a mismatch means the reader and the option table disagree
-    about the key's type, a bug in lmi-build rather than a user error."""
-    if value is None:
-        return None
-    if not isinstance(value, kind) or isinstance(value, not_kinds):
-        raise TypeError(f"{_full_key(key)} holds {type(value).__name__} {value!r}, not {kind.__name__}: "
-                        "the reader and the option table disagree about its type")
-    return value
 
 
 class ResolvedOptions(TypedReader, FrozenModel):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from lmi_build.options.booleans import bool_text, parse_bool
 from lmi_build.options.resolve import (
@@ -16,6 +17,10 @@ from lmi_build.options.resolve import (
     written_options,
 )
 from lmi_build.options.resolved import ResolvedOptions, Source
+from lmi_build.planning.context import read_options
+from lmi_build.planning.options import CommonOptions
+from lmi_build.targets.hf.options import HfOptions
+from lmi_build.targets.trtllm.options import TrtllmOptions
 from tests.fixtures_planning import Planner
 
 LLAMA = "meta-llama--Llama-2-7b-hf"
@@ -78,8 +83,8 @@ def test_resolution_carries_the_typed_value_beside_the_written_text(key: str, te
 def test_table_defaults_are_typed_too() -> None:
     options = _resolve({}, "trtllm").options
     assert options.values["option.max_input_len"].source is Source.DEFAULT
-    assert options.int_value("max_input_len") == 1024 and options.bool_value("trust_remote_code") is False
-    assert options.value("tensor_parallel_degree") == "max"
+    typed = read_options(options, TrtllmOptions)
+    assert typed.max_input_len == 1024 and typed.trust_remote_code is False and typed.tensor_parallel_degree == "max"
 
 
 # ------------------------------------------------------------------------------ booleans
@@ -101,7 +106,7 @@ def test_one_boolean_vocabulary(text: str, flag: bool | None) -> None:
         assert [e.code for e in resolution.errors] == ["invalid_value"]
         assert "expected true or false" in resolution.errors[0].message
     else:
-        assert resolution.ok and resolution.options.bool_value("trust_remote_code") is flag
+        assert resolution.ok and read_options(resolution.options, CommonOptions).trust_remote_code is flag
         assert resolution.options.get("trust_remote_code") == bool_text(flag)  # written lower-case
     # The environment translation (ENABLE_CUDA_GRAPHS -> option.enforce_eager, inverted) reads the same words.
     env = resolve_options(OptionInputs(env={"ENABLE_CUDA_GRAPHS": text}), target="hf") if text else None
@@ -109,20 +114,23 @@ def test_one_boolean_vocabulary(text: str, flag: bool | None) -> None:
         if flag is None:
             assert [e.code for e in env.errors] == ["invalid_value"]
         else:
-            assert env.ok and env.options.bool_value("enforce_eager") is (not flag)
+            assert env.ok and read_options(env.options, HfOptions).enforce_eager is (not flag)
 
 
 # ------------------------------------------------------------------------------ readers
+class _MisTyped(BaseModel):
+    """A reader that disagrees with the table about max_input_len's type (an int)."""
+
+    model_config = ConfigDict(strict=True)
+    max_input_len: bool | None = None
+
+
 def test_readers_check_the_type_and_never_parse() -> None:
     options = _resolve({"option.max_input_len": "2048", "option.custom_flag": "true"}).options
-    assert options.int_value("max_input_len") == 2048
-    with pytest.raises(TypeError, match="not bool"):
-        options.bool_value("max_input_len")  # the reader disagrees with the table: a bug, said loudly
-    with pytest.raises(TypeError, match="not int"):
-        options.int_value("trust_remote_code")  # a bool is not an int, although Python says so
-    with pytest.raises(TypeError, match="not bool"):
-        options.bool_value("custom_flag")  # an unknown key stays text: nobody parses it downstream
-    assert options.text_value("custom_flag") == "true"
+    assert read_options(options, TrtllmOptions).max_input_len == 2048
+    with pytest.raises(ValidationError, match="max_input_len"):
+        read_options(options, _MisTyped)  # the reader disagrees with the table: a bug, said loudly
+    assert options.value("custom_flag") == "true"  # an unknown key stays text: nobody parses it downstream
     assert options.value("no_such_key") is None
 
 
@@ -134,15 +142,16 @@ def test_derived_and_written_values_are_typed_by_the_table() -> None:
     written = written_options({"option.max_input_len": "512", "option.dtype": "bf16", "engine": "MPI"},
                               {"option.max_input_len": "cli"})
     assert isinstance(written, ResolvedOptions)
-    assert written.int_value("max_input_len") == 512 and written.text_value("dtype") == "bf16"
+    typed = read_options(written, CommonOptions)
+    assert typed.max_input_len == 512 and typed.dtype == "bf16"
     assert written.source_of("max_input_len") is Source.CLI and written.source_of("dtype") is Source.DERIVED
 
 
 def test_a_saved_plan_reads_back_typed(plan_model: Planner) -> None:
     plan = plan_model("trtllm", LLAMA, tp="2", max_input_len=2048, trust_remote_code=True)
     options = written_options(plan.options, plan.option_sources)
-    assert options.int_value("tensor_parallel_degree") == 2 and options.int_value("max_input_len") == 2048
-    assert options.bool_value("trust_remote_code") is True
+    typed = read_options(options, CommonOptions)
+    assert typed.tensor_parallel_degree == 2 and typed.max_input_len == 2048 and typed.trust_remote_code is True
     assert {k: v.value for k, v in options.values.items()} == plan.options  # typing never changes the written text
 
 

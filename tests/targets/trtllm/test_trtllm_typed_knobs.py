@@ -27,8 +27,8 @@ from tests.conftest import FIXTURE_CONFIGS
 from tests.paths import REPO_ROOT
 
 TARGETS_DIR = REPO_ROOT / "lmi_build" / "targets"
-# A read or write of an option by a literal key: ctx.int_value("max_input_len"), ctx.derive("dtype", ...).
-LITERAL_KEY = re.compile(r"\.(int_value|float_value|bool_value|text_value|value|user_set|is_set|"
+# A read or write of an option by a literal key: ctx.value("max_input_len"), ctx.derive("dtype", ...).
+LITERAL_KEY = re.compile(r"\.(value|user_set|is_set|"
                          r"source_of|derive|withhold)\(\s*f?\"")
 # A key looked up in serving.properties text, made by formatting or written by hand: properties.get("option.dtype"),
 # sources.get(f"option.{flag}"), key = f"option.{name}", {"option.tensor_parallel_degree": ...},
