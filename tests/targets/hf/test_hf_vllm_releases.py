@@ -60,6 +60,19 @@ def test_profile_is_the_branch_it_cites(name: str) -> None:
     assert profile.dlc_source is not None and f"{image['tag']['path']}:{image['tag']['line']}" in profile.dlc_source
 
 
+def test_the_shared_releases_start_up_is_cited_at_its_own_branch() -> None:
+    """lmi-0.36.0-vllm-0.17.0 cites the v0.36.0 tag for its pins, and its image's branch, 0.36.0-lmi22-dlc, for
+    its start-up refusals, at the lines extracted from that branch (it cited lmi27's before)."""
+    profile, found = PROFILES["lmi-0.36.0-vllm-0.17.0"], RELEASES["branches"]["0.36.0-lmi22-dlc"]
+    startup = " ".join(profile.startup_sources)
+    assert startup.startswith(f"djl-serving 0.36.0-lmi22-dlc ({found['commit'][:8]})")
+    refused = found["pipeline_parallel_refused"]
+    assert f"{refused['path']}:{refused['line']} " in startup
+    for conflict in found["conflicts"]:
+        assert f"{conflict['path']}:{conflict['line']}" in startup
+    assert profile.dlc is not None and "lmi22" in profile.dlc
+
+
 def test_lmi28_is_in_the_dlc_list_only() -> None:
     only = RELEASES["dlc"]["unbranched"]["0.36-lmi28.0.0-gpu.yml"]
     assert only["engine"]["value"] == "LMI 28.0.0, vLLM 0.26.0"
